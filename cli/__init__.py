@@ -1,0 +1,1 @@
+"""The ``kafkasim`` command line."""

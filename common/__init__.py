@@ -1,0 +1,1 @@
+"""Pieces every kafkasim layer shares: the error tree, the clock port, config declarations."""
