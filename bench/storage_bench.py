@@ -1,0 +1,240 @@
+"""Storage engine benchmarks: ratios measured side by side in one run (the machine is shared
+and noisy, so only ratios and growth are meaningful, never absolute targets).
+
+1. Leader append of ready-made batches (16 KiB, 256 KiB) through ``Log.append_as_leader``
+   (validation, CRC, offset assignment, epoch stamp, indexing) against a bare ``os.write``
+   loop of the same bytes. Aim: ≥ 0.5 at 16 KiB, ≥ 0.8 at 256 KiB.
+2. Lookups by offset and by timestamp in logs of 1e5 and 1e7 records: p50/p99 and the growth
+   from the small log to the large one (it must stay logarithmic: a small factor, not 100×).
+3. Recovery of a 1 GiB log (no clean-shutdown marker) in MB/s against a bare read + CRC pass.
+4. Memory: opening a log of 1000 segments keeps indexes memory-mapped: Python heap allocated
+   while opening against the bytes of index data on disk.
+
+Run: ``make bench`` (or ``python -m bench.storage_bench --quick`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import crc32c
+
+from common.clock import ManualClock
+from common.types import TopicPartition
+from storage.config import LogConfig
+from storage.log import Log
+from storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, RecordBatchBuilder
+
+TP = TopicPartition("bench", 0)
+T0 = 1_700_000_000_000
+
+
+def _batch_of(size: int, record_size: int = 1024) -> bytes:
+    builder = RecordBatchBuilder()
+    value = b"x" * record_size
+    while builder.estimated_size_in_bytes() + record_size + 16 < size:
+        builder.append(T0, None, value)
+    return builder.build()
+
+
+def _best_of(runs: int, fn: Callable[[], float]) -> float:
+    return min(fn() for _ in range(runs))
+
+
+def bench_append(root: Path, batch_size: int, total_bytes: int) -> tuple[float, float]:
+    batch = _batch_of(batch_size)
+    count = max(total_bytes // len(batch), 1)
+
+    def engine() -> float:
+        d = root / f"append-{batch_size}"
+        shutil.rmtree(d, ignore_errors=True)
+        log = Log.open(d, LogConfig.from_props({}), ManualClock(T0), topic_partition=TP)
+        start = time.perf_counter()
+        for _ in range(count):
+            log.append_as_leader(batch, leader_epoch=0)
+        elapsed = time.perf_counter() - start
+        log.close_handlers()
+        shutil.rmtree(d)
+        return elapsed
+
+    def bare() -> float:
+        path = root / f"bare-{batch_size}.log"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        start = time.perf_counter()
+        for _ in range(count):
+            os.write(fd, batch)
+        elapsed = time.perf_counter() - start
+        os.close(fd)
+        path.unlink()
+        return elapsed
+
+    engine_s = _best_of(3, engine)
+    bare_s = _best_of(3, bare)
+    mb = count * len(batch) / 1e6
+    return mb / engine_s, mb / bare_s
+
+
+def _build_lookup_log(root: Path, records: int, per_batch: int) -> Log:
+    """A log whose batches carry increasing LogAppendTime timestamps (1 ms per batch)."""
+    clock = ManualClock(T0)
+    config = LogConfig.from_props({"message.timestamp.type": "LogAppendTime"})
+    log = Log.open(root / f"lookup-{records}", config, clock, topic_partition=TP)
+    builder = RecordBatchBuilder()
+    for i in range(per_batch):
+        builder.append(T0, None, b"v%07d" % i)
+    batch = builder.build()
+    for _ in range(records // per_batch):
+        log.append_as_leader(batch, leader_epoch=0)
+        clock.advance(1)
+    log.update_high_watermark(log.log_end_offset)
+    return log
+
+
+def _percentiles(samples: list[float]) -> tuple[float, float]:
+    samples.sort()
+    return samples[len(samples) // 2], samples[int(len(samples) * 0.99)]
+
+
+def bench_lookups(log: Log, n: int, seed: int = 1) -> tuple[tuple[float, float], tuple[float, float]]:
+    rng = random.Random(seed)
+    leo = log.log_end_offset
+    by_offset: list[float] = []
+    by_time: list[float] = []
+    batches = leo // 100
+    for _ in range(n):
+        target = rng.randrange(leo)
+        start = time.perf_counter()
+        info = log.read(target, 1)
+        by_offset.append(time.perf_counter() - start)
+        header = BatchHeader.parse(info.records)
+        assert header.base_offset <= target <= header.last_offset
+        ts = T0 + rng.randrange(batches)
+        start = time.perf_counter()
+        found = log.fetch_offset_by_timestamp(ts)
+        by_time.append(time.perf_counter() - start)
+        assert found is not None and found.timestamp >= ts
+    return _percentiles(by_offset), _percentiles(by_time)
+
+
+def bench_recovery(root: Path, total_bytes: int) -> tuple[float, float]:
+    d = root / "recovery"
+    batch = _batch_of(256 * 1024)
+    log = Log.open(d, LogConfig.from_props({}), ManualClock(T0), topic_partition=TP)
+    for _ in range(total_bytes // len(batch)):
+        log.append_as_leader(batch, leader_epoch=0)
+    log.flush()
+    log.close_handlers()
+    size = sum(p.stat().st_size for p in d.glob("*.log"))
+
+    def recover() -> float:
+        start = time.perf_counter()
+        recovered = Log.open(d, LogConfig.from_props({}), ManualClock(T0), topic_partition=TP,
+                             had_clean_shutdown=False)
+        elapsed = time.perf_counter() - start
+        recovered.close_handlers()
+        return elapsed
+
+    def bare() -> float:
+        start = time.perf_counter()
+        for path in sorted(d.glob("*.log")):
+            with open(path, "rb") as f:
+                data = f.read()
+            view = memoryview(data)
+            pos = 0
+            while pos + RECORD_BATCH_OVERHEAD <= len(view):
+                length = 12 + int.from_bytes(view[pos + 8 : pos + 12], "big")
+                crc32c.crc32c(view[pos + 21 : pos + length])
+                pos += length
+            view.release()
+        return time.perf_counter() - start
+
+    recover_s = _best_of(2, recover)
+    bare_s = _best_of(2, bare)
+    shutil.rmtree(d)
+    return size / 1e6 / recover_s, size / 1e6 / bare_s
+
+
+def bench_open_memory(root: Path, segments: int) -> tuple[int, int, int]:
+    """Open a log of ``segments`` segments, each with ~500 index entries per index."""
+    d = root / "many-segments"
+    builder = RecordBatchBuilder()
+    builder.append(T0, None, b"x" * 100)
+    batch = builder.build()
+    per_segment = 500
+    config = LogConfig.from_props({"segment.bytes": len(batch) * per_segment,
+                                   "index.interval.bytes": 0,
+                                   "message.timestamp.type": "LogAppendTime"})
+    clock = ManualClock(T0)
+    log = Log.open(d, config, clock, topic_partition=TP)
+    request = batch * 50  # a produce request of 50 batches
+    while log.num_segments < segments:
+        log.append_as_leader(request, leader_epoch=0)
+        clock.advance(1)
+    log.close()
+    index_bytes = sum(p.stat().st_size for p in d.glob("*index"))
+    tracemalloc.start()
+    opened = Log.open(d, config, clock, topic_partition=TP, had_clean_shutdown=True)
+    current, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    count = opened.num_segments
+    opened.close()
+    shutil.rmtree(d)
+    return count, index_bytes, current
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    root = Path(tempfile.mkdtemp(prefix="kafkasim-bench-", dir=args.dir))
+    try:
+        print("kafkasim storage benchmark" + (" (quick)" if quick else ""))
+        total = (8 if quick else 256) * 1024 * 1024
+        print("\n1. leader append vs bare os.write of the same bytes")
+        for size in (16 * 1024, 256 * 1024):
+            engine, bare = bench_append(root, size, total)
+            print(f"   {size // 1024:>4} KiB batches: engine {engine:8.1f} MB/s, bare "
+                  f"{bare:8.1f} MB/s, ratio {engine / bare:.2f}")
+
+        print("\n2. lookups (p50 / p99, microseconds)")
+        sizes = (10**4, 10**5) if quick else (10**5, 10**7)
+        results = {}
+        for records in sizes:
+            log = _build_lookup_log(root, records, per_batch=100)
+            results[records] = bench_lookups(log, 500 if quick else 3000)
+            (o50, o99), (t50, t99) = results[records]
+            print(f"   {records:>9,} records, {log.num_segments} segment(s): by offset "
+                  f"{o50 * 1e6:7.1f} / {o99 * 1e6:7.1f}   by timestamp {t50 * 1e6:7.1f} / "
+                  f"{t99 * 1e6:7.1f}")
+            log.close_handlers()
+        small, large = results[sizes[0]], results[sizes[1]]
+        print(f"   growth x{sizes[1] // sizes[0]} records: by offset p50 "
+              f"{large[0][0] / small[0][0]:.2f}x, by timestamp p50 "
+              f"{large[1][0] / small[1][0]:.2f}x")
+
+        print("\n3. recovery (unclean shutdown) vs bare read + CRC-32C pass")
+        engine, bare = bench_recovery(root, (32 if quick else 1024) * 1024 * 1024)
+        print(f"   recovery {engine:8.1f} MB/s, bare {bare:8.1f} MB/s, ratio {engine / bare:.2f}")
+
+        print("\n4. memory when opening many segments (indexes stay memory-mapped)")
+        count, index_bytes, heap = bench_open_memory(root, 50 if quick else 1000)
+        print(f"   {count} segments, {index_bytes / 1e6:.1f} MB of index files, Python heap "
+              f"held after open {heap / 1e6:.2f} MB ({heap / count / 1024:.1f} KiB a segment, "
+              f"ratio heap/index {heap / max(index_bytes, 1):.3f})")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

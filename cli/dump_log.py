@@ -1,0 +1,272 @@
+"""``kafkasim dump-log --files F``: print segments, indexes and snapshots as Kafka's
+``kafka-dump-log.sh`` (DumpLogSegments, 2.8 output shape) does.
+
+``.log``: one line per batch (``baseOffset: … isvalid: true``); with ``--deep-iteration`` one
+``| offset: …`` line per record; ``--print-data-log`` adds keys and payloads (and implies
+deep iteration). Legacy v0/v1 message sets print one line per message. ``.index`` and
+``.timeindex``: one line per entry, then any entry that disagrees with the log
+(``Mismatches in …``); ``--index-sanity-check`` only runs the sanity check. ``.snapshot``:
+the producer-state entries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from common.errors import CorruptIndexError, CorruptRecordError, KafkaError
+from storage import file_names
+from storage.offset_index import OffsetIndex
+from storage.producer_state import decode_snapshot
+from storage.records.batch import (
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    ControlRecordType,
+    compute_crc,
+    decode_batch,
+    parse_control_key,
+)
+from storage.records.legacy import decode_legacy
+from storage.time_index import TimeIndex
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "dump-log", help="print .log/.index/.timeindex/.snapshot files as kafka-dump-log does"
+    )
+    p.add_argument("--files", required=True,
+                   help="comma-separated data and index files to dump")
+    p.add_argument("--print-data-log", action="store_true",
+                   help="print the keys and payloads of records (implies --deep-iteration)")
+    p.add_argument("--deep-iteration", action="store_true",
+                   help="print every record, not only batch headers")
+    p.add_argument("--index-sanity-check", action="store_true",
+                   help="only check that indexes are sane, without dumping them")
+    p.add_argument("--verify-index-only", action="store_true",
+                   help="check index entries against the log without printing entries")
+    p.add_argument("--max-message-size", type=int, default=5 * 1024 * 1024,
+                   help="largest batch size accepted while reading (default 5242880)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    files = [Path(f) for f in args.files.split(",") if f]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise ValueError(f"no such file: {', '.join(missing)}")
+    deep = args.deep_iteration or args.print_data_log
+    for path in files:
+        print(f"Dumping {path}")
+        name = path.name
+        if name.endswith(file_names.LOG_SUFFIX):
+            dump_log_file(path, deep, args.print_data_log, args.max_message_size)
+        elif name.endswith(file_names.INDEX_SUFFIX):
+            dump_offset_index(path, args.index_sanity_check, args.verify_index_only)
+        elif name.endswith(file_names.TIME_INDEX_SUFFIX):
+            dump_time_index(path, args.index_sanity_check, args.verify_index_only)
+        elif name.endswith(file_names.SNAPSHOT_SUFFIX):
+            dump_snapshot(path)
+        else:
+            print(f"Ignoring unknown file {path}")
+    return 0
+
+
+def _b(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+def _text(data: bytes | None) -> str:
+    return "null" if data is None else data.decode("utf-8", errors="replace")
+
+
+def dump_log_file(path: Path, deep: bool, print_data: bool, max_message_size: int) -> None:
+    data = path.read_bytes()
+    base = file_names.offset_from_file_name(path.name)
+    print(f"Starting offset: {base}")
+    position = 0
+    size = len(data)
+    while position + 17 <= size:
+        magic = data[position + 16]
+        if magic in (0, 1):
+            consumed = _dump_legacy(data, position, deep, print_data)
+        else:
+            consumed = _dump_v2(data, position, deep, print_data, max_message_size)
+        if consumed <= 0:
+            break
+        position += consumed
+    if position < size:
+        print(f"Found {size - position} invalid bytes at the end of {path.name}")
+
+
+def _dump_v2(data: bytes, position: int, deep: bool, print_data: bool, max_size: int) -> int:
+    try:
+        header = BatchHeader.parse(data, position)
+    except CorruptRecordError:
+        return 0
+    if header.size_in_bytes > max_size or position + header.size_in_bytes > len(data):
+        return 0
+    raw = data[position : position + header.size_in_bytes]
+    valid = compute_crc(raw, 0, len(raw)) == header.crc
+    ts_type = header.timestamp_type.kafka_name
+    print(
+        f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} "
+        f"count: {header.records_count} baseSequence: {header.base_sequence} "
+        f"lastSequence: {header.last_sequence} producerId: {header.producer_id} "
+        f"producerEpoch: {header.producer_epoch} "
+        f"partitionLeaderEpoch: {header.partition_leader_epoch} "
+        f"isTransactional: {_b(header.is_transactional)} isControl: {_b(header.is_control)} "
+        f"position: {position} {ts_type}: {header.max_timestamp} "
+        f"size: {header.size_in_bytes} magic: {header.magic} "
+        f"compresscodec: {header.compression.kafka_name.upper()} crc: {header.crc} "
+        f"isvalid: {_b(valid)}"
+    )
+    if deep and valid:
+        try:
+            _, records = decode_batch(raw)
+        except KafkaError as e:
+            print(f"| could not decode records: {e}")
+            return header.size_in_bytes
+        for r in records:
+            line = (
+                f"| offset: {r.offset} {ts_type}: {r.timestamp} "
+                f"keysize: {-1 if r.key is None else len(r.key)} "
+                f"valuesize: {-1 if r.value is None else len(r.value)} "
+                f"sequence: {r.sequence} headerKeys: [{','.join(h.key for h in r.headers)}]"
+            )
+            if header.is_control:
+                kind = parse_control_key(r.key)
+                marker = "COMMIT" if kind is ControlRecordType.COMMIT else "ABORT"
+                line += f" endTxnMarker: {marker}"
+            elif print_data:
+                if r.key is not None:
+                    line += f" key: {_text(r.key)}"
+                line += f" payload: {_text(r.value)}"
+            print(line)
+    return header.size_in_bytes
+
+
+def _dump_legacy(data: bytes, position: int, deep: bool, print_data: bool) -> int:
+    size = 12 + int.from_bytes(data[position + 8 : position + 12], "big", signed=True)
+    if size < 12 + 14 or position + size > len(data):
+        return 0
+    try:
+        wrappers = decode_legacy(data[position : position + size], deep=False)
+        messages = decode_legacy(data[position : position + size], deep=True) if deep else []
+    except KafkaError:
+        return 0
+    for m in wrappers:
+        ts = "" if m.timestamp is None else f" {m.timestamp_type.kafka_name}: {m.timestamp}"
+        print(
+            f"offset: {m.offset} position: {position}{ts} isvalid: true "
+            f"size: {m.size_in_bytes} magic: {m.magic} "
+            f"compresscodec: {m.compression.kafka_name.upper()} crc: {m.crc}"
+        )
+    for m in messages:
+        ts = "" if m.timestamp is None else f" {m.timestamp_type.kafka_name}: {m.timestamp}"
+        line = (
+            f"| offset: {m.offset}{ts} isvalid: true "
+            f"keysize: {-1 if m.key is None else len(m.key)} "
+            f"valuesize: {-1 if m.value is None else len(m.value)} magic: {m.magic} "
+            f"crc: {m.crc}"
+        )
+        if print_data:
+            if m.key is not None:
+                line += f" key: {_text(m.key)}"
+            line += f" payload: {_text(m.value)}"
+        print(line)
+    return size
+
+
+def _open_index(cls: type[OffsetIndex] | type[TimeIndex], path: Path) -> Any:
+    base = file_names.offset_from_file_name(path.name)
+    return cls(path, base, max(path.stat().st_size, cls.entry_size), writable=False)
+
+
+def dump_offset_index(path: Path, sanity_only: bool, verify_only: bool) -> None:
+    index: OffsetIndex = _open_index(OffsetIndex, path)
+    try:
+        if sanity_only:
+            _sanity(index, path)
+            return
+        log_path = path.with_name(path.name.removesuffix(file_names.INDEX_SUFFIX)
+                                  + file_names.LOG_SUFFIX)
+        mismatches: list[tuple[int, int]] = []
+        fd = os.open(log_path, os.O_RDONLY) if log_path.exists() else None
+        try:
+            for n in range(index.entries):
+                entry = index.entry(n)
+                if n > 0 and entry.offset <= index.base_offset:
+                    break  # zero-filled preallocated tail
+                if fd is not None:
+                    raw = os.pread(fd, RECORD_BATCH_OVERHEAD, entry.position)
+                    try:
+                        actual = BatchHeader.parse(raw).last_offset
+                    except CorruptRecordError:
+                        actual = -1
+                    if actual != entry.offset:
+                        mismatches.append((entry.offset, actual))
+                if not verify_only:
+                    print(f"offset: {entry.offset} position: {entry.position}")
+        finally:
+            if fd is not None:
+                os.close(fd)
+        if mismatches:
+            print(f"Mismatches in :{path}")
+            for idx_off, log_off in mismatches:
+                print(f"  Index offset: {idx_off}, log offset: {log_off}")
+    finally:
+        index.close_handler()
+
+
+def dump_time_index(path: Path, sanity_only: bool, verify_only: bool) -> None:
+    index: TimeIndex = _open_index(TimeIndex, path)
+    try:
+        if sanity_only:
+            _sanity(index, path)
+            return
+        previous = -1
+        out_of_order: list[tuple[int, int]] = []
+        for n in range(index.entries):
+            entry = index.entry(n)
+            if n > 0 and entry.timestamp == 0 and entry.offset == index.base_offset:
+                break  # zero-filled preallocated tail
+            if entry.timestamp <= previous:
+                out_of_order.append((entry.timestamp, previous))
+            previous = entry.timestamp
+            if not verify_only:
+                print(f"timestamp: {entry.timestamp} offset: {entry.offset}")
+        if out_of_order:
+            print(f"Found out of order timestamp in :{path}")
+            for ts, prev in out_of_order:
+                print(f"  Index timestamp: {ts}, Previously indexed timestamp: {prev}")
+    finally:
+        index.close_handler()
+
+
+def _sanity(index: OffsetIndex | TimeIndex, path: Path) -> None:
+    try:
+        index.sanity_check()
+    except CorruptIndexError as e:
+        print(f"Found invalid index file {path}: {e}")
+        return
+    print(f"{path} passed sanity check.")
+
+
+def dump_snapshot(path: Path) -> None:
+    for entry in decode_snapshot(path.read_bytes()):
+        last = entry.batch_metadata[-1] if entry.batch_metadata else None
+        txn = "None" if entry.current_txn_first_offset is None else entry.current_txn_first_offset
+        line = (
+            f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+            f"coordinatorEpoch: {entry.coordinator_epoch} currentTxnFirstOffset: {txn} "
+            f"lastTimestamp: {entry.last_timestamp}"
+        )
+        if last is not None:
+            line += (
+                f" firstSequence: {last.first_seq} lastSequence: {last.last_seq} "
+                f"lastOffset: {last.last_offset} offsetDelta: {last.offset_delta}"
+                f" timestamp: {last.timestamp}"
+            )
+        print(line)

@@ -1,0 +1,46 @@
+"""``kafkasim`` — the command line. Each verb lives in its own module under ``cli/``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from common.errors import KafkasimError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from cli import demo, dump_log, verify_log
+
+    parser = argparse.ArgumentParser(
+        prog="kafkasim",
+        description="A Kafka-style replicated commit log: storage, replication, failure runs.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    dump_log.register(sub)
+    verify_log.register(sub)
+    demo.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        code: int = args.func(args)
+    except (KafkasimError, OSError, ValueError) as e:
+        print(f"kafkasim {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""The ``.log`` file of one segment: record batches stored back to back, exactly as received.
+
+Format: a sequence of RecordBatch v2 batches (see ``storage.records.batch``), no file header,
+no padding. ``size`` is the number of bytes in use; with ``preallocate`` the file on disk may be
+longer (zero-filled) until it is trimmed on roll or close.
+
+Invariant: bytes ``[0, size)`` hold whole batches in increasing offset order (recovery enforces
+it after a crash). Not thread-safe: the owning log serialises access. Crash story: appends are
+buffered by the OS page cache until ``flush`` (fsync); a crash may lose or tear the unflushed
+tail, which recovery truncates (the CRC catches torn or garbage blocks).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from common.errors import CorruptRecordError
+from storage.records.batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchHeader, decode_batch
+
+Buffer = bytes | bytearray | memoryview
+
+
+class LogOffsetPosition(NamedTuple):
+    """Where a batch sits: its last offset, its start position in the file and its size."""
+
+    offset: int
+    position: int
+    size: int
+
+
+class TimestampAndOffset(NamedTuple):
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+class FileRecords:
+    """An append-only file of record batches (Kafka's ``FileRecords``)."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        preallocate_bytes: int = 0,
+        writable: bool = True,
+    ) -> None:
+        self.path = path
+        flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
+        self._fd: int | None = os.open(path, flags, 0o644)
+        length = os.fstat(self._fd).st_size
+        if writable and length == 0 and preallocate_bytes > 0:
+            os.posix_fallocate(self._fd, 0, preallocate_bytes)
+        self._size = length
+        self.writable = writable
+
+    # -- basic properties -------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Bytes of batches in the file (the preallocated tail excluded once known)."""
+        return self._size
+
+    @property
+    def fd(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"{self.path} is closed")
+        return self._fd
+
+    def file_length(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def last_modified_ms(self) -> int:
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def append(self, chunks: Sequence[Buffer], total_bytes: int) -> int:
+        """Write ``chunks`` (one or more whole batches) at the end; returns the start position.
+
+        ``pwritev`` rather than ``write``: the file may be preallocated, and the batch header
+        (rewritten offsets) goes out beside the untouched body without copying it.
+        """
+        position = self._size
+        written = os.pwritev(self.fd, chunks, position)
+        while written < total_bytes:  # short writes are legal; finish the job
+            joined = b"".join(bytes(c) for c in chunks)
+            written += os.pwrite(self.fd, joined[written:], position + written)
+        self._size += total_bytes
+        return position
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+
+    def truncate_to(self, target_size: int) -> int:
+        """Drop every byte from ``target_size`` on; returns the number of bytes removed."""
+        if target_size < 0 or target_size > self.file_length():
+            raise ValueError(
+                f"cannot truncate {self.path} to {target_size}: file has {self.file_length()} bytes"
+            )
+        removed = self._size - target_size
+        os.ftruncate(self.fd, target_size)
+        self._size = target_size
+        return max(removed, 0)
+
+    def trim(self) -> None:
+        """Cut a preallocated tail so that the file length equals ``size``."""
+        if self.writable and self.file_length() != self._size:
+            os.ftruncate(self.fd, self._size)
+
+    def set_size(self, size: int) -> None:
+        """Set bytes in use after recovery found where the valid batches end."""
+        self._size = size
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def read(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes from ``position`` (fewer at the end of the file)."""
+        end = min(position + size, self._size)
+        if end <= position:
+            return b""
+        return os.pread(self.fd, end - position, position)
+
+    def batch_headers(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each whole batch from ``start_position``, header-only reads.
+
+        Raises CorruptRecordError on a header that cannot be a batch; stops quietly at a
+        partial batch at the end (only recovery judges tails).
+        """
+        position = start_position
+        size = self._size
+        while position + RECORD_BATCH_OVERHEAD <= size:
+            header = BatchHeader.parse(os.pread(self.fd, RECORD_BATCH_OVERHEAD, position))
+            if position + header.size_in_bytes > size:
+                return
+            yield position, header
+            position += header.size_in_bytes
+
+    def search_for_offset_with_size(
+        self, target_offset: int, start_position: int
+    ) -> LogOffsetPosition | None:
+        """The first batch from ``start_position`` whose last offset is ≥ ``target_offset``."""
+        for position, header in self.batch_headers(start_position):
+            if header.last_offset >= target_offset:
+                return LogOffsetPosition(header.last_offset, position, header.size_in_bytes)
+        return None
+
+    def search_for_timestamp(
+        self, target_timestamp: int, start_position: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        """The first record at or after ``starting_offset`` whose timestamp ≥ the target.
+
+        Batches whose max timestamp is below the target are skipped on the header alone; only
+        the one batch that must hold the answer is decoded.
+        """
+        for position, header in self.batch_headers(start_position):
+            if header.max_timestamp < target_timestamp:
+                continue
+            _, records = decode_batch(self.read(position, header.size_in_bytes))
+            for record in records:
+                if record.timestamp >= target_timestamp and record.offset >= starting_offset:
+                    return TimestampAndOffset(
+                        record.timestamp, record.offset, header.partition_leader_epoch
+                    )
+        return None
+
+    def largest_timestamp_after(self, start_position: int) -> TimestampAndOffset:
+        """The largest batch max-timestamp from ``start_position`` on (-1 if none)."""
+        best = TimestampAndOffset(-1, -1, -1)
+        for _, header in self.batch_headers(start_position):
+            if header.max_timestamp > best.timestamp:
+                best = TimestampAndOffset(
+                    header.max_timestamp, header.last_offset, header.partition_leader_epoch
+                )
+        return best
+
+    # -- file management --------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._fd is not None:
+            self.trim()
+            os.close(self._fd)
+            self._fd = None
+
+    def close_handler(self) -> None:
+        """Close the descriptor without trimming (the file is being deleted or renamed)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def rename_to(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    def delete_if_exists(self) -> bool:
+        self.close_handler()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+
+def ensure_whole_batch(header: BatchHeader, available: int, position: int) -> None:
+    """Raise when a header claims more bytes than there are (a cut-off batch)."""
+    if header.size_in_bytes > available:
+        raise CorruptRecordError(
+            f"record batch at position {position} claims {header.size_in_bytes} bytes "
+            f"but only {available} remain"
+        )
+
+
+__all__ = [
+    "LOG_OVERHEAD",
+    "FileRecords",
+    "LogOffsetPosition",
+    "TimestampAndOffset",
+    "ensure_whole_batch",
+]

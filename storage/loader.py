@@ -1,0 +1,225 @@
+"""Loading a log from disk, and recovering it after an unclean shutdown (Kafka's LogLoader).
+
+The passes, in order:
+
+1. Remove temporary files: ``.deleted`` (deletion was decided), ``.cleaned`` (a compaction
+   that never finished; the old segments are intact) and orphan index files; collect ``.swap``.
+2. Complete interrupted swaps: a ``.swap`` segment is whole (it was flushed before the rename),
+   so segments it overlaps are dropped and it takes its final name.
+3. Open every segment; an index that is missing or fails its sanity check is rebuilt.
+4. After an unclean shutdown (no clean-shutdown marker), re-read every segment from the one
+   holding the recovery point: validate each batch (size, CRC-32C, offsets), rebuild indexes,
+   the leader-epoch cache and producer state; truncate at the first invalid batch and delete
+   every later segment. What was truncated is logged.
+5. A log that ends below its checkpointed log start offset is emptied and restarts there.
+6. No segment left: create an empty active one at the log start offset.
+7. The recovery point becomes the log end after a clean shutdown, else the smaller of the
+   checkpoint and the log end; the active segment's indexes grow back to full size; the epoch
+   cache and producer state are cut to the log's range.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from common.clock import Clock
+from common.errors import CorruptIndexError
+from storage import file_names
+from storage.config import LogConfig
+from storage.epoch_cache import LeaderEpochFileCache
+from storage.producer_state import ProducerStateManager
+from storage.segment import LogSegment
+from storage.segments import LogSegments
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedLog:
+    segments: LogSegments
+    log_start_offset: int
+    recovery_point: int
+    next_offset: int
+    truncated_bytes: int
+
+
+def _open_segment(dir_: Path, base: int, config: LogConfig, clock: Clock, suffix: str = "") -> LogSegment:
+    return LogSegment.open(
+        dir_,
+        base,
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.segment_index_bytes,
+        clock=clock,
+        file_suffix=suffix,
+    )
+
+
+def load_log(
+    dir_: Path,
+    config: LogConfig,
+    clock: Clock,
+    *,
+    recovery_point: int,
+    log_start_offset: int,
+    had_clean_shutdown: bool,
+    epoch_cache: LeaderEpochFileCache,
+    producer_state: ProducerStateManager,
+) -> LoadedLog:
+    # Pass 1: temporary files.
+    swap_bases = _remove_temp_files_and_collect_swaps(dir_)
+
+    # Pass 2: complete interrupted swaps (the cleaner's crash-safe replace).
+    for base in swap_bases:
+        _complete_swap(dir_, base, config, clock)
+
+    # Pass 3: open segments; note those whose indexes cannot be trusted. Segments that pass 4
+    # re-reads anyway (from the one holding the recovery point) are not checked here: after a
+    # crash their indexes are expected to be stale.
+    segments = LogSegments()
+    needs_rebuild: set[int] = set()
+    log_paths = sorted(dir_.glob(f"*{file_names.LOG_SUFFIX}"))
+    bases = [file_names.offset_from_file_name(p.name) for p in log_paths]
+    recover_from = (
+        max([b for b in bases if b <= max(recovery_point, 0)], default=0)
+        if not had_clean_shutdown else None
+    )
+    for log_path in log_paths:
+        base = file_names.offset_from_file_name(log_path.name)
+        missing = [
+            p.name for p in (file_names.index_file(dir_, base),
+                             file_names.time_index_file(dir_, base)) if not p.exists()
+        ]
+        segment = _open_segment(dir_, base, config, clock)
+        if recover_from is not None and base >= recover_from:
+            segments.add(segment)
+            continue
+        if missing:
+            logger.warning("%s: %s missing; rebuilding the indexes", dir_.name, " and ".join(missing))
+            needs_rebuild.add(base)
+            segments.add(segment)
+            continue
+        try:
+            segment.sanity_check()
+        except CorruptIndexError as e:
+            logger.warning("%s: %s; rebuilding the indexes", dir_.name, e)
+            needs_rebuild.add(base)
+        segments.add(segment)
+
+    # Pass 4: recovery after an unclean shutdown (and of any segment with a bad index). A
+    # rebuild that finds a bad batch truncates like recovery does: nothing after it survives,
+    # or the log would have a hole where the torn tail was.
+    truncated_total = 0
+    to_recover = segments.from_offset(max(recovery_point, 0)) if not had_clean_shutdown else []
+    to_recover = sorted({*to_recover, *(s for s in segments if s.base_offset in needs_rebuild)},
+                        key=lambda s: s.base_offset)
+    for segment in to_recover:
+        truncated = segment.recover(None, epoch_cache)  # producer state: pass 7
+        if truncated > 0:
+            truncated_total += truncated
+            later = [s for s in segments if s.base_offset > segment.base_offset]
+            logger.warning(
+                "%s: recovery truncated %d invalid bytes from segment %d; deleting %d later "
+                "segment(s)",
+                dir_.name, truncated, segment.base_offset, len(later),
+            )
+            for other in later:
+                segments.remove(other.base_offset)
+                other.close_handlers()
+                other.delete_if_exists()
+            break
+
+    # Pass 5: a log that ends below its log start offset restarts there.
+    next_offset = segments.active.read_next_offset() if segments else log_start_offset
+    if segments and next_offset < log_start_offset:
+        logger.warning(
+            "%s: log end offset %d is below the log start offset %d; deleting all segments",
+            dir_.name, next_offset, log_start_offset,
+        )
+        for segment in segments.clear():
+            segment.close_handlers()
+            segment.delete_if_exists()
+        epoch_cache.clear_and_flush()
+
+    # Pass 6: always one active segment.
+    if not segments:
+        from storage.log import new_segment
+
+        start_offset = max(log_start_offset, 0)
+        segments.add(new_segment(dir_, start_offset, config, clock, random.Random(start_offset)))
+        next_offset = start_offset
+    else:
+        next_offset = segments.active.read_next_offset()
+
+    # Pass 7: recovery point, active indexes, epoch cache and producer state within range.
+    first_base = segments.first.base_offset if segments.first else 0
+    log_start = max(log_start_offset, first_base)
+    new_recovery_point = next_offset if had_clean_shutdown else min(recovery_point, next_offset)
+    for segment in segments:
+        if segment is not segments.active:
+            segment.make_read_only()
+    segments.active.make_active(config.segment_index_bytes)
+    epoch_cache.truncate_from_end(next_offset)
+    epoch_cache.truncate_from_start(log_start)
+    _load_producer_state(producer_state, segments, log_start, next_offset, clock)
+    return LoadedLog(segments, log_start, max(new_recovery_point, log_start), next_offset,
+                     truncated_total)
+
+
+def _remove_temp_files_and_collect_swaps(dir_: Path) -> list[int]:
+    swaps: set[int] = set()
+    for path in sorted(dir_.iterdir()):
+        name = path.name
+        if not path.is_file():
+            continue
+        if name.endswith(file_names.DELETED_SUFFIX) or name.endswith(file_names.CLEANED_SUFFIX):
+            path.unlink()
+        elif name.endswith(file_names.SWAP_SUFFIX):
+            if ".log" in name:
+                swaps.add(file_names.offset_from_file_name(name))
+            else:
+                path.unlink()  # swap indexes are rebuilt from the swap log
+        elif name.endswith((file_names.INDEX_SUFFIX, file_names.TIME_INDEX_SUFFIX)):
+            base = file_names.offset_from_file_name(name)
+            if not file_names.log_file(dir_, base).exists():
+                logger.info("%s: removing orphan index %s", dir_.name, name)
+                path.unlink()
+    return sorted(swaps)
+
+
+def _complete_swap(dir_: Path, base: int, config: LogConfig, clock: Clock) -> None:
+    swap = _open_segment(dir_, base, config, clock, suffix=file_names.SWAP_SUFFIX)
+    swap.recover()
+    end = swap.read_next_offset()
+    swap.close()
+    for log_path in sorted(dir_.glob(f"*{file_names.LOG_SUFFIX}")):
+        other = file_names.offset_from_file_name(log_path.name)
+        if base <= other < end:
+            logger.info("%s: completing swap: dropping segment %d", dir_.name, other)
+            for path in (
+                file_names.log_file(dir_, other),
+                file_names.index_file(dir_, other),
+                file_names.time_index_file(dir_, other),
+            ):
+                path.unlink(missing_ok=True)
+    for make in (file_names.log_file, file_names.index_file, file_names.time_index_file):
+        src = make(dir_, base, file_names.SWAP_SUFFIX)
+        if src.exists():
+            src.rename(make(dir_, base))
+
+
+def _load_producer_state(
+    producer_state: ProducerStateManager,
+    segments: LogSegments,
+    log_start: int,
+    next_offset: int,
+    clock: Clock,
+) -> None:
+    from storage.log import rebuild_producer_state
+
+    producer_state.truncate_snapshots(next_offset)
+    producer_state.load_from_latest_snapshot(log_start, next_offset)
+    rebuild_producer_state(producer_state, segments, next_offset)
+    producer_state.remove_expired_producers(clock.time_ms())

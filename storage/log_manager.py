@@ -1,0 +1,302 @@
+"""The log manager: every partition log of a broker across its log dirs, and their upkeep.
+
+Per log dir it keeps Kafka's files — ``meta.properties``, ``recovery-point-offset-checkpoint``,
+``replication-offset-checkpoint``, ``log-start-offset-checkpoint``, ``cleaner-offset-checkpoint``
+and the clean-shutdown marker — and it places a new partition in the dir holding the fewest.
+
+It starts no threads. The owner calls :meth:`tick` (or the individual tasks) on its schedule;
+each task runs when its interval (``log.retention.check.interval.ms``,
+``log.flush.offset.checkpoint.interval.ms``, ``log.cleaner.backoff.ms`` …) has passed on the
+injected clock. Crash story: the marker is removed at startup and written at clean shutdown
+only after every log is closed and every checkpoint written, so a crash at any time means
+recovery from the recovery-point checkpoint on the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from common.clock import Clock
+from common.config import Config
+from common.errors import KafkaStorageError
+from common.types import TopicPartition
+from storage.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    OffsetCheckpointFile,
+    check_broker_metadata,
+    has_clean_shutdown_marker,
+    read_meta_properties,
+    remove_clean_shutdown_marker,
+    write_clean_shutdown_marker,
+    write_meta_properties,
+)
+from storage.cleaner import LogCleaner, cleanable_range, needs_cleaning
+from storage.config import BROKER_LOG_CONFIG_DEF, LogConfig, log_dirs, topic_defaults_from_broker
+from storage.log import Log
+
+logger = logging.getLogger(__name__)
+
+DELETE_DIR_SUFFIX = "-delete"
+
+
+@dataclass(frozen=True, slots=True)
+class LogManagerSettings:
+    """Broker-level settings of the manager itself (not of any one log)."""
+
+    retention_check_interval_ms: int = 300_000
+    flush_offset_checkpoint_interval_ms: int = 60_000
+    flush_start_offset_checkpoint_interval_ms: int = 60_000
+    high_watermark_checkpoint_interval_ms: int = 5_000
+    cleaner_enable: bool = True
+    cleaner_backoff_ms: int = 15_000
+    dedupe_buffer_size: int = 128 * 1024 * 1024
+
+    @classmethod
+    def from_broker(cls, broker: Config) -> LogManagerSettings:
+        return cls(
+            retention_check_interval_ms=broker["log.retention.check.interval.ms"],
+            flush_offset_checkpoint_interval_ms=broker["log.flush.offset.checkpoint.interval.ms"],
+            flush_start_offset_checkpoint_interval_ms=broker[
+                "log.flush.start.offset.checkpoint.interval.ms"
+            ],
+            cleaner_enable=broker["log.cleaner.enable"],
+            cleaner_backoff_ms=broker["log.cleaner.backoff.ms"],
+            dedupe_buffer_size=broker["log.cleaner.dedupe.buffer.size"],
+        )
+
+
+class LogManager:
+    def __init__(
+        self,
+        dirs: Iterable[Path],
+        default_config: LogConfig,
+        clock: Clock,
+        *,
+        settings: LogManagerSettings | None = None,
+        broker_id: int | None = None,
+        cluster_id: str | None = None,
+        topic_config: Callable[[str], LogConfig] | None = None,
+    ) -> None:
+        self.dirs = [Path(d) for d in dirs]
+        if not self.dirs:
+            raise KafkaStorageError("a log manager needs at least one log dir")
+        if len(set(self.dirs)) != len(self.dirs):
+            raise KafkaStorageError(f"duplicate log dirs: {[str(d) for d in self.dirs]}")
+        self.default_config = default_config
+        self.settings = settings or LogManagerSettings()
+        self._clock = clock
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self._topic_config = topic_config
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._cleaner = LogCleaner(self.settings.dedupe_buffer_size)
+        self._cleaner_checkpoints: dict[TopicPartition, int] = {}
+        now = clock.time_ms()
+        self._last_run: dict[str, int] = {
+            "retention": now, "recovery": now, "start": now, "hw": now, "cleaner": now,
+        }
+        self._started = False
+
+    @classmethod
+    def from_broker_config(cls, broker_props: dict[str, object], clock: Clock,
+                           **kwargs: object) -> LogManager:
+        """Build from broker keys (``log.dirs``, ``log.segment.bytes`` …)."""
+        broker = BROKER_LOG_CONFIG_DEF.parse(broker_props, allow_unknown=True)
+        defaults = LogConfig.from_props(topic_defaults_from_broker(broker))
+        return cls(
+            [Path(d) for d in log_dirs(broker)], defaults, clock,
+            settings=LogManagerSettings.from_broker(broker), **kwargs,  # type: ignore[arg-type]
+        )
+
+    # -- startup and shutdown ---------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Check metadata, load and recover every log, then arm crash detection."""
+        for d in self.dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        if self.broker_id is not None:
+            check_broker_metadata(self.dirs, self.broker_id)
+            for d in self.dirs:
+                if read_meta_properties(d) is None:
+                    write_meta_properties(d, self.broker_id, self.cluster_id)
+        for d in self.dirs:
+            self._load_dir(d)
+        self._started = True
+
+    def _load_dir(self, d: Path) -> None:
+        clean = has_clean_shutdown_marker(d)
+        recovery = OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT_FILE).read()
+        starts = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT_FILE).read()
+        hws = OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT_FILE).read()
+        self._cleaner_checkpoints.update(
+            OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT_FILE).read()
+        )
+        if not clean:
+            logger.warning("%s: no clean shutdown marker; recovering logs from their "
+                           "recovery points", d)
+        for child in sorted(d.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(child, ignore_errors=True)  # a deletion that did not finish
+                continue
+            try:
+                tp = TopicPartition.from_dir_name(child.name)
+            except ValueError:
+                logger.warning("%s: ignoring directory %s (not <topic>-<partition>)", d, child)
+                continue
+            if tp in self._logs:
+                raise KafkaStorageError(
+                    f"partition {tp} has a log in both {self._dir_of[tp]} and {d}"
+                )
+            log = Log.open(
+                child, self.config_for(tp.topic), self._clock, topic_partition=tp,
+                recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
+                had_clean_shutdown=clean,
+            )
+            log.update_high_watermark(hws.get(tp, log.log_start_offset))
+            self._logs[tp] = log
+            self._dir_of[tp] = d
+        # From now on, a crash must be seen as one.
+        remove_clean_shutdown_marker(d)
+
+    def shutdown(self) -> None:
+        """Clean shutdown: close logs, write every checkpoint, then the marker."""
+        for log in self._logs.values():
+            log.close()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+        self.checkpoint_cleaner_offsets()
+        for d in self.dirs:
+            write_clean_shutdown_marker(d)
+        self._started = False
+
+    # -- logs -------------------------------------------------------------------------------
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self._topic_config(topic) if self._topic_config else self.default_config
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tp)
+
+    @property
+    def logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def dir_of(self, tp: TopicPartition) -> Path:
+        return self._dir_of[tp]
+
+    def next_log_dir(self) -> Path:
+        """The log dir holding the fewest partitions (Kafka's rule; first dir on ties)."""
+        counts = {d: 0 for d in self.dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        return min(self.dirs, key=lambda d: (counts[d], self.dirs.index(d)))
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+        existing = self._logs.get(tp)
+        if existing is not None:
+            return existing
+        d = self.next_log_dir()
+        log = Log.open(d / tp.dir_name(), config or self.config_for(tp.topic), self._clock,
+                       topic_partition=tp)
+        self._logs[tp] = log
+        self._dir_of[tp] = d
+        logger.info("created log for %s in %s", tp, d)
+        return log
+
+    def delete_log(self, tp: TopicPartition) -> bool:
+        """Rename the partition dir to ``<tp>.<uuid>-delete``, then remove it."""
+        log = self._logs.pop(tp, None)
+        if log is None:
+            return False
+        d = self._dir_of.pop(tp)
+        log.close_handlers()
+        target = d / f"{tp.dir_name()}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        log.rename_dir(target)
+        shutil.rmtree(target, ignore_errors=True)
+        self._cleaner_checkpoints.pop(tp, None)
+        return True
+
+    # -- periodic tasks ---------------------------------------------------------------------
+
+    def _due(self, task: str, interval_ms: int) -> bool:
+        now = self._clock.time_ms()
+        if now - self._last_run[task] >= interval_ms:
+            self._last_run[task] = now
+            return True
+        return False
+
+    def tick(self) -> None:
+        """Run whichever periodic tasks are due; cheap when none is."""
+        s = self.settings
+        for log in self._logs.values():
+            log.flush_if_due()
+            log.run_pending_deletions()
+        if self._due("retention", s.retention_check_interval_ms):
+            self.cleanup_logs()
+        if self._due("recovery", s.flush_offset_checkpoint_interval_ms):
+            self.checkpoint_recovery_points()
+        if self._due("start", s.flush_start_offset_checkpoint_interval_ms):
+            self.checkpoint_log_start_offsets()
+        if self._due("hw", s.high_watermark_checkpoint_interval_ms):
+            self.checkpoint_high_watermarks()
+        if s.cleaner_enable and self._due("cleaner", s.cleaner_backoff_ms):
+            self.run_cleaner()
+
+    def cleanup_logs(self) -> int:
+        """Retention for every log (time and size for ``delete``; log start always)."""
+        total = 0
+        for log in self._logs.values():
+            total += log.delete_old_segments()
+        return total
+
+    def run_cleaner(self) -> int:
+        """Compact every compacted log that is dirty enough; returns how many were cleaned."""
+        cleaned = 0
+        now = self._clock.time_ms()
+        for tp, log in self._logs.items():
+            if not log.config.compact:
+                continue
+            rng = cleanable_range(log, self._cleaner_checkpoints.get(tp), now)
+            if needs_cleaning(log, rng, now):
+                result = self._cleaner.clean(log, rng)
+                self._cleaner_checkpoints[tp] = result.first_dirty_offset
+                cleaned += 1
+        if cleaned:
+            self.checkpoint_cleaner_offsets()
+        return cleaned
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def _write_per_dir(self, file_name: str, value: Callable[[Log], int]) -> None:
+        for d in self.dirs:
+            entries = {tp: value(log) for tp, log in self._logs.items() if self._dir_of[tp] == d}
+            OffsetCheckpointFile(d / file_name).write(entries)
+
+    def checkpoint_recovery_points(self) -> None:
+        self._write_per_dir(RECOVERY_POINT_CHECKPOINT_FILE, lambda log: log.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._write_per_dir(LOG_START_OFFSET_CHECKPOINT_FILE, lambda log: log.log_start_offset)
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._write_per_dir(REPLICATION_OFFSET_CHECKPOINT_FILE, lambda log: log.high_watermark)
+
+    def checkpoint_cleaner_offsets(self) -> None:
+        for d in self.dirs:
+            entries = {
+                tp: off for tp, off in self._cleaner_checkpoints.items()
+                if self._dir_of.get(tp) == d
+            }
+            OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT_FILE).write(entries)

@@ -1,0 +1,522 @@
+"""A log segment: one ``.log`` file and its sparse ``.index`` and ``.timeindex``.
+
+Invariants:
+  * every offset in the segment is ≥ ``base_offset`` and fits a 4-byte relative offset;
+  * an offset-index entry maps the *last* offset of a batch to that batch's *start* position,
+    added after every ``index.interval.bytes`` of appended batches (so the first batch of a
+    segment is never indexed: a lookup below the first entry starts at position 0);
+  * time-index timestamps are strictly increasing; the roll/close entry records the segment's
+    largest timestamp.
+Not thread-safe: the owning ``Log`` serialises access. Crash story: the ``.log`` may have a torn
+tail and the indexes may be stale or garbage; :meth:`LogSegment.recover` rebuilds the indexes
+from the batches and truncates at the first invalid batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from common.clock import Clock
+from common.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
+from storage import file_names
+from storage.epoch_cache import LeaderEpochFileCache
+from storage.file_records import Buffer, FileRecords, LogOffsetPosition, TimestampAndOffset
+from storage.offset_index import OffsetIndex
+from storage.producer_state import ProducerStateManager
+from storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, compute_crc
+from storage.time_index import TimeIndex
+
+log = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+NO_TIMESTAMP = -1
+
+
+class RollParams(NamedTuple):
+    """What ``should_roll`` needs to know about the append that is coming."""
+
+    max_segment_ms: int
+    max_segment_bytes: int
+    max_timestamp_in_messages: int
+    max_offset_in_messages: int
+    messages_size: int
+    now_ms: int
+
+
+class AppendedBatch(NamedTuple):
+    """Per-batch facts the segment needs to index an append (no record decoding)."""
+
+    last_offset: int
+    max_timestamp: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    """The result of a read: where it started and the whole batches read."""
+
+    fetch_offset: int
+    segment_base_offset: int
+    position: int
+    records: bytes
+
+
+class LogSegment:
+    """One segment: ``<base>.log`` + ``<base>.index`` + ``<base>.timeindex``."""
+
+    def __init__(
+        self,
+        log_file: FileRecords,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        base_offset: int,
+        index_interval_bytes: int,
+        roll_jitter_ms: int,
+        clock: Clock,
+    ) -> None:
+        self.log = log_file
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        self._clock = clock
+        self.created_ms = clock.time_ms()
+        # In-memory "last modified": the clock time of the last append (or the file's mtime when
+        # opened). The cleaner's tombstone horizon reads it; an injected clock keeps it exact.
+        self.last_modified_ms = log_file.last_modified_ms() if log_file.size else self.created_ms
+        self.bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp: int | None = None
+        self._max_ts_and_offset: tuple[int, int] | None = None
+
+    # -- opening ----------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        dir_: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        clock: Clock,
+        roll_jitter_ms: int = 0,
+        preallocate_bytes: int = 0,
+        file_suffix: str = "",
+        writable: bool = True,
+    ) -> LogSegment:
+        return cls(
+            FileRecords(
+                file_names.log_file(dir_, base_offset, file_suffix),
+                preallocate_bytes=preallocate_bytes,
+                writable=writable,
+            ),
+            OffsetIndex(
+                file_names.index_file(dir_, base_offset, file_suffix),
+                base_offset,
+                max_index_size,
+                writable=writable,
+            ),
+            TimeIndex(
+                file_names.time_index_file(dir_, base_offset, file_suffix),
+                base_offset,
+                max_index_size,
+                writable=writable,
+            ),
+            base_offset,
+            index_interval_bytes,
+            roll_jitter_ms,
+            clock,
+        )
+
+    # -- facts ------------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return self.log.size
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
+
+    def _load_max_timestamp(self) -> tuple[int, int]:
+        if self._max_ts_and_offset is None:
+            last = self.time_index.last_entry
+            best = (last.timestamp, last.offset)
+            # Entries exist only every index.interval.bytes: scan what came after the last one.
+            position = self.offset_index.lookup(last.offset).position if last.timestamp >= 0 else 0
+            tail = self.log.largest_timestamp_after(position)
+            if tail.timestamp > best[0]:
+                best = (tail.timestamp, tail.offset)
+            self._max_ts_and_offset = best
+        return self._max_ts_and_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._load_max_timestamp()[0]
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        return self._load_max_timestamp()[1]
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Largest record timestamp in the segment (retention judges by it, not by mtime)."""
+        return self.max_timestamp_so_far
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch of this segment (``base_offset`` if empty)."""
+        position = self.offset_index.lookup(self.offset_index.last_offset).position
+        next_offset = self.base_offset
+        for _, header in self.log.batch_headers(position):
+            next_offset = header.last_offset + 1
+        return next_offset
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def append(
+        self, chunks: Sequence[Buffer], batches: Sequence[AppendedBatch], total: int
+    ) -> None:
+        """Append whole batches (already validated and given offsets) and index them.
+
+        ``total`` is the sum of the batch sizes (the caller has it already)."""
+        if total == 0:
+            return
+        last_offset = batches[-1].last_offset
+        if not self.can_convert_to_relative_offset(last_offset):
+            raise InvalidOffsetError(
+                f"offset {last_offset} does not fit segment {self.base_offset} (relative int32)"
+            )
+        position = self.log.size
+        if position == 0:
+            self._rolling_based_timestamp = max(b.max_timestamp for b in batches)
+        self.log.append(chunks, total)
+        max_ts, max_ts_offset = self._max_ts_and_offset or self._load_max_timestamp()
+        since_last = self.bytes_since_last_index_entry
+        interval = self.index_interval_bytes
+        for last, batch_max_ts, size in batches:
+            if batch_max_ts > max_ts:
+                max_ts, max_ts_offset = batch_max_ts, last
+            if since_last > interval:
+                self.offset_index.append(last, position)
+                self.time_index.maybe_append(max_ts, max_ts_offset)
+                since_last = 0
+            since_last += size
+            position += size
+        self.bytes_since_last_index_entry = since_last
+        self._max_ts_and_offset = (max_ts, max_ts_offset)
+        self.last_modified_ms = self._clock.time_ms()
+
+    def should_roll(self, params: RollParams) -> bool:
+        """Kafka's four roll conditions (size, time, full index, relative-offset overflow)."""
+        reached_roll_ms = (
+            self._time_waited_for_roll(params.now_ms, params.max_timestamp_in_messages)
+            > params.max_segment_ms - self.roll_jitter_ms
+        )
+        return (
+            self.size > params.max_segment_bytes - params.messages_size
+            or (self.size > 0 and reached_roll_ms)
+            or self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
+        )
+
+    def _time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        if self._rolling_based_timestamp is None and self.size > 0:
+            first = next(self.log.batch_headers(0), None)
+            if first is not None:
+                self._rolling_based_timestamp = first[1].max_timestamp
+        if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
+            return message_timestamp - self._rolling_based_timestamp
+        return now_ms - self.created_ms
+
+    def on_become_inactive_segment(self) -> None:
+        """Roll: write the final time-index entry, trim indexes and file, go read-only."""
+        max_ts, max_ts_offset = self._load_max_timestamp()
+        self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.log.trim()
+        self.make_read_only()
+
+    def make_read_only(self) -> None:
+        """Inactive segments never change: trim, then remap their indexes read-only."""
+        for index in (self.offset_index, self.time_index):
+            if index.writable:
+                index.trim_to_valid_size()
+        self.offset_index.set_writable(False)
+        self.time_index.set_writable(False)
+
+    def make_active(self, max_index_size: int) -> None:
+        """Become writable again (the active segment, or one a truncation reopens)."""
+        self.offset_index.set_writable(True)
+        self.time_index.set_writable(True)
+        self.resize_indexes(max_index_size)
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def flush(self) -> None:
+        self.log.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> LogOffsetPosition | None:
+        """The batch holding ``offset`` (or the next one): floor index entry, then a scan."""
+        mapping = self.offset_index.lookup(offset)
+        return self.log.search_for_offset_with_size(offset, max(mapping.position, start_position))
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchDataInfo | None:
+        """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes.
+
+        ``max_position`` bounds the read (the log passes the position of the high watermark);
+        ``min_one_message`` lets one batch larger than ``max_size`` through so that a consumer
+        never gets stuck. Returns None when ``start_offset`` is past the last batch here.
+        """
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for log read from segment {self}")
+        start = self.translate_offset(start_offset)
+        if start is None:
+            return None
+        limit = self.size if max_position is None else min(max_position, self.size)
+        adjusted = max(max_size, start.size) if min_one_message else max_size
+        fetch_size = min(limit - start.position, adjusted)
+        if fetch_size <= 0:
+            return FetchDataInfo(start_offset, self.base_offset, start.position, b"")
+        data = self.log.read(start.position, fetch_size)
+        return FetchDataInfo(
+            start_offset, self.base_offset, start.position, data[: whole_batches_prefix(data)]
+        )
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        """First record at or after ``starting_offset`` with timestamp ≥ ``timestamp``."""
+        ts_offset = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(ts_offset.offset, starting_offset)).position
+        return self.log.search_for_timestamp(timestamp, position, starting_offset)
+
+    # -- recovery and truncation ------------------------------------------------------------
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError when an index cannot be trusted.
+
+        Beyond each index's own check: a missing file, an offset-index entry pointing past the
+        end of the log, or a time-index entry for an offset the log does not hold all mean the
+        index is stale (an index longer than its log) and must be rebuilt.
+        """
+        for index in (self.offset_index, self.time_index):
+            if not index.path.exists():
+                raise CorruptIndexError(f"index file {index.path} is missing")
+            index.sanity_check()
+        if self.offset_index.entries:
+            last = self.offset_index.entry(self.offset_index.entries - 1)
+            if last.position >= self.log.size:
+                raise CorruptIndexError(
+                    f"index {self.offset_index.path} has an entry at position {last.position}, "
+                    f"past the end of its {self.log.size}-byte log"
+                )
+        if self.time_index.entries:
+            last_ts = self.time_index.last_entry
+            try:
+                next_offset = self.read_next_offset()
+            except CorruptRecordError as e:
+                raise CorruptIndexError(
+                    f"{self.log.path} has an invalid batch after its last index entry: {e}"
+                ) from e
+            if last_ts.offset >= next_offset and self.log.size > 0:
+                raise CorruptIndexError(
+                    f"time index {self.time_index.path} names offset {last_ts.offset}, "
+                    "beyond the last batch of its log"
+                )
+        elif self.log.size > 0 and self.time_index.length_bytes == 0 and (
+            self.offset_index.entries > 0
+        ):
+            raise CorruptIndexError(f"time index {self.time_index.path} is empty")
+
+    def recover(
+        self,
+        producer_state: ProducerStateManager | None = None,
+        epoch_cache: LeaderEpochFileCache | None = None,
+    ) -> int:
+        """Rebuild both indexes from the batches; truncate at the first invalid one.
+
+        A batch is valid when its header parses (magic 2, sane length), it fits in the file,
+        its CRC-32C matches, its offsets fit this segment and follow the previous batch.
+        Returns the number of bytes truncated.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.bytes_since_last_index_entry = 0
+        max_ts, max_ts_offset = NO_TIMESTAMP, self.base_offset
+        valid_bytes = 0
+        file_length = self.log.file_length()
+        next_expected = self.base_offset
+        if file_length > 0:
+            with mmap.mmap(self.log.fd, file_length, access=mmap.ACCESS_READ) as mapped:
+                view = memoryview(mapped)
+                try:
+                    position = 0
+                    while position + RECORD_BATCH_OVERHEAD <= file_length:
+                        reason = _invalid_reason(view, position, file_length, next_expected, self)
+                        if reason is not None:
+                            if reason != "zero-filled tail":
+                                log.warning("%s: %s", self.log.path, reason)
+                            break
+                        header = BatchHeader.parse(view, position)
+                        if header.max_timestamp > max_ts:
+                            max_ts, max_ts_offset = header.max_timestamp, header.last_offset
+                        if self.bytes_since_last_index_entry > self.index_interval_bytes and (
+                            not self.offset_index.is_full()
+                        ):
+                            self.offset_index.append(header.last_offset, position)
+                            if not self.time_index.is_full():
+                                self.time_index.maybe_append(max_ts, max_ts_offset)
+                            self.bytes_since_last_index_entry = 0
+                        self.bytes_since_last_index_entry += header.size_in_bytes
+                        if epoch_cache is not None and header.partition_leader_epoch >= 0:
+                            latest = epoch_cache.latest_epoch
+                            if latest is None or header.partition_leader_epoch > latest:
+                                epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+                        if producer_state is not None:
+                            _update_producer_state(producer_state, header)
+                        position += header.size_in_bytes
+                        valid_bytes = position
+                        next_expected = header.last_offset + 1
+                finally:
+                    view.release()
+        truncated = file_length - valid_bytes
+        self.log.set_size(file_length)
+        if truncated > 0:
+            self.log.truncate_to(valid_bytes)
+        self.offset_index.trim_to_valid_size()
+        self._max_ts_and_offset = (max_ts, max_ts_offset)
+        self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch from the one holding ``offset``; returns bytes removed."""
+        mapping = self.translate_offset(offset)
+        # Let the segment become active again after a follower truncation.
+        self.make_active(self.offset_index.max_index_size)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        if mapping is None:
+            return 0
+        removed = self.log.truncate_to(mapping.position)
+        self.bytes_since_last_index_entry = 0
+        if self.log.size == 0:
+            self.created_ms = self._clock.time_ms()
+            self._rolling_based_timestamp = None
+        self._max_ts_and_offset = None
+        return removed
+
+    # -- file management --------------------------------------------------------------------
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        def swap(path: Path) -> Path:
+            name = path.name
+            if old_suffix:
+                name = name.removesuffix(old_suffix)
+            return path.with_name(name + new_suffix)
+
+        self.log.rename_to(swap(self.log.path))
+        self.offset_index.rename_to(swap(self.offset_index.path))
+        self.time_index.rename_to(swap(self.time_index.path))
+
+    def has_suffix(self, suffix: str) -> bool:
+        return self.log.path.name.endswith(suffix)
+
+    def close(self) -> None:
+        """Clean close: final time-index entry, trimmed indexes and file."""
+        if self.log.closed:
+            return
+        if self.time_index.writable:
+            max_ts, max_ts_offset = self._load_max_timestamp()
+            self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+        self.offset_index.close()
+        self.time_index.close()
+        self.log.close()
+
+    def close_handlers(self) -> None:
+        self.offset_index.close_handler()
+        self.time_index.close_handler()
+        self.log.close_handler()
+
+    def delete_if_exists(self) -> None:
+        self.log.delete_if_exists()
+        self.offset_index.delete_if_exists()
+        self.time_index.delete_if_exists()
+
+
+def whole_batches_prefix(data: Buffer) -> int:
+    """Length of the longest prefix of ``data`` made of whole batches (by header lengths)."""
+    position = 0
+    size = len(data)
+    while position + 12 <= size:
+        batch_size = 12 + int.from_bytes(data[position + 8 : position + 12], "big", signed=True)
+        if batch_size < RECORD_BATCH_OVERHEAD or position + batch_size > size:
+            break
+        position += batch_size
+    return position
+
+
+def _invalid_reason(
+    view: memoryview, position: int, file_length: int, next_expected: int, segment: LogSegment
+) -> str | None:
+    """Why the batch at ``position`` is not valid, or None if it is."""
+    if not any(view[position : position + RECORD_BATCH_OVERHEAD]):
+        return "zero-filled tail"
+    try:
+        header = BatchHeader.parse(view, position)
+    except CorruptRecordError as e:
+        return f"invalid batch header at position {position}: {e.message}"
+    if position + header.size_in_bytes > file_length:
+        return (
+            f"batch at position {position} claims {header.size_in_bytes} bytes, "
+            f"only {file_length - position} remain (torn write)"
+        )
+    actual = compute_crc(view, position, header.size_in_bytes)
+    if actual != header.crc:
+        return (
+            f"batch at position {position} (offsets {header.base_offset}..{header.last_offset}) "
+            f"has CRC {header.crc:#010x} but its content hashes to {actual:#010x}"
+        )
+    if header.base_offset < next_expected or header.last_offset < header.base_offset:
+        return (
+            f"batch at position {position} has offsets {header.base_offset}..{header.last_offset}"
+            f" but the log expected an offset ≥ {next_expected}"
+        )
+    if not segment.can_convert_to_relative_offset(header.last_offset):
+        return f"batch at position {position} has offset {header.last_offset} outside the segment"
+    return None
+
+
+def _update_producer_state(producer_state: ProducerStateManager, header: BatchHeader) -> None:
+    if header.producer_id >= 0 and not header.is_control:
+        producer_state.check_and_update(
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            header.last_sequence,
+            header.last_offset,
+            header.max_timestamp,
+            is_from_client=False,
+        )
