@@ -5,7 +5,8 @@ and noisy, so only ratios and growth are meaningful, never absolute targets).
    (validation, CRC, offset assignment, epoch stamp, indexing) against a bare ``os.write``
    loop of the same bytes. Aim: ≥ 0.5 at 16 KiB, ≥ 0.8 at 256 KiB.
 2. Lookups by offset and by timestamp in logs of 1e5 and 1e7 records: p50/p99 and the growth
-   from the small log to the large one (it must stay logarithmic: a small factor, not 100×).
+   from the small log to the large one (it must stay logarithmic: a small factor, not
+   a hundredfold).
 3. Recovery of a 1 GiB log (no clean-shutdown marker) in MB/s against a bare read + CRC pass.
 4. Memory: opening a log of 1000 segments keeps indexes memory-mapped: Python heap allocated
    while opening against the bytes of index data on disk.
@@ -103,7 +104,9 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
     return samples[len(samples) // 2], samples[int(len(samples) * 0.99)]
 
 
-def bench_lookups(log: Log, n: int, seed: int = 1) -> tuple[tuple[float, float], tuple[float, float]]:
+def bench_lookups(
+    log: Log, n: int, seed: int = 1
+) -> tuple[tuple[float, float], tuple[float, float]]:
     rng = random.Random(seed)
     leo = log.log_end_offset
     by_offset: list[float] = []
@@ -136,8 +139,13 @@ def bench_recovery(root: Path, total_bytes: int) -> tuple[float, float]:
 
     def recover() -> float:
         start = time.perf_counter()
-        recovered = Log.open(d, LogConfig.from_props({}), ManualClock(T0), topic_partition=TP,
-                             had_clean_shutdown=False)
+        recovered = Log.open(
+            d,
+            LogConfig.from_props({}),
+            ManualClock(T0),
+            topic_partition=TP,
+            had_clean_shutdown=False,
+        )
         elapsed = time.perf_counter() - start
         recovered.close_handlers()
         return elapsed
@@ -169,9 +177,13 @@ def bench_open_memory(root: Path, segments: int) -> tuple[int, int, int]:
     builder.append(T0, None, b"x" * 100)
     batch = builder.build()
     per_segment = 500
-    config = LogConfig.from_props({"segment.bytes": len(batch) * per_segment,
-                                   "index.interval.bytes": 0,
-                                   "message.timestamp.type": "LogAppendTime"})
+    config = LogConfig.from_props(
+        {
+            "segment.bytes": len(batch) * per_segment,
+            "index.interval.bytes": 0,
+            "message.timestamp.type": "LogAppendTime",
+        }
+    )
     clock = ManualClock(T0)
     log = Log.open(d, config, clock, topic_partition=TP)
     request = batch * 50  # a produce request of 50 batches
@@ -203,8 +215,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\n1. leader append vs bare os.write of the same bytes")
         for size in (16 * 1024, 256 * 1024):
             engine, bare = bench_append(root, size, total)
-            print(f"   {size // 1024:>4} KiB batches: engine {engine:8.1f} MB/s, bare "
-                  f"{bare:8.1f} MB/s, ratio {engine / bare:.2f}")
+            print(
+                f"   {size // 1024:>4} KiB batches: engine {engine:8.1f} MB/s, bare "
+                f"{bare:8.1f} MB/s, ratio {engine / bare:.2f}"
+            )
 
         print("\n2. lookups (p50 / p99, microseconds)")
         sizes = (10**4, 10**5) if quick else (10**5, 10**7)
@@ -213,14 +227,18 @@ def main(argv: list[str] | None = None) -> int:
             log = _build_lookup_log(root, records, per_batch=100)
             results[records] = bench_lookups(log, 500 if quick else 3000)
             (o50, o99), (t50, t99) = results[records]
-            print(f"   {records:>9,} records, {log.num_segments} segment(s): by offset "
-                  f"{o50 * 1e6:7.1f} / {o99 * 1e6:7.1f}   by timestamp {t50 * 1e6:7.1f} / "
-                  f"{t99 * 1e6:7.1f}")
+            print(
+                f"   {records:>9,} records, {log.num_segments} segment(s): by offset "
+                f"{o50 * 1e6:7.1f} / {o99 * 1e6:7.1f}   by timestamp {t50 * 1e6:7.1f} / "
+                f"{t99 * 1e6:7.1f}"
+            )
             log.close_handlers()
         small, large = results[sizes[0]], results[sizes[1]]
-        print(f"   growth x{sizes[1] // sizes[0]} records: by offset p50 "
-              f"{large[0][0] / small[0][0]:.2f}x, by timestamp p50 "
-              f"{large[1][0] / small[1][0]:.2f}x")
+        print(
+            f"   growth x{sizes[1] // sizes[0]} records: by offset p50 "
+            f"{large[0][0] / small[0][0]:.2f}x, by timestamp p50 "
+            f"{large[1][0] / small[1][0]:.2f}x"
+        )
 
         print("\n3. recovery (unclean shutdown) vs bare read + CRC-32C pass")
         engine, bare = bench_recovery(root, (32 if quick else 1024) * 1024 * 1024)
@@ -228,9 +246,11 @@ def main(argv: list[str] | None = None) -> int:
 
         print("\n4. memory when opening many segments (indexes stay memory-mapped)")
         count, index_bytes, heap = bench_open_memory(root, 50 if quick else 1000)
-        print(f"   {count} segments, {index_bytes / 1e6:.1f} MB of index files, Python heap "
-              f"held after open {heap / 1e6:.2f} MB ({heap / count / 1024:.1f} KiB a segment, "
-              f"ratio heap/index {heap / max(index_bytes, 1):.3f})")
+        print(
+            f"   {count} segments, {index_bytes / 1e6:.1f} MB of index files, Python heap "
+            f"held after open {heap / 1e6:.2f} MB ({heap / count / 1024:.1f} KiB a segment, "
+            f"ratio heap/index {heap / max(index_bytes, 1):.3f})"
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

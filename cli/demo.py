@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cli.dump_log import dump_log_file
 from common.clock import ManualClock
 from common.types import TopicPartition
 from storage.config import LogConfig
@@ -27,8 +28,12 @@ from storage.verify import verify
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser("demo", help="narrated demonstrations")
     p.add_argument("what", choices=["storage"], help="which demonstration")
-    p.add_argument("--dir", type=Path, default=None,
-                   help="where to put the log (default: a temporary directory, removed after)")
+    p.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where to put the log (default: a temporary directory, removed after)",
+    )
     p.add_argument("--batches", type=int, default=300, help="batches to write (default 300)")
     p.set_defaults(func=run)
 
@@ -63,10 +68,14 @@ def _storage_demo(root: Path, batch_count: int) -> int:
     part_dir = root / tp.dir_name()
     if part_dir.exists():
         shutil.rmtree(part_dir)
-    config = LogConfig.from_props({
-        "segment.bytes": 16 * 1024, "index.interval.bytes": 1024,
-        "retention.ms": 60_000, "file.delete.delay.ms": 0,
-    })
+    config = LogConfig.from_props(
+        {
+            "segment.bytes": 16 * 1024,
+            "index.interval.bytes": 1024,
+            "retention.ms": 60_000,
+            "file.delete.delay.ms": 0,
+        }
+    )
     _step(f"write {batch_count} batches of 10 records into {part_dir}")
     log = Log.open(part_dir, config, clock, topic_partition=tp)
     for i in range(batch_count):
@@ -76,8 +85,10 @@ def _storage_demo(root: Path, batch_count: int) -> int:
         log.append_as_leader(builder.build(), leader_epoch=0 if i < batch_count // 2 else 1)
         clock.advance(1_000)
     log.update_high_watermark(log.log_end_offset)
-    print(f"log end offset {log.log_end_offset}, {log.num_segments} segments "
-          f"(segment.bytes=16384), {log.size_in_bytes} bytes")
+    print(
+        f"log end offset {log.log_end_offset}, {log.num_segments} segments "
+        f"(segment.bytes=16384), {log.size_in_bytes} bytes"
+    )
     print(f"leader epochs: {[(e.epoch, e.start_offset) for e in log.epoch_cache.entries()]}")
     names = sorted(os.listdir(part_dir))
     print("files: " + " ".join(names[:7]) + (" ..." if len(names) > 7 else ""))
@@ -86,21 +97,24 @@ def _storage_demo(root: Path, batch_count: int) -> int:
     target = log.log_end_offset // 2
     fetched = log.read(target, 400)
     header, records = decode_batch(fetched.records)
-    print(f"read(offset={target}) -> batch {header.base_offset}..{header.last_offset} from "
-          f"segment {fetched.segment_base_offset} at position {fetched.position}; record "
-          f"{records[target - header.base_offset].offset} = "
-          f"{records[target - header.base_offset].value!r}")
+    print(
+        f"read(offset={target}) -> batch {header.base_offset}..{header.last_offset} from "
+        f"segment {fetched.segment_base_offset} at position {fetched.position}; record "
+        f"{records[target - header.base_offset].offset} = "
+        f"{records[target - header.base_offset].value!r}"
+    )
     when = 1_700_000_000_000 + (batch_count // 3) * 1_000 + 500
     found = log.fetch_offset_by_timestamp(when)
-    print(f"offset for timestamp {when}: {found.offset if found else None} "
-          f"(first record at or after it)")
+    print(
+        f"offset for timestamp {when}: {found.offset if found else None} "
+        f"(first record at or after it)"
+    )
 
     _step("retention: retention.ms=60000, the clock is now past most segments")
     before = log.num_segments
     deleted = log.delete_old_segments()
     log.run_pending_deletions()
-    print(f"deleted {deleted} of {before} segments; log start offset is now "
-          f"{log.log_start_offset}")
+    print(f"deleted {deleted} of {before} segments; log start offset is now {log.log_start_offset}")
 
     _step("crash: tear the last batch of the active segment, then recover")
     log.flush()
@@ -110,15 +124,21 @@ def _storage_demo(root: Path, batch_count: int) -> int:
     size = active.stat().st_size
     with open(active, "r+b") as f:
         f.truncate(size - 37)
-    recovered = Log.open(part_dir, config, clock, topic_partition=tp, recovery_point=0,
-                         log_start_offset=log.log_start_offset)
-    print(f"log end offset {leo_before} before the crash, {recovered.log_end_offset} after "
-          f"recovery: the torn batch was truncated, every whole batch kept")
+    recovered = Log.open(
+        part_dir,
+        config,
+        clock,
+        topic_partition=tp,
+        recovery_point=0,
+        log_start_offset=log.log_start_offset,
+    )
+    print(
+        f"log end offset {leo_before} before the crash, {recovered.log_end_offset} after "
+        f"recovery: the torn batch was truncated, every whole batch kept"
+    )
 
     _step(f"dump-log of {active.name} (first lines)")
     recovered.close()
-    from cli.dump_log import dump_log_file
-
     with contextlib.redirect_stdout(_Head(8)) as head:
         dump_log_file(active, deep=False, print_data=False, max_message_size=1 << 20)
     head.flush_out()

@@ -36,18 +36,31 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "dump-log", help="print .log/.index/.timeindex/.snapshot files as kafka-dump-log does"
     )
-    p.add_argument("--files", required=True,
-                   help="comma-separated data and index files to dump")
-    p.add_argument("--print-data-log", action="store_true",
-                   help="print the keys and payloads of records (implies --deep-iteration)")
-    p.add_argument("--deep-iteration", action="store_true",
-                   help="print every record, not only batch headers")
-    p.add_argument("--index-sanity-check", action="store_true",
-                   help="only check that indexes are sane, without dumping them")
-    p.add_argument("--verify-index-only", action="store_true",
-                   help="check index entries against the log without printing entries")
-    p.add_argument("--max-message-size", type=int, default=5 * 1024 * 1024,
-                   help="largest batch size accepted while reading (default 5242880)")
+    p.add_argument("--files", required=True, help="comma-separated data and index files to dump")
+    p.add_argument(
+        "--print-data-log",
+        action="store_true",
+        help="print the keys and payloads of records (implies --deep-iteration)",
+    )
+    p.add_argument(
+        "--deep-iteration", action="store_true", help="print every record, not only batch headers"
+    )
+    p.add_argument(
+        "--index-sanity-check",
+        action="store_true",
+        help="only check that indexes are sane, without dumping them",
+    )
+    p.add_argument(
+        "--verify-index-only",
+        action="store_true",
+        help="check index entries against the log without printing entries",
+    )
+    p.add_argument(
+        "--max-message-size",
+        type=int,
+        default=5 * 1024 * 1024,
+        help="largest batch size accepted while reading (default 5242880)",
+    )
     p.set_defaults(func=run)
 
 
@@ -190,8 +203,9 @@ def dump_offset_index(path: Path, sanity_only: bool, verify_only: bool) -> None:
         if sanity_only:
             _sanity(index, path)
             return
-        log_path = path.with_name(path.name.removesuffix(file_names.INDEX_SUFFIX)
-                                  + file_names.LOG_SUFFIX)
+        log_path = path.with_name(
+            path.name.removesuffix(file_names.INDEX_SUFFIX) + file_names.LOG_SUFFIX
+        )
         mismatches: list[tuple[int, int]] = []
         fd = os.open(log_path, os.O_RDONLY) if log_path.exists() else None
         try:

@@ -7,12 +7,11 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from cli import demo, dump_log, verify_log
 from common.errors import KafkasimError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cli import demo, dump_log, verify_log
-
     parser = argparse.ArgumentParser(
         prog="kafkasim",
         description="A Kafka-style replicated commit log: storage, replication, failure runs.",

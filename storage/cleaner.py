@@ -25,10 +25,11 @@ Not thread-safe; the log manager runs it between other operations on the same lo
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 
 from storage import file_names
-from storage.log import Log, new_segment
+from storage.log import Log
 from storage.records.batch import (
     BatchHeader,
     Record,
@@ -38,7 +39,7 @@ from storage.records.batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from storage.segment import AppendedBatch, LogSegment
+from storage.segment import AppendedBatch, LogSegment, new_segment
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +132,10 @@ class LogCleaner:
         to_clean = [s for s in log.segments if s.base_offset < end_offset
                     and s is not log.active_segment]
         for group in self._group_segments(log, to_clean, end_offset):
-            self._clean_group(log, group, offset_map, horizon, end_offset, stats)
+            self._clean_group(
+                log, group, offset_map, delete_horizon_ms=horizon, end_offset=end_offset,
+                stats=stats,
+            )
         logger.info(
             "%s: cleaned up to offset %d: %d records read, %d retained, %d tombstones dropped",
             log.topic_partition, end_offset, stats.records_read, stats.records_retained,
@@ -211,6 +215,7 @@ class LogCleaner:
         log: Log,
         group: list[LogSegment],
         offset_map: dict[bytes, int],
+        *,
         delete_horizon_ms: int,
         end_offset: int,
         stats: CleanerStats,
@@ -246,8 +251,21 @@ class LogCleaner:
         cleaned.on_become_inactive_segment()
         cleaned.flush()
         cleaned.last_modified_ms = max(s.last_modified_ms for s in group)
+        _persist_last_modified(cleaned)
         log.replace_segments(cleaned, group)
         stats.segments_cleaned += len(group)
+
+
+def _persist_last_modified(segment: LogSegment) -> None:
+    """Put the segment's last-modified time on its files (Kafka's ``lastModified_=``).
+
+    A reopened segment reads its last-modified time from the file's mtime; without this a
+    restart would date every cleaned segment to the moment it was cleaned, moving the
+    tombstone horizon (and with an injected clock, onto a different time line).
+    """
+    ns = segment.last_modified_ms * 1_000_000
+    for path in (segment.log.path, segment.offset_index.path, segment.time_index.path):
+        os.utime(path, ns=(ns, ns))
 
 
 def _retain(

@@ -16,7 +16,7 @@ from typing import Any
 from common.config import INT64_MAX, Config, ConfigDef, ConfigKey, ConfigType
 from common.errors import InvalidConfigError
 
-I, L, D, B, S, LST = (
+I, L, D, B, S, LST = (  # noqa: E741 - one letter per type keeps the key tables one line each
     ConfigType.INT,
     ConfigType.LONG,
     ConfigType.DOUBLE,
@@ -87,6 +87,14 @@ def _check_topic_rules(config: Config) -> None:
         raise InvalidConfigError(
             f"Invalid value {config['retention.bytes']} for configuration retention.bytes: "
             "Value must be at least -1"
+        )
+    # Kafka's LogConfig.validateValues: a record cannot have to stay uncompacted longer than
+    # the time by which it must be compacted.
+    if config["min.compaction.lag.ms"] > config["max.compaction.lag.ms"]:
+        raise InvalidConfigError(
+            f"conflict topic config setting min.compaction.lag.ms "
+            f"({config['min.compaction.lag.ms']}) > max.compaction.lag.ms "
+            f"({config['max.compaction.lag.ms']})"
         )
 
 
@@ -183,7 +191,8 @@ _UNIT_PRECEDENCE: dict[str, tuple[tuple[str, int], ...]] = {
 
 
 def topic_defaults_from_broker(broker: Config) -> dict[str, Any]:
-    """The topic-level defaults a broker config implies (Kafka's ``LogConfig.extractLogConfigMap``)."""
+    """The topic-level defaults a broker config implies (Kafka's
+    ``LogConfig.extractLogConfigMap``)."""
     out: dict[str, Any] = {}
     for key, topic_key in BROKER_LOG_KEYS:
         if topic_key is None or topic_key in _UNIT_PRECEDENCE:
@@ -246,7 +255,10 @@ class LogConfig:
 
     @classmethod
     def from_props(
-        cls, props: Mapping[str, object] | None = None, *, defaults: Mapping[str, object] | None = None
+        cls,
+        props: Mapping[str, object] | None = None,
+        *,
+        defaults: Mapping[str, object] | None = None,
     ) -> LogConfig:
         """Topic overrides ``props`` on top of ``defaults`` (e.g. from the broker)."""
         merged: dict[str, object] = dict(defaults or {})

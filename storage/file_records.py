@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from common.errors import CorruptRecordError
-from storage.records.batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchHeader, decode_batch
+from storage.records.batch import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    TimestampType,
+    decode_batch,
+)
 
 Buffer = bytes | bytearray | memoryview
 
@@ -156,8 +162,16 @@ class FileRecords:
         the one batch that must hold the answer is decoded.
         """
         for position, header in self.batch_headers(start_position):
-            if header.max_timestamp < target_timestamp:
+            if header.max_timestamp < target_timestamp or header.last_offset < starting_offset:
                 continue
+            if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+                # Every record of a LogAppendTime batch carries the batch's timestamp: no need
+                # to decode it to know the first record that qualifies.
+                return TimestampAndOffset(
+                    header.max_timestamp,
+                    max(header.base_offset, starting_offset),
+                    header.partition_leader_epoch,
+                )
             _, records = decode_batch(self.read(position, header.size_in_bytes))
             for record in records:
                 if record.timestamp >= target_timestamp and record.offset >= starting_offset:

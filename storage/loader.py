@@ -31,7 +31,7 @@ from storage import file_names
 from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochFileCache
 from storage.producer_state import ProducerStateManager
-from storage.segment import LogSegment
+from storage.segment import LogSegment, new_segment
 from storage.segments import LogSegments
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,9 @@ class LoadedLog:
     truncated_bytes: int
 
 
-def _open_segment(dir_: Path, base: int, config: LogConfig, clock: Clock, suffix: str = "") -> LogSegment:
+def _open_segment(
+    dir_: Path, base: int, config: LogConfig, clock: Clock, suffix: str = ""
+) -> LogSegment:
     return LogSegment.open(
         dir_,
         base,
@@ -84,20 +86,24 @@ def load_log(
     bases = [file_names.offset_from_file_name(p.name) for p in log_paths]
     recover_from = (
         max([b for b in bases if b <= max(recovery_point, 0)], default=0)
-        if not had_clean_shutdown else None
+        if not had_clean_shutdown
+        else None
     )
     for log_path in log_paths:
         base = file_names.offset_from_file_name(log_path.name)
         missing = [
-            p.name for p in (file_names.index_file(dir_, base),
-                             file_names.time_index_file(dir_, base)) if not p.exists()
+            p.name
+            for p in (file_names.index_file(dir_, base), file_names.time_index_file(dir_, base))
+            if not p.exists()
         ]
         segment = _open_segment(dir_, base, config, clock)
         if recover_from is not None and base >= recover_from:
             segments.add(segment)
             continue
         if missing:
-            logger.warning("%s: %s missing; rebuilding the indexes", dir_.name, " and ".join(missing))
+            logger.warning(
+                "%s: %s missing; rebuilding the indexes", dir_.name, " and ".join(missing)
+            )
             needs_rebuild.add(base)
             segments.add(segment)
             continue
@@ -113,8 +119,10 @@ def load_log(
     # or the log would have a hole where the torn tail was.
     truncated_total = 0
     to_recover = segments.from_offset(max(recovery_point, 0)) if not had_clean_shutdown else []
-    to_recover = sorted({*to_recover, *(s for s in segments if s.base_offset in needs_rebuild)},
-                        key=lambda s: s.base_offset)
+    to_recover = sorted(
+        {*to_recover, *(s for s in segments if s.base_offset in needs_rebuild)},
+        key=lambda s: s.base_offset,
+    )
     for segment in to_recover:
         truncated = segment.recover(None, epoch_cache)  # producer state: pass 7
         if truncated > 0:
@@ -123,7 +131,10 @@ def load_log(
             logger.warning(
                 "%s: recovery truncated %d invalid bytes from segment %d; deleting %d later "
                 "segment(s)",
-                dir_.name, truncated, segment.base_offset, len(later),
+                dir_.name,
+                truncated,
+                segment.base_offset,
+                len(later),
             )
             for other in later:
                 segments.remove(other.base_offset)
@@ -136,7 +147,9 @@ def load_log(
     if segments and next_offset < log_start_offset:
         logger.warning(
             "%s: log end offset %d is below the log start offset %d; deleting all segments",
-            dir_.name, next_offset, log_start_offset,
+            dir_.name,
+            next_offset,
+            log_start_offset,
         )
         for segment in segments.clear():
             segment.close_handlers()
@@ -145,8 +158,6 @@ def load_log(
 
     # Pass 6: always one active segment.
     if not segments:
-        from storage.log import new_segment
-
         start_offset = max(log_start_offset, 0)
         segments.add(new_segment(dir_, start_offset, config, clock, random.Random(start_offset)))
         next_offset = start_offset
@@ -164,8 +175,9 @@ def load_log(
     epoch_cache.truncate_from_end(next_offset)
     epoch_cache.truncate_from_start(log_start)
     _load_producer_state(producer_state, segments, log_start, next_offset, clock)
-    return LoadedLog(segments, log_start, max(new_recovery_point, log_start), next_offset,
-                     truncated_total)
+    return LoadedLog(
+        segments, log_start, max(new_recovery_point, log_start), next_offset, truncated_total
+    )
 
 
 def _remove_temp_files_and_collect_swaps(dir_: Path) -> list[int]:
@@ -217,9 +229,30 @@ def _load_producer_state(
     next_offset: int,
     clock: Clock,
 ) -> None:
-    from storage.log import rebuild_producer_state
-
     producer_state.truncate_snapshots(next_offset)
     producer_state.load_from_latest_snapshot(log_start, next_offset)
     rebuild_producer_state(producer_state, segments, next_offset)
     producer_state.remove_expired_producers(clock.time_ms())
+
+
+def rebuild_producer_state(
+    producer_state: ProducerStateManager, segments: LogSegments, log_end_offset: int
+) -> None:
+    """Replay batch headers from the snapshot's offset to the log end into producer state."""
+    start = producer_state.map_end_offset
+    for segment in segments.from_offset(start):
+        position = segment.offset_index.lookup(start).position if start > segment.base_offset else 0
+        for _, header in segment.log.batch_headers(position):
+            if header.last_offset < start:
+                continue
+            if header.producer_id >= 0 and not header.is_control:
+                producer_state.check_and_update(
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.base_sequence,
+                    header.last_sequence,
+                    header.last_offset,
+                    header.max_timestamp,
+                    is_from_client=False,
+                )
+    producer_state.update_map_end_offset(log_end_offset)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import random
-import struct
 import shutil
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -26,10 +26,10 @@ from pathlib import Path
 from common.clock import Clock
 from common.errors import (
     CorruptRecordError,
-    KafkaStorageError,
     InvalidOffsetError,
     InvalidRecordError,
     InvalidTimestampError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
     RecordTooLargeError,
@@ -41,6 +41,7 @@ from storage.checkpoints import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpo
 from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochFileCache
 from storage.file_records import Buffer, TimestampAndOffset
+from storage.loader import load_log, rebuild_producer_state
 from storage.producer_state import ProducerStateManager
 from storage.records.batch import (
     LOG_OVERHEAD,
@@ -56,7 +57,7 @@ from storage.records.batch import (
     set_partition_leader_epoch,
 )
 from storage.records.compression import CompressionType
-from storage.segment import AppendedBatch, FetchDataInfo, LogSegment, RollParams
+from storage.segment import AppendedBatch, FetchDataInfo, LogSegment, RollParams, new_segment
 from storage.segments import LogSegments
 
 logger = logging.getLogger(__name__)
@@ -142,8 +143,6 @@ class Log:
         rng: random.Random | None = None,
     ) -> Log:
         """Open (creating if needed) the log in ``dir_`` and recover it (see ``loader``)."""
-        from storage.loader import load_log  # the loader builds segments; import cycle otherwise
-
         tp = topic_partition or TopicPartition.from_dir_name(dir_.name)
         dir_.mkdir(parents=True, exist_ok=True)
         epoch_cache = LeaderEpochFileCache(
@@ -261,9 +260,10 @@ class Log:
             if is_client:
                 self._validate_client_batch(header, batch_view, now_ms)
             if self._target_codec is not None and self._target_codec != header.compression:
-                batch_view = memoryview(_recompress(batch_view, self._target_codec))
-                header = BatchHeader.parse(batch_view)
-            out.append((position, header, batch_view))
+                converted = memoryview(_recompress(batch_view, self._target_codec))
+                out.append((position, BatchHeader.parse(converted), converted))
+            else:
+                out.append((position, header, batch_view))
         return out
 
     def _assign_and_write(
@@ -301,8 +301,15 @@ class Log:
                             "request of several batches"
                         )
                     return LogAppendInfo(
-                        duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
-                        duplicate.last_offset, append_time, self.log_start_offset, 0, 0, 0,
+                        duplicate.first_offset,
+                        duplicate.last_offset,
+                        duplicate.timestamp,
+                        duplicate.last_offset,
+                        append_time,
+                        self.log_start_offset,
+                        0,
+                        0,
+                        0,
                         duplicate=True,
                     )
             size = header.size_in_bytes
@@ -327,10 +334,24 @@ class Log:
             record_count += header.records_count
             total += size
             next_offset = last + 1
-        self._write(chunks, batches, total, max_ts, first_offset, ((leader_epoch, first_offset),))
+        self._write(
+            chunks,
+            batches,
+            total=total,
+            max_timestamp=max_ts,
+            first_offset=first_offset,
+            epochs=((leader_epoch, first_offset),),
+        )
         return LogAppendInfo(
-            first_offset, next_offset - 1, max_ts, max_ts_offset, append_time,
-            self.log_start_offset, record_count, len(batches), total,
+            first_offset,
+            next_offset - 1,
+            max_ts,
+            max_ts_offset,
+            append_time,
+            self.log_start_offset,
+            record_count,
+            len(batches),
+            total,
         )
 
     def append_as_follower(self, records: Buffer) -> LogAppendInfo:
@@ -340,8 +361,15 @@ class Log:
         headers = self._analyze(view, AppendOrigin.REPLICATION, leader=False)
         if not headers:
             return LogAppendInfo(
-                self._next_offset, self._next_offset - 1, -1, -1, -1, self.log_start_offset,
-                0, 0, 0,
+                self._next_offset,
+                self._next_offset - 1,
+                -1,
+                -1,
+                -1,
+                self.log_start_offset,
+                0,
+                0,
+                0,
             )
         first = headers[0][1]
         if first.base_offset < self._next_offset:
@@ -354,8 +382,9 @@ class Log:
         max_ts, max_ts_offset = -1, first.base_offset
         record_count = total = 0
         for _, header, _ in headers:
-            batches.append(AppendedBatch(header.last_offset, header.max_timestamp,
-                                         header.size_in_bytes))
+            batches.append(
+                AppendedBatch(header.last_offset, header.max_timestamp, header.size_in_bytes)
+            )
             if header.partition_leader_epoch >= 0:
                 epochs.append((header.partition_leader_epoch, header.base_offset))
             if header.max_timestamp > max_ts:
@@ -368,24 +397,43 @@ class Log:
             for _, header, _ in headers:
                 if header.producer_id >= 0 and not header.is_control:
                     self.producer_state.check_and_update(
-                        header.producer_id, header.producer_epoch, header.base_sequence,
-                        header.last_sequence, header.last_offset, header.max_timestamp,
+                        header.producer_id,
+                        header.producer_epoch,
+                        header.base_sequence,
+                        header.last_sequence,
+                        header.last_offset,
+                        header.max_timestamp,
                         is_from_client=False,
                     )
-            self._write([view[:total]], batches, total, max_ts, first.base_offset, epochs)
+            self._write(
+                [view[:total]],
+                batches,
+                total=total,
+                max_timestamp=max_ts,
+                first_offset=first.base_offset,
+                epochs=epochs,
+            )
         except BaseException:
             if saved is not None:
                 self.producer_state.restore_entries(saved)
             raise
         return LogAppendInfo(
-            first.base_offset, headers[-1][1].last_offset, max_ts, max_ts_offset, -1,
-            self.log_start_offset, record_count, len(batches), total,
+            first.base_offset,
+            headers[-1][1].last_offset,
+            max_ts,
+            max_ts_offset,
+            -1,
+            self.log_start_offset,
+            record_count,
+            len(batches),
+            total,
         )
 
     def _write(
         self,
         chunks: Sequence[Buffer],
         batches: Sequence[AppendedBatch],
+        *,
         total: int,
         max_timestamp: int,
         first_offset: int,
@@ -398,10 +446,16 @@ class Log:
             )
         last_offset = batches[-1].last_offset
         segment = self.segments.active
-        if segment.should_roll(RollParams(
-            self.config.segment_ms, self.config.segment_bytes, max_timestamp, last_offset,
-            total, self._clock.time_ms(),
-        )):
+        if segment.should_roll(
+            RollParams(
+                self.config.segment_ms,
+                self.config.segment_bytes,
+                max_timestamp,
+                last_offset,
+                total,
+                self._clock.time_ms(),
+            )
+        ):
             segment = self.roll(first_offset)
         segment.append(chunks, batches, total)
         cache = self.epoch_cache
@@ -461,7 +515,8 @@ class Log:
         remaining = len(view) - position
         legacy_size = (
             int.from_bytes(view[position + 8 : position + 12], "big", signed=True)
-            if remaining >= LOG_OVERHEAD else 0
+            if remaining >= LOG_OVERHEAD
+            else 0
         )
         if magic in (0, 1) and legacy_size >= LEGACY_MESSAGE_MIN_SIZE:
             raise UnsupportedForMessageFormatError(
@@ -513,8 +568,10 @@ class Log:
         self._log_append_time = config.message_timestamp_type == "LogAppendTime"
         name = config.compression_type
         self._target_codec: CompressionType | None = (
-            None if name == "producer"
-            else CompressionType.NONE if name == "uncompressed"
+            None
+            if name == "producer"
+            else CompressionType.NONE
+            if name == "uncompressed"
             else CompressionType.from_name(name)
         )
 
@@ -600,8 +657,9 @@ class Log:
         latest_epoch = -1 if epoch is None else epoch
         if timestamp == EARLIEST_TIMESTAMP:
             start_epoch = self.epoch_cache.epoch_for_offset(self.log_start_offset)
-            return TimestampAndOffset(-1, self.log_start_offset,
-                                      -1 if start_epoch is None else start_epoch)
+            return TimestampAndOffset(
+                -1, self.log_start_offset, -1 if start_epoch is None else start_epoch
+            )
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, self._next_offset, latest_epoch)
         if timestamp == MAX_TIMESTAMP:
@@ -637,8 +695,12 @@ class Log:
         if first is None or first.base_offset > target_offset:
             self.truncate_fully_and_start_at(target_offset)
             return True
-        logger.info("%s: truncating log from %d to %d", self.topic_partition,
-                    self._next_offset, target_offset)
+        logger.info(
+            "%s: truncating log from %d to %d",
+            self.topic_partition,
+            self._next_offset,
+            target_offset,
+        )
         for segment in list(self.segments):
             if segment.base_offset > target_offset:
                 self.segments.remove(segment.base_offset)
@@ -738,8 +800,9 @@ class Log:
         if len(deletable) == len(self.segments):
             self.roll()  # a log always keeps one segment
         for segment in deletable:
-            logger.info("%s: deleting segment %s (retention by %s)", self.topic_partition,
-                        segment, reason)
+            logger.info(
+                "%s: deleting segment %s (retention by %s)", self.topic_partition, segment, reason
+            )
             self._remove_and_schedule_deletion(segment)
         first = self.segments.first
         if first is not None and first.base_offset > self.log_start_offset:
@@ -860,45 +923,6 @@ class _SizePredicate:
         return False
 
 
-def new_segment(
-    dir_: Path, base_offset: int, config: LogConfig, clock: Clock, rng: random.Random,
-    *, file_suffix: str = "",
-) -> LogSegment:
-    """A fresh segment file set at ``base_offset`` with this config's sizes."""
-    jitter = 0
-    if config.segment_jitter_ms > 0:
-        jitter = rng.randrange(min(config.segment_jitter_ms, config.segment_ms))
-    return LogSegment.open(
-        dir_,
-        base_offset,
-        index_interval_bytes=config.index_interval_bytes,
-        max_index_size=config.segment_index_bytes,
-        clock=clock,
-        roll_jitter_ms=jitter,
-        preallocate_bytes=config.segment_bytes if config.preallocate else 0,
-        file_suffix=file_suffix,
-    )
-
-
-def rebuild_producer_state(
-    producer_state: ProducerStateManager, segments: LogSegments, log_end_offset: int
-) -> None:
-    """Replay batch headers from the snapshot's offset to the log end into producer state."""
-    start = producer_state.map_end_offset
-    for segment in segments.from_offset(start):
-        position = segment.offset_index.lookup(start).position if start > segment.base_offset else 0
-        for _, header in segment.log.batch_headers(position):
-            if header.last_offset < start:
-                continue
-            if header.producer_id >= 0 and not header.is_control:
-                producer_state.check_and_update(
-                    header.producer_id, header.producer_epoch, header.base_sequence,
-                    header.last_sequence, header.last_offset, header.max_timestamp,
-                    is_from_client=False,
-                )
-    producer_state.update_map_end_offset(log_end_offset)
-
-
 def _recompress(batch: memoryview, codec: CompressionType) -> bytes:
     """Re-encode a client batch with the topic's compression.type (Kafka does the same)."""
     header, records = decode_batch(batch)
@@ -912,7 +936,7 @@ def _recompress(batch: memoryview, codec: CompressionType) -> bytes:
         is_transactional=header.is_transactional,
     )
     for record in records:
-        builder.append(record.timestamp, record.key, record.value,
-                       [(h.key, h.value) for h in record.headers])
+        builder.append(
+            record.timestamp, record.key, record.value, [(h.key, h.value) for h in record.headers]
+        )
     return builder.build()
-

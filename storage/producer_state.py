@@ -419,8 +419,12 @@ class ProducerStateManager:
         saved: dict[int, ProducerStateEntry | None] = {}
         for pid in producer_ids:
             entry = self._producers.get(pid)
-            saved[pid] = None if entry is None else replace(
-                entry, batch_metadata=deque(entry.batch_metadata, maxlen=NUM_BATCHES_TO_RETAIN)
+            saved[pid] = (
+                None
+                if entry is None
+                else replace(
+                    entry, batch_metadata=deque(entry.batch_metadata, maxlen=NUM_BATCHES_TO_RETAIN)
+                )
             )
         return saved
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import mmap
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import NamedTuple
 from common.clock import Clock
 from common.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
 from storage import file_names
+from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochFileCache
 from storage.file_records import Buffer, FileRecords, LogOffsetPosition, TimestampAndOffset
 from storage.offset_index import OffsetIndex
@@ -75,6 +77,7 @@ class LogSegment:
         offset_index: OffsetIndex,
         time_index: TimeIndex,
         base_offset: int,
+        *,
         index_interval_bytes: int,
         roll_jitter_ms: int,
         clock: Clock,
@@ -129,9 +132,9 @@ class LogSegment:
                 writable=writable,
             ),
             base_offset,
-            index_interval_bytes,
-            roll_jitter_ms,
-            clock,
+            index_interval_bytes=index_interval_bytes,
+            roll_jitter_ms=roll_jitter_ms,
+            clock=clock,
         )
 
     # -- facts ------------------------------------------------------------------------------
@@ -345,8 +348,10 @@ class LogSegment:
                     f"time index {self.time_index.path} names offset {last_ts.offset}, "
                     "beyond the last batch of its log"
                 )
-        elif self.log.size > 0 and self.time_index.length_bytes == 0 and (
-            self.offset_index.entries > 0
+        elif (
+            self.log.size > 0
+            and self.time_index.length_bytes == 0
+            and (self.offset_index.entries > 0)
         ):
             raise CorruptIndexError(f"time index {self.time_index.path} is empty")
 
@@ -393,7 +398,9 @@ class LogSegment:
                         if epoch_cache is not None and header.partition_leader_epoch >= 0:
                             latest = epoch_cache.latest_epoch
                             if latest is None or header.partition_leader_epoch > latest:
-                                epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+                                epoch_cache.assign(
+                                    header.partition_leader_epoch, header.base_offset
+                                )
                         if producer_state is not None:
                             _update_producer_state(producer_state, header)
                         position += header.size_in_bytes
@@ -464,6 +471,31 @@ class LogSegment:
         self.log.delete_if_exists()
         self.offset_index.delete_if_exists()
         self.time_index.delete_if_exists()
+
+
+def new_segment(
+    dir_: Path,
+    base_offset: int,
+    config: LogConfig,
+    clock: Clock,
+    rng: random.Random,
+    *,
+    file_suffix: str = "",
+) -> LogSegment:
+    """A fresh segment file set at ``base_offset`` with this config's sizes."""
+    jitter = 0
+    if config.segment_jitter_ms > 0:
+        jitter = rng.randrange(min(config.segment_jitter_ms, config.segment_ms))
+    return LogSegment.open(
+        dir_,
+        base_offset,
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.segment_index_bytes,
+        clock=clock,
+        roll_jitter_ms=jitter,
+        preallocate_bytes=config.segment_bytes if config.preallocate else 0,
+        file_suffix=file_suffix,
+    )
 
 
 def whole_batches_prefix(data: Buffer) -> int:

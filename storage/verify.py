@@ -63,8 +63,13 @@ def scan_segment(log_path: Path, base_offset: int, problems: list[Problem]) -> S
             position = 0
             while position < size:
                 if size - position < RECORD_BATCH_OVERHEAD:
-                    problems.append(Problem(log_path, f"{size - position} trailing bytes at "
-                                            f"position {position} do not hold a batch header"))
+                    problems.append(
+                        Problem(
+                            log_path,
+                            f"{size - position} trailing bytes at "
+                            f"position {position} do not hold a batch header",
+                        )
+                    )
                     break
                 try:
                     header = BatchHeader.parse(view, position)
@@ -73,22 +78,42 @@ def scan_segment(log_path: Path, base_offset: int, problems: list[Problem]) -> S
                     break
                 end = position + header.size_in_bytes
                 if end > size:
-                    problems.append(Problem(log_path, f"batch at position {position} claims "
-                                            f"{header.size_in_bytes} bytes, {size - position} "
-                                            "remain (torn write)"))
+                    problems.append(
+                        Problem(
+                            log_path,
+                            f"batch at position {position} claims "
+                            f"{header.size_in_bytes} bytes, {size - position} "
+                            "remain (torn write)",
+                        )
+                    )
                     break
                 crc = compute_crc(view, position, header.size_in_bytes)
                 if crc != header.crc:
-                    problems.append(Problem(log_path, f"batch at position {position} (offsets "
-                                            f"{header.base_offset}..{header.last_offset}) has CRC "
-                                            f"{header.crc:#010x}, content hashes to {crc:#010x}"))
+                    problems.append(
+                        Problem(
+                            log_path,
+                            f"batch at position {position} (offsets "
+                            f"{header.base_offset}..{header.last_offset}) has CRC "
+                            f"{header.crc:#010x}, content hashes to {crc:#010x}",
+                        )
+                    )
                 if header.base_offset < next_offset:
-                    problems.append(Problem(log_path, f"batch at position {position} starts at "
-                                            f"offset {header.base_offset}, expected ≥ "
-                                            f"{next_offset}"))
+                    problems.append(
+                        Problem(
+                            log_path,
+                            f"batch at position {position} starts at "
+                            f"offset {header.base_offset}, expected ≥ "
+                            f"{next_offset}",
+                        )
+                    )
                 if not 0 <= header.last_offset - base_offset <= 2**31 - 1:
-                    problems.append(Problem(log_path, f"offset {header.last_offset} does not fit "
-                                            f"segment {base_offset} as a relative offset"))
+                    problems.append(
+                        Problem(
+                            log_path,
+                            f"offset {header.last_offset} does not fit "
+                            f"segment {base_offset} as a relative offset",
+                        )
+                    )
                 if header.partition_leader_epoch >= 0 and (
                     not epochs or epochs[-1][0] != header.partition_leader_epoch
                 ):
@@ -102,9 +127,7 @@ def scan_segment(log_path: Path, base_offset: int, problems: list[Problem]) -> S
     return SegmentSummary(base_offset, batches, next_offset, size, max_ts, tuple(epochs))
 
 
-def check_indexes(
-    dir_: Path, summary: SegmentSummary, problems: list[Problem]
-) -> None:
+def check_indexes(dir_: Path, summary: SegmentSummary, problems: list[Problem]) -> None:
     """Sanity-check both indexes and that each offset-index entry points at its batch."""
     base = summary.base_offset
     log_path = file_names.log_file(dir_, base)
@@ -114,30 +137,46 @@ def check_indexes(
         if not path.exists():
             problems.append(Problem(path, "index file is missing (recovery rebuilds it)"))
     if index_path.exists():
-        offset_index = OffsetIndex(index_path, base, max(index_path.stat().st_size, 8),
-                                   writable=False)
+        offset_index = OffsetIndex(
+            index_path, base, max(index_path.stat().st_size, 8), writable=False
+        )
         try:
             offset_index.sanity_check()
             with open(log_path, "rb") as f:
                 for n in range(offset_index.entries):
                     entry = offset_index.entry(n)
                     if entry.offset == base and entry.position == 0 and n > 0:
-                        problems.append(Problem(index_path, f"entry {n} is zero (preallocated "
-                                                "space not trimmed: unclean shutdown?)"))
+                        problems.append(
+                            Problem(
+                                index_path,
+                                f"entry {n} is zero (preallocated "
+                                "space not trimmed: unclean shutdown?)",
+                            )
+                        )
                         break
                     raw = os.pread(f.fileno(), RECORD_BATCH_OVERHEAD, entry.position)
                     try:
                         header = BatchHeader.parse(raw)
                     except CorruptRecordError:
-                        problems.append(Problem(index_path, f"entry {n} (offset {entry.offset})"
-                                                f" points at position {entry.position}, where "
-                                                "no batch starts"))
+                        problems.append(
+                            Problem(
+                                index_path,
+                                f"entry {n} (offset {entry.offset})"
+                                f" points at position {entry.position}, where "
+                                "no batch starts",
+                            )
+                        )
                         continue
                     if header.last_offset != entry.offset:
-                        problems.append(Problem(index_path, f"entry {n}: index offset "
-                                                f"{entry.offset}, log offset "
-                                                f"{header.last_offset} at position "
-                                                f"{entry.position}"))
+                        problems.append(
+                            Problem(
+                                index_path,
+                                f"entry {n}: index offset "
+                                f"{entry.offset}, log offset "
+                                f"{header.last_offset} at position "
+                                f"{entry.position}",
+                            )
+                        )
         except CorruptIndexError as e:
             problems.append(Problem(index_path, str(e)))
         finally:
@@ -150,14 +189,24 @@ def check_indexes(
             for n in range(time_index.entries):
                 ts_entry = time_index.entry(n)
                 if ts_entry.timestamp <= previous:
-                    problems.append(Problem(time_path, f"entry {n}: timestamp "
-                                            f"{ts_entry.timestamp} not above the previous "
-                                            f"{previous}"))
+                    problems.append(
+                        Problem(
+                            time_path,
+                            f"entry {n}: timestamp "
+                            f"{ts_entry.timestamp} not above the previous "
+                            f"{previous}",
+                        )
+                    )
                     break
                 if ts_entry.timestamp > summary.max_timestamp >= 0:
-                    problems.append(Problem(time_path, f"entry {n}: timestamp "
-                                            f"{ts_entry.timestamp} is later than any record in "
-                                            f"the segment ({summary.max_timestamp})"))
+                    problems.append(
+                        Problem(
+                            time_path,
+                            f"entry {n}: timestamp "
+                            f"{ts_entry.timestamp} is later than any record in "
+                            f"the segment ({summary.max_timestamp})",
+                        )
+                    )
                 previous = ts_entry.timestamp
         except CorruptIndexError as e:
             problems.append(Problem(time_path, str(e)))
@@ -180,8 +229,12 @@ def verify_partition_dir(dir_: Path) -> list[Problem]:
             problems.append(Problem(log_path, str(e)))
             continue
         if previous_next is not None and base < previous_next:
-            problems.append(Problem(log_path, f"segment starts at {base} but the previous one "
-                                    f"ends at {previous_next - 1}"))
+            problems.append(
+                Problem(
+                    log_path,
+                    f"segment starts at {base} but the previous one ends at {previous_next - 1}",
+                )
+            )
         summary = scan_segment(log_path, base, problems)
         check_indexes(dir_, summary, problems)
         previous_next = summary.next_offset
@@ -190,29 +243,40 @@ def verify_partition_dir(dir_: Path) -> list[Problem]:
                 epochs.append((epoch, start))
     for name in os.listdir(dir_):
         if name.endswith(file_names.TEMP_SUFFIXES):
-            problems.append(Problem(dir_ / name, "temporary file left over (recovery removes or "
-                                    "completes it)"))
+            problems.append(
+                Problem(dir_ / name, "temporary file left over (recovery removes or completes it)")
+            )
     checkpoint = dir_ / LEADER_EPOCH_CHECKPOINT_FILE
     if checkpoint.exists():
         try:
-            stored = [(e.epoch, e.start_offset) for e in LeaderEpochCheckpointFile(checkpoint).read()]
+            stored = [
+                (e.epoch, e.start_offset) for e in LeaderEpochCheckpointFile(checkpoint).read()
+            ]
         except KafkaError as e:
             problems.append(Problem(checkpoint, e.message))
         else:
             in_log = [e for e in epochs if e[1] < (previous_next or 0)]
-            missing = [e for e in in_log if e not in stored and e[0] > (stored[-1][0] if stored
-                                                                           else -1)]
+            missing = [
+                e for e in in_log if e not in stored and e[0] > (stored[-1][0] if stored else -1)
+            ]
             if missing:
-                problems.append(Problem(checkpoint, f"epochs {missing} appear in the log but not "
-                                        "in the checkpoint"))
+                problems.append(
+                    Problem(
+                        checkpoint, f"epochs {missing} appear in the log but not in the checkpoint"
+                    )
+                )
     return problems
 
 
 def verify_log_dir(dir_: Path) -> list[Problem]:
     """Checkpoints of a log dir and every partition directory in it."""
     problems: list[Problem] = []
-    for name in (RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
-                 LOG_START_OFFSET_CHECKPOINT_FILE, CLEANER_OFFSET_CHECKPOINT_FILE):
+    for name in (
+        RECOVERY_POINT_CHECKPOINT_FILE,
+        REPLICATION_OFFSET_CHECKPOINT_FILE,
+        LOG_START_OFFSET_CHECKPOINT_FILE,
+        CLEANER_OFFSET_CHECKPOINT_FILE,
+    ):
         path = dir_ / name
         if path.exists():
             try:

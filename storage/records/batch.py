@@ -783,11 +783,13 @@ def decode_batch(
         # Kafka does not look past the header of an empty batch either.
         return header, []
     ctype = header.compression
-    with memoryview(buf) as view:
-        payload = view[pos + RECORDS_OFFSET : pos + header.size_in_bytes]
+    # Views released on every path, so that a caller's bytearray can grow again afterwards.
+    with (
+        memoryview(buf) as view,
+        view[pos + RECORDS_OFFSET : pos + header.size_in_bytes] as payload,
+    ):
         # bytes, so that slices of it are the records' immutable keys and values.
         data = decompress(ctype, payload) if ctype != CompressionType.NONE else bytes(payload)
-        payload.release()
     return header, _decode_records(data, header, pos)
 
 

@@ -20,16 +20,18 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([*KAFKASIM, *args], capture_output=True, text=True, env=env,
-                          timeout=120, check=False)
+    return subprocess.run(
+        [*KAFKASIM, *args], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
 
 
 @pytest.fixture
 def partition(tmp_path: Path) -> Path:
     log, _ = open_log(tmp_path, **{"segment.bytes": 400, "index.interval.bytes": 50})
     for i in range(8):
-        builder = RecordBatchBuilder(compression=CompressionType.GZIP if i == 3 else
-                                     CompressionType.NONE)
+        builder = RecordBatchBuilder(
+            compression=CompressionType.GZIP if i == 3 else CompressionType.NONE
+        )
         builder.append(T0 + i, b"k%d" % i, b"value-%d" % i, [("h", b"1")])
         builder.append(T0 + i, None, None)
         log.append_as_leader(builder.build(), leader_epoch=4)
@@ -58,18 +60,24 @@ def test_dump_log_print_data_log_shows_records_keys_and_payloads(partition: Path
     segs = sorted(partition.glob("*.log"))
     out = run("dump-log", "--print-data-log", "--files", ",".join(map(str, segs)))
     assert out.returncode == 0, out.stderr
-    assert ("| offset: 0 CreateTime: 1700000000000 keysize: 2 valuesize: 7 sequence: -1 "
-            "headerKeys: [h] key: k0 payload: value-0") in out.stdout
-    assert ("| offset: 1 CreateTime: 1700000000000 keysize: -1 valuesize: -1 sequence: -1 "
-            "headerKeys: [] payload: null") in out.stdout
+    assert (
+        "| offset: 0 CreateTime: 1700000000000 keysize: 2 valuesize: 7 sequence: -1 "
+        "headerKeys: [h] key: k0 payload: value-0"
+    ) in out.stdout
+    assert (
+        "| offset: 1 CreateTime: 1700000000000 keysize: -1 valuesize: -1 sequence: -1 "
+        "headerKeys: [] payload: null"
+    ) in out.stdout
     assert "compresscodec: GZIP" in out.stdout
     assert out.stdout.count("Dumping ") == len(segs)
 
 
 def test_dump_log_reads_legacy_v0_and_v1_message_sets(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000.log"
-    path.write_bytes(encode_legacy([(None, b"k", b"v0")], magic=0)
-                     + encode_legacy([(T0, None, b"v1")], magic=1, base_offset=1))
+    path.write_bytes(
+        encode_legacy([(None, b"k", b"v0")], magic=0)
+        + encode_legacy([(T0, None, b"v1")], magic=1, base_offset=1)
+    )
     out = run("dump-log", "--deep-iteration", "--print-data-log", "--files", str(path))
     assert out.returncode == 0, out.stderr
     assert "offset: 0 position: 0 isvalid: true" in out.stdout

@@ -48,8 +48,12 @@ def reopen(log: Log, clock: ManualClock, *, clean: bool, **kwargs: object) -> Lo
     else:
         log.close_handlers()
     return Log.open(
-        log.dir, log.config, clock, topic_partition=log.topic_partition,
-        had_clean_shutdown=clean, **kwargs,  # type: ignore[arg-type]
+        log.dir,
+        log.config,
+        clock,
+        topic_partition=log.topic_partition,
+        had_clean_shutdown=clean,
+        **kwargs,  # type: ignore[arg-type]
     )
 
 

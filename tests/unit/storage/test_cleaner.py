@@ -159,9 +159,7 @@ def test_exactly_the_latest_record_per_key_remains_below_the_first_uncleanable_o
 
 
 @pytest.mark.parametrize("seed", [5, 6])
-def test_repeated_passes_keep_the_latest_record_per_key(
-    open_log: OpenLog, seed: int
-) -> None:
+def test_repeated_passes_keep_the_latest_record_per_key(open_log: OpenLog, seed: int) -> None:
     """A second pass over new dirty data compacts the old clean part against it too."""
     log = open_log()
     written: list[Written] = []
@@ -195,7 +193,10 @@ def test_offsets_are_unchanged_and_reads_skip_the_gaps(open_log: OpenLog) -> Non
     clean(log)
 
     assert all_records(log) == [
-        (2, b"a", b"2"), (3, b"c", b"1"), (4, b"b", b"2"), (5, b"d", b"1"),
+        (2, b"a", b"2"),
+        (3, b"c", b"1"),
+        (4, b"b", b"2"),
+        (5, b"d", b"1"),
     ]
     # A fetch from a removed offset starts at the next surviving record.
     _, records = decode_batch(log.read(0, 1 << 20).records)
@@ -219,7 +220,11 @@ def test_the_active_segment_is_never_touched(open_log: OpenLog) -> None:
     assert active.log.read(0, active.size) == before
     # Keys in the active segment are not in the offset map either: b=old stays.
     assert all_records(log) == [
-        (1, b"a", b"new"), (2, b"b", b"old"), (3, b"b", b"x"), (4, b"b", b"y"), (5, b"b", b"z"),
+        (1, b"a", b"new"),
+        (2, b"b", b"old"),
+        (3, b"b", b"x"),
+        (4, b"b", b"y"),
+        (5, b"b", b"z"),
     ]
 
 
@@ -264,6 +269,30 @@ def test_a_batch_whose_records_all_go_is_dropped(open_log: OpenLog) -> None:
     assert [(h.base_offset, h.last_offset, h.records_count) for h in headers] == [(2, 3, 2)]
 
 
+def test_a_full_offset_map_stops_at_a_segment_boundary_and_the_next_pass_continues(
+    open_log: OpenLog,
+) -> None:
+    """log.cleaner.dedupe.buffer.size bounds one pass; the checkpoint carries the rest over."""
+    cleaner = LogCleaner(dedupe_buffer_size=60)  # 60 * 0.9 / 24 bytes an entry: 2 keys
+    assert cleaner.max_map_entries == 2
+    log = open_log()
+    written: list[Written] = []
+    for keys in ([b"a", b"a", b"b"], [b"c", b"d", b"c"], [b"a", b"b"]):
+        append(log, [(k, b"v") for k in keys], written)
+        log.roll()
+    log.update_high_watermark(log.log_end_offset)
+
+    first_dirty = clean(log, cleaner=cleaner)
+
+    assert first_dirty == 3  # only segment 0 fitted the map
+    assert all_records(log) == [(1, b"a", b"v"), (2, b"b", b"v"), *written[3:]]
+    first_dirty = clean(log, first_dirty, cleaner=cleaner)
+    assert first_dirty == 6
+    first_dirty = clean(log, first_dirty, cleaner=cleaner)
+    assert first_dirty == 8
+    assert all_records(log) == [(4, b"d", b"v"), (5, b"c", b"v"), (6, b"a", b"v"), (7, b"b", b"v")]
+
+
 # -- tombstones ---------------------------------------------------------------------------
 
 
@@ -306,7 +335,66 @@ def test_tombstones_are_kept_within_delete_retention_ms_of_the_last_clean_segmen
     assert (0, b"a", b"v" * 40) in all_records(log)
 
 
-def test_the_first_clean_keeps_every_latest_tombstone(open_log: OpenLog, clock: ManualClock) -> None:
+@pytest.mark.parametrize(
+    ("gap_ms", "tombstone_kept"),
+    [(DAY_MS - 1, True), (DAY_MS, False)],
+)
+def test_the_tombstone_horizon_is_the_same_after_close_and_reopen(
+    open_log: OpenLog, clock: ManualClock, gap_ms: int, tombstone_kept: bool
+) -> None:
+    """A restart must not move the horizon: cleaned segments keep their last-modified time
+    (Kafka sets it on the files), so the same tombstones expire as without the restart."""
+    log = open_log({"delete.retention.ms": DAY_MS, "segment.bytes": 160})
+    written: list[Written] = []
+    append(log, [(b"a", b"v" * 40), (b"t", None)], written)
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    first_dirty = clean(log)
+    clock.advance(gap_ms)
+    append(log, [(b"b", b"v" * 40)], written)
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    first_dirty = clean(log, first_dirty)
+    log.close()
+
+    log = open_log({"delete.retention.ms": DAY_MS, "segment.bytes": 160})
+    append(log, [(b"c", b"v" * 40)], written)
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    clean(log, first_dirty)
+
+    assert ((1, b"t", None) in all_records(log)) is tombstone_kept
+
+
+def test_a_fresh_tombstone_survives_a_clean_after_a_restart(
+    open_log: OpenLog, clock: ManualClock
+) -> None:
+    """Segments written before a restart and cleaned after it must stay on the log's clock:
+    a tombstone written a moment ago (by that clock) is within delete.retention.ms and must
+    be kept, or a consumer that is barely behind misses the delete."""
+    log = open_log({"delete.retention.ms": DAY_MS, "segment.bytes": 160})
+    written: list[Written] = []
+    append(log, [(b"a", b"v" * 40)], written)
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    log.close()
+
+    log = open_log({"delete.retention.ms": DAY_MS, "segment.bytes": 160})
+    log.update_high_watermark(log.log_end_offset)  # as the log manager restores it
+    first_dirty = clean(log)  # the pre-restart segment becomes the last clean segment
+    assert first_dirty == 1
+    clock.advance(1)
+    append(log, [(b"t", None), (b"b", b"v" * 40)], written)  # a tombstone, written now
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    clean(log, first_dirty)
+
+    assert (1, b"t", None) in all_records(log)
+
+
+def test_the_first_clean_keeps_every_latest_tombstone(
+    open_log: OpenLog, clock: ManualClock
+) -> None:
     """With no clean segment the horizon is 0: a delete is never lost on its first pass."""
     log = open_log({"delete.retention.ms": 0})
     written: list[Written] = []
@@ -457,13 +545,12 @@ def test_a_crash_in_the_middle_of_a_swap_is_completed_by_the_loader(
     src = tmp_path / "crashed" / TP.dir_name()
     written = build_dirty_log(open_log, src)
     expected, active_base = cleaned_copy(open_log, src, tmp_path / "copy" / TP.dir_name())
-    old_bases = sorted(
-        file_names.offset_from_file_name(p.name) for p in src.glob("*.log")
-    )
+    old_bases = sorted(file_names.offset_from_file_name(p.name) for p in src.glob("*.log"))
     assert len(old_bases) == 5
     for make in (file_names.log_file, file_names.index_file, file_names.time_index_file):
-        shutil.copyfile(make(tmp_path / "copy" / TP.dir_name(), 0),
-                        make(src, 0, file_names.SWAP_SUFFIX))
+        shutil.copyfile(
+            make(tmp_path / "copy" / TP.dir_name(), 0), make(src, 0, file_names.SWAP_SUFFIX)
+        )
     if old_segments == "renamed .deleted":
         for base in old_bases[:-1]:
             for make in (file_names.log_file, file_names.index_file, file_names.time_index_file):
@@ -489,8 +576,9 @@ def test_a_leftover_cleaned_file_is_removed_on_load_and_the_old_data_is_intact(
     written = build_dirty_log(open_log, src)
     cleaned_copy(open_log, src, tmp_path / "copy" / TP.dir_name())
     for make in (file_names.log_file, file_names.index_file, file_names.time_index_file):
-        shutil.copyfile(make(tmp_path / "copy" / TP.dir_name(), 0),
-                        make(src, 0, file_names.CLEANED_SUFFIX))
+        shutil.copyfile(
+            make(tmp_path / "copy" / TP.dir_name(), 0), make(src, 0, file_names.CLEANED_SUFFIX)
+        )
 
     log = open_log(dir_=src, had_clean_shutdown=False)
 

@@ -48,7 +48,7 @@ def test_an_unknown_topic_key_is_an_error_naming_the_key(key: str) -> None:
 
 def test_every_unknown_key_is_named() -> None:
     """One round trip should show the user every mistake, not just the first."""
-    with pytest.raises(InvalidConfigError, match="foo.bar, segment.byte"):
+    with pytest.raises(InvalidConfigError, match=r"foo\.bar, segment\.byte"):
         LogConfig.from_props({"segment.byte": 1, "foo.bar": 2, "segment.bytes": 1024})
 
 
@@ -69,10 +69,20 @@ def _bound_text(bound: float) -> str:
 def test_the_low_bounded_keys_are_the_ones_kafka_bounds() -> None:
     """Guard the parametrized table below against a key losing its bound unnoticed."""
     assert {k.name for k in LOW_BOUNDED} >= {
-        "segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes",
-        "retention.ms", "delete.retention.ms", "min.cleanable.dirty.ratio",
-        "min.compaction.lag.ms", "max.compaction.lag.ms", "file.delete.delay.ms",
-        "flush.messages", "flush.ms", "max.message.bytes", "min.insync.replicas",
+        "segment.bytes",
+        "segment.ms",
+        "segment.index.bytes",
+        "index.interval.bytes",
+        "retention.ms",
+        "delete.retention.ms",
+        "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms",
+        "max.compaction.lag.ms",
+        "file.delete.delay.ms",
+        "flush.messages",
+        "flush.ms",
+        "max.message.bytes",
+        "min.insync.replicas",
     }
 
 
@@ -113,6 +123,28 @@ def test_other_out_of_range_values_are_errors_naming_the_key(
         LogConfig.from_props({key: value})
     assert key in str(excinfo.value)
     assert bound_text in str(excinfo.value)
+
+
+@pytest.mark.parametrize(
+    ("min_lag", "max_lag", "ok"),
+    [
+        (0, 1, True),
+        (1000, 1000, True),
+        (1001, 1000, False),
+    ],
+)
+def test_min_compaction_lag_above_max_compaction_lag_is_an_error_naming_both(
+    min_lag: int, max_lag: int, ok: bool
+) -> None:
+    """Kafka's cross-field rule: no record can be both not-yet-compactable and overdue."""
+    props = {"min.compaction.lag.ms": min_lag, "max.compaction.lag.ms": max_lag}
+    if ok:
+        assert LogConfig.from_props(props).min_compaction_lag_ms == min_lag
+        return
+    with pytest.raises(InvalidConfigError) as excinfo:
+        LogConfig.from_props(props)
+    assert "min.compaction.lag.ms" in str(excinfo.value)
+    assert "max.compaction.lag.ms" in str(excinfo.value)
 
 
 # -- types --------------------------------------------------------------------------------
@@ -248,20 +280,24 @@ def test_broker_log_roll_hours_below_one_is_an_error() -> None:
 
 def test_broker_keys_map_to_their_topic_keys() -> None:
     """Each log.* broker key sets the default of its topic key."""
-    defaults = broker_topic_defaults({
-        "log.segment.bytes": 1000,
-        "log.retention.bytes": 5000,
-        "log.cleanup.policy": "compact",
-        "log.cleaner.delete.retention.ms": 10,
-        "log.cleaner.min.cleanable.ratio": 0.1,
-        "log.segment.delete.delay.ms": 20,
-        "message.max.bytes": 30,
-        "log.index.size.max.bytes": 4096,
-        "log.index.interval.bytes": 40,
-    })
+    defaults = broker_topic_defaults(
+        {
+            "log.segment.bytes": 1000,
+            "log.retention.bytes": 5000,
+            "log.cleanup.policy": "compact",
+            "log.cleaner.delete.retention.ms": 10,
+            "log.cleaner.min.cleanable.ratio": 0.1,
+            "log.segment.delete.delay.ms": 20,
+            "message.max.bytes": 30,
+            "log.index.size.max.bytes": 4096,
+            "log.index.interval.bytes": 40,
+        }
+    )
     config = LogConfig.from_props({}, defaults=defaults)
     assert (config.segment_bytes, config.retention_bytes, config.cleanup_policy) == (
-        1000, 5000, ("compact",),
+        1000,
+        5000,
+        ("compact",),
     )
     assert (config.delete_retention_ms, config.min_cleanable_dirty_ratio) == (10, 0.1)
     assert (config.file_delete_delay_ms, config.max_message_bytes) == (20, 30)

@@ -64,7 +64,10 @@ def test_leader_append_of_several_batches_in_one_request(tmp_path: Path) -> None
     log, _ = open_log(tmp_path)
     info = log.append_as_leader(make_batch([b"1", b"2"]) + make_batch([b"3"]), leader_epoch=0)
     assert (info.first_offset, info.last_offset, info.batch_count, info.record_count) == (
-        0, 2, 2, 3,
+        0,
+        2,
+        2,
+        3,
     )
     assert [r.offset for r in read_all(log)] == [0, 1, 2]
     log.close()
@@ -88,9 +91,12 @@ def test_new_leader_epoch_is_recorded_at_its_first_offset(tmp_path: Path) -> Non
         # a legacy v1 message set
         (lambda: encode_legacy([(T0, None, b"v")], magic=1), UnsupportedForMessageFormatError),
         # a control batch from a client
-        (lambda: encode_control_batch(ControlRecordType.COMMIT, producer_id=1, producer_epoch=0,
-                                      timestamp=T0),
-         InvalidRecordError),
+        (
+            lambda: encode_control_batch(
+                ControlRecordType.COMMIT, producer_id=1, producer_epoch=0, timestamp=T0
+            ),
+            InvalidRecordError,
+        ),
         # trailing garbage after a valid batch
         (lambda: make_batch([b"ok"]) + b"\x00" * 20, InvalidRecordError),
         # batch length claims more than the request holds
@@ -143,7 +149,7 @@ def test_timestamp_difference_limit_is_enforced_per_record(tmp_path: Path) -> No
     ok = make_batch([b"a", b"b"], timestamps=[clock.time_ms(), clock.time_ms() + 999])
     log.append_as_leader(ok, leader_epoch=0)
     bad = make_batch([b"a", b"b"], timestamps=[clock.time_ms(), clock.time_ms() - 5000])
-    with pytest.raises(InvalidTimestampError, match="message.timestamp.difference.max.ms"):
+    with pytest.raises(InvalidTimestampError, match=r"message\.timestamp\.difference\.max\.ms"):
         log.append_as_leader(bad, leader_epoch=0)
     log.close()
 
@@ -267,14 +273,18 @@ def test_read_out_of_range_is_offset_out_of_range(tmp_path: Path) -> None:
     log.close()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     batch_sizes=st.lists(st.integers(1, 8), min_size=1, max_size=60),
     value_size=st.integers(1, 120),
     data=st.data(),
 )
 def test_lookup_by_offset_matches_a_brute_force_scan(
-    tmp_path_factory: pytest.TempPathFactory, batch_sizes: list[int], value_size: int,
+    tmp_path_factory: pytest.TempPathFactory,
+    batch_sizes: list[int],
+    value_size: int,
     data: st.DataObject,
 ) -> None:
     path = tmp_path_factory.mktemp("lookup")
@@ -291,7 +301,9 @@ def test_lookup_by_offset_matches_a_brute_force_scan(
     log.close()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     timestamps=st.lists(st.integers(T0, T0 + 100_000), min_size=1, max_size=300),
     target=st.integers(T0 - 10, T0 + 100_010),
@@ -304,8 +316,7 @@ def test_lookup_by_timestamp_matches_a_brute_force_scan(
     log, _ = open_log(path, **{"segment.bytes": 1024, "index.interval.bytes": 100})
     for i in range(0, len(timestamps), 3):
         chunk = timestamps[i : i + 3]
-        log.append_as_leader(make_batch([b"x" * 20] * len(chunk), timestamps=chunk),
-                             leader_epoch=0)
+        log.append_as_leader(make_batch([b"x" * 20] * len(chunk), timestamps=chunk), leader_epoch=0)
     expected = next(((ts, off) for off, ts in enumerate(timestamps) if ts >= target), None)
     found = log.fetch_offset_by_timestamp(target)
     assert (None if found is None else (found.timestamp, found.offset)) == expected
@@ -314,8 +325,9 @@ def test_lookup_by_timestamp_matches_a_brute_force_scan(
 
 def test_special_timestamps_earliest_latest_and_max(tmp_path: Path) -> None:
     log, _ = open_log(tmp_path)
-    log.append_as_leader(make_batch([b"a", b"b", b"c"], timestamps=[T0 + 5, T0 + 9, T0 + 1]),
-                         leader_epoch=2)
+    log.append_as_leader(
+        make_batch([b"a", b"b", b"c"], timestamps=[T0 + 5, T0 + 9, T0 + 1]), leader_epoch=2
+    )
     earliest = log.fetch_offset_by_timestamp(EARLIEST_TIMESTAMP)
     latest = log.fetch_offset_by_timestamp(LATEST_TIMESTAMP)
     largest = log.fetch_offset_by_timestamp(MAX_TIMESTAMP)
@@ -341,7 +353,7 @@ def test_roll_when_the_next_batch_would_overflow_segment_bytes(tmp_path: Path) -
 
 
 def test_roll_when_segment_ms_passed_since_the_first_batch_timestamp(tmp_path: Path) -> None:
-    log, clock = open_log(tmp_path, **{"segment.ms": 1000})
+    log, _ = open_log(tmp_path, **{"segment.ms": 1000})
     log.append_as_leader(make_batch([b"a"], timestamps=[T0]), leader_epoch=0)
     log.append_as_leader(make_batch([b"b"], timestamps=[T0 + 1000]), leader_epoch=0)
     assert log.num_segments == 1  # exactly segment.ms is not past it
@@ -427,8 +439,9 @@ def test_truncated_log_survives_a_crash_and_restart(tmp_path: Path) -> None:
 def test_clean_close_and_reopen_keeps_everything(tmp_path: Path) -> None:
     log, clock = open_log(tmp_path, **{"segment.bytes": 500})
     for i in range(30):
-        log.append_as_leader(make_batch([b"v%d" % i] * 3, timestamps=[T0 + i] * 3),
-                             leader_epoch=i // 10)
+        log.append_as_leader(
+            make_batch([b"v%d" % i] * 3, timestamps=[T0 + i] * 3), leader_epoch=i // 10
+        )
     before = [(r.offset, r.value) for r in read_all(log)]
     epochs = log.epoch_cache.entries()
     log = reopen(log, clock, clean=True)
@@ -479,4 +492,27 @@ def test_index_entries_map_last_offset_to_batch_start(tmp_path: Path) -> None:
         assert entry.position == positions[batch_no]
     raw = log.active_segment.log.read(index.entry(0).position, 8)
     assert struct.unpack(">q", raw)[0] == index.entry(0).offset - 1
+    log.close()
+
+
+def test_lookup_by_timestamp_in_a_log_append_time_log(tmp_path: Path) -> None:
+    """Each record of a LogAppendTime batch carries the batch's time (no decoding needed)."""
+    log, clock = open_log(
+        tmp_path,
+        **{
+            "message.timestamp.type": "LogAppendTime",
+            "segment.bytes": 600,
+            "index.interval.bytes": 100,
+        },
+    )
+    for i in range(40):
+        log.append_as_leader(make_batch([b"a%d" % i, b"b%d" % i]), leader_epoch=0)
+        clock.advance(3)
+    everything = read_all(log)
+    for target in range(T0 - 1, T0 + 125):
+        expected = next(
+            ((r.timestamp, r.offset) for r in everything if r.timestamp >= target), None
+        )
+        found = log.fetch_offset_by_timestamp(target)
+        assert (None if found is None else (found.timestamp, found.offset)) == expected
     log.close()

@@ -44,9 +44,24 @@ def make_manager(clock: ManualClock) -> Iterator[MakeManager]:
     manager a test abandoned to simulate a crash leaves them open)."""
     made: list[LogManager] = []
 
-    def _make(dirs: Sequence[Path], config: LogConfig | None = None, **kwargs: object) -> LogManager:
-        manager = LogManager(list(dirs), config or LogConfig.from_props({}), clock,
-                             **kwargs)  # type: ignore[arg-type]
+    def _make(
+        dirs: Sequence[Path], config: LogConfig | None = None, **kwargs: object
+    ) -> LogManager:
+        settings = kwargs.pop("settings", None)
+        assert settings is None or isinstance(settings, LogManagerSettings)
+        broker_id = kwargs.pop("broker_id", None)
+        assert broker_id is None or isinstance(broker_id, int)
+        cluster_id = kwargs.pop("cluster_id", None)
+        assert cluster_id is None or isinstance(cluster_id, str)
+        assert not kwargs, kwargs
+        manager = LogManager(
+            list(dirs),
+            config or LogConfig.from_props({}),
+            clock,
+            settings=settings,
+            broker_id=broker_id,
+            cluster_id=cluster_id,
+        )
         made.append(manager)
         return manager
 
@@ -175,7 +190,9 @@ def test_checkpoints_are_read_back_at_startup(tmp_path: Path, make_manager: Make
     reloaded = second.get_log(tp)
     assert reloaded is not None
     assert (reloaded.log_start_offset, reloaded.high_watermark, reloaded.log_end_offset) == (
-        1, 3, 4,
+        1,
+        3,
+        4,
     )
     second.shutdown()
 
@@ -183,9 +200,9 @@ def test_checkpoints_are_read_back_at_startup(tmp_path: Path, make_manager: Make
 # -- clean shutdown and recovery ----------------------------------------------------------
 
 
-def write_three_batches_and_tear_the_last(manager: LogManager, tp: TopicPartition) -> tuple[
-    Path, int
-]:
+def write_three_batches_and_tear_the_last(
+    manager: LogManager, tp: TopicPartition
+) -> tuple[Path, int]:
     """Three batches; the first has the largest timestamp so the time index never names the
     torn one. Returns the segment file and the size of its two whole batches."""
     log = manager.get_or_create_log(tp)
@@ -319,7 +336,10 @@ def test_log_dirs_disagreeing_on_broker_id_raise(tmp_path: Path, make_manager: M
     ],
 )
 def test_tick_runs_retention_only_when_the_check_interval_has_passed(
-    tmp_path: Path, make_manager: MakeManager, clock: ManualClock, waited_ms: int,
+    tmp_path: Path,
+    make_manager: MakeManager,
+    clock: ManualClock,
+    waited_ms: int,
     retention_ran: bool,
 ) -> None:
     """log.retention.check.interval.ms (default 5 minutes) paces retention, on the injected
@@ -344,8 +364,9 @@ def test_tick_runs_retention_once_per_interval(
 ) -> None:
     """After a run the interval starts again from that run."""
     settings = LogManagerSettings(retention_check_interval_ms=1_000, cleaner_enable=False)
-    manager = make_manager([tmp_path / "d0"], LogConfig.from_props({"retention.ms": HOUR_MS}),
-                           settings=settings)
+    manager = make_manager(
+        [tmp_path / "d0"], LogConfig.from_props({"retention.ms": HOUR_MS}), settings=settings
+    )
     manager.startup()
     log = manager.get_or_create_log(TopicPartition("orders", 0))
     log.append_as_leader(one_record(NOW_MS), leader_epoch=0)

@@ -17,7 +17,7 @@ from common.clock import ManualClock
 from common.types import TopicPartition
 from storage.config import LogConfig
 from storage.log import Log
-from storage.records.batch import BatchHeader, CRC_OFFSET, RECORD_BATCH_OVERHEAD
+from storage.records.batch import CRC_OFFSET, RECORD_BATCH_OVERHEAD, BatchHeader
 from storage.verify import verify
 from tests.unit.storage.logtools import T0, make_batch, read_all
 
@@ -33,8 +33,10 @@ def _write_template(root: Path, batches: int = 60) -> tuple[Path, list[tuple[int
     for i in range(batches):
         n = rng.randint(1, 4)
         log.append_as_leader(
-            make_batch([b"v%03d-%d" % (i, j) * rng.randint(1, 6) for j in range(n)],
-                       timestamps=[T0 + i] * n),
+            make_batch(
+                [b"v%03d-%d" % (i, j) * rng.randint(1, 6) for j in range(n)],
+                timestamps=[T0 + i] * n,
+            ),
             leader_epoch=i // 20,
         )
     log.flush()
@@ -51,8 +53,14 @@ def _write_template(root: Path, batches: int = 60) -> tuple[Path, list[tuple[int
 
 
 def _recover(dir_: Path, **kwargs: int) -> Log:
-    return Log.open(dir_, LogConfig.from_props(CONFIG), ManualClock(T0), topic_partition=TP,
-                    had_clean_shutdown=False, **kwargs)
+    return Log.open(
+        dir_,
+        LogConfig.from_props(CONFIG),
+        ManualClock(T0),
+        topic_partition=TP,
+        had_clean_shutdown=False,
+        **kwargs,
+    )
 
 
 def _batch_offsets(dir_: Path) -> list[tuple[int, int]]:
@@ -91,7 +99,7 @@ def _copy(template: Path, tmp_path: Path) -> Path:
 
 
 def test_template_has_several_segments(template: tuple[Path, list[tuple[int, int, int]]]) -> None:
-    dir_, layout = template
+    _, layout = template
     assert len({n for n, _, _ in layout}) >= 4
 
 
@@ -111,7 +119,8 @@ def test_cut_at_many_positions_recovers_the_whole_batches_before_the_cut(
         with open(seg, "r+b") as f:
             f.truncate(cut)
         whole = [
-            i for i, (n, pos, sz) in enumerate(layout)
+            i
+            for i, (n, pos, sz) in enumerate(layout)
             if n < seg_no or (n == seg_no and pos + sz <= cut)
         ]
         expected_leo = offsets_by_batch[whole[-1]][1] + 1 if whole else 0
@@ -151,8 +160,9 @@ def test_flipped_byte_before_the_crc_never_breaks_recovery(
     Whatever happens, recovery must not raise and must serve only sound batches."""
     src, layout = template
     segments = sorted(src.glob("*.log"))
-    span = {"base_offset": (0, 8), "length": (8, 12), "leader_epoch": (12, 16),
-            "magic": (16, 17)}[field]
+    span = {"base_offset": (0, 8), "length": (8, 12), "leader_epoch": (12, 16), "magic": (16, 17)}[
+        field
+    ]
     rng = random.Random(field)
     for trial in range(15):
         n, pos, _ = layout[rng.randrange(len(layout))]
@@ -191,7 +201,7 @@ def test_junk_after_the_last_batch_is_truncated(
 def test_damage_in_a_middle_segment_deletes_every_later_segment(
     template: tuple[Path, list[tuple[int, int, int]]], tmp_path: Path
 ) -> None:
-    src, layout = template
+    src, _ = template
     dir_ = _copy(src, tmp_path)
     segments = sorted(dir_.glob("*.log"))
     victim = segments[1]
@@ -199,9 +209,7 @@ def test_damage_in_a_middle_segment_deletes_every_later_segment(
     data[-3] ^= 0xFF
     victim.write_bytes(bytes(data))
     log = _recover(dir_)
-    assert [s.base_offset for s in log.segments] == [
-        int(p.name[:20]) for p in segments[:2]
-    ]
+    assert [s.base_offset for s in log.segments] == [int(p.name[:20]) for p in segments[:2]]
     assert not any((dir_ / p.name).exists() for p in segments[2:])
     _check_sound(log)
 
@@ -214,8 +222,13 @@ def test_missing_index_is_rebuilt_even_after_a_clean_shutdown(
     dir_ = _copy(src, tmp_path)
     first = sorted(dir_.glob(f"*{which}"))[0]
     first.unlink()
-    log = Log.open(dir_, LogConfig.from_props(CONFIG), ManualClock(T0), topic_partition=TP,
-                   had_clean_shutdown=True)
+    log = Log.open(
+        dir_,
+        LogConfig.from_props(CONFIG),
+        ManualClock(T0),
+        topic_partition=TP,
+        had_clean_shutdown=True,
+    )
     assert first.exists()
     _check_sound(log)
 
@@ -231,8 +244,13 @@ def test_index_longer_than_its_log_is_rebuilt(
     base = int(first_log.name[:20])
     with open(index, "ab") as f:
         f.write((10_000).to_bytes(4, "big") + (first_log.stat().st_size + 500).to_bytes(4, "big"))
-    log = Log.open(dir_, LogConfig.from_props(CONFIG), ManualClock(T0), topic_partition=TP,
-                   had_clean_shutdown=True)
+    log = Log.open(
+        dir_,
+        LogConfig.from_props(CONFIG),
+        ManualClock(T0),
+        topic_partition=TP,
+        had_clean_shutdown=True,
+    )
     seg = log.segments.get(base)
     assert seg is not None and seg.offset_index.last_offset < 10_000 + base
     _check_sound(log)
@@ -245,8 +263,13 @@ def test_garbage_index_is_rebuilt(
     dir_ = _copy(src, tmp_path)
     index = sorted(dir_.glob("*.index"))[1]
     index.write_bytes(b"\xff" * 13)  # not a multiple of 8
-    log = Log.open(dir_, LogConfig.from_props(CONFIG), ManualClock(T0), topic_partition=TP,
-                   had_clean_shutdown=True)
+    log = Log.open(
+        dir_,
+        LogConfig.from_props(CONFIG),
+        ManualClock(T0),
+        topic_partition=TP,
+        had_clean_shutdown=True,
+    )
     _check_sound(log)
 
 
@@ -312,7 +335,7 @@ def test_epoch_cache_is_rebuilt_from_batches_when_its_file_is_lost(
 def test_epoch_cache_is_cut_back_to_the_recovered_log_end(
     template: tuple[Path, list[tuple[int, int, int]]], tmp_path: Path
 ) -> None:
-    src, layout = template
+    src, _ = template
     dir_ = _copy(src, tmp_path)
     # Cut the log inside epoch 1: epoch 2's entry must go.
     offsets = _batch_offsets(src)
@@ -359,8 +382,13 @@ def test_preallocated_segment_recovers_its_zero_tail(tmp_path: Path) -> None:
     log.close_handlers()
     active = sorted((tmp_path / "topic-0").glob("*.log"))[-1]
     assert active.stat().st_size == 2000  # preallocated to segment.bytes
-    log = Log.open(tmp_path / "topic-0", LogConfig.from_props(config), clock, topic_partition=TP,
-                   had_clean_shutdown=False)
+    log = Log.open(
+        tmp_path / "topic-0",
+        LogConfig.from_props(config),
+        clock,
+        topic_partition=TP,
+        had_clean_shutdown=False,
+    )
     assert log.log_end_offset == 5
     _check_sound(log)
 

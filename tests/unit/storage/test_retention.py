@@ -39,8 +39,9 @@ def open_log(tmp_path: Path, clock: ManualClock) -> Iterator[OpenLog]:
     opened: list[Log] = []
 
     def _open(props: Mapping[str, object]) -> Log:
-        log = Log.open(tmp_path / TP.dir_name(), LogConfig.from_props(props), clock,
-                       topic_partition=TP)
+        log = Log.open(
+            tmp_path / TP.dir_name(), LogConfig.from_props(props), clock, topic_partition=TP
+        )
         opened.append(log)
         return log
 
@@ -207,7 +208,9 @@ def test_size_retention_stops_at_the_first_segment_it_keeps(open_log: OpenLog) -
     assert sizes[0] > sizes[1] == sizes[2] > 0
     # The excess is exactly one small segment: it would fit, but segment 0 comes first.
     retention_bytes = log.size_in_bytes - sizes[1]
-    log.update_config(LogConfig.from_props({"retention.ms": -1, "retention.bytes": retention_bytes}))
+    log.update_config(
+        LogConfig.from_props({"retention.ms": -1, "retention.bytes": retention_bytes})
+    )
     assert log.delete_old_segments() == 0
     assert base_offsets(log) == [0, 3, 4, 5]
 

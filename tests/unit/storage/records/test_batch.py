@@ -679,6 +679,44 @@ def test_builder_estimate_for_compressed_batches_becomes_exact_after_build() -> 
     assert builder.estimated_size_in_bytes() == len(builder.build())
 
 
+def test_builder_keeps_explicit_offset_deltas_and_span_for_the_cleaner() -> None:
+    # Kafka's appendWithOffset + overrideLastOffset: survivors of compaction keep their offsets
+    # and the batch keeps its last offset (and so its last sequence).
+    builder = RecordBatchBuilder(base_offset=100, producer_id=1, producer_epoch=0, base_sequence=0)
+    assert builder.append(0, b"a", b"1", offset_delta=1) == 1
+    assert builder.append(0, b"b", b"2", offset_delta=4) == 4
+    assert builder.append(0, b"c", b"3") == 5
+    header, records = decode_batch(builder.build(last_offset_delta=9))
+    assert [r.offset for r in records] == [101, 104, 105]
+    assert [r.sequence for r in records] == [1, 4, 5]
+    assert (header.records_count, header.last_offset, header.last_sequence) == (3, 109, 9)
+
+
+@pytest.mark.parametrize(
+    ("deltas", "last", "message"),
+    [
+        ([3, 3], None, "offset delta 3 does not follow 3"),
+        ([2, 1], None, "offset delta 1 does not follow 2"),
+        ([-1], None, "offset delta -1 does not follow -1"),
+        ([INT32_MAX + 1], None, "within int32"),
+        ([0, 5], 4, "last offset delta 4 is below the last record's"),
+    ],
+)
+def test_builder_rejects_offset_deltas_out_of_order(
+    deltas: list[int], last: int | None, message: str
+) -> None:
+    builder = RecordBatchBuilder()
+    with pytest.raises(ValueError, match=message):
+        for delta in deltas:
+            builder.append(0, None, None, offset_delta=delta)
+        builder.build(last_offset_delta=last)
+
+
+def test_empty_builder_with_a_span_is_an_empty_batch_covering_it() -> None:
+    header = BatchHeader.parse(RecordBatchBuilder(base_offset=7).build(last_offset_delta=3))
+    assert (header.records_count, header.base_offset, header.last_offset) == (0, 7, 10)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
