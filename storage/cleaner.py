@@ -25,7 +25,6 @@ Not thread-safe; the log manager runs it between other operations on the same lo
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 
 from storage import file_names
@@ -129,16 +128,24 @@ class LogCleaner:
         if end_offset <= rng.first_dirty_offset:
             return CleanResult(rng.first_dirty_offset, stats)
         horizon = self._delete_horizon_ms(log, rng.first_dirty_offset)
-        to_clean = [s for s in log.segments if s.base_offset < end_offset
-                    and s is not log.active_segment]
+        to_clean = [
+            s for s in log.segments if s.base_offset < end_offset and s is not log.active_segment
+        ]
         for group in self._group_segments(log, to_clean, end_offset):
             self._clean_group(
-                log, group, offset_map, delete_horizon_ms=horizon, end_offset=end_offset,
+                log,
+                group,
+                offset_map,
+                delete_horizon_ms=horizon,
+                end_offset=end_offset,
                 stats=stats,
             )
         logger.info(
             "%s: cleaned up to offset %d: %d records read, %d retained, %d tombstones dropped",
-            log.topic_partition, end_offset, stats.records_read, stats.records_retained,
+            log.topic_partition,
+            end_offset,
+            stats.records_read,
+            stats.records_retained,
             stats.tombstones_dropped,
         )
         return CleanResult(end_offset, stats)
@@ -171,9 +178,13 @@ class LogCleaner:
 
     @staticmethod
     def _delete_horizon_ms(log: Log, first_dirty: int) -> int:
-        clean = [s for s in log.segments if s.base_offset < first_dirty
-                 and (n := log.segments.higher(s.base_offset)) is not None
-                 and n.base_offset <= first_dirty]
+        clean = [
+            s
+            for s in log.segments
+            if s.base_offset < first_dirty
+            and (n := log.segments.higher(s.base_offset)) is not None
+            and n.base_offset <= first_dirty
+        ]
         return clean[-1].last_modified_ms - log.config.delete_retention_ms if clean else 0
 
     # -- pass 3: recopy in groups ------------------------------------------------------------
@@ -234,38 +245,35 @@ class LogCleaner:
                 # is judged: no later offset is known there, and uncommitted records may still
                 # be truncated by a new leader (Kafka's ``pastLatestOffset``: always retain).
                 kept = [
-                    r for r in records
-                    if header.is_control or r.offset >= end_offset
+                    r
+                    for r in records
+                    if header.is_control
+                    or r.offset >= end_offset
                     or _retain(r, offset_map, retain_deletes, stats)
                 ]
                 stats.records_retained += len(kept)
                 data = (
-                    raw if header.base_offset >= end_offset
+                    raw
+                    if header.base_offset >= end_offset
                     else _rewrite_batch(log, header, records, kept, raw)
                 )
                 if data is not None:
-                    cleaned.append([data], [AppendedBatch(
-                        header.last_offset, BatchHeader.parse(data).max_timestamp, len(data)
-                    )], len(data))
+                    cleaned.append(
+                        [data],
+                        [
+                            AppendedBatch(
+                                header.last_offset, BatchHeader.parse(data).max_timestamp, len(data)
+                            )
+                        ],
+                        len(data),
+                    )
                     stats.bytes_written += len(data)
         cleaned.on_become_inactive_segment()
         cleaned.flush()
         cleaned.last_modified_ms = max(s.last_modified_ms for s in group)
-        _persist_last_modified(cleaned)
+        cleaned.persist_last_modified()
         log.replace_segments(cleaned, group)
         stats.segments_cleaned += len(group)
-
-
-def _persist_last_modified(segment: LogSegment) -> None:
-    """Put the segment's last-modified time on its files (Kafka's ``lastModified_=``).
-
-    A reopened segment reads its last-modified time from the file's mtime; without this a
-    restart would date every cleaned segment to the moment it was cleaned, moving the
-    tombstone horizon (and with an injected clock, onto a different time line).
-    """
-    ns = segment.last_modified_ms * 1_000_000
-    for path in (segment.log.path, segment.offset_index.path, segment.time_index.path):
-        os.utime(path, ns=(ns, ns))
 
 
 def _retain(
@@ -289,9 +297,9 @@ def _rewrite_batch(
     if len(kept) == len(records):
         return None if not records and header.producer_id < 0 else raw
     if not kept:
-        producer = log.producer_state.last_entry(header.producer_id) if (
-            header.producer_id >= 0
-        ) else None
+        producer = (
+            log.producer_state.last_entry(header.producer_id) if (header.producer_id >= 0) else None
+        )
         if producer is None or producer.last_data_offset != header.last_offset:
             return None
     builder = RecordBatchBuilder(
@@ -307,7 +315,10 @@ def _rewrite_batch(
     )
     for r in kept:
         builder.append(
-            r.timestamp, r.key, r.value, [(h.key, h.value) for h in r.headers],
+            r.timestamp,
+            r.key,
+            r.value,
+            [(h.key, h.value) for h in r.headers],
             offset_delta=r.offset - header.base_offset,
         )
     data = bytearray(builder.build(last_offset_delta=header.last_offset_delta))

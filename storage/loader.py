@@ -245,14 +245,5 @@ def rebuild_producer_state(
         for _, header in segment.log.batch_headers(position):
             if header.last_offset < start:
                 continue
-            if header.producer_id >= 0 and not header.is_control:
-                producer_state.check_and_update(
-                    header.producer_id,
-                    header.producer_epoch,
-                    header.base_sequence,
-                    header.last_sequence,
-                    header.last_offset,
-                    header.max_timestamp,
-                    is_from_client=False,
-                )
+            producer_state.update_from_replicated_batch(header)
     producer_state.update_map_end_offset(log_end_offset)

@@ -395,16 +395,7 @@ class Log:
         saved = self.producer_state.save_entries(producer_ids) if producer_ids else None
         try:
             for _, header, _ in headers:
-                if header.producer_id >= 0 and not header.is_control:
-                    self.producer_state.check_and_update(
-                        header.producer_id,
-                        header.producer_epoch,
-                        header.base_sequence,
-                        header.last_sequence,
-                        header.last_offset,
-                        header.max_timestamp,
-                        is_from_client=False,
-                    )
+                self.producer_state.update_from_replicated_batch(header)
             self._write(
                 [view[:total]],
                 batches,

@@ -102,19 +102,27 @@ class LogManager:
         self._cleaner_checkpoints: dict[TopicPartition, int] = {}
         now = clock.time_ms()
         self._last_run: dict[str, int] = {
-            "retention": now, "recovery": now, "start": now, "hw": now, "cleaner": now,
+            "retention": now,
+            "recovery": now,
+            "start": now,
+            "hw": now,
+            "cleaner": now,
         }
         self._started = False
 
     @classmethod
-    def from_broker_config(cls, broker_props: dict[str, object], clock: Clock,
-                           **kwargs: object) -> LogManager:
+    def from_broker_config(
+        cls, broker_props: dict[str, object], clock: Clock, **kwargs: object
+    ) -> LogManager:
         """Build from broker keys (``log.dirs``, ``log.segment.bytes`` …)."""
         broker = BROKER_LOG_CONFIG_DEF.parse(broker_props, allow_unknown=True)
         defaults = LogConfig.from_props(topic_defaults_from_broker(broker))
         return cls(
-            [Path(d) for d in log_dirs(broker)], defaults, clock,
-            settings=LogManagerSettings.from_broker(broker), **kwargs,  # type: ignore[arg-type]
+            [Path(d) for d in log_dirs(broker)],
+            defaults,
+            clock,
+            settings=LogManagerSettings.from_broker(broker),
+            **kwargs,  # type: ignore[arg-type]
         )
 
     # -- startup and shutdown ---------------------------------------------------------------
@@ -141,8 +149,9 @@ class LogManager:
             OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT_FILE).read()
         )
         if not clean:
-            logger.warning("%s: no clean shutdown marker; recovering logs from their "
-                           "recovery points", d)
+            logger.warning(
+                "%s: no clean shutdown marker; recovering logs from their recovery points", d
+            )
         for child in sorted(d.iterdir()):
             if not child.is_dir():
                 continue
@@ -159,8 +168,12 @@ class LogManager:
                     f"partition {tp} has a log in both {self._dir_of[tp]} and {d}"
                 )
             log = Log.open(
-                child, self.config_for(tp.topic), self._clock, topic_partition=tp,
-                recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
+                child,
+                self.config_for(tp.topic),
+                self._clock,
+                topic_partition=tp,
+                recovery_point=recovery.get(tp, 0),
+                log_start_offset=starts.get(tp, 0),
                 had_clean_shutdown=clean,
             )
             log.update_high_watermark(hws.get(tp, log.log_start_offset))
@@ -208,8 +221,9 @@ class LogManager:
         if existing is not None:
             return existing
         d = self.next_log_dir()
-        log = Log.open(d / tp.dir_name(), config or self.config_for(tp.topic), self._clock,
-                       topic_partition=tp)
+        log = Log.open(
+            d / tp.dir_name(), config or self.config_for(tp.topic), self._clock, topic_partition=tp
+        )
         self._logs[tp] = log
         self._dir_of[tp] = d
         logger.info("created log for %s in %s", tp, d)
@@ -296,7 +310,8 @@ class LogManager:
     def checkpoint_cleaner_offsets(self) -> None:
         for d in self.dirs:
             entries = {
-                tp: off for tp, off in self._cleaner_checkpoints.items()
+                tp: off
+                for tp, off in self._cleaner_checkpoints.items()
                 if self._dir_of.get(tp) == d
             }
             OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT_FILE).write(entries)

@@ -48,6 +48,7 @@ from common.errors import (
     StorageInternalError,
 )
 from storage.checkpoints import TMP_SUFFIX, atomic_write
+from storage.records.batch import BatchHeader
 
 logger = logging.getLogger(__name__)
 
@@ -408,6 +409,22 @@ class ProducerStateManager:
     # ---------------------------------------------------------------------------------------
     # Queries and expiry
     # ---------------------------------------------------------------------------------------
+
+    def update_from_replicated_batch(self, header: BatchHeader) -> None:
+        """Record a batch that is already in the log (follower append, recovery, reload).
+
+        The leader validated its sequence when it was written; here it is only remembered.
+        """
+        if header.producer_id >= 0 and not header.is_control:
+            self.check_and_update(
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                header.last_sequence,
+                header.last_offset,
+                header.max_timestamp,
+                is_from_client=False,
+            )
 
     def save_entries(self, producer_ids: Iterable[int]) -> dict[int, ProducerStateEntry | None]:
         """Copies of these producers' entries, for :meth:`restore_entries` if an append fails.

@@ -14,8 +14,10 @@ from the batches and truncates at the first invalid batch.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
+import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -92,7 +94,12 @@ class LogSegment:
         self.created_ms = clock.time_ms()
         # In-memory "last modified": the clock time of the last append (or the file's mtime when
         # opened). The cleaner's tombstone horizon reads it; an injected clock keeps it exact.
-        self.last_modified_ms = log_file.last_modified_ms() if log_file.size else self.created_ms
+        # A modification time later than the clock's "now" is not believable (a simulation's
+        # virtual clock, or a clock that jumped back): cap it, or tombstone horizons and
+        # retention would be judged on another time line.
+        self.last_modified_ms = (
+            min(log_file.last_modified_ms(), self.created_ms) if log_file.size else self.created_ms
+        )
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_ts_and_offset: tuple[int, int] | None = None
@@ -168,8 +175,20 @@ class LogSegment:
 
     @property
     def largest_timestamp(self) -> int:
-        """Largest record timestamp in the segment (retention judges by it, not by mtime)."""
-        return self.max_timestamp_so_far
+        """Largest record timestamp in the segment; retention judges by it, not by mtime.
+
+        A segment whose records carry no timestamp (-1) falls back to its last-modified
+        time, as Kafka's ``LogSegment.largestTimestamp`` does.
+        """
+        max_ts = self.max_timestamp_so_far
+        return max_ts if max_ts >= 0 else self.last_modified_ms
+
+    def persist_last_modified(self) -> None:
+        """Put ``last_modified_ms`` (clock time) on the files, so a restart reads it back."""
+        ns = self.last_modified_ms * 1_000_000
+        for path in (self.log.path, self.offset_index.path, self.time_index.path):
+            with contextlib.suppress(FileNotFoundError):
+                os.utime(path, ns=(ns, ns))
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
@@ -248,6 +267,7 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
         self.log.trim()
         self.make_read_only()
+        self.persist_last_modified()
 
     def make_read_only(self) -> None:
         """Inactive segments never change: trim, then remap their indexes read-only."""
@@ -271,6 +291,7 @@ class LogSegment:
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.persist_last_modified()
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -379,12 +400,13 @@ class LogSegment:
                 try:
                     position = 0
                     while position + RECORD_BATCH_OVERHEAD <= file_length:
-                        reason = _invalid_reason(view, position, file_length, next_expected, self)
-                        if reason is not None:
+                        header, reason = _check_batch(
+                            view, position, file_length, next_expected, self
+                        )
+                        if header is None:
                             if reason != "zero-filled tail":
                                 log.warning("%s: %s", self.log.path, reason)
                             break
-                        header = BatchHeader.parse(view, position)
                         if header.max_timestamp > max_ts:
                             max_ts, max_ts_offset = header.max_timestamp, header.last_offset
                         if self.bytes_since_last_index_entry > self.index_interval_bytes and (
@@ -402,7 +424,7 @@ class LogSegment:
                                     header.partition_leader_epoch, header.base_offset
                                 )
                         if producer_state is not None:
-                            _update_producer_state(producer_state, header)
+                            producer_state.update_from_replicated_batch(header)
                         position += header.size_in_bytes
                         valid_bytes = position
                         next_expected = header.last_offset + 1
@@ -461,6 +483,7 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self.log.close()
+        self.persist_last_modified()
 
     def close_handlers(self) -> None:
         self.offset_index.close_handler()
@@ -510,45 +533,34 @@ def whole_batches_prefix(data: Buffer) -> int:
     return position
 
 
-def _invalid_reason(
+def _check_batch(
     view: memoryview, position: int, file_length: int, next_expected: int, segment: LogSegment
-) -> str | None:
-    """Why the batch at ``position`` is not valid, or None if it is."""
-    if not any(view[position : position + RECORD_BATCH_OVERHEAD]):
-        return "zero-filled tail"
+) -> tuple[BatchHeader, None] | tuple[None, str]:
+    """The header of the valid batch at ``position``, or None and why it is not valid."""
     try:
         header = BatchHeader.parse(view, position)
     except CorruptRecordError as e:
-        return f"invalid batch header at position {position}: {e.message}"
+        if not any(view[position : position + RECORD_BATCH_OVERHEAD]):
+            return None, "zero-filled tail"
+        return None, f"invalid batch header at position {position}: {e.message}"
     if position + header.size_in_bytes > file_length:
-        return (
+        return None, (
             f"batch at position {position} claims {header.size_in_bytes} bytes, "
             f"only {file_length - position} remain (torn write)"
         )
     actual = compute_crc(view, position, header.size_in_bytes)
     if actual != header.crc:
-        return (
+        return None, (
             f"batch at position {position} (offsets {header.base_offset}..{header.last_offset}) "
             f"has CRC {header.crc:#010x} but its content hashes to {actual:#010x}"
         )
     if header.base_offset < next_expected or header.last_offset < header.base_offset:
-        return (
+        return None, (
             f"batch at position {position} has offsets {header.base_offset}..{header.last_offset}"
             f" but the log expected an offset ≥ {next_expected}"
         )
     if not segment.can_convert_to_relative_offset(header.last_offset):
-        return f"batch at position {position} has offset {header.last_offset} outside the segment"
-    return None
-
-
-def _update_producer_state(producer_state: ProducerStateManager, header: BatchHeader) -> None:
-    if header.producer_id >= 0 and not header.is_control:
-        producer_state.check_and_update(
-            header.producer_id,
-            header.producer_epoch,
-            header.base_sequence,
-            header.last_sequence,
-            header.last_offset,
-            header.max_timestamp,
-            is_from_client=False,
+        return None, (
+            f"batch at position {position} has offset {header.last_offset} outside the segment"
         )
+    return header, None

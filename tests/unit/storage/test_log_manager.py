@@ -45,15 +45,13 @@ def make_manager(clock: ManualClock) -> Iterator[MakeManager]:
     made: list[LogManager] = []
 
     def _make(
-        dirs: Sequence[Path], config: LogConfig | None = None, **kwargs: object
+        dirs: Sequence[Path],
+        config: LogConfig | None = None,
+        *,
+        settings: LogManagerSettings | None = None,
+        broker_id: int | None = None,
+        cluster_id: str | None = None,
     ) -> LogManager:
-        settings = kwargs.pop("settings", None)
-        assert settings is None or isinstance(settings, LogManagerSettings)
-        broker_id = kwargs.pop("broker_id", None)
-        assert broker_id is None or isinstance(broker_id, int)
-        cluster_id = kwargs.pop("cluster_id", None)
-        assert cluster_id is None or isinstance(cluster_id, str)
-        assert not kwargs, kwargs
         manager = LogManager(
             list(dirs),
             config or LogConfig.from_props({}),

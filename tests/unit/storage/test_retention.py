@@ -142,6 +142,27 @@ def test_time_retention_uses_the_largest_timestamp_of_the_segment_not_the_first(
     assert base_offsets(log) == [0, 2]
 
 
+@pytest.mark.parametrize(
+    ("waited_ms", "deleted"),
+    [
+        (0, False),
+        (HOUR_MS, False),
+        (HOUR_MS + 1, True),
+    ],
+)
+def test_a_segment_without_record_timestamps_falls_back_to_its_last_modified_time(
+    open_log: OpenLog, clock: ManualClock, waited_ms: int, deleted: bool
+) -> None:
+    """Records may carry no timestamp (-1); Kafka's largestTimestamp then falls back to the
+    segment's last-modified time instead of treating the segment as infinitely old."""
+    log = open_log({"retention.ms": HOUR_MS})
+    fill_closed_segments(log, [-1])
+    assert log.segments.first is not None
+    assert log.segments.first.max_timestamp_so_far == -1
+    clock.advance(waited_ms)
+    assert log.delete_old_segments() == int(deleted)
+
+
 def test_retention_ms_minus_one_keeps_segments_forever(
     open_log: OpenLog, clock: ManualClock
 ) -> None:
