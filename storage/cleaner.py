@@ -32,13 +32,10 @@ from storage.log import Log
 from storage.records.batch import (
     BatchHeader,
     Record,
-    RecordBatchBuilder,
-    TimestampType,
     decode_batch,
-    set_log_append_time,
-    set_partition_leader_epoch,
+    rebuild_batch,
 )
-from storage.segment import AppendedBatch, LogSegment, new_segment
+from storage.segment import AppendedBatch, LogSegment
 
 logger = logging.getLogger(__name__)
 
@@ -234,9 +231,7 @@ class LogCleaner:
         base = group[0].base_offset
         for make in (file_names.log_file, file_names.index_file, file_names.time_index_file):
             make(log.dir, base, file_names.CLEANED_SUFFIX).unlink(missing_ok=True)
-        cleaned = new_segment(
-            log.dir, base, log.config, log._clock, log._rng, file_suffix=file_names.CLEANED_SUFFIX
-        )
+        cleaned = log.create_segment(base, file_suffix=file_names.CLEANED_SUFFIX)
         for segment in group:
             retain_deletes = segment.last_modified_ms > delete_horizon_ms
             for header, records, raw in _decoded_batches(segment):
@@ -302,30 +297,7 @@ def _rewrite_batch(
         )
         if producer is None or producer.last_data_offset != header.last_offset:
             return None
-    builder = RecordBatchBuilder(
-        base_offset=header.base_offset,
-        compression=header.compression,
-        timestamp_type=header.timestamp_type,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        partition_leader_epoch=header.partition_leader_epoch,
-        is_transactional=header.is_transactional,
-        is_control=header.is_control,
-    )
-    for r in kept:
-        builder.append(
-            r.timestamp,
-            r.key,
-            r.value,
-            [(h.key, h.value) for h in r.headers],
-            offset_delta=r.offset - header.base_offset,
-        )
-    data = bytearray(builder.build(last_offset_delta=header.last_offset_delta))
-    set_partition_leader_epoch(data, 0, header.partition_leader_epoch)
-    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
-        set_log_append_time(data, 0, header.max_timestamp)
-    return bytes(data)
+    return rebuild_batch(header, kept)
 
 
 def _decoded_batches(segment: LogSegment) -> list[tuple[BatchHeader, list[Record], bytes]]:

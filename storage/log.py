@@ -18,6 +18,7 @@ import logging
 import random
 import shutil
 import struct
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -48,10 +49,9 @@ from storage.records.batch import (
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
-    RecordBatchBuilder,
-    TimestampType,
     compute_crc,
     decode_batch,
+    rebuild_batch,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -120,7 +120,8 @@ class Log:
         self.recovery_point = recovery_point
         self.epoch_cache = epoch_cache
         self.producer_state = producer_state
-        self._rng = rng or random.Random(hash(topic_partition) & 0xFFFF)
+        # Seeded from the name, not hash(): str hashes differ per process, replays must not.
+        self._rng = rng or random.Random(zlib.crc32(str(topic_partition).encode()))
         self._next_offset = segments.active.read_next_offset()
         self.high_watermark = min(max(log_start_offset, 0), self._next_offset)
         self.last_flush_ms = clock.time_ms()
@@ -582,20 +583,20 @@ class Log:
         active.on_become_inactive_segment()
         self.producer_state.update_map_end_offset(new_offset)
         self.producer_state.take_snapshot()
-        segment = self._new_segment(new_offset)
+        segment = self.create_segment(new_offset)
         self.segments.add(segment)
         # Kafka flushes the old segment asynchronously on roll; we have no threads, so do it now.
         self.flush(new_offset)
         return segment
 
-    def _new_segment(self, base_offset: int) -> LogSegment:
-        for path in (
-            file_names.log_file(self.dir, base_offset),
-            file_names.index_file(self.dir, base_offset),
-            file_names.time_index_file(self.dir, base_offset),
-        ):
-            path.unlink(missing_ok=True)  # stale leftovers from an earlier truncation
-        return new_segment(self.dir, base_offset, self.config, self._clock, self._rng)
+    def create_segment(self, base_offset: int, *, file_suffix: str = "") -> LogSegment:
+        """A new, empty segment file set at ``base_offset`` with this log's config (not yet in
+        the segment map). Stale files of the same name (an earlier truncation) go first."""
+        for make in (file_names.log_file, file_names.index_file, file_names.time_index_file):
+            make(self.dir, base_offset, file_suffix).unlink(missing_ok=True)
+        return new_segment(
+            self.dir, base_offset, self.config, self._clock, self._rng, file_suffix=file_suffix
+        )
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -713,7 +714,7 @@ class Log:
         for segment in self.segments.clear():
             segment.close_handlers()
             segment.delete_if_exists()
-        self.segments.add(self._new_segment(new_offset))
+        self.segments.add(self.create_segment(new_offset))
         self._next_offset = new_offset
         self.epoch_cache.clear_and_flush()
         self.log_start_offset = new_offset
@@ -917,17 +918,4 @@ class _SizePredicate:
 def _recompress(batch: memoryview, codec: CompressionType) -> bytes:
     """Re-encode a client batch with the topic's compression.type (Kafka does the same)."""
     header, records = decode_batch(batch)
-    builder = RecordBatchBuilder(
-        base_offset=0,
-        compression=codec,
-        timestamp_type=TimestampType.CREATE_TIME,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        is_transactional=header.is_transactional,
-    )
-    for record in records:
-        builder.append(
-            record.timestamp, record.key, record.value, [(h.key, h.value) for h in record.headers]
-        )
-    return builder.build()
+    return rebuild_batch(header, records, compression=codec)

@@ -667,6 +667,46 @@ RecordInput = (
 """What :func:`encode_batch` takes per record: (timestamp, key, value[, headers])."""
 
 
+def rebuild_batch(
+    header: BatchHeader,
+    records: Sequence[Record],
+    *,
+    compression: CompressionType | None = None,
+) -> bytes:
+    """Re-encode ``records`` as a batch that keeps ``header``'s identity.
+
+    Kept from the header: base offset, each record's offset delta, the last offset delta (so
+    a batch thinned by compaction keeps its offset range and producer sequence range),
+    timestamp type (and the LogAppendTime), producer id/epoch/sequence, partition leader epoch
+    and the transactional and control flags. ``compression`` replaces the codec (a topic's
+    ``compression.type``); by default the header's codec is kept. Used by the log (recompress
+    on append) and the cleaner (drop records).
+    """
+    builder = RecordBatchBuilder(
+        base_offset=header.base_offset,
+        compression=header.compression if compression is None else compression,
+        timestamp_type=header.timestamp_type,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch,
+        is_transactional=header.is_transactional,
+        is_control=header.is_control,
+    )
+    for r in records:
+        builder.append(
+            r.timestamp,
+            r.key,
+            r.value,
+            [(h.key, h.value) for h in r.headers],
+            offset_delta=r.offset - header.base_offset,
+        )
+    data = bytearray(builder.build(last_offset_delta=header.last_offset_delta))
+    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        set_log_append_time(data, 0, header.max_timestamp)
+    return bytes(data)
+
+
 def encode_batch(
     records: Iterable[RecordInput],
     *,

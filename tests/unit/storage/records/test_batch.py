@@ -805,3 +805,43 @@ def test_control_batch_rejects_non_marker_types() -> None:
         encode_control_batch(
             ControlRecordType.UNKNOWN, producer_id=1, producer_epoch=0, timestamp=0
         )
+
+
+def test_rebuild_batch_keeps_identity_and_offsets_of_kept_records() -> None:
+    """Compaction thins a batch: offsets, last offset delta and producer fields survive."""
+    from storage.records.batch import rebuild_batch, set_partition_leader_epoch
+
+    builder = RecordBatchBuilder(
+        base_offset=100,
+        producer_id=7,
+        producer_epoch=2,
+        base_sequence=40,
+        compression=CompressionType.GZIP,
+    )
+    for i in range(5):
+        builder.append(1_000 + i, b"k%d" % i, b"v%d" % i)
+    raw = bytearray(builder.build())
+    set_partition_leader_epoch(raw, 0, 9)
+    header, records = decode_batch(bytes(raw))
+    kept = [records[1], records[3]]
+    rebuilt_header, rebuilt = decode_batch(rebuild_batch(header, kept))
+    assert [r.offset for r in rebuilt] == [101, 103]
+    assert rebuilt_header.last_offset == 104
+    assert (rebuilt_header.producer_id, rebuilt_header.producer_epoch) == (7, 2)
+    assert (rebuilt_header.base_sequence, rebuilt_header.last_sequence) == (40, 44)
+    assert rebuilt_header.partition_leader_epoch == 9
+    assert rebuilt_header.compression is CompressionType.GZIP
+    recompressed, _ = decode_batch(rebuild_batch(header, records, compression=CompressionType.ZSTD))
+    assert recompressed.compression is CompressionType.ZSTD
+
+
+def test_rebuild_batch_keeps_log_append_time() -> None:
+    from storage.records.batch import rebuild_batch, set_log_append_time
+
+    raw = bytearray(encode_batch([(5, b"a", b"1"), (6, b"b", b"2")]))
+    set_log_append_time(raw, 0, 123_456)
+    header, records = decode_batch(bytes(raw))
+    rebuilt_header, rebuilt = decode_batch(rebuild_batch(header, records[:1]))
+    assert rebuilt_header.timestamp_type is TimestampType.LOG_APPEND_TIME
+    assert rebuilt_header.max_timestamp == 123_456
+    assert [r.timestamp for r in rebuilt] == [123_456]
