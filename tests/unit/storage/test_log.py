@@ -516,3 +516,19 @@ def test_lookup_by_timestamp_in_a_log_append_time_log(tmp_path: Path) -> None:
         found = log.fetch_offset_by_timestamp(target)
         assert (None if found is None else (found.timestamp, found.offset)) == expected
     log.close()
+
+
+def test_roll_when_the_time_index_is_full_before_the_offset_index(tmp_path: Path) -> None:
+    """36 bytes: the offset index holds 4 entries, the time index 3 (one reserved for the roll
+    entry), so rising timestamps fill the time index first."""
+    log, _ = open_log(tmp_path, **{"segment.index.bytes": 36, "index.interval.bytes": 0})
+    for i in range(4):
+        log.append_as_leader(make_batch([b"v"], timestamps=[T0 + i]), leader_epoch=0)
+    first = log.segments.first
+    assert first is not None
+    assert [s.base_offset for s in log.segments] == [0, 3]
+    # Rolled with the offset index at 2 of its 4 entries: the time index (2 of 3, last
+    # reserved) was the full one. The roll entry repeats the last timestamp, so it is not added.
+    assert first.offset_index.entries == 2
+    assert first.time_index.entries == 2
+    log.close()
