@@ -150,6 +150,15 @@ InvalidRecordError = error_for_name("INVALID_RECORD")
 OutOfOrderSequenceNumberError = error_for_name("OUT_OF_ORDER_SEQUENCE_NUMBER")
 DuplicateSequenceNumberError = error_for_name("DUPLICATE_SEQUENCE_NUMBER")
 InvalidProducerEpochError = error_for_name("INVALID_PRODUCER_EPOCH")
+NotEnoughReplicasError = error_for_name("NOT_ENOUGH_REPLICAS")
+NotEnoughReplicasAfterAppendError = error_for_name("NOT_ENOUGH_REPLICAS_AFTER_APPEND")
+RequestTimedOutError = error_for_name("REQUEST_TIMED_OUT")
+FencedLeaderEpochError = error_for_name("FENCED_LEADER_EPOCH")
+UnknownLeaderEpochError = error_for_name("UNKNOWN_LEADER_EPOCH")
+StaleControllerEpochError = error_for_name("STALE_CONTROLLER_EPOCH")
+NotControllerError = error_for_name("NOT_CONTROLLER")
+LeaderNotAvailableError = error_for_name("LEADER_NOT_AVAILABLE")
+InvalidRequiredAcksError = error_for_name("INVALID_REQUIRED_ACKS")
 
 
 class StorageInternalError(KafkasimError):

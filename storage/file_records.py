@@ -60,6 +60,9 @@ class FileRecords:
         if writable and length == 0 and preallocate_bytes > 0:
             os.posix_fallocate(self._fd, 0, preallocate_bytes)
         self._size = length
+        # Bytes known to be on disk (what survives a power loss): what was there at open,
+        # then whatever the last fsync covered.
+        self.flushed_size = length
         self.writable = writable
 
     # -- basic properties -------------------------------------------------------------------
@@ -99,6 +102,7 @@ class FileRecords:
 
     def flush(self) -> None:
         os.fsync(self.fd)
+        self.flushed_size = self._size
 
     def truncate_to(self, target_size: int) -> int:
         """Drop every byte from ``target_size`` on; returns the number of bytes removed."""
@@ -109,6 +113,7 @@ class FileRecords:
         removed = self._size - target_size
         os.ftruncate(self.fd, target_size)
         self._size = target_size
+        self.flushed_size = min(self.flushed_size, target_size)
         return max(removed, 0)
 
     def trim(self) -> None:

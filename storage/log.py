@@ -879,6 +879,17 @@ class Log:
             segment.close_handlers()
         self._closed = True
 
+    def drop_unflushed(self) -> None:
+        """Lose every byte not yet fsynced, as a power loss would (the simulation's crash).
+
+        Indexes and checkpoints are left as they are: recovery must cope with that.
+        """
+        for segment in self.segments:
+            if segment.log.closed:
+                continue
+            if segment.log.size > segment.log.flushed_size:
+                segment.log.truncate_to(segment.log.flushed_size)
+
     def close_handlers(self) -> None:
         """Close file handles without flushing (a crash, in tests and the simulation)."""
         for segment in self.segments:

@@ -1,0 +1,291 @@
+"""A minimal producer/consumer/admin client: enough to drive and test the cluster core.
+
+It speaks the client API over any ``Transport``: metadata from a bootstrap broker, produce to
+and fetch from partition leaders (refreshing metadata on NOT_LEADER_OR_FOLLOWER and the like),
+admin calls to the controller. The full clients (batching, idempotence, groups) build on the
+same calls. Retries go through tenacity with a bounded count and backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_fixed
+
+import proto
+from common.clock import Clock
+from common.errors import KafkaError, KafkasimError, error_for_code
+from common.rpc import RpcError, Transport
+from common.types import TopicPartition
+from proto import kafkasim_pb2 as pb
+from storage.records.batch import Record, RecordBatchBuilder, decode_batch, iter_batches
+
+logger = logging.getLogger(__name__)
+
+NOT_CONTROLLER = 41
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    topic_partition: TopicPartition
+    error_code: int
+    base_offset: int
+    error_message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code == 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    records: list[Record]
+    high_watermark: int
+    log_start_offset: int
+
+
+def _retriable(e: BaseException) -> bool:
+    if isinstance(e, RpcError):
+        return e.retriable
+    if isinstance(e, KafkaError):
+        return e.retriable or e.code == NOT_CONTROLLER
+    return False
+
+
+class MinimalClient:
+    def __init__(
+        self,
+        transport: Transport,
+        bootstrap: Sequence[str],
+        clock: Clock,
+        *,
+        request_timeout_ms: int = 30_000,
+        retries: int = 20,
+        retry_backoff_ms: int = 100,
+    ) -> None:
+        if not bootstrap:
+            raise ValueError("bootstrap.servers is empty")
+        self.transport = transport
+        self.bootstrap = list(bootstrap)
+        self.clock = clock
+        self.timeout_s = request_timeout_ms / 1000
+        self.retries = retries
+        self.backoff_s = retry_backoff_ms / 1000
+        self.brokers: dict[int, str] = {}
+        self.leaders: dict[TopicPartition, int] = {}
+        self.leader_epochs: dict[TopicPartition, int] = {}
+        self.controller_id = -1
+
+    def _retrying(self) -> AsyncRetrying:
+        return AsyncRetrying(
+            stop=stop_after_attempt(self.retries),
+            wait=wait_fixed(self.backoff_s),
+            retry=retry_if_exception(_retriable),
+            reraise=True,
+        )
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    async def _call_any(self, method: str, request: object) -> object:
+        """Call the first broker that answers (known brokers, then bootstrap)."""
+        last: Exception | None = None
+        for address in [*self.brokers.values(), *self.bootstrap]:
+            try:
+                return await self.transport.call(
+                    address,
+                    method,
+                    request,  # type: ignore[arg-type]
+                    timeout_s=self.timeout_s,
+                )
+            except RpcError as e:
+                last = e
+        assert last is not None
+        raise last
+
+    async def refresh_metadata(self, topics: Sequence[str] = ()) -> pb.MetadataResponse:
+        request = pb.MetadataRequest(topics=list(topics), all_topics=not topics)
+        response = await self._call_any(proto.METHOD_METADATA, request)
+        assert isinstance(response, pb.MetadataResponse)
+        self.brokers = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
+        self.controller_id = response.controller_id
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition)
+                self.leaders[tp] = p.leader
+                self.leader_epochs[tp] = p.leader_epoch
+        return response
+
+    async def _leader_address(self, tp: TopicPartition) -> str:
+        leader = self.leaders.get(tp, -1)
+        if leader < 0 or leader not in self.brokers:
+            await self.refresh_metadata([tp.topic])
+            leader = self.leaders.get(tp, -1)
+        address = self.brokers.get(leader)
+        if address is None:
+            raise error_for_code(5)(f"no leader known for {tp}")  # LEADER_NOT_AVAILABLE
+        return address
+
+    # -- admin ------------------------------------------------------------------------------
+
+    async def _controller_call(self, method: str, request: object) -> object:
+        async for attempt in self._retrying():
+            with attempt:
+                await self.refresh_metadata()
+                address = self.brokers.get(self.controller_id)
+                if address is None:
+                    raise error_for_code(NOT_CONTROLLER)("no controller known yet")
+                response = await self.transport.call(
+                    address,
+                    method,
+                    request,  # type: ignore[arg-type]
+                    timeout_s=self.timeout_s,
+                )
+                for item in [*getattr(response, "topics", []), *getattr(response, "results", [])]:
+                    if item.error_code == NOT_CONTROLLER:
+                        raise error_for_code(NOT_CONTROLLER)("controller moved")
+                return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str] | None = None,
+    ) -> None:
+        request = pb.CreateTopicsRequest(timeout_ms=int(self.timeout_s * 1000))
+        request.topics.add(
+            name=name,
+            num_partitions=partitions,
+            replication_factor=replication_factor,
+            configs=configs or {},
+        )
+        response = await self._controller_call(proto.METHOD_CREATE_TOPICS, request)
+        assert isinstance(response, pb.CreateTopicsResponse)
+        for result in response.topics:
+            if result.error_code:
+                raise error_for_code(result.error_code)(result.error_message)
+
+    async def wait_for_leaders(self, topic: str, partitions: int, *, attempts: int = 100) -> None:
+        """Until every partition of ``topic`` has a live leader in the metadata."""
+        async for attempt in AsyncRetrying(
+            stop=stop_after_attempt(attempts), wait=wait_fixed(self.backoff_s), reraise=True
+        ):
+            with attempt:
+                await self.refresh_metadata([topic])
+                missing = [
+                    p
+                    for p in range(partitions)
+                    if self.leaders.get(TopicPartition(topic, p), -1) < 0
+                ]
+                if missing:
+                    raise KafkasimError(f"{topic}: no leader yet for partitions {missing}")
+
+    # -- produce / fetch --------------------------------------------------------------------
+
+    async def produce(
+        self,
+        tp: TopicPartition,
+        values: Sequence[bytes],
+        *,
+        acks: int = -1,
+        timeout_ms: int = 10_000,
+        keys: Sequence[bytes | None] | None = None,
+        retry: bool = True,
+    ) -> ProduceResult:
+        """Send one batch; retried on retriable errors unless ``retry`` is False."""
+        builder = RecordBatchBuilder()
+        now = self.clock.time_ms()
+        for i, value in enumerate(values):
+            builder.append(now, keys[i] if keys else None, value)
+        batch = builder.build()
+        request = pb.ProduceRequest(acks=acks, timeout_ms=timeout_ms)
+        request.partitions.add(topic=tp.topic, partition=tp.partition, records=batch)
+        attempts = self.retries if retry else 1
+        result = ProduceResult(tp, -1, -1, "not sent")
+        for attempt in range(attempts):
+            try:
+                address = await self._leader_address(tp)
+                response = await self.transport.call(
+                    address,
+                    proto.METHOD_PRODUCE,
+                    request,
+                    timeout_s=timeout_ms / 1000 + self.timeout_s,
+                )
+            except (RpcError, KafkaError) as e:
+                result = ProduceResult(tp, getattr(e, "code", -1), -1, str(e))
+                if not _retriable(e) or attempt + 1 == attempts:
+                    return result
+            else:
+                assert isinstance(response, pb.ProduceResponse)
+                part = response.partitions[0]
+                result = ProduceResult(tp, part.error_code, part.base_offset, part.error_message)
+                if result.ok or not error_for_code(part.error_code).retriable or acks == 0:
+                    return result
+            self.leaders.pop(tp, None)
+            await self._sleep()
+        return result
+
+    async def _sleep(self) -> None:
+        await asyncio.sleep(self.backoff_s)
+
+    async def fetch(
+        self,
+        tp: TopicPartition,
+        offset: int,
+        *,
+        max_bytes: int = 1024 * 1024,
+        max_wait_ms: int = 0,
+    ) -> FetchResult:
+        """Records from ``offset`` (as a consumer: only below the HW), from the leader."""
+        request = pb.FetchRequest(
+            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes
+        )
+        request.partitions.add(
+            topic=tp.topic,
+            partition=tp.partition,
+            fetch_offset=offset,
+            current_leader_epoch=-1,
+            partition_max_bytes=max_bytes,
+        )
+        async for attempt in self._retrying():
+            with attempt:
+                address = await self._leader_address(tp)
+                try:
+                    response = await self.transport.call(
+                        address,
+                        proto.METHOD_FETCH,
+                        request,
+                        timeout_s=self.timeout_s + max_wait_ms / 1000,
+                    )
+                except RpcError:
+                    self.leaders.pop(tp, None)  # the leader may be gone: ask again
+                    raise
+
+                assert isinstance(response, pb.FetchResponse)
+                part = response.partitions[0]
+                if part.error_code:
+                    self.leaders.pop(tp, None)
+                    raise error_for_code(part.error_code)(part.error_message)
+                records: list[Record] = []
+                for position, _ in iter_batches(part.records, verify_crc=True):
+                    _, batch_records = decode_batch(part.records, position)
+                    records.extend(r for r in batch_records if r.offset >= offset)
+                return FetchResult(records, part.high_watermark, part.log_start_offset)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def read_all(self, tp: TopicPartition, start: int = 0) -> list[Record]:
+        """Everything from ``start`` up to the HW as of the last fetch."""
+        out: list[Record] = []
+        offset = start
+        while True:
+            result = await self.fetch(tp, offset)
+            if not result.records:
+                return out
+            out.extend(result.records)
+            offset = result.records[-1].offset + 1
+            if offset >= result.high_watermark:
+                return out

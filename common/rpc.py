@@ -1,0 +1,110 @@
+"""The Rpc port: how brokers, the controller and clients call each other.
+
+Messages are the protobuf classes generated from ``proto/kafkasim.proto``. A method is named
+as gRPC names it: ``/kafkasim.<Service>/<Method>`` (``METHOD_PRODUCE`` …, see ``proto``'s
+method table). Two implementations, and nothing else imports a transport:
+
+* ``node/rpc_grpc.py`` — grpc.aio over TCP (the only module that imports ``grpc``);
+* ``sim/network.py`` — in-memory, on the virtual-time loop, with seeded delays, loss and
+  partitions (the simulation's SimNetwork).
+
+Failures of the transport itself (peer unreachable, deadline passed, stream broken) raise
+:class:`RpcError`; a handler's Kafka error travels inside the response as an error code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from enum import Enum
+from typing import Protocol
+
+from google.protobuf.message import Message
+
+from common.errors import KafkasimError
+
+
+class RpcStatus(Enum):
+    """Transport outcomes, named as gRPC names them."""
+
+    UNAVAILABLE = "UNAVAILABLE"  # peer down, refused, partitioned away
+    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"  # no answer within the timeout
+    CANCELLED = "CANCELLED"  # the caller or the stream was closed
+    INTERNAL = "INTERNAL"  # the handler crashed (a bug, logged on the server)
+    UNIMPLEMENTED = "UNIMPLEMENTED"  # no such method on that server
+
+
+class RpcError(KafkasimError):
+    """A call did not complete at the transport level. ``retriable`` except for bugs."""
+
+    def __init__(self, status: RpcStatus, message: str = "") -> None:
+        super().__init__(f"{status.value}: {message}" if message else status.value)
+        self.status = status
+        self.message = message
+
+    @property
+    def retriable(self) -> bool:
+        return self.status in (
+            RpcStatus.UNAVAILABLE,
+            RpcStatus.DEADLINE_EXCEEDED,
+            RpcStatus.CANCELLED,
+        )
+
+
+UnaryHandler = Callable[[Message], Awaitable[Message]]
+StreamHandler = Callable[[AsyncIterator[Message]], AsyncIterator[Message]]
+
+
+class BidiStream(Protocol):
+    """One open bidirectional stream (the follower's fetch stream to a leader broker)."""
+
+    async def send(self, message: Message) -> None:
+        """Queue a message to the server; RpcError once the stream is broken."""
+        ...
+
+    async def recv(self, timeout_s: float | None = None) -> Message:
+        """The next message from the server; RpcError when the stream ends or breaks."""
+        ...
+
+    async def close(self) -> None:
+        """End the stream (idempotent)."""
+        ...
+
+
+class RpcServer(Protocol):
+    @property
+    def address(self) -> str:
+        """``host:port`` actually bound (port 0 asks for a free one)."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self, grace_s: float = 0.0) -> None:
+        """Stop accepting calls; open streams end with CANCELLED."""
+        ...
+
+
+class Transport(Protocol):
+    """Client and server side of one node's network access."""
+
+    def server(
+        self,
+        address: str,
+        unary: Mapping[str, UnaryHandler],
+        streams: Mapping[str, StreamHandler],
+    ) -> RpcServer:
+        """A server for these handlers, keyed by full method name; not started yet."""
+        ...
+
+    async def call(
+        self, target: str, method: str, request: Message, *, timeout_s: float
+    ) -> Message:
+        """One unary call to ``target`` (``host:port``)."""
+        ...
+
+    def open_stream(self, target: str, method: str) -> BidiStream:
+        """Open a bidirectional stream to ``target``; failures surface on send/recv."""
+        ...
+
+    async def close(self) -> None:
+        """Close every channel this transport opened."""
+        ...

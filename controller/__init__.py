@@ -1,0 +1,1 @@
+"""kafkasim controller package."""

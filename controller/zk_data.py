@@ -1,0 +1,302 @@
+"""ZooKeeper paths and JSON payloads, exactly as Kafka's ZooKeeper mode writes them (ZkData).
+
+Pure: bytes in, values out. Used by the controller and by brokers (registration, ISR writes).
+
+::
+
+    /controller                                   ephemeral {"version":1,"brokerid":B,
+                                                   "timestamp":"ms"}
+    /controller_epoch                             "N"; its znode version fences zombie controllers
+    /brokers/ids/<id>                             ephemeral, broker registration (version 5 JSON)
+    /brokers/topics/<t>                           {"version":2,"partitions":{"0":[1,2,3]},...}
+    /brokers/topics/<t>/partitions/<p>/state      {"controller_epoch":C,"leader":L,"version":1,
+                                                   "leader_epoch":E,"isr":[...]}
+    /config/topics/<t>                            {"version":1,"config":{...}}
+    /admin/delete_topics/<t>                      deletion request (empty)
+    /admin/preferred_replica_election             {"version":1,"partitions":[...]}
+    /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic","partition"}]}
+    /latest_producer_id_block                     {"version":1,"broker":B,"block_start":"s",
+                                                   "block_end":"e"}
+    /cluster/id                                   {"version":"1","id":"..."}
+    /brokers/seqid                                broker id generation (its znode version)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from common.types import TopicPartition
+
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+BROKER_SEQID = "/brokers/seqid"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+DELETE_TOPICS = "/admin/delete_topics"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+CLUSTER_ID = "/cluster/id"
+
+# Created at startup by whoever gets there first (Kafka's ZkData.PersistentZkPaths).
+PERSISTENT_PATHS = (
+    "/consumers",
+    BROKER_IDS,
+    BROKER_TOPICS,
+    CONFIG_CHANGES,
+    "/config/topics",
+    "/config/clients",
+    "/config/brokers",
+    "/admin/delete_topics",
+    BROKER_SEQID,
+    ISR_CHANGE_NOTIFICATION,
+    "/cluster",
+)
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+NO_LEADER = -1
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions"
+
+
+def partition_path(tp: TopicPartition) -> str:
+    return f"{BROKER_TOPICS}/{tp.topic}/partitions/{tp.partition}"
+
+
+def partition_state_path(tp: TopicPartition) -> str:
+    return f"{partition_path(tp)}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _loads(data: bytes, what: str) -> Any:
+    try:
+        return json.loads(data.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"malformed {what} znode data: {data[:80]!r}") from e
+
+
+# -- /controller and /controller_epoch --------------------------------------------------------
+
+
+def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+    return _dumps({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
+
+
+def decode_controller(data: bytes) -> int:
+    obj = _loads(data, "controller")
+    # Kafka 0.8 wrote a bare integer; later versions the JSON object.
+    return int(obj) if isinstance(obj, int) else int(obj["brokerid"])
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    return int(data.decode())
+
+
+# -- /brokers/ids/<id> ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A broker registration: id, where clients and replicas reach it, rack, and its epoch
+    (the czxid of its ephemeral znode, KIP-380: a restarted broker gets a higher one)."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    epoch: int = -1
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def encode_broker(info: BrokerInfo, timestamp_ms: int) -> bytes:
+    obj: dict[str, Any] = {
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "endpoints": [f"PLAINTEXT://{info.host}:{info.port}"],
+        "jmx_port": -1,
+        "features": {},
+        "host": info.host,
+        "timestamp": str(timestamp_ms),
+        "port": info.port,
+        "version": 5,
+    }
+    if info.rack is not None:
+        obj["rack"] = info.rack
+    return _dumps(obj)
+
+
+def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerInfo:
+    obj = _loads(data, "broker registration")
+    host, port = obj.get("host"), obj.get("port")
+    if not host or port in (None, -1):
+        endpoint = obj["endpoints"][0]  # "PLAINTEXT://host:port"
+        host, _, port_s = endpoint.split("://", 1)[1].rpartition(":")
+        port = int(port_s)
+    return BrokerInfo(broker_id, str(host), int(port), obj.get("rack"), epoch)
+
+
+# -- /brokers/topics/<t> ----------------------------------------------------------------------
+
+
+def encode_topic_assignment(assignment: dict[int, list[int]]) -> bytes:
+    return _dumps(
+        {
+            "version": 2,
+            "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
+            "adding_replicas": {},
+            "removing_replicas": {},
+        }
+    )
+
+
+def decode_topic_assignment(data: bytes) -> dict[int, list[int]]:
+    obj = _loads(data, "topic assignment")
+    return {int(p): [int(b) for b in r] for p, r in obj["partitions"].items()}
+
+
+# -- partition state --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsr:
+    """What the partition state znode holds, plus that znode's version (``zk_version``)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = 0
+
+    def with_(self, **changes: Any) -> LeaderAndIsr:
+        if "isr" in changes:
+            changes["isr"] = tuple(changes["isr"])
+        return dataclasses.replace(self, **changes)
+
+
+def encode_partition_state(state: LeaderAndIsr) -> bytes:
+    return _dumps(
+        {
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "version": 1,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        }
+    )
+
+
+def decode_partition_state(data: bytes, zk_version: int) -> LeaderAndIsr:
+    obj = _loads(data, "partition state")
+    return LeaderAndIsr(
+        int(obj["leader"]),
+        int(obj["leader_epoch"]),
+        tuple(int(b) for b in obj["isr"]),
+        int(obj["controller_epoch"]),
+        zk_version,
+    )
+
+
+# -- configs, notifications, producer ids, cluster id -----------------------------------------
+
+
+def encode_topic_config(config: dict[str, str]) -> bytes:
+    return _dumps({"version": 1, "config": dict(sorted(config.items()))})
+
+
+def decode_topic_config(data: bytes) -> dict[str, str]:
+    obj = _loads(data, "topic config")
+    return {str(k): str(v) for k, v in obj.get("config", {}).items()}
+
+
+def encode_isr_change(partitions: list[TopicPartition]) -> bytes:
+    return _dumps(
+        {
+            "version": 1,
+            "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in partitions],
+        }
+    )
+
+
+def decode_isr_change(data: bytes) -> list[TopicPartition]:
+    obj = _loads(data, "isr change notification")
+    return [TopicPartition(p["topic"], int(p["partition"])) for p in obj["partitions"]]
+
+
+def encode_preferred_election(partitions: list[TopicPartition]) -> bytes:
+    return encode_isr_change(partitions)
+
+
+decode_preferred_election = decode_isr_change
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdBlock:
+    broker_id: int
+    block_start: int
+    block_end: int  # inclusive
+
+
+def encode_producer_id_block(block: ProducerIdBlock) -> bytes:
+    return _dumps(
+        {
+            "version": 1,
+            "broker": block.broker_id,
+            "block_start": str(block.block_start),
+            "block_end": str(block.block_end),
+        }
+    )
+
+
+def decode_producer_id_block(data: bytes) -> ProducerIdBlock:
+    obj = _loads(data, "producer id block")
+    return ProducerIdBlock(int(obj["broker"]), int(obj["block_start"]), int(obj["block_end"]))
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dumps({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return str(_loads(data, "cluster id")["id"])
+
+
+@dataclass
+class TopicDescription:
+    """A topic as the controller sees it in ZooKeeper."""
+
+    name: str
+    assignment: dict[int, list[int]] = field(default_factory=dict)
+    config: dict[str, str] = field(default_factory=dict)

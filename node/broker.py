@@ -1,0 +1,574 @@
+"""A broker: storage, replica manager, fetchers, the hosted controller, and its RPC server.
+
+Lifecycle (``start``):
+  1. open every log (recovery after a crash) — ``storage.LogManager``;
+  2. open the ZooKeeper session, create Kafka's persistent paths and the cluster id;
+  3. start the RPC server (client API, replication stream, controller requests);
+  4. register ``/brokers/ids/<id>`` (ephemeral; the znode's czxid is this broker's epoch);
+     a restart waits until the previous session's registration has expired;
+  5. start the controller (every broker campaigns; one wins ``/controller``);
+  6. run the periodic tasks: ISR expiration (every ``replica.lag.time.max.ms`` / 2), HW
+     checkpoint, log retention/flush/cleaner ticks.
+
+``shutdown`` is a controlled shutdown: ask the controller to move leadership away (retried
+``controlled.shutdown.max.retries`` times), then stop fetchers, close logs cleanly (flush,
+checkpoints, clean-shutdown marker), close the session and stop serving. ``crash`` (tests and
+the simulation) stops everything without any of that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol
+
+import proto
+from common.clock import Clock
+from common.coordination import (
+    Coordination,
+    CoordinationError,
+    NodeExistsError,
+    NoNodeError,
+    SessionState,
+)
+from common.errors import KafkaError, error_for_name
+from common.rpc import RpcError, RpcServer, RpcStatus, Transport
+from common.types import TopicPartition
+from controller import zk_data
+from node.config import BrokerConfig
+from node.fetcher import ReplicaFetcherManager
+from node.metadata_cache import MetadataCache
+from node.replica_manager import FetchTarget, ReplicaManager
+from proto import kafkasim_pb2 as pb
+from storage.config import LogConfig
+from storage.log_manager import LogManager, LogManagerSettings
+
+logger = logging.getLogger(__name__)
+
+NOT_CONTROLLER = error_for_name("NOT_CONTROLLER").code
+
+
+class HostedController(Protocol):
+    """What the broker needs from the controller it hosts (``controller.controller``)."""
+
+    @property
+    def is_active(self) -> bool: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def replace_session(self, coordination: Coordination) -> None: ...
+
+    async def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> list[TopicPartition]: ...
+
+    async def handle_create_topics(
+        self, request: pb.CreateTopicsRequest
+    ) -> pb.CreateTopicsResponse: ...
+
+    async def handle_delete_topics(
+        self, request: pb.DeleteTopicsRequest
+    ) -> pb.DeleteTopicsResponse: ...
+
+    async def handle_create_partitions(
+        self, request: pb.CreatePartitionsRequest
+    ) -> pb.CreatePartitionsResponse: ...
+
+    async def handle_elect_leaders(
+        self, request: pb.ElectLeadersRequest
+    ) -> pb.ElectLeadersResponse: ...
+
+    async def handle_controlled_shutdown(
+        self, request: pb.ControlledShutdownRequest
+    ) -> pb.ControlledShutdownResponse: ...
+
+
+ControllerFactory = Callable[[int, Coordination, Transport, Clock, BrokerConfig], HostedController]
+
+
+class Broker:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        transport: Transport,
+        coordination_factory: Callable[[], Coordination],
+        clock: Clock,
+        controller_factory: ControllerFactory | None = None,
+    ) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.transport = transport
+        # A ZooKeeper session cannot be revived once expired: a new one comes from the factory.
+        self._coordination_factory = coordination_factory
+        self.zk = coordination_factory()
+        self.clock = clock
+        self._controller_factory = controller_factory
+        self.controller: HostedController | None = None
+        self.broker_epoch = -1
+        self.metadata = MetadataCache(self.broker_id)
+        self._topic_configs: dict[str, LogConfig] = {}
+        self.log_manager = LogManager(
+            config.log_dirs,
+            config.log_config(),
+            clock,
+            settings=LogManagerSettings.from_broker(config.config),
+            broker_id=self.broker_id,
+            topic_config=self.topic_config,
+        )
+        self.replica_manager = ReplicaManager(
+            self.broker_id,
+            config,
+            self.log_manager,
+            clock,
+            self.zk,
+            topic_config=self.topic_config,
+        )
+        self.fetchers = ReplicaFetcherManager(
+            self.broker_id, self.metadata.address_of, transport, config, clock
+        )
+        self.replica_manager.on_become_follower = self._follow
+        self.replica_manager.on_stop_following = self.fetchers.remove
+        self.server: RpcServer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._running = False
+        self.request_counts: dict[str, int] = {}
+
+    # -- configuration ----------------------------------------------------------------------
+
+    def topic_config(self, topic: str) -> LogConfig:
+        cached = self._topic_configs.get(topic)
+        return cached if cached is not None else self.config.log_config()
+
+    async def _load_topic_config(self, topic: str) -> None:
+        if topic in self._topic_configs:
+            return
+        try:
+            data, _ = await self.zk.get(zk_data.topic_config_path(topic))
+            overrides = zk_data.decode_topic_config(data)
+        except NoNodeError:
+            overrides = {}
+        self._topic_configs[topic] = self.config.log_config(overrides)
+
+    @property
+    def address(self) -> str:
+        if self.server is None:
+            raise RuntimeError(f"broker {self.broker_id} is not serving")
+        return self.server.address
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        logger.info("broker %d starting", self.broker_id)
+        self.log_manager.startup()
+        await self.zk.start()
+        self.zk.add_session_listener(self._on_session_state)
+        await self._ensure_persistent_paths()
+        host, port = self.config.listen_address
+        self.server = self.transport.server(
+            f"{host}:{port}", self._unary_handlers(), self._stream_handlers()
+        )
+        await self.server.start()
+        await self._register()
+        if self._controller_factory is not None:
+            self.controller = self._controller_factory(
+                self.broker_id, self.zk, self.transport, self.clock, self.config
+            )
+            await self.controller.start()
+        self._running = True
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(
+                self._every(
+                    self.replica_manager.lag_time_max_ms // 2, self.replica_manager.maybe_shrink_isr
+                ),
+                name=f"broker-{self.broker_id}-isr-expiration",
+            ),
+            loop.create_task(
+                self._every(
+                    self.config["replica.high.watermark.checkpoint.interval.ms"],
+                    self.replica_manager.checkpoint_high_watermarks,
+                ),
+                name=f"broker-{self.broker_id}-hw-checkpoint",
+            ),
+            loop.create_task(
+                self._every(1000, self.log_manager.tick), name=f"broker-{self.broker_id}-log-tasks"
+            ),
+        ]
+        logger.info(
+            "broker %d started on %s (epoch %d)", self.broker_id, self.address, self.broker_epoch
+        )
+
+    async def _every(self, interval_ms: int, task: Callable[[], object]) -> None:
+        while True:
+            await asyncio.sleep(max(interval_ms, 1) / 1000)
+            try:
+                task()
+            except Exception:
+                logger.exception("broker %d: periodic task %s failed", self.broker_id, task)
+
+    async def _ensure_persistent_paths(self) -> None:
+        for path in zk_data.PERSISTENT_PATHS:
+            with contextlib.suppress(NodeExistsError):
+                await self.zk.create(path, b"", makepath=True)
+        try:
+            data, _ = await self.zk.get(zk_data.CLUSTER_ID)
+            self.metadata.cluster_id = zk_data.decode_cluster_id(data)
+        except NoNodeError:
+            cluster_id = uuid.uuid4().hex[:22]
+            try:
+                await self.zk.create(
+                    zk_data.CLUSTER_ID, zk_data.encode_cluster_id(cluster_id), makepath=True
+                )
+                self.metadata.cluster_id = cluster_id
+            except NodeExistsError:
+                data, _ = await self.zk.get(zk_data.CLUSTER_ID)
+                self.metadata.cluster_id = zk_data.decode_cluster_id(data)
+
+    async def _register(self) -> None:
+        """Create /brokers/ids/<id>, waiting out a previous session's registration."""
+        host, port = self.config.advertised_address
+        if self.server is not None:
+            served_port = int(self.server.address.rpartition(":")[2])
+            port = served_port if port == 0 else port
+        info = zk_data.BrokerInfo(self.broker_id, host, port, self.config["broker.rack"])
+        path = zk_data.broker_path(self.broker_id)
+        data = zk_data.encode_broker(info, self.clock.time_ms())
+        deadline = self.clock.monotonic_ms() + self.config["zookeeper.session.timeout.ms"] * 2
+        while True:
+            try:
+                await self.zk.create(path, data, ephemeral=True)
+                break
+            except NodeExistsError:
+                stat = await self.zk.exists(path)
+                if stat is not None and stat.ephemeral_owner == self.zk.session_id:
+                    break
+                if self.clock.monotonic_ms() > deadline:
+                    raise
+                logger.info(
+                    "broker %d: %s still held by an old session; waiting", self.broker_id, path
+                )
+                await asyncio.sleep(0.5)
+        stat = await self.zk.exists(path)
+        self.broker_epoch = stat.czxid if stat is not None else -1
+        self.metadata.add_brokers([pb.BrokerEndpoint(node_id=self.broker_id, host=host, port=port)])
+
+    def _on_session_state(self, state: SessionState) -> None:
+        if state is SessionState.EXPIRED and self._running:
+            logger.warning("broker %d: ZooKeeper session expired; re-registering", self.broker_id)
+            task = asyncio.get_running_loop().create_task(self._recover_session())
+            self._tasks.append(task)
+
+    async def _recover_session(self) -> None:
+        try:
+            old = self.zk
+            self.zk = self._coordination_factory()
+            await self.zk.start()
+            self.zk.add_session_listener(self._on_session_state)
+            self.replica_manager.set_coordination(self.zk)
+            with contextlib.suppress(CoordinationError):
+                await old.close()
+            await self._register()
+            if self.controller is not None:
+                await self.controller.replace_session(self.zk)
+        except (CoordinationError, KafkaError) as e:
+            logger.error(
+                "broker %d: could not re-register after session expiry: %s", self.broker_id, e
+            )
+
+    async def shutdown(self) -> None:
+        """Controlled shutdown, then a clean stop."""
+        if not self._running:
+            return
+        if self.config["controlled.shutdown.enable"]:
+            await self._controlled_shutdown()
+        await self._stop(clean=True)
+
+    async def crash(self, *, drop_unflushed: bool = False) -> None:
+        """Stop at once: no controlled shutdown, no flush, no checkpoints (like kill -9).
+
+        ``drop_unflushed`` (the simulation) also loses every byte not yet fsynced, as a
+        machine that loses power would.
+        """
+        await self._stop(clean=False, drop_unflushed=drop_unflushed)
+
+    async def _stop(self, *, clean: bool, drop_unflushed: bool = False) -> None:
+        self._running = False
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        await self.fetchers.shutdown()
+        if self.server is not None:
+            await self.server.stop(0.0)
+        if self.controller is not None:
+            await self.controller.stop()
+        await self.replica_manager.close()
+        if clean:
+            self.log_manager.shutdown()
+            with contextlib.suppress(CoordinationError):
+                await self.zk.close()
+        else:
+            # Like kill -9: files as they are, and the ZooKeeper session left to expire on the
+            # server after zookeeper.session.timeout.ms (the registration goes then).
+            for log in self.log_manager.logs.values():
+                if drop_unflushed:
+                    log.drop_unflushed()
+                log.close_handlers()
+        await self.transport.close()
+        logger.info("broker %d stopped (%s)", self.broker_id, "clean" if clean else "crash")
+
+    async def _controlled_shutdown(self) -> None:
+        retries = self.config["controlled.shutdown.max.retries"]
+        backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
+        for attempt in range(retries + 1):
+            try:
+                remaining = await self._request_controlled_shutdown()
+            except (RpcError, KafkaError, CoordinationError) as e:
+                logger.info(
+                    "broker %d: controlled shutdown attempt %d failed: %s",
+                    self.broker_id,
+                    attempt + 1,
+                    e,
+                )
+            else:
+                if not remaining:
+                    logger.info("broker %d: controlled shutdown succeeded", self.broker_id)
+                    return
+                logger.info(
+                    "broker %d: %d partitions still led here", self.broker_id, len(remaining)
+                )
+            if attempt < retries:
+                await asyncio.sleep(backoff_s)
+        logger.warning(
+            "broker %d: controlled shutdown did not complete; stopping anyway", self.broker_id
+        )
+
+    async def _request_controlled_shutdown(self) -> list[TopicPartition]:
+        if self.controller is not None and self.controller.is_active:
+            return await self.controller.controlled_shutdown(self.broker_id, self.broker_epoch)
+        data, _ = await self.zk.get(zk_data.CONTROLLER)
+        controller_id = zk_data.decode_controller(data)
+        address = self.metadata.address_of(controller_id)
+        if address is None:
+            raise RpcError(
+                RpcStatus.UNAVAILABLE, f"controller {controller_id}'s address is unknown"
+            )
+        response = await self.transport.call(
+            address,
+            proto.METHOD_CONTROLLED_SHUTDOWN,
+            pb.ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch),
+            timeout_s=self.config["controller.socket.timeout.ms"] / 1000,
+        )
+        assert isinstance(response, pb.ControlledShutdownResponse)
+        if response.error_code:
+            raise error_for_name("NOT_CONTROLLER")(f"controlled shutdown: {response.error_code}")
+        return [TopicPartition(p.topic, p.partition) for p in response.remaining_partitions]
+
+    # -- follower plumbing ------------------------------------------------------------------
+
+    def _follow(self, targets: list[FetchTarget]) -> None:
+        for target in targets:
+            partition = self.replica_manager.partitions.get(target.tp)
+            if partition is not None:
+                self.fetchers.add(partition, target.leader_id, target.leader_epoch)
+
+    # -- request handlers -------------------------------------------------------------------
+
+    def _unary_handlers(self) -> dict[str, Callable[[Any], Awaitable[Any]]]:
+        return {
+            proto.METHOD_METADATA: self._handle_metadata,
+            proto.METHOD_PRODUCE: self._handle_produce,
+            proto.METHOD_FETCH: self._counted("Fetch", self.replica_manager.fetch),
+            proto.METHOD_LIST_OFFSETS: self._sync("ListOffsets", self.replica_manager.list_offsets),
+            proto.METHOD_CREATE_TOPICS: self._admin(
+                "CreateTopics", pb.CreateTopicsResponse, "handle_create_topics"
+            ),
+            proto.METHOD_DELETE_TOPICS: self._admin(
+                "DeleteTopics", pb.DeleteTopicsResponse, "handle_delete_topics"
+            ),
+            proto.METHOD_CREATE_PARTITIONS: self._admin(
+                "CreatePartitions", pb.CreatePartitionsResponse, "handle_create_partitions"
+            ),
+            proto.METHOD_ELECT_LEADERS: self._admin(
+                "ElectLeaders", pb.ElectLeadersResponse, "handle_elect_leaders"
+            ),
+            proto.METHOD_DESCRIBE_CLUSTER: self._handle_describe_cluster,
+            proto.METHOD_DESCRIBE_CONFIGS: self._handle_describe_configs,
+            proto.METHOD_OFFSETS_FOR_LEADER_EPOCH: self._sync(
+                "OffsetsForLeaderEpoch", self.replica_manager.offsets_for_leader_epoch
+            ),
+            proto.METHOD_LEADER_AND_ISR: self._handle_leader_and_isr,
+            proto.METHOD_UPDATE_METADATA: self._handle_update_metadata,
+            proto.METHOD_STOP_REPLICA: self._sync("StopReplica", self.replica_manager.stop_replica),
+            proto.METHOD_CONTROLLED_SHUTDOWN: self._handle_controlled_shutdown,
+        }
+
+    def _stream_handlers(self) -> dict[str, Callable[[AsyncIterator[Any]], AsyncIterator[Any]]]:
+        return {proto.METHOD_REPLICA_FETCH: self._handle_replica_fetch}
+
+    def _count(self, name: str) -> None:
+        self.request_counts[name] = self.request_counts.get(name, 0) + 1
+
+    def _counted(
+        self, name: str, fn: Callable[[Any], Awaitable[Any]]
+    ) -> Callable[[Any], Awaitable[Any]]:
+        async def handler(request: Any) -> Any:
+            self._count(name)
+            return await fn(request)
+
+        return handler
+
+    def _sync(self, name: str, fn: Callable[[Any], Any]) -> Callable[[Any], Awaitable[Any]]:
+        async def handler(request: Any) -> Any:
+            self._count(name)
+            return fn(request)
+
+        return handler
+
+    def _admin(
+        self, name: str, response_cls: type[Any], method: str
+    ) -> Callable[[Any], Awaitable[Any]]:
+        async def handler(request: Any) -> Any:
+            self._count(name)
+            if self.controller is None:
+                return _not_controller_response(request, response_cls)
+            # The controller answers NOT_CONTROLLER itself when it is not the active one.
+            return await getattr(self.controller, method)(request)
+
+        return handler
+
+    async def _handle_metadata(self, request: pb.MetadataRequest) -> pb.MetadataResponse:
+        self._count("Metadata")
+        return self.metadata.metadata(request)
+
+    async def _handle_produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+        # acks=0 producers do not wait for this answer (it comes back at once: no purgatory).
+        self._count("Produce")
+        return await self.replica_manager.produce(request)
+
+    async def _handle_describe_cluster(
+        self, _request: pb.DescribeClusterRequest
+    ) -> pb.DescribeClusterResponse:
+        self._count("DescribeCluster")
+        response = pb.DescribeClusterResponse(
+            cluster_id=self.metadata.cluster_id, controller_id=self.metadata.controller_id
+        )
+        for broker_id in sorted(self.metadata.brokers):
+            response.brokers.append(self.metadata.brokers[broker_id])
+        return response
+
+    async def _handle_describe_configs(
+        self, request: pb.DescribeConfigsRequest
+    ) -> pb.DescribeConfigsResponse:
+        self._count("DescribeConfigs")
+        response = pb.DescribeConfigsResponse()
+        for resource in request.resources:
+            result = response.results.add(
+                resource_type=resource.resource_type, resource_name=resource.resource_name
+            )
+            if resource.resource_type == 2:  # topic
+                try:
+                    data, _ = await self.zk.get(zk_data.topic_config_path(resource.resource_name))
+                    overrides = zk_data.decode_topic_config(data)
+                except NoNodeError:
+                    result.error_code = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
+                    result.error_message = f"topic {resource.resource_name} does not exist"
+                    continue
+                values = self.config.log_config(overrides).to_props()
+                for name in sorted(values):
+                    if resource.config_names and name not in resource.config_names:
+                        continue
+                    value = values[name]
+                    text = (
+                        ",".join(value)
+                        if isinstance(value, list)
+                        else str(value).lower()
+                        if isinstance(value, bool)
+                        else str(value)
+                    )
+                    result.configs.add(
+                        name=name,
+                        value=text,
+                        is_default=name not in overrides,
+                        config_source=1 if name in overrides else 5,
+                    )
+            elif resource.resource_type == 4:  # broker
+                for name in sorted(self.config.config.values):
+                    if resource.config_names and name not in resource.config_names:
+                        continue
+                    value = self.config.config.values[name]
+                    if value is None:
+                        continue
+                    text = ",".join(value) if isinstance(value, list) else str(value)
+                    result.configs.add(
+                        name=name,
+                        value=text,
+                        read_only=True,
+                        is_default=not self.config.config.is_set(name),
+                        config_source=4 if self.config.config.is_set(name) else 5,
+                    )
+            else:
+                result.error_code = error_for_name("INVALID_REQUEST").code
+                result.error_message = f"unknown resource type {resource.resource_type}"
+        return response
+
+    async def _handle_leader_and_isr(
+        self, request: pb.LeaderAndIsrRequest
+    ) -> pb.LeaderAndIsrResponse:
+        self._count("LeaderAndIsr")
+        for topic in sorted({s.topic for s in request.partition_states}):
+            await self._load_topic_config(topic)
+        self.metadata.add_brokers(list(request.live_leaders))
+        return self.replica_manager.leader_and_isr(request)
+
+    async def _handle_update_metadata(
+        self, request: pb.UpdateMetadataRequest
+    ) -> pb.UpdateMetadataResponse:
+        self._count("UpdateMetadata")
+        if request.controller_epoch < self.replica_manager.controller_epoch:
+            return pb.UpdateMetadataResponse(
+                error_code=error_for_name("STALE_CONTROLLER_EPOCH").code
+            )
+        self.replica_manager.controller_epoch = request.controller_epoch
+        for topic in request.deleted_topics:
+            self._topic_configs.pop(topic, None)
+        self.metadata.update(request)
+        return pb.UpdateMetadataResponse()
+
+    async def _handle_controlled_shutdown(
+        self, request: pb.ControlledShutdownRequest
+    ) -> pb.ControlledShutdownResponse:
+        self._count("ControlledShutdown")
+        if self.controller is None:
+            return pb.ControlledShutdownResponse(error_code=NOT_CONTROLLER)
+        return await self.controller.handle_controlled_shutdown(request)
+
+    async def _handle_replica_fetch(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """One follower's stream: answer each fetch in order (long-polling as needed)."""
+        async for request in requests:
+            self._count("ReplicaFetch")
+            yield await self.replica_manager.fetch(request)
+
+
+def _not_controller_response(request: Any, response_cls: type[Any]) -> Any:
+    """An admin response saying NOT_CONTROLLER for every item (or at the top level)."""
+    response = response_cls()
+    if hasattr(response, "error_code"):
+        response.error_code = NOT_CONTROLLER
+        return response
+    items = getattr(request, "topics", None) or getattr(request, "topic_names", [])
+    field = "topics" if hasattr(response, "topics") else "results"
+    for item in items:
+        name = item if isinstance(item, str) else item.name
+        getattr(response, field).add(
+            name=name, error_code=NOT_CONTROLLER, error_message="This is not the controller"
+        )
+    return response

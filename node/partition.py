@@ -1,0 +1,317 @@
+"""One partition replica on this broker: its log and its role, leader or follower.
+
+Invariants (asserted by the simulation's checker):
+  * as leader: this broker ∈ ISR ⊆ assigned replicas; the HW never moves back;
+  * the HW is the smallest LEO over the *maximal* ISR (the committed ISR plus any in-flight
+    change), so a write is never acknowledged before every replica the ISR may contain has it;
+  * leader epochs only grow; a LeaderAndIsr with an older epoch is ignored;
+  * as follower: HW = min(own LEO, leader's HW).
+
+An ISR change the leader has proposed but ZooKeeper has not yet confirmed is a
+:class:`PendingIsrChange`, not a flag: only one is in flight at a time, and min.insync.replicas
+checks use the committed ISR only.
+
+Not thread-safe: everything runs on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from common.errors import (
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    error_for_name,
+)
+from common.types import TopicPartition
+from node.replication import (
+    FollowerState,
+    can_join_isr,
+    new_leader_high_watermark,
+    out_of_sync_replicas,
+    record_follower_fetch,
+)
+from storage.log import Log, LogAppendInfo
+
+logger = logging.getLogger(__name__)
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PendingIsrChange:
+    """An ISR the leader has written to ZooKeeper but not yet seen confirmed."""
+
+    proposed: frozenset[int]
+    kind: str  # "expand" or "shrink"
+
+
+@dataclass(frozen=True, slots=True)
+class RoleChange:
+    """What a LeaderAndIsr did to this replica."""
+
+    became_leader: bool
+    became_follower: bool
+    leader_changed: bool
+
+
+class Partition:
+    def __init__(self, tp: TopicPartition, broker_id: int, log: Log) -> None:
+        self.tp = tp
+        self.broker_id = broker_id
+        self.log = log
+        self.leader_id = NO_LEADER
+        self.leader_epoch = -1
+        self.leader_epoch_start_offset = -1
+        self.controller_epoch = -1
+        self.zk_version = 0
+        self.assigned_replicas: tuple[int, ...] = ()
+        self.isr: frozenset[int] = frozenset()
+        self.pending_isr: PendingIsrChange | None = None
+        self.followers: dict[int, FollowerState] = {}
+        self._hw_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._data_waiters: list[asyncio.Future[None]] = []
+
+    def __repr__(self) -> str:
+        role = "leader" if self.is_leader else f"follower of {self.leader_id}"
+        return (
+            f"Partition({self.tp}, {role}, epoch={self.leader_epoch}, isr={sorted(self.isr)}, "
+            f"hw={self.high_watermark}, leo={self.log_end_offset})"
+        )
+
+    # -- facts ------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr | self.pending_isr.proposed
+
+    @property
+    def under_replicated(self) -> bool:
+        return self.is_leader and len(self.isr) < len(self.assigned_replicas)
+
+    # -- role changes -----------------------------------------------------------------------
+
+    def make_leader(
+        self,
+        *,
+        leader_epoch: int,
+        isr: Iterable[int],
+        replicas: Iterable[int],
+        zk_version: int,
+        controller_epoch: int,
+        now_ms: int,
+    ) -> RoleChange:
+        """Become (or stay) leader with this state from the controller."""
+        was_leader = self.is_leader
+        new_epoch = leader_epoch != self.leader_epoch
+        self.controller_epoch = controller_epoch
+        self.leader_id = self.broker_id
+        self.leader_epoch = leader_epoch
+        self.assigned_replicas = tuple(replicas)
+        self.isr = frozenset(isr)
+        self.pending_isr = None
+        self.zk_version = zk_version
+        if new_epoch or not was_leader:
+            self.leader_epoch_start_offset = self.log.log_end_offset
+            latest = self.log.epoch_cache.latest_epoch
+            if latest is None or leader_epoch > latest:
+                # Recorded now, not at the first write, so that OffsetsForLeaderEpoch answers
+                # right for followers that ask before anything is produced in this epoch.
+                self.log.epoch_cache.assign(leader_epoch, self.leader_epoch_start_offset)
+            # Every follower starts unknown; ISR members count as caught up as of now.
+            self.followers = {
+                r: FollowerState(r, last_caught_up_time_ms=now_ms if r in self.isr else 0)
+                for r in self.assigned_replicas
+                if r != self.broker_id
+            }
+        else:
+            for r in self.assigned_replicas:
+                if r != self.broker_id and r not in self.followers:
+                    self.followers[r] = FollowerState(r)
+        self.maybe_increment_high_watermark()
+        self._wake_data_waiters()
+        return RoleChange(not was_leader, False, not was_leader)
+
+    def make_follower(
+        self,
+        *,
+        leader_id: int,
+        leader_epoch: int,
+        isr: Iterable[int],
+        replicas: Iterable[int],
+        zk_version: int,
+        controller_epoch: int,
+    ) -> RoleChange:
+        """Follow ``leader_id`` (or nobody, -1). Parked acks=all produces fail."""
+        was_leader = self.is_leader
+        leader_changed = leader_id != self.leader_id or leader_epoch != self.leader_epoch
+        self.controller_epoch = controller_epoch
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.assigned_replicas = tuple(replicas)
+        self.isr = frozenset(isr)
+        self.pending_isr = None
+        self.zk_version = zk_version
+        self.followers = {}
+        self.leader_epoch_start_offset = -1
+        if was_leader:
+            self.fail_waiters(
+                NotLeaderOrFollowerError(f"{self.tp}: this broker is no longer the leader")
+            )
+        return RoleChange(False, was_leader or leader_changed, leader_changed)
+
+    def fail_waiters(self, error: Exception) -> None:
+        waiters, self._hw_waiters = self._hw_waiters, []
+        for _, future in waiters:
+            if not future.done():
+                future.set_exception(error)
+        self._wake_data_waiters()
+
+    # -- leader: appends, follower fetches, HW ----------------------------------------------
+
+    def append_records_to_leader(self, records: bytes, required_acks: int) -> LogAppendInfo:
+        """Append as leader; NOT_ENOUGH_REPLICAS for acks=all below min.insync.replicas."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"Leader not local for partition {self.tp} on broker {self.broker_id}"
+            )
+        min_isr = self.log.config.min_insync_replicas
+        if required_acks == -1 and len(self.isr) < min_isr:
+            raise NotEnoughReplicasError(
+                f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the "
+                f"min.isr requirement of {min_isr} for partition {self.tp}"
+            )
+        info = self.log.append_as_leader(records, self.leader_epoch)
+        self.maybe_increment_high_watermark()
+        self._wake_data_waiters()
+        return info
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched at ``fetch_offset``: its LEO is now that; the HW may move."""
+        state = self.followers.get(replica_id)
+        if state is None:
+            return
+        record_follower_fetch(state, fetch_offset, self.log.log_end_offset, now_ms)
+        self.maybe_increment_high_watermark()
+
+    def maybe_increment_high_watermark(self) -> bool:
+        if not self.is_leader:
+            return False
+        new_hw = new_leader_high_watermark(
+            self.log.high_watermark,
+            self.log.log_end_offset,
+            self.maximal_isr,
+            self.broker_id,
+            self.followers,
+        )
+        if not self.log.maybe_increment_high_watermark(new_hw):
+            return False
+        hw = self.log.high_watermark
+        still_waiting = []
+        for required, future in self._hw_waiters:
+            if future.done():
+                continue
+            if hw >= required:
+                future.set_result(None)
+            else:
+                still_waiting.append((required, future))
+        self._hw_waiters = still_waiting
+        self._wake_data_waiters()
+        return True
+
+    def wait_for_high_watermark(self, required_offset: int) -> asyncio.Future[None]:
+        """A future that completes when HW ≥ ``required_offset`` (acks=all purgatory)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.log.high_watermark >= required_offset:
+            future.set_result(None)
+        elif not self.is_leader:
+            future.set_exception(NotLeaderOrFollowerError(f"{self.tp}: not the leader"))
+        else:
+            self._hw_waiters.append((required_offset, future))
+        return future
+
+    def acks_all_result(self) -> int:
+        """Error code once HW passed a batch: NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
+        if len(self.isr) < self.log.config.min_insync_replicas:
+            return error_for_name("NOT_ENOUGH_REPLICAS_AFTER_APPEND").code
+        return 0
+
+    # -- leader: ISR ------------------------------------------------------------------------
+
+    def isr_to_expand(self) -> frozenset[int] | None:
+        """The ISR with caught-up followers added, or None if nothing changes."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        joining = {
+            r
+            for r, state in self.followers.items()
+            if r not in self.isr
+            and r in self.assigned_replicas
+            and can_join_isr(state, self.log.high_watermark, self.leader_epoch_start_offset)
+        }
+        return self.isr | joining if joining else None
+
+    def isr_to_shrink(self, now_ms: int, lag_time_max_ms: int) -> frozenset[int] | None:
+        """The ISR without followers stuck or slow for ``replica.lag.time.max.ms``."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        out = out_of_sync_replicas(
+            sorted(self.isr),
+            self.broker_id,
+            leader_log_end_offset=self.log.log_end_offset,
+            followers=self.followers,
+            now_ms=now_ms,
+            lag_time_max_ms=lag_time_max_ms,
+        )
+        return self.isr - out if out else None
+
+    def propose_isr(self, proposed: frozenset[int], kind: str) -> None:
+        self.pending_isr = PendingIsrChange(proposed, kind)
+
+    def commit_isr(self, isr: frozenset[int], zk_version: int) -> None:
+        """ZooKeeper accepted the write: the proposed ISR is now the ISR."""
+        logger.info(
+            "%s: ISR %s -> %s (zk version %d)", self.tp, sorted(self.isr), sorted(isr), zk_version
+        )
+        self.isr = isr
+        self.zk_version = zk_version
+        self.pending_isr = None
+        self.maybe_increment_high_watermark()
+
+    def abort_isr_change(self) -> None:
+        self.pending_isr = None
+
+    # -- fetch long-poll --------------------------------------------------------------------
+
+    def data_waiter(self) -> asyncio.Future[None]:
+        """Completes the next time new data or a new HW becomes visible here."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._data_waiters.append(future)
+        return future
+
+    def _wake_data_waiters(self) -> None:
+        waiters, self._data_waiters = self._data_waiters, []
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+    def notify_follower_append(self) -> None:
+        """A follower's log grew (replication): wake consumers long-polling here."""
+        self._wake_data_waiters()

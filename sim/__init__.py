@@ -1,0 +1,1 @@
+"""kafkasim sim package."""

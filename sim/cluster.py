@@ -1,0 +1,187 @@
+"""A whole kafkasim cluster in one process: brokers (each hosting a controller), a simulated
+ZooKeeper and a simulated network, on the virtual-time loop.
+
+The same ``node.Broker`` and ``controller.Controller`` code runs here as in real processes;
+only the ports differ (SimNetwork for Rpc, SimZooKeeper for Coordination, the loop's virtual
+clock). Faults are methods: ``crash`` (kill -9: no controlled shutdown, no flush; the
+ZooKeeper session expires later), ``stop`` (controlled shutdown), ``start``/``restart``,
+network ``isolate``/``heal``/``partition``, ZooKeeper ``expire_session``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from client.minimal import MinimalClient
+from common.clock import Clock
+from common.coordination import Coordination
+from common.rpc import Transport
+from controller.controller import Controller, ControllerConfig
+from node.broker import Broker, HostedController
+from node.config import BrokerConfig
+from sim.loop import VirtualClock
+from sim.network import SimNetwork, SimTransport
+from sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
+
+logger = logging.getLogger(__name__)
+
+BROKER_PORT = 9092
+
+
+def broker_node(broker_id: int) -> str:
+    return f"broker-{broker_id}"
+
+
+def broker_address(broker_id: int) -> str:
+    return f"{broker_node(broker_id)}:{BROKER_PORT}"
+
+
+class SimCluster:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        brokers: int = 3,
+        seed: int = 0,
+        broker_props: Mapping[str, object] | None = None,
+        zk_session_timeout_ms: int = 6000,
+    ) -> None:
+        self.root = root
+        self.broker_ids = list(range(1, brokers + 1))
+        self.seed = seed
+        self.loop = asyncio.get_running_loop()
+        self.rng = random.Random(seed)
+        self.clock = VirtualClock(self.loop)
+        self.network = SimNetwork(self.loop, random.Random(f"net/{seed}"))
+        self.zk_server = SimZooKeeperServer()
+        self.zk_session_timeout_ms = zk_session_timeout_ms
+        self.broker_props = dict(broker_props or {})
+        self.brokers: dict[int, Broker] = {}
+        self._zk_clients: dict[int, list[SimZooKeeperClient]] = {}
+        self._clients: list[SimTransport] = []
+
+    # -- brokers ----------------------------------------------------------------------------
+
+    def _config(self, broker_id: int) -> BrokerConfig:
+        props: dict[str, object] = {
+            "broker.id": broker_id,
+            "listeners": f"PLAINTEXT://{broker_address(broker_id)}",
+            "log.dirs": str(self.root / f"broker-{broker_id}"),
+            "zookeeper.connect": "sim",
+            "zookeeper.session.timeout.ms": self.zk_session_timeout_ms,
+            "replica.lag.time.max.ms": 10_000,
+            "replica.fetch.wait.max.ms": 500,
+            "replica.fetch.backoff.ms": 200,
+            "controlled.shutdown.retry.backoff.ms": 500,
+            "auto.leader.rebalance.enable": False,
+        }
+        props.update(self.broker_props)
+        return BrokerConfig.from_props(props)
+
+    def _coordination_factory(self, broker_id: int) -> Coordination:
+        clients = self._zk_clients.setdefault(broker_id, [])
+        client = SimZooKeeperClient(
+            self.zk_server,
+            self.zk_session_timeout_ms,
+            f"broker-{broker_id}/{len(clients)}",
+            seed=self.seed,
+        )
+        clients.append(client)
+        return client
+
+    def _controller_factory(
+        self,
+        broker_id: int,
+        zk: Coordination,
+        transport: Transport,
+        clock: Clock,
+        config: BrokerConfig,
+    ) -> HostedController:
+        return Controller(
+            broker_id,
+            zk,
+            transport,
+            clock,
+            config=ControllerConfig.from_broker_config(config.config),
+            rng=random.Random(f"controller/{self.seed}/{broker_id}"),
+        )
+
+    async def start(self) -> None:
+        for broker_id in self.broker_ids:
+            await self.start_broker(broker_id)
+
+    async def start_broker(self, broker_id: int) -> Broker:
+        self.network.heal(broker_node(broker_id))
+        broker = Broker(
+            self._config(broker_id),
+            transport=SimTransport(self.network, broker_node(broker_id)),
+            coordination_factory=lambda: self._coordination_factory(broker_id),
+            clock=self.clock,
+            controller_factory=self._controller_factory,
+        )
+        self.brokers[broker_id] = broker
+        await broker.start()
+        return broker
+
+    async def crash(self, broker_id: int) -> None:
+        """kill -9: the process is gone; its ZooKeeper session expires on its own later."""
+        broker = self.brokers.pop(broker_id)
+        zk = broker.zk
+        if isinstance(zk, SimZooKeeperClient):
+            zk.disconnect()
+        self.network.crash(broker_node(broker_id))
+        await broker.crash()
+
+    async def stop_broker(self, broker_id: int) -> None:
+        """Controlled shutdown, then a clean stop."""
+        broker = self.brokers.pop(broker_id)
+        await broker.shutdown()
+
+    async def restart(self, broker_id: int) -> Broker:
+        if broker_id in self.brokers:
+            await self.crash(broker_id)
+        return await self.start_broker(broker_id)
+
+    async def stop(self) -> None:
+        for broker_id in list(self.brokers):
+            await self.crash(broker_id)
+        for transport in self._clients:
+            await transport.close()
+
+    # -- clients and views ------------------------------------------------------------------
+
+    def client(self, name: str = "client", **kwargs: Any) -> MinimalClient:
+        transport = SimTransport(self.network, name)
+        self._clients.append(transport)
+        return MinimalClient(
+            transport, [broker_address(b) for b in self.broker_ids], self.clock, **kwargs
+        )
+
+    def controller_id(self) -> int:
+        for broker_id, broker in self.brokers.items():
+            if broker.controller is not None and broker.controller.is_active:
+                return broker_id
+        return -1
+
+    async def wait_for(
+        self,
+        predicate: Any,
+        *,
+        timeout_s: float = 60.0,
+        step_s: float = 0.1,
+        what: str = "condition",
+    ) -> None:
+        """Advance virtual time until ``predicate()`` holds (a bounded wait)."""
+        deadline = self.loop.time() + timeout_s
+        while not predicate():
+            if self.loop.time() > deadline:
+                raise TimeoutError(f"timed out after {timeout_s} s (virtual) waiting for {what}")
+            await asyncio.sleep(step_s)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
