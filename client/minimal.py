@@ -8,12 +8,18 @@ same calls. Retries go through tenacity with a bounded count and backoff.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_fixed
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+    wait_fixed,
+)
 
 import proto
 from common.clock import Clock
@@ -47,6 +53,15 @@ class FetchResult:
     log_start_offset: int
 
 
+def _retriable_produce(e: BaseException) -> bool:
+    """Retry a produce on a retriable error, but never on a timeout of an acks=all wait:
+    the batch may have been appended, and without idempotence a retry could duplicate it.
+    (REQUEST_TIMED_OUT is retriable in Kafka; the idempotent producer of issue 4 retries it.)"""
+    if isinstance(e, KafkaError) and e.code == 7:
+        return False
+    return _retriable(e)
+
+
 def _retriable(e: BaseException) -> bool:
     if isinstance(e, RpcError):
         return e.retriable
@@ -63,8 +78,9 @@ class MinimalClient:
         clock: Clock,
         *,
         request_timeout_ms: int = 30_000,
-        retries: int = 20,
+        delivery_timeout_ms: int = 60_000,
         retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1_000,
     ) -> None:
         if not bootstrap:
             raise ValueError("bootstrap.servers is empty")
@@ -72,18 +88,26 @@ class MinimalClient:
         self.bootstrap = list(bootstrap)
         self.clock = clock
         self.timeout_s = request_timeout_ms / 1000
-        self.retries = retries
+        self.delivery_timeout_ms = delivery_timeout_ms
         self.backoff_s = retry_backoff_ms / 1000
+        self.backoff_max_s = retry_backoff_max_ms / 1000
         self.brokers: dict[int, str] = {}
         self.leaders: dict[TopicPartition, int] = {}
         self.leader_epochs: dict[TopicPartition, int] = {}
         self.controller_id = -1
 
-    def _retrying(self) -> AsyncRetrying:
+    def _retrying(self, *, retry_on: object = _retriable) -> AsyncRetrying:
+        """Retry retriable errors with exponential backoff until ``delivery.timeout.ms`` has
+        passed on the client's clock (virtual in the simulation, so the deadline holds)."""
+        deadline = self.clock.monotonic_ms() + self.delivery_timeout_ms
+
+        def past_deadline(_state: RetryCallState) -> bool:
+            return self.clock.monotonic_ms() >= deadline
+
         return AsyncRetrying(
-            stop=stop_after_attempt(self.retries),
-            wait=wait_fixed(self.backoff_s),
-            retry=retry_if_exception(_retriable),
+            stop=past_deadline,
+            wait=wait_exponential(multiplier=self.backoff_s, max=self.backoff_max_s),
+            retry=retry_if_exception(retry_on),  # type: ignore[arg-type]
             reraise=True,
         )
 
@@ -204,33 +228,35 @@ class MinimalClient:
         batch = builder.build()
         request = pb.ProduceRequest(acks=acks, timeout_ms=timeout_ms)
         request.partitions.add(topic=tp.topic, partition=tp.partition, records=batch)
-        attempts = self.retries if retry else 1
-        result = ProduceResult(tp, -1, -1, "not sent")
-        for attempt in range(attempts):
-            try:
-                address = await self._leader_address(tp)
-                response = await self.transport.call(
-                    address,
-                    proto.METHOD_PRODUCE,
-                    request,
-                    timeout_s=timeout_ms / 1000 + self.timeout_s,
-                )
-            except (RpcError, KafkaError) as e:
-                result = ProduceResult(tp, getattr(e, "code", -1), -1, str(e))
-                if not _retriable(e) or attempt + 1 == attempts:
+        if not retry:
+            return await self._produce_once(tp, request, acks, timeout_ms)
+        try:
+            async for attempt in self._retrying(retry_on=_retriable_produce):
+                with attempt:
+                    result = await self._produce_once(tp, request, acks, timeout_ms)
+                    if not result.ok and acks != 0 and error_for_code(result.error_code).retriable:
+                        raise error_for_code(result.error_code)(result.error_message)
                     return result
-            else:
-                assert isinstance(response, pb.ProduceResponse)
-                part = response.partitions[0]
-                result = ProduceResult(tp, part.error_code, part.base_offset, part.error_message)
-                if result.ok or not error_for_code(part.error_code).retriable or acks == 0:
-                    return result
-            self.leaders.pop(tp, None)
-            await self._sleep()
-        return result
+        except (RpcError, KafkaError) as e:
+            return ProduceResult(tp, getattr(e, "code", -1), -1, str(e))
+        raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _sleep(self) -> None:
-        await asyncio.sleep(self.backoff_s)
+    async def _produce_once(
+        self, tp: TopicPartition, request: pb.ProduceRequest, acks: int, timeout_ms: int
+    ) -> ProduceResult:
+        try:
+            address = await self._leader_address(tp)
+            response = await self.transport.call(
+                address, proto.METHOD_PRODUCE, request, timeout_s=timeout_ms / 1000 + self.timeout_s
+            )
+        except (RpcError, KafkaError):
+            self.leaders.pop(tp, None)
+            raise
+        assert isinstance(response, pb.ProduceResponse)
+        part = response.partitions[0]
+        if part.error_code:
+            self.leaders.pop(tp, None)
+        return ProduceResult(tp, part.error_code, part.base_offset, part.error_message)
 
     async def fetch(
         self,

@@ -1,0 +1,97 @@
+"""``kafkasim broker --config server.properties``: run one broker process.
+
+Real ports: gRPC (``node/rpc_grpc.py``), ZooKeeper through kazoo (``controller/zk_kazoo.py``),
+the system clock. SIGTERM or SIGINT starts a controlled shutdown (leadership moves away
+first), then the process exits 0. ``--override key=value`` changes single keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import random
+import signal
+from pathlib import Path
+from typing import Any
+
+from common.clock import Clock, SystemClock
+from common.config import read_properties
+from common.coordination import Coordination
+from common.rpc import Transport
+from controller.controller import Controller, ControllerConfig
+from controller.zk_kazoo import KazooCoordination
+from node.broker import Broker, HostedController
+from node.config import BrokerConfig
+from node.rpc_grpc import GrpcTransport
+
+logger = logging.getLogger(__name__)
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "broker", help="run a broker (server.properties with Kafka's keys)"
+    )
+    p.add_argument("--config", type=Path, required=True, help="server.properties file")
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config key (repeatable)",
+    )
+    p.set_defaults(func=run)
+
+
+def load_config(path: Path, overrides: list[str]) -> BrokerConfig:
+    if not path.is_file():
+        raise ValueError(f"config file {path} does not exist")
+    props: dict[str, object] = dict(read_properties(path))
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--override expects KEY=VALUE, got {item!r}")
+        props[key.strip()] = value.strip()
+    return BrokerConfig.from_props(props)
+
+
+def _controller_factory(
+    broker_id: int, zk: Coordination, transport: Transport, clock: Clock, config: BrokerConfig
+) -> HostedController:
+    return Controller(
+        broker_id,
+        zk,
+        transport,
+        clock,
+        config=ControllerConfig.from_broker_config(config.config),
+        rng=random.Random(),
+    )
+
+
+async def serve(config: BrokerConfig) -> None:
+    session_timeout_ms = config["zookeeper.session.timeout.ms"]
+    connect_timeout_ms = config["zookeeper.connection.timeout.ms"] or session_timeout_ms
+    broker = Broker(
+        config,
+        transport=GrpcTransport(),
+        coordination_factory=lambda: KazooCoordination(
+            config["zookeeper.connect"], session_timeout_ms, connect_timeout_ms=connect_timeout_ms
+        ),
+        clock=SystemClock(),
+        controller_factory=_controller_factory,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    print(f"kafkasim broker {broker.broker_id} serving on {broker.address}", flush=True)
+    await stop.wait()
+    logger.info("broker %d: shutdown requested", broker.broker_id)
+    await broker.shutdown()
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config, args.override)
+    asyncio.run(serve(config))
+    return 0

@@ -1,0 +1,1 @@
+"""Local clusters of real processes: a ZooKeeper and N brokers on loopback."""

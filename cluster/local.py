@@ -1,0 +1,167 @@
+"""A cluster of real processes on loopback: Debian's ZooKeeper and N ``kafkasim broker``
+processes, each with its own free port and data directory.
+
+Used by the integration tests and by ``kafkasim cluster up``. Processes are stopped by their
+own pid (SIGTERM for a controlled shutdown, SIGKILL for a crash, SIGSTOP/SIGCONT to pause),
+never by name. Everything it starts, ``stop()`` stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller.zk_process import ZooKeeperProcess, free_loopback_port
+
+logger = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class BrokerProcess:
+    broker_id: int
+    port: int
+    data_dir: Path
+    config_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    log_path: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log_path = self.data_dir / "broker.log"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class LocalCluster:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        brokers: int = 3,
+        broker_props: dict[str, object] | None = None,
+        zookeeper: ZooKeeperProcess | None = None,
+    ) -> None:
+        self.root = root
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._own_zookeeper = zookeeper is None
+        self.zookeeper = zookeeper or ZooKeeperProcess(root / "zookeeper")
+        self.broker_props = dict(broker_props or {})
+        self.brokers: dict[int, BrokerProcess] = {}
+        for broker_id in range(1, brokers + 1):
+            data_dir = root / f"broker-{broker_id}"
+            data_dir.mkdir(parents=True, exist_ok=True)
+            self.brokers[broker_id] = BrokerProcess(
+                broker_id, free_loopback_port(), data_dir, data_dir / "server.properties"
+            )
+
+    @property
+    def bootstrap(self) -> list[str]:
+        return [b.address for b in self.brokers.values()]
+
+    def _write_config(self, broker: BrokerProcess) -> None:
+        props: dict[str, object] = {
+            "broker.id": broker.broker_id,
+            "listeners": f"PLAINTEXT://127.0.0.1:{broker.port}",
+            "log.dirs": str(broker.data_dir / "logs"),
+            "zookeeper.connect": self.zookeeper.connect_string,
+            "zookeeper.session.timeout.ms": 6000,
+        }
+        props.update(self.broker_props)
+        lines = [f"{k}={v}" for k, v in props.items()]
+        broker.config_path.write_text("\n".join(lines) + "\n")
+
+    def start(self) -> None:
+        if self._own_zookeeper and not self.zookeeper.running:
+            self.zookeeper.start()
+        for broker_id in self.brokers:
+            self.start_broker(broker_id)
+
+    def start_broker(self, broker_id: int) -> BrokerProcess:
+        broker = self.brokers[broker_id]
+        if broker.running:
+            return broker
+        self._write_config(broker)
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
+        log = open(broker.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+        try:
+            broker.process = subprocess.Popen(
+                [sys.executable, "-m", "cli", "-v", "broker", "--config", str(broker.config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=REPO_ROOT,
+            )
+        finally:
+            log.close()
+        logger.info(
+            "started broker %d (pid %d) on %s", broker_id, broker.process.pid, broker.address
+        )
+        return broker
+
+    def wait_serving(self, broker_id: int, timeout_s: float = 60.0) -> None:
+        """Until the broker prints that it serves (it has registered in ZooKeeper)."""
+        broker = self.brokers[broker_id]
+        deadline = time.monotonic() + timeout_s
+        marker = f"kafkasim broker {broker_id} serving on".encode()
+        while time.monotonic() < deadline:
+            if broker.log_path.exists() and marker in broker.log_path.read_bytes():
+                return
+            if not broker.running:
+                status = broker.process.returncode if broker.process else None
+                raise RuntimeError(
+                    f"broker {broker_id} exited (status {status}); log: {broker.log_path}"
+                )
+            time.sleep(0.05)
+        raise TimeoutError(
+            f"broker {broker_id} not serving after {timeout_s} s; log: {broker.log_path}"
+        )
+
+    def kill(self, broker_id: int, sig: int = signal.SIGKILL) -> None:
+        broker = self.brokers[broker_id]
+        if broker.process is not None and broker.running:
+            os.kill(broker.process.pid, sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM):
+                try:
+                    broker.process.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    os.kill(broker.process.pid, signal.SIGKILL)
+                    broker.process.wait(timeout=10)
+
+    def pause(self, broker_id: int) -> None:
+        self.kill(broker_id, signal.SIGSTOP)
+
+    def resume(self, broker_id: int) -> None:
+        self.kill(broker_id, signal.SIGCONT)
+
+    def stop(self) -> None:
+        """Stop every broker (controlled shutdown, SIGKILL if it hangs), then ZooKeeper."""
+        for broker in self.brokers.values():
+            if broker.process is not None and broker.running:
+                os.kill(broker.process.pid, signal.SIGCONT)
+                os.kill(broker.process.pid, signal.SIGTERM)
+        for broker in self.brokers.values():
+            if broker.process is not None:
+                try:
+                    broker.process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    broker.process.kill()
+                    broker.process.wait(timeout=10)
+        if self._own_zookeeper:
+            self.zookeeper.stop()

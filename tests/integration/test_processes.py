@@ -1,0 +1,127 @@
+"""Three real broker processes and a real ZooKeeper: failover after SIGKILL, ZooKeeper
+session expiry of a broker, and controller failover. Nothing acknowledged with acks=all and
+min.insync.replicas=2 may be lost."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from client.minimal import MinimalClient
+from cluster.local import LocalCluster
+from common.clock import SystemClock
+from common.types import TopicPartition
+from controller import zk_data
+from controller.zk_kazoo import KazooCoordination
+from node.rpc_grpc import GrpcTransport
+
+TP = TopicPartition("events", 0)
+
+
+async def _client(cluster: LocalCluster) -> MinimalClient:
+    client = MinimalClient(GrpcTransport(), cluster.bootstrap, SystemClock())
+    await client.create_topic("events", 1, 3, {"min.insync.replicas": "2"})
+    await client.wait_for_leaders("events", 1)
+    return client
+
+
+async def _produce(client: MinimalClient, values: list[bytes]) -> dict[bytes, int]:
+    acked = {}
+    for value in values:
+        result = await client.produce(TP, [value], acks=-1)
+        assert result.ok, result
+        acked[value] = result.base_offset
+    return acked
+
+
+async def _controller_id(cluster: LocalCluster) -> tuple[int, int]:
+    zk = KazooCoordination(cluster.zookeeper.connect_string, 6000)
+    await zk.start()
+    try:
+        data, _ = await zk.get(zk_data.CONTROLLER)
+        epoch, _ = await zk.get(zk_data.CONTROLLER_EPOCH)
+        return zk_data.decode_controller(data), zk_data.decode_controller_epoch(epoch)
+    finally:
+        await zk.close()
+
+
+def test_sigkill_of_the_leader_loses_no_acknowledged_record(local_cluster: LocalCluster) -> None:
+    async def main() -> None:
+        client = await _client(local_cluster)
+        try:
+            acked = await _produce(client, [b"before-%d" % i for i in range(30)])
+            leader = client.leaders[TP]
+            local_cluster.kill(leader)  # SIGKILL
+            started = time.monotonic()
+            acked.update(await _produce(client, [b"after-%d" % i for i in range(30)]))
+            assert time.monotonic() - started < 60
+            await client.refresh_metadata(["events"])
+            assert client.leaders[TP] not in (-1, leader)
+            read = {r.value: r.offset for r in await client.read_all(TP)}
+            assert read == acked
+        finally:
+            await client.transport.close()
+
+    asyncio.run(main())
+
+
+def test_a_broker_whose_zookeeper_session_expires_comes_back(
+    local_cluster: LocalCluster,
+) -> None:
+    """SIGSTOP a follower past the session timeout: ZooKeeper expires its session, the
+    controller takes it out of the ISR; after SIGCONT it registers again and rejoins."""
+
+    async def main() -> None:
+        client = await _client(local_cluster)
+        try:
+            acked = await _produce(client, [b"a-%d" % i for i in range(10)])
+            leader = client.leaders[TP]
+            follower = next(b for b in local_cluster.brokers if b != leader)
+            local_cluster.pause(follower)
+            await asyncio.sleep(9)  # > zookeeper.session.timeout.ms (6 s)
+            acked.update(await _produce(client, [b"b-%d" % i for i in range(10)]))
+            local_cluster.resume(follower)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                await client.refresh_metadata(["events"])
+                metadata = await client.refresh_metadata(["events"])
+                isr = list(metadata.topics[0].partitions[0].isr)
+                if follower in isr and follower in client.brokers:
+                    break
+                await asyncio.sleep(0.5)
+            else:
+                raise AssertionError(f"broker {follower} did not rejoin the ISR")
+            read = {r.value: r.offset for r in await client.read_all(TP)}
+            assert read == acked
+        finally:
+            await client.transport.close()
+
+    asyncio.run(main())
+
+
+def test_killing_the_controller_elects_a_new_one(local_cluster: LocalCluster) -> None:
+    async def main() -> None:
+        client = await _client(local_cluster)
+        try:
+            acked = await _produce(client, [b"x-%d" % i for i in range(5)])
+            controller, epoch = await _controller_id(local_cluster)
+            local_cluster.kill(controller)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    new_controller, new_epoch = await _controller_id(local_cluster)
+                except Exception:
+                    new_controller, new_epoch = -1, epoch
+                if new_controller not in (-1, controller):
+                    break
+                await asyncio.sleep(0.5)
+            else:
+                raise AssertionError("no new controller")
+            assert new_epoch > epoch
+            acked.update(await _produce(client, [b"y-%d" % i for i in range(5)]))
+            read = {r.value: r.offset for r in await client.read_all(TP)}
+            assert read == acked
+        finally:
+            await client.transport.close()
+
+    asyncio.run(main())
