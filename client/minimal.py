@@ -142,7 +142,7 @@ class MinimalClient:
                 self.leader_epochs[tp] = p.leader_epoch
         return response
 
-    async def _leader_address(self, tp: TopicPartition) -> str:
+    async def leader_address(self, tp: TopicPartition) -> str:
         leader = self.leaders.get(tp, -1)
         if leader < 0 or leader not in self.brokers:
             await self.refresh_metadata([tp.topic])
@@ -245,7 +245,7 @@ class MinimalClient:
         self, tp: TopicPartition, request: pb.ProduceRequest, acks: int, timeout_ms: int
     ) -> ProduceResult:
         try:
-            address = await self._leader_address(tp)
+            address = await self.leader_address(tp)
             response = await self.transport.call(
                 address, proto.METHOD_PRODUCE, request, timeout_s=timeout_ms / 1000 + self.timeout_s
             )
@@ -279,7 +279,7 @@ class MinimalClient:
         )
         async for attempt in self._retrying():
             with attempt:
-                address = await self._leader_address(tp)
+                address = await self.leader_address(tp)
                 try:
                     response = await self.transport.call(
                         address,

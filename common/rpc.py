@@ -79,7 +79,7 @@ class RpcServer(Protocol):
     async def start(self) -> None: ...
 
     async def stop(self, grace_s: float = 0.0) -> None:
-        """Stop accepting calls; open streams end with CANCELLED."""
+        """Stop accepting calls; callers and open streams see UNAVAILABLE (as gRPC reports)."""
         ...
 
 

@@ -1,0 +1,267 @@
+"""Cluster benchmarks (issue 3), printing ratios measured side by side in one run.
+
+1. One broker, acks=1, 1 KiB records batched 16 to a request: produce MB/s against a bare
+   grpc.aio bidirectional stream moving the same bytes between a client process and a
+   server process (the framework ceiling). Aim: >= 0.7.
+2. Three brokers, RF=3, acks=all, min.insync.replicas=2: throughput relative to the
+   single-broker acks=1 figure (Kafka's own benchmark shows about 0.5), and p50/p99 produce
+   latency at a fixed moderate rate.
+3. Leader failover after SIGKILL: time until produces succeed again, split into detection
+   plus election (until the controller has written the new leader to ZooKeeper) and the
+   client's recovery (until its next produce succeeds).
+
+Real processes on loopback (Debian's ZooKeeper, ``kafkasim broker`` processes); every
+process started here is stopped here. Run: ``python -m bench.cluster_bench [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+
+import proto
+from client.minimal import MinimalClient
+from cluster.local import REPO_ROOT, LocalCluster
+from common.clock import SystemClock
+from common.types import TopicPartition
+from controller import zk_data
+from controller.zk_kazoo import KazooCoordination
+from controller.zk_process import free_loopback_port
+from node.rpc_grpc import GrpcTransport
+from proto import kafkasim_pb2 as pb
+from storage.records.batch import RecordBatchBuilder
+
+RECORD = b"r" * 1024
+PER_BATCH = 16
+SINK_METHOD = "/bench.Sink/Stream"
+_OPTIONS = [
+    ("grpc.max_send_message_length", 64 << 20),
+    ("grpc.max_receive_message_length", 64 << 20),
+]
+
+
+def _batch() -> bytes:
+    builder = RecordBatchBuilder()
+    for _ in range(PER_BATCH):
+        builder.append(1_700_000_000_000, None, RECORD)
+    return builder.build()
+
+
+# -- the bare gRPC ceiling ---------------------------------------------------------------------
+
+
+async def _sink(port: int) -> None:
+    async def stream(requests, _context):  # type: ignore[no-untyped-def]
+        async for message in requests:
+            yield len(message).to_bytes(8, "big")
+
+    server = grpc.aio.server(options=_OPTIONS)
+    handler = grpc.method_handlers_generic_handler(
+        "bench.Sink", {"Stream": grpc.stream_stream_rpc_method_handler(stream)}
+    )
+    server.add_generic_rpc_handlers((handler,))
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    print("ready", flush=True)
+    await server.wait_for_termination()
+
+
+async def _bare_stream(port: int, payload: bytes, count: int, window: int) -> float:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=_OPTIONS) as channel:
+        call = channel.stream_stream(SINK_METHOD)()
+        start = time.perf_counter()
+        sent = received = 0
+        while sent < min(window, count):
+            await call.write(payload)
+            sent += 1
+        while received < count:
+            await call.read()
+            received += 1
+            if sent < count:
+                await call.write(payload)
+                sent += 1
+        elapsed = time.perf_counter() - start
+        await call.done_writing()
+    return count * len(payload) / elapsed / 1e6
+
+
+# -- produce through the cluster ---------------------------------------------------------------
+
+
+async def _produce_load(
+    client: MinimalClient, tp: TopicPartition, batch: bytes, *, count: int, window: int, acks: int
+) -> float:
+    """``window`` concurrent requests in flight; MB/s of record bytes appended."""
+    address = await client.leader_address(tp)
+    request = pb.ProduceRequest(acks=acks, timeout_ms=30_000)
+    request.partitions.add(topic=tp.topic, partition=tp.partition, records=batch)
+    remaining = count
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            response = await client.transport.call(
+                address, proto.METHOD_PRODUCE, request, timeout_s=30
+            )
+            assert isinstance(response, pb.ProduceResponse)
+            assert response.partitions[0].error_code == 0, response
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(window)))
+    return count * len(batch) / (time.perf_counter() - start) / 1e6
+
+
+async def _latency_at_rate(
+    client: MinimalClient, tp: TopicPartition, batch: bytes, rate: float, seconds: float
+) -> tuple[float, float]:
+    address = await client.leader_address(tp)
+    request = pb.ProduceRequest(acks=-1, timeout_ms=30_000)
+    request.partitions.add(topic=tp.topic, partition=tp.partition, records=batch)
+    latencies: list[float] = []
+
+    async def one() -> None:
+        start = time.perf_counter()
+        response = await client.transport.call(address, proto.METHOD_PRODUCE, request, timeout_s=30)
+        assert isinstance(response, pb.ProduceResponse)
+        assert response.partitions[0].error_code == 0
+        latencies.append(time.perf_counter() - start)
+
+    tasks = []
+    begin = time.perf_counter()
+    n = int(rate * seconds)
+    for i in range(n):
+        delay = begin + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one()))
+    await asyncio.gather(*tasks)
+    latencies.sort()
+    return latencies[len(latencies) // 2] * 1000, latencies[int(len(latencies) * 0.99)] * 1000
+
+
+async def _cluster(
+    root: Path, brokers: int, topic: str, rf: int, configs: dict[str, str]
+) -> tuple[LocalCluster, MinimalClient]:
+    cluster = LocalCluster(root, brokers=brokers)
+    cluster.start()
+    for broker_id in cluster.brokers:
+        cluster.wait_serving(broker_id)
+    client = MinimalClient(GrpcTransport(), cluster.bootstrap, SystemClock())
+    await client.create_topic(topic, 1, rf, configs)
+    await client.wait_for_leaders(topic, 1)
+    return cluster, client
+
+
+async def _failover(
+    cluster: LocalCluster, client: MinimalClient, tp: TopicPartition, batch_values: list[bytes]
+) -> tuple[float, float]:
+    leader = client.leaders[tp]
+    zk = KazooCoordination(cluster.zookeeper.connect_string, 6000)
+    await zk.start()
+    try:
+        killed = time.monotonic()
+        cluster.kill(leader)
+        while True:
+            data, stat = await zk.get(zk_data.partition_state_path(tp))
+            state = zk_data.decode_partition_state(data, stat.version)
+            if state.leader not in (-1, leader):
+                elected = time.monotonic()
+                break
+            await asyncio.sleep(0.01)
+        result = await client.produce(tp, batch_values, acks=-1)
+        assert result.ok, result
+        recovered = time.monotonic()
+    finally:
+        await zk.close()
+    return elected - killed, recovered - elected
+
+
+async def run(quick: bool) -> None:
+    batch = _batch()
+    count = 300 if quick else 3000
+    window = 8
+    tp = TopicPartition("bench", 0)
+    print(
+        f"kafkasim cluster benchmark{' (quick)' if quick else ''}: {PER_BATCH} x 1 KiB "
+        f"records a request ({len(batch)} bytes), {window} requests in flight"
+    )
+
+    # 1. bare gRPC ceiling against one broker with acks=1
+    port = free_loopback_port()
+    sink = subprocess.Popen(
+        [sys.executable, "-m", "bench.cluster_bench", "--sink", str(port)],
+        stdout=subprocess.PIPE,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    try:
+        assert sink.stdout is not None
+        sink.stdout.readline()
+        bare = await _bare_stream(port, batch, count, window)
+    finally:
+        os.kill(sink.pid, signal.SIGTERM)
+        sink.wait(timeout=10)
+    with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
+        cluster, client = await _cluster(Path(tmp), 1, "bench", 1, {})
+        try:
+            single = await _produce_load(client, tp, batch, count=count, window=window, acks=1)
+        finally:
+            await client.transport.close()
+            cluster.stop()
+    print("\n1. one broker, acks=1, against a bare grpc.aio stream of the same bytes")
+    print(
+        f"   produce {single:8.1f} MB/s   bare stream {bare:8.1f} MB/s   ratio {single / bare:.2f}"
+    )
+
+    # 2. three brokers, RF=3, acks=all, min ISR 2
+    with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
+        cluster, client = await _cluster(Path(tmp), 3, "bench", 3, {"min.insync.replicas": "2"})
+        try:
+            replicated = await _produce_load(client, tp, batch, count=count, window=window, acks=-1)
+            p50, p99 = await _latency_at_rate(
+                client, tp, batch, rate=50.0, seconds=3 if quick else 10
+            )
+            print("\n2. three brokers, RF=3, acks=all, min.insync.replicas=2")
+            print(
+                f"   produce {replicated:8.1f} MB/s   relative to one broker acks=1: "
+                f"{replicated / single:.2f}"
+            )
+            print(
+                f"   latency at 50 requests/s ({50 * len(batch) / 1e6:.1f} MB/s): "
+                f"p50 {p50:.1f} ms, p99 {p99:.1f} ms"
+            )
+            detection, recovery = await _failover(cluster, client, tp, [b"after-failover"])
+            print("\n3. leader failover after SIGKILL (zookeeper.session.timeout.ms=6000)")
+            print(
+                f"   detection + election {detection:.2f} s, client recovery "
+                f"{recovery:.2f} s, total {detection + recovery:.2f} s"
+            )
+        finally:
+            await client.transport.close()
+            cluster.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sink", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.sink is not None:
+        asyncio.run(_sink(args.sink))
+        return 0
+    asyncio.run(run(args.quick))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

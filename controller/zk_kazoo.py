@@ -1,0 +1,588 @@
+"""The Coordination port on a real ZooKeeper, through kazoo (the only module that imports it).
+
+Threads and ordering
+--------------------
+kazoo is thread-based: a connection thread reads the socket; a completion thread runs the
+callbacks of finished requests; a callback thread runs watches. This adapter never blocks
+the event loop on kazoo: every operation uses kazoo's ``*_async`` call, which only queues the
+request, and everything that comes back — results, watch events, session-state changes — is
+first funnelled through kazoo's callback thread and then handed to the loop with
+``loop.call_soon_threadsafe``. One FIFO from the socket to the loop keeps ZooKeeper's order:
+the connection thread queues a watch event before it completes the response to any later
+request, so on the loop a watcher runs before the caller sees the new data. Only values of
+the port (``WatchEvent``, ``Stat``, ``SessionState``, the port's errors) leave this module.
+
+Watches
+-------
+The adapter keeps its own watch tables, as ZooKeeper's Java client does: kazoo gets one
+registration per path and kind, and an event fires every port watcher registered for that
+path and kind, each distinct watcher once (DELETED fires data and child watchers). kazoo
+drops every watch on a connection loss (it does not restore them on reconnect); so do we:
+after SUSPENDED no pending watch fires, and the owner re-reads and re-watches on CONNECTED.
+
+Sessions, crash and expiry
+--------------------------
+One object is one session. States: CONNECTED ⇄ SUSPENDED (connection lost; the session
+may live on the server for its timeout; calls fail fast with ConnectionLossError; requests
+in flight fail the same way and may or may not have been applied) → EXPIRED (kazoo's LOST:
+the server deleted the ephemerals). kazoo would silently open a *new* session after LOST;
+this adapter does not let it: EXPIRED is final, kazoo is stopped, every later call raises
+SessionExpiredError, and the owner builds a new KazooCoordination (what Kafka's
+ZooKeeperClient does). If this process crashes, the server expires the session after the
+timeout and its ephemerals vanish then.
+
+Retries: none for operations (a write that failed with ConnectionLossError is reported, never
+re-sent behind the caller's back). Connection attempts are retried by kazoo's connection
+retry policy, and ``start`` is bounded by ``connect_timeout_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from enum import Enum
+from typing import Any, TypeVar
+
+from kazoo import exceptions as kz
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import Callback, KazooState
+
+from common.coordination import (
+    BadVersionError,
+    CheckOp,
+    ConnectionLossError,
+    CoordinationError,
+    CreateOp,
+    DeleteOp,
+    EventType,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    Op,
+    SessionExpiredError,
+    SessionState,
+    SetOp,
+    Stat,
+    Watcher,
+    WatchEvent,
+)
+
+T = TypeVar("T")
+
+ROOT = "/"
+ANY_VERSION = -1
+
+# kazoo's reconnect policy; its own default backs off to an hour between attempts.
+DEFAULT_CONNECTION_RETRY: Mapping[str, float] = {
+    "max_tries": -1,
+    "delay": 0.1,
+    "backoff": 2,
+    "max_jitter": 0.4,
+    "max_delay": 2.0,
+}
+DEFAULT_CONNECT_TIMEOUT_MS = 15_000
+
+_EVENT_TYPES = {t.value: t for t in EventType}  # kazoo's event types are the same strings
+
+
+def to_stat(znode_stat: Any) -> Stat:
+    """A kazoo ZnodeStat as the port's Stat."""
+    return Stat(
+        version=int(znode_stat.version),
+        czxid=int(znode_stat.czxid),
+        mzxid=int(znode_stat.mzxid),
+        ephemeral_owner=int(znode_stat.ephemeralOwner),
+        num_children=int(znode_stat.numChildren),
+        cversion=int(znode_stat.cversion),
+    )
+
+
+def translate_error(error: BaseException, path: str) -> BaseException:
+    """kazoo's exception as the port's (anything not kazoo's is returned as it is)."""
+    match error:
+        case kz.NoNodeError():
+            return NoNodeError(path)
+        case kz.NodeExistsError():
+            return NodeExistsError(path)
+        case kz.BadVersionError():
+            return BadVersionError(path)
+        case kz.NotEmptyError():
+            return NotEmptyError(path)
+        case kz.SessionExpiredError():  # includes ConnectionClosedError (client stopped)
+            return SessionExpiredError(f"{path}: the ZooKeeper session has ended")
+        case (
+            kz.ConnectionLoss()
+            | kz.ConnectionDropped()
+            | kz.OperationTimeoutError()
+            | kz.SessionMovedError()
+            | KazooTimeoutError()
+        ):
+            return ConnectionLossError(f"{path}: connection to ZooKeeper lost ({error!r})")
+        case kz.NoChildrenForEphemeralsError():
+            return CoordinationError(f"NoChildrenForEphemerals: {path}")
+        case kz.BadArgumentsError():
+            return ValueError(f"ZooKeeper rejected the arguments for {path}")
+        case kz.KazooException():
+            return CoordinationError(f"{path}: {type(error).__name__} {error}")
+    return error
+
+
+def check_path(path: str, *, sequential: bool = False) -> None:
+    """Raise ValueError unless ``path`` is a valid ZooKeeper path. kazoo would quietly
+    normalise ``"a"`` to ``"/a"`` and ``"/a/"`` to ``"/a"``; the port rejects them, as the
+    Java client does (and as SimZooKeeper does)."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise ValueError(f"invalid znode path {path!r}: must start with '/'")
+    if "\0" in path:
+        raise ValueError(f"invalid znode path {path!r}: contains NUL")
+    if path == ROOT:
+        return
+    body = path[1:-1] if sequential and path.endswith("/") else path[1:]
+    for name in body.split("/"):
+        if name in ("", ".", ".."):
+            raise ValueError(f"invalid znode path {path!r}: empty, '.' or '..' component")
+
+
+def _parent_of(path: str) -> str:
+    return path.rsplit("/", 1)[0] or ROOT
+
+
+def _join(parent: str, name: str) -> str:
+    return f"/{name}" if parent == ROOT else f"{parent}/{name}"
+
+
+class _Phase(Enum):
+    NEW = "NEW"
+    CONNECTING = "CONNECTING"
+    CONNECTED = "CONNECTED"
+    SUSPENDED = "SUSPENDED"
+    EXPIRED = "EXPIRED"
+    CLOSED = "CLOSED"
+
+
+class KazooCoordination:
+    """One ZooKeeper session through kazoo, implementing the Coordination port.
+
+    ``hosts`` is ZooKeeper's connect string (``"h1:2181,h2:2181"``); ``session_timeout_ms``
+    is requested from the server (which clamps it to its min/max). ``connection_retry``
+    holds kazoo's KazooRetry options for (re)connection attempts (default
+    :data:`DEFAULT_CONNECTION_RETRY`). Not thread-safe: use it from its event loop only;
+    callbacks run on that loop.
+    """
+
+    def __init__(
+        self,
+        hosts: str,
+        session_timeout_ms: int,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+        connection_retry: Mapping[str, float] | None = None,
+        connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
+    ) -> None:
+        if session_timeout_ms <= 0 or connect_timeout_ms <= 0:
+            raise ValueError("session_timeout_ms and connect_timeout_ms must be positive")
+        self._hosts = hosts
+        self._loop = loop
+        self._connect_timeout_ms = connect_timeout_ms
+        self._client = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout_ms / 1000,
+            connection_retry=dict(connection_retry or DEFAULT_CONNECTION_RETRY),
+        )
+        self._phase = _Phase.NEW
+        self._session_id = 0
+        self._session_password = b""
+        self._listeners: list[Callable[[SessionState], None]] = []
+        self._data_watchers: dict[str, dict[Watcher, None]] = {}
+        self._child_watchers: dict[str, dict[Watcher, None]] = {}
+        self._pending: set[asyncio.Future[Any]] = set()
+        self._connected: asyncio.Future[None] | None = None
+        self._stopping: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        session = f"{self._session_id:#x}"
+        return f"KazooCoordination({self._hosts!r}, session={session}, {self._phase.value})"
+
+    @property
+    def hosts(self) -> str:
+        return self._hosts
+
+    @property
+    def session_id(self) -> int:
+        """The session's id (0 before start); kept after the session ends."""
+        return self._session_id
+
+    def add_session_listener(self, listener: Callable[[SessionState], None]) -> None:
+        self._listeners.append(listener)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect and open the session; listeners hear CONNECTED before this returns.
+        Raises ConnectionLossError naming the hosts if no server answers within
+        ``connect_timeout_ms``."""
+        if self._phase is not _Phase.NEW:
+            raise CoordinationError(f"{self!r}: start() may be called only once")
+        loop = self._loop = self._loop or asyncio.get_running_loop()
+        self._phase = _Phase.CONNECTING
+        self._connected = loop.create_future()
+        self._client.add_listener(self._on_kazoo_state)
+        try:
+            await asyncio.to_thread(self._client.start_async)
+            await asyncio.wait_for(self._connected, self._connect_timeout_ms / 1000)
+        except TimeoutError:
+            await self._abandon_start()
+            raise ConnectionLossError(
+                f"could not connect to ZooKeeper at {self._hosts} within "
+                f"{self._connect_timeout_ms} ms: is it running and reachable?"
+            ) from None
+        except BaseException:
+            await self._abandon_start()
+            raise
+
+    async def close(self) -> None:
+        """Close the session (the server deletes its ephemerals at once) and stop kazoo's
+        threads. Listeners hear nothing more. Idempotent."""
+        phase, self._phase = self._phase, _Phase.CLOSED
+        if phase in (_Phase.NEW, _Phase.CLOSED):
+            return  # never started (kazoo holds no thread or socket yet), or closed already
+        self._forget_watches()
+        await self._stop_kazoo_once()
+        self._fail_pending(SessionExpiredError(f"{self!r} is closed"))
+
+    async def inject_session_expiry(self, timeout_ms: int = 10_000) -> None:
+        """Fault injection: make the server expire this session now, the standard way — a
+        second client attaches to the session with its id and password, then closes it.
+        The server deletes the ephemerals; this object hears SUSPENDED then EXPIRED shortly
+        after this returns."""
+        if self._session_id == 0:
+            raise CoordinationError(f"{self!r}: no session to expire")
+        await asyncio.to_thread(
+            _close_session_from_twin,
+            self._hosts,
+            (self._session_id, self._session_password),
+            timeout_ms,
+        )
+
+    async def _abandon_start(self) -> None:
+        self._phase = _Phase.CLOSED
+        await self._stop_kazoo_once()
+
+    def _stop_kazoo_once(self) -> asyncio.Task[None]:
+        """Stop kazoo in a worker thread, once however often it is asked (kazoo's stop and
+        close must not run twice at the same time)."""
+        if self._stopping is None:
+            assert self._loop is not None
+            self._stopping = self._loop.create_task(asyncio.to_thread(self._stop_kazoo))
+        return self._stopping
+
+    def _stop_kazoo(self) -> None:
+        """Blocking: stop kazoo (closing the session if it is open) and join its threads."""
+        with contextlib.suppress(kz.KazooException):
+            self._client.stop()
+        self._client.close()
+
+    # -- the port's operations ------------------------------------------------------------
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = False,
+    ) -> str:
+        check_path(path, sequential=sequence)
+        # makepath: kazoo creates the missing ancestors (persistent) and retries the create
+        # once after NoNode, which cannot have created anything: not a hidden retry.
+        return await self._request(
+            path,
+            lambda: self._client.create_async(
+                path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath
+            ),
+            str,
+        )
+
+    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
+        check_path(path)
+
+        def done(result: Any) -> tuple[bytes, Stat]:
+            data, znode_stat = result
+            self._hold(self._data_watchers, path, watch)
+            return bytes(data or b""), to_stat(znode_stat)
+
+        return await self._request(
+            path, lambda: self._client.get_async(path, self._watch_arg(watch)), done
+        )
+
+    async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
+        check_path(path)
+
+        def done(result: Any) -> Stat | None:
+            self._hold(self._data_watchers, path, watch)  # set even if the node is missing
+            return None if result is None else to_stat(result)
+
+        return await self._request(
+            path, lambda: self._client.exists_async(path, self._watch_arg(watch)), done
+        )
+
+    async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
+        check_path(path)
+
+        def done(result: Any) -> list[str]:
+            self._hold(self._child_watchers, path, watch)
+            return sorted(str(name) for name in result)
+
+        return await self._request(
+            path, lambda: self._client.get_children_async(path, self._watch_arg(watch)), done
+        )
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+        check_path(path)
+        return await self._request(
+            path, lambda: self._client.set_async(path, data, version), to_stat
+        )
+
+    async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        check_path(path)
+        if path == ROOT:
+            raise ValueError("the root znode cannot be deleted")
+        if recursive:
+            await self._delete_tree(path, version)
+            return
+        await self._request(path, lambda: self._client.delete_async(path, version), _nothing)
+
+    async def multi(self, ops: Sequence[Op]) -> list[str | Stat | None]:
+        for op in ops:
+            check_path(op.path, sequential=isinstance(op, CreateOp) and op.sequence)
+        op_list = list(ops)
+
+        def commit() -> Any:
+            transaction = self._client.transaction()
+            for op in op_list:
+                match op:
+                    case CheckOp(path, version):
+                        transaction.check(path, version)
+                    case CreateOp(path, data, ephemeral, sequence):
+                        transaction.create(path, data, ephemeral=ephemeral, sequence=sequence)
+                    case SetOp(path, data, version):
+                        transaction.set_data(path, data, version)
+                    case DeleteOp(path, version):
+                        transaction.delete(path, version)
+            return transaction.commit_async()
+
+        def done(results: Any) -> list[str | Stat | None]:
+            # A failed transaction answers with one exception per op: the culprit's own
+            # error, RolledBackError before it and RuntimeInconsistency after it.
+            for op, result in zip(op_list, results, strict=True):
+                if isinstance(result, Exception) and not isinstance(
+                    result, kz.RolledBackError | kz.RuntimeInconsistency
+                ):
+                    raise translate_error(result, op.path)
+            converted: list[str | Stat | None] = []
+            for op, result in zip(op_list, results, strict=True):
+                if isinstance(op, CreateOp):
+                    converted.append(str(result))
+                elif isinstance(op, SetOp):
+                    converted.append(to_stat(result))
+                else:
+                    converted.append(None)
+            return converted
+
+        return await self._request(op_list[0].path if op_list else ROOT, commit, done)
+
+    async def _delete_tree(self, path: str, version: int) -> None:
+        """Children first, then the node (several requests, not atomic, as kazoo's own)."""
+        if version != ANY_VERSION:
+            stat = await self.exists(path)
+            if stat is None:
+                raise NoNodeError(path)
+            if stat.version != version:
+                raise BadVersionError(f"{path}: expected version {version}, is {stat.version}")
+        for child in await self.get_children(path):
+            with contextlib.suppress(NoNodeError):  # someone else deleted it first
+                await self._delete_tree(_join(path, child), ANY_VERSION)
+        await self._request(path, lambda: self._client.delete_async(path, version), _nothing)
+
+    # -- requests: kazoo async result -> callback thread -> loop --------------------------
+
+    def _check_usable(self) -> None:
+        match self._phase:
+            case _Phase.CONNECTED:
+                return
+            case _Phase.NEW:
+                raise CoordinationError(f"{self!r}: start() has not been called")
+            case _Phase.CONNECTING | _Phase.SUSPENDED:
+                raise ConnectionLossError(f"not connected to ZooKeeper at {self._hosts}")
+            case _Phase.EXPIRED:
+                raise SessionExpiredError(f"session {self._session_id:#x} has expired")
+            case _Phase.CLOSED:
+                raise SessionExpiredError(f"{self!r} is closed")
+
+    async def _request(self, path: str, send: Callable[[], Any], done: Callable[[Any], T]) -> T:
+        """Send one kazoo request; ``done`` turns its result into the port's value (and
+        holds watchers) on the loop, in ZooKeeper's order relative to watch events."""
+        self._check_usable()
+        assert self._loop is not None
+        reply: asyncio.Future[T] = self._loop.create_future()
+        self._pending.add(reply)
+        try:
+            try:
+                async_result = send()
+            except kz.KazooException as e:
+                raise translate_error(e, path) from e
+            async_result.rawlink(
+                lambda result: self._via_callback_thread(self._complete, reply, result, path, done)
+            )
+            return await reply
+        finally:
+            self._pending.discard(reply)
+
+    def _complete(
+        self, reply: asyncio.Future[T], async_result: Any, path: str, done: Callable[[Any], T]
+    ) -> None:
+        """On the loop: the response to one request."""
+        if reply.done():  # the caller gave up (cancelled) or the session ended
+            return
+        try:
+            raw = async_result.get_nowait()
+        except Exception as e:
+            reply.set_exception(translate_error(e, path))
+            return
+        try:
+            reply.set_result(done(raw))
+        except Exception as e:
+            reply.set_exception(e)
+
+    def _via_callback_thread(self, fn: Callable[..., None], *args: Any) -> None:
+        """From any kazoo thread: queue ``fn(*args)`` for the loop behind everything kazoo
+        has already queued on its callback thread (the FIFO of the module doc)."""
+        handler = self._client.handler
+        if handler.running:
+            handler.dispatch_callback(Callback("kafkasim", self._to_loop, (fn, *args)))
+        else:  # kazoo is stopping: nothing can overtake us any more
+            self._to_loop(fn, *args)
+
+    def _to_loop(self, fn: Callable[..., None], *args: Any) -> None:
+        assert self._loop is not None
+        # The loop is closed: nobody is waiting for this any more.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(fn, *args)
+
+    def _fail_pending(self, error: Exception) -> None:
+        for reply in list(self._pending):
+            if not reply.done():
+                reply.set_exception(error)
+
+    # -- watches ----------------------------------------------------------------------------
+
+    def _watch_arg(self, watch: Watcher | None) -> Callable[[Any], None] | None:
+        # One stable callable: kazoo keeps a set per path, so it holds one registration.
+        return None if watch is None else self._on_kazoo_watch
+
+    @staticmethod
+    def _hold(table: dict[str, dict[Watcher, None]], path: str, watch: Watcher | None) -> None:
+        if watch is not None:
+            table.setdefault(path, {})[watch] = None
+
+    def _on_kazoo_watch(self, event: Any) -> None:
+        """kazoo's callback thread: a watch notification (or NONE when kazoo drops watches
+        on a connection loss, which the session state already covers)."""
+        event_type = _EVENT_TYPES.get(event.type)
+        if event_type is not None:
+            self._to_loop(self._fire_watchers, event_type, str(event.path))
+
+    def _fire_watchers(self, event_type: EventType, path: str) -> None:
+        if event_type in (EventType.CREATED, EventType.CHANGED):
+            watchers = self._data_watchers.pop(path, {})
+        elif event_type is EventType.DELETED:
+            watchers = self._data_watchers.pop(path, {}) | self._child_watchers.pop(path, {})
+        else:
+            watchers = self._child_watchers.pop(path, {})
+        event = WatchEvent(event_type, path)
+        for watcher in watchers:
+            self._run_callback(watcher, event)
+
+    def _forget_watches(self) -> None:
+        self._data_watchers.clear()
+        self._child_watchers.clear()
+
+    # -- session state ----------------------------------------------------------------------
+
+    def _on_kazoo_state(self, state: str) -> None:
+        """kazoo's connection thread, at the moment of the change."""
+        client_id = self._client.client_id
+        self._via_callback_thread(self._apply_state, state, client_id)
+
+    def _apply_state(self, state: str, client_id: tuple[int, bytes] | None) -> None:
+        """On the loop: a session-state change, in order with results and watch events."""
+        if self._phase in (_Phase.CLOSED, _Phase.EXPIRED):
+            return
+        assert self._connected is not None
+        if state == KazooState.CONNECTED:
+            if self._phase is _Phase.CONNECTING and client_id is not None:
+                self._session_id, self._session_password = client_id
+                self._connected.set_result(None)
+            elif self._phase is not _Phase.SUSPENDED:
+                return
+            self._phase = _Phase.CONNECTED
+            self._tell_listeners(SessionState.CONNECTED)
+        elif state == KazooState.SUSPENDED:
+            if self._phase is not _Phase.CONNECTED:
+                return
+            self._phase = _Phase.SUSPENDED
+            self._forget_watches()
+            self._tell_listeners(SessionState.SUSPENDED)
+            # kazoo would hold requests queued in the instant before this until it reconnects,
+            # however long that takes; fail them now (their outcome is unknown either way).
+            self._fail_pending(ConnectionLossError(f"connection to {self._hosts} lost"))
+        elif state == KazooState.LOST:
+            if self._phase is _Phase.CONNECTING:
+                if not self._connected.done():
+                    self._connected.set_exception(
+                        ConnectionLossError(f"kazoo gave up connecting to {self._hosts}")
+                    )
+                return
+            self._phase = _Phase.EXPIRED
+            self._forget_watches()
+            self._tell_listeners(SessionState.EXPIRED)
+            self._fail_pending(SessionExpiredError(f"session {self._session_id:#x} has expired"))
+            # Stop kazoo before it opens a new session behind our back.
+            self._stop_kazoo_once()
+
+    def _tell_listeners(self, state: SessionState) -> None:
+        for listener in list(self._listeners):
+            self._run_callback(listener, state)
+
+    def _run_callback(self, callback: Callable[[Any], None], argument: object) -> None:
+        # A failing user callback must not break the others: report it as the loop would.
+        try:
+            callback(argument)
+        except Exception as e:
+            assert self._loop is not None
+            self._loop.call_exception_handler(
+                {"message": f"{self!r}: callback {callback!r} raised", "exception": e}
+            )
+
+
+def _nothing(_: Any) -> None:
+    return None
+
+
+def _close_session_from_twin(hosts: str, client_id: tuple[int, bytes], timeout_ms: int) -> None:
+    """Blocking: attach a second client to a session with its id and password, then close it;
+    the server then expires the session (ZooKeeper FAQ's way to test expiry)."""
+    twin = KazooClient(hosts=hosts, client_id=client_id, timeout=timeout_ms / 1000)
+    try:
+        twin.start(timeout=timeout_ms / 1000)
+    except KazooTimeoutError as e:
+        raise ConnectionLossError(
+            f"could not reach ZooKeeper at {hosts} to expire a session"
+        ) from e
+    finally:
+        with contextlib.suppress(kz.KazooException):
+            twin.stop()
+        twin.close()

@@ -1,0 +1,160 @@
+"""kafkasim's wire contract: the generated messages and the method table.
+
+``kafkasim.proto`` is the source of truth; ``kafkasim_pb2.py`` / ``.pyi`` are generated from it
+by ``proto/generate.py`` (never edit them). This module adds what both transports need and the
+generated code does not give without ``_grpc`` stubs:
+
+* ``METHOD_*`` — the full gRPC method name of every rpc (``/kafkasim.<Service>/<Method>``),
+  the keys of ``common.rpc.Transport`` handler maps and calls;
+* ``METHODS`` — one :class:`MethodSpec` per rpc, read from the file descriptor, so the
+  request/response classes and streaming flags can never disagree with the .proto.
+
+Invariant: ``METHODS`` has exactly one entry per ``METHOD_*`` constant
+(``tests/unit/proto/test_generated.py`` checks every rpc of the .proto has a constant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
+
+from proto import kafkasim_pb2
+
+# Kafkasim: the client-facing API.
+METHOD_METADATA = "/kafkasim.Kafkasim/Metadata"
+METHOD_PRODUCE = "/kafkasim.Kafkasim/Produce"
+METHOD_FETCH = "/kafkasim.Kafkasim/Fetch"
+METHOD_LIST_OFFSETS = "/kafkasim.Kafkasim/ListOffsets"
+METHOD_CREATE_TOPICS = "/kafkasim.Kafkasim/CreateTopics"
+METHOD_DELETE_TOPICS = "/kafkasim.Kafkasim/DeleteTopics"
+METHOD_CREATE_PARTITIONS = "/kafkasim.Kafkasim/CreatePartitions"
+METHOD_DESCRIBE_CLUSTER = "/kafkasim.Kafkasim/DescribeCluster"
+METHOD_DESCRIBE_CONFIGS = "/kafkasim.Kafkasim/DescribeConfigs"
+METHOD_ELECT_LEADERS = "/kafkasim.Kafkasim/ElectLeaders"
+
+# Replication: follower <-> leader.
+METHOD_REPLICA_FETCH = "/kafkasim.Replication/ReplicaFetch"
+METHOD_OFFSETS_FOR_LEADER_EPOCH = "/kafkasim.Replication/OffsetsForLeaderEpoch"
+
+# Controller: controller -> broker, and ControlledShutdown broker -> controller.
+METHOD_LEADER_AND_ISR = "/kafkasim.Controller/LeaderAndIsr"
+METHOD_UPDATE_METADATA = "/kafkasim.Controller/UpdateMetadata"
+METHOD_STOP_REPLICA = "/kafkasim.Controller/StopReplica"
+METHOD_CONTROLLED_SHUTDOWN = "/kafkasim.Controller/ControlledShutdown"
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    """One rpc of the contract, as both transports need it.
+
+    ``name`` is the full method name (``/package.Service/Method``); ``request_cls`` and
+    ``response_cls`` are the generated message classes used to (de)serialize.
+    """
+
+    name: str
+    request_cls: type[Message]
+    response_cls: type[Message]
+    client_streaming: bool
+    server_streaming: bool
+
+    @property
+    def service(self) -> str:
+        """``package.Service`` (what gRPC's generic handlers are keyed by)."""
+        return self.name.split("/")[1]
+
+    @property
+    def short_name(self) -> str:
+        """The bare method name (``Produce``)."""
+        return self.name.split("/")[2]
+
+    @property
+    def is_unary(self) -> bool:
+        return not self.client_streaming and not self.server_streaming
+
+    @property
+    def is_bidi_stream(self) -> bool:
+        return self.client_streaming and self.server_streaming
+
+    def check_request(self, message: Message) -> None:
+        """Sending the wrong message type is the caller's bug, not a transport fault."""
+        if not isinstance(message, self.request_cls):
+            raise TypeError(
+                f"{self.name} takes {self.request_cls.__name__}, got {type(message).__name__}"
+            )
+
+    def check_response(self, message: object) -> Message:
+        """A handler answering with the wrong type is a bug in the handler."""
+        if not isinstance(message, self.response_cls):
+            raise TypeError(
+                f"handler for {self.name} must answer {self.response_cls.__name__}, "
+                f"got {type(message).__name__}"
+            )
+        return message
+
+
+def _method_table() -> dict[str, MethodSpec]:
+    table: dict[str, MethodSpec] = {}
+    for service in kafkasim_pb2.DESCRIPTOR.services_by_name.values():
+        for method in service.methods:
+            name = f"/{service.full_name}/{method.name}"
+            table[name] = MethodSpec(
+                name=name,
+                request_cls=GetMessageClass(method.input_type),
+                response_cls=GetMessageClass(method.output_type),
+                client_streaming=method.client_streaming,
+                server_streaming=method.server_streaming,
+            )
+    return table
+
+
+METHODS: MappingProxyType[str, MethodSpec] = MappingProxyType(_method_table())
+"""Every rpc of ``kafkasim.proto`` keyed by full method name (read-only)."""
+
+
+def method_spec(name: str, *, streaming: bool) -> MethodSpec | None:
+    """The unary (or, with ``streaming``, bidirectional-stream) rpc called ``name``.
+
+    ``None`` when the contract has no such rpc of that kind: transports answer UNIMPLEMENTED.
+    """
+    spec = METHODS.get(name)
+    if spec is None or not (spec.is_bidi_stream if streaming else spec.is_unary):
+        return None
+    return spec
+
+
+def check_servable(unary: Iterable[str], streams: Iterable[str]) -> None:
+    """Every unary handler key is a unary rpc, every stream key a bidi rpc (``ValueError``)."""
+    for names, streaming in ((unary, False), (streams, True)):
+        for name in names:
+            if method_spec(name, streaming=streaming) is None:
+                kind = "bidirectional-stream" if streaming else "unary"
+                raise ValueError(f"cannot serve {name!r}: not a {kind} rpc of kafkasim.proto")
+
+
+__all__ = [
+    "METHODS",
+    "METHOD_CONTROLLED_SHUTDOWN",
+    "METHOD_CREATE_PARTITIONS",
+    "METHOD_CREATE_TOPICS",
+    "METHOD_DELETE_TOPICS",
+    "METHOD_DESCRIBE_CLUSTER",
+    "METHOD_DESCRIBE_CONFIGS",
+    "METHOD_ELECT_LEADERS",
+    "METHOD_FETCH",
+    "METHOD_LEADER_AND_ISR",
+    "METHOD_LIST_OFFSETS",
+    "METHOD_METADATA",
+    "METHOD_OFFSETS_FOR_LEADER_EPOCH",
+    "METHOD_PRODUCE",
+    "METHOD_REPLICA_FETCH",
+    "METHOD_STOP_REPLICA",
+    "METHOD_UPDATE_METADATA",
+    "MethodSpec",
+    "check_servable",
+    "kafkasim_pb2",
+    "method_spec",
+]

@@ -1,0 +1,304 @@
+"""A deterministic virtual-time asyncio event loop for the simulation.
+
+Theory of operation
+-------------------
+asyncio's loop runs ready callbacks, then asks its selector for IO events, waiting at most until
+the next timer. :class:`VirtualTimeLoop` swaps both ends of that:
+
+1. ``time()`` reads a virtual clock that starts at ``start_time`` (0.0 by default) and only moves
+   when the loop is idle. Running callbacks takes no virtual time.
+2. The selector never blocks and never reports IO. Asked to wait ``t`` seconds (nothing ready,
+   next timer ``t`` away), it advances the clock by ``t`` instead, so the timer is due at once.
+3. Asked to wait forever (nothing ready, no timer, ``run_until_complete`` not done) it raises
+   :class:`SimulationDeadlock`, naming every pending task and what it waits for: nothing can
+   ever wake them, since in a simulation no IO or thread does.
+4. No real IO: after construction the selector refuses to watch any file descriptor (only the
+   loop's own self-pipe, registered during ``__init__``, is allowed), and ``run_in_executor``
+   (hence ``getaddrinfo``, ``asyncio.to_thread``) raises — threads are not deterministic.
+
+Determinism: the same program gives the same sequence of callbacks at the same virtual times on
+every run — asyncio runs ready callbacks in FIFO order and timers by time, and nothing outside
+the program feeds the loop. What the program itself must avoid: iterating sets of objects
+(hash by address) or of strings (``PYTHONHASHSEED``) where order matters (``asyncio.wait``
+returns sets), reading the wall clock, unseeded randomness, and dropping async generators
+without closing them (their finalizers run when the garbage collector decides).
+
+Error tree::
+
+    KafkasimError
+    └── SimulationError              the simulation runtime cannot go on
+        ├── SimulationDeadlock           nothing ready, no timer, the main coroutine not done
+        └── SimulationTimeLimitError  virtual time would pass ``time_limit_s``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import logging
+import math
+import selectors
+import weakref
+from collections.abc import Callable, Coroutine, Generator, Mapping
+from typing import Any, TypeVar, TypeVarTuple
+
+from common.errors import KafkasimError
+
+_log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
+
+_PENDING_TASKS_REPORTED_MAX = 20
+
+
+class SimulationError(KafkasimError):
+    """The simulation runtime cannot go on (a bug in the simulated program or its set-up)."""
+
+
+class SimulationDeadlock(SimulationError):  # noqa: N818 -- the name the design uses
+    """Nothing is ready and no timer is set, yet the main coroutine has not finished."""
+
+
+class SimulationTimeLimitError(SimulationError):
+    """Virtual time would pass the loop's ``time_limit_s`` (a livelock, or a too-long run)."""
+
+
+class _VirtualSelector(selectors.BaseSelector):
+    """A selector that reports no IO and turns every wait into a jump of virtual time.
+
+    ``on_wait(timeout)`` is called instead of blocking: ``timeout`` is seconds until the next
+    timer, 0 when callbacks are ready, ``None`` when the loop has nothing left to wait for.
+    """
+
+    def __init__(self, on_wait: Callable[[float | None], None]) -> None:
+        self._on_wait = on_wait
+        self._keys: dict[int, selectors.SelectorKey] = {}
+        self._sealed = False
+
+    def seal(self) -> None:
+        """From now on refuse new registrations: the simulation does no real IO."""
+        self._sealed = True
+
+    @staticmethod
+    def _fd(fileobj: Any) -> int:
+        fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
+        if not isinstance(fd, int) or fd < 0:
+            raise ValueError(f"invalid file object {fileobj!r}")
+        return fd
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        fd = self._fd(fileobj)
+        if self._sealed:
+            raise SimulationError(
+                f"real IO in the simulation: something tried to watch {fileobj!r} (fd {fd}); "
+                "use SimNetwork and the simulated stores instead of sockets and files"
+            )
+        if fd in self._keys:
+            raise KeyError(f"{fileobj!r} (fd {fd}) is already registered")
+        key = selectors.SelectorKey(fileobj, fd, events, data)
+        self._keys[fd] = key
+        return key
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._keys.pop(self._fd(fileobj))
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        key = self._keys[self._fd(fileobj)]
+        key = key._replace(events=events, data=data)
+        self._keys[key.fd] = key
+        return key
+
+    def get_key(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._keys[self._fd(fileobj)]
+
+    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
+        return self._keys
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        self._on_wait(timeout)
+        return []
+
+    def close(self) -> None:
+        self._keys.clear()
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An asyncio loop on virtual time that never blocks (see the module doc).
+
+    Invariants: ``time()`` never decreases and changes only between iterations of the loop,
+    by exactly the wait the loop asked for; no file descriptor other than the loop's own
+    self-pipe is ever watched. Not thread-safe (no event loop is).
+    """
+
+    def __init__(self, start_time: float = 0.0, *, time_limit_s: float | None = None) -> None:
+        self._now = float(start_time)
+        self._time_limit_s = time_limit_s
+        # Creation order of tasks, for reports and for a teardown in a reproducible order
+        # (asyncio.all_tasks() is a set).
+        self._tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], None] = (
+            weakref.WeakKeyDictionary()
+        )
+        selector = _VirtualSelector(self._on_idle)
+        super().__init__(selector)
+        selector.seal()
+        # Checked after the base init: a half-built loop would fail again in __del__.
+        if not math.isfinite(start_time) or (
+            time_limit_s is not None and time_limit_s < start_time
+        ):
+            self.close()
+            raise ValueError(
+                f"need a finite start_time and time_limit_s >= start_time, "
+                f"got {start_time} and {time_limit_s}"
+            )
+
+    def time(self) -> float:
+        """Virtual seconds; only the loop moves them."""
+        return self._now
+
+    @property
+    def time_limit_s(self) -> float | None:
+        return self._time_limit_s
+
+    @time_limit_s.setter
+    def time_limit_s(self, value: float | None) -> None:
+        self._time_limit_s = value
+
+    def _on_idle(self, timeout: float | None) -> None:
+        if timeout is None:
+            raise SimulationDeadlock(self._deadlock_report())
+        if timeout <= 0:
+            return
+        now = self._now + timeout
+        if self._time_limit_s is not None and now > self._time_limit_s:
+            raise SimulationTimeLimitError(
+                f"virtual time would reach {now:.6f} s, past the limit of "
+                f"{self._time_limit_s:.6f} s; {len(self.pending_tasks())} task(s) pending"
+            )
+        self._now = now
+
+    def create_task(
+        self,
+        coro: Coroutine[Any, Any, _T] | Generator[Any, None, _T],
+        *,
+        name: object = None,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Task[_T]:
+        task = super().create_task(coro, name=name, context=context)
+        self._tasks[task] = None
+        return task
+
+    def pending_tasks(self) -> list[asyncio.Task[Any]]:
+        """Tasks not done yet, oldest first."""
+        return [task for task in list(self._tasks) if not task.done()]
+
+    def run_in_executor(
+        self,
+        executor: concurrent.futures.Executor | None,
+        func: Callable[[*_Ts], _T],
+        *args: *_Ts,
+    ) -> asyncio.Future[_T]:
+        raise SimulationError(
+            f"run_in_executor({func!r}) in the simulation: threads are not deterministic"
+        )
+
+    def _deadlock_report(self) -> str:
+        pending = self.pending_tasks()
+        lines = [
+            f"simulation deadlock at virtual time {self._now:.6f} s: nothing is ready, no timer "
+            f"is set, and {len(pending)} task(s) wait forever:"
+        ]
+        lines += [f"  {task!r}" for task in pending[:_PENDING_TASKS_REPORTED_MAX]]
+        if len(pending) > _PENDING_TASKS_REPORTED_MAX:
+            lines.append(f"  ... and {len(pending) - _PENDING_TASKS_REPORTED_MAX} more")
+        return "\n".join(lines)
+
+    def cancel_pending_tasks(self) -> None:
+        """Cancel every pending task, oldest first, and run the loop until they are done.
+
+        Time limits do not apply to this teardown. Raises :class:`SimulationDeadlock` if a task
+        swallows its cancellation and then waits forever.
+        """
+        pending = self.pending_tasks()
+        if not pending:
+            return
+        for task in pending:
+            task.cancel()
+        limit, self._time_limit_s = self._time_limit_s, None
+        try:
+            self.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        finally:
+            self._time_limit_s = limit
+        for task in pending:
+            if not task.cancelled() and task.exception() is not None:
+                self.call_exception_handler(
+                    {
+                        "message": "unhandled exception in a task during simulation teardown",
+                        "exception": task.exception(),
+                        "task": task,
+                    }
+                )
+
+
+class VirtualClock:
+    """``common.clock.Clock`` read from an event loop's (virtual) time.
+
+    ``monotonic_ms`` is loop time in whole milliseconds, ``time_ms`` adds ``epoch_ms``. Loop time
+    is rounded to the microsecond before flooring to the millisecond, so binary float noise
+    (``1.001 * 1000 == 1000.9999999999999``) cannot lose a millisecond. Both only grow.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, epoch_ms: int = 1_700_000_000_000) -> None:
+        self._loop = loop
+        self._epoch_ms = epoch_ms
+
+    def monotonic_ms(self) -> int:
+        return round(self._loop.time() * 1_000_000) // 1_000
+
+    def time_ms(self) -> int:
+        return self._epoch_ms + self.monotonic_ms()
+
+
+def _close(loop: VirtualTimeLoop, *, raise_errors: bool) -> None:
+    """Cancel what is left, finish async generators, close the loop.
+
+    With ``raise_errors`` false (the run already failed) teardown errors are logged, so they do
+    not hide the run's own exception.
+    """
+    try:
+        loop.cancel_pending_tasks()
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    except Exception:
+        if raise_errors:
+            raise
+        _log.exception("simulation teardown failed after the run had failed")
+    finally:
+        loop.close()
+
+
+def run_simulation(
+    main: Coroutine[Any, Any, _T],
+    *,
+    start_time: float = 0.0,
+    time_limit_s: float | None = None,
+) -> _T:
+    """Run ``main`` on a fresh :class:`VirtualTimeLoop` and return its result.
+
+    Like ``asyncio.run``: afterwards every task still pending is cancelled (oldest first),
+    async generators are closed and the loop is closed. Raises :class:`SimulationDeadlock` if
+    the program can make no more progress and :class:`SimulationTimeLimitError` if virtual
+    time would pass ``time_limit_s`` (absolute, on the loop's clock).
+    """
+    try:
+        loop = VirtualTimeLoop(start_time, time_limit_s=time_limit_s)
+    except BaseException:
+        main.close()
+        raise
+    try:
+        result = loop.run_until_complete(main)
+    except BaseException:
+        _close(loop, raise_errors=False)
+        raise
+    _close(loop, raise_errors=True)
+    return result

@@ -1,0 +1,827 @@
+"""SimNetwork: the Rpc port in memory, on the virtual-time loop, with seeded faults.
+
+Theory of operation
+-------------------
+Every node owns one or more transports (:class:`SimTransport`) named by the node. A server
+started through a transport binds an address (``host:port`` is only a name here; port 0 gets a
+unique fake port) and the address maps to that node, so faults apply to nodes in both directions.
+
+1. **Messages are bytes on the wire.** A request, a response and every stream message is
+   serialized when sent and parsed when delivered, so nodes never share a message object —
+   exactly as over gRPC.
+2. **Each message is one hop**: it leaves at once and arrives ``latency_ms ± jitter_ms`` later
+   (seeded). It is dropped if the link is cut when it is sent or when it arrives, or by the loss
+   roll (``set_loss``). A node always reaches itself, without loss.
+3. **Unary calls are independent messages**, so concurrent calls may overtake one another. A
+   lost request or response looks like a real partition to the caller: DEADLINE_EXCEEDED when
+   ``timeout_s`` passes. The server gives up at the same deadline (gRPC propagates deadlines):
+   the handler is cancelled.
+4. **A stream is two ordered pipes** (client to server, server to client): messages on one pipe
+   arrive in the order sent, independent streams may interleave. A stream message is never
+   dropped on its own — that would break the ordering — so a loss, or a cut link on its path,
+   dooms the stream instead: nothing more is delivered on it and, ``break_detection_ms`` later,
+   the client sees UNAVAILABLE and the server's handler is cancelled. Cutting a link
+   (``isolate``, ``partition``, ``one_way``) dooms every open stream crossing it, even if it is
+   healed before the break is detected.
+5. **All randomness comes from the ``rng`` given**, drawn in event order on a deterministic loop,
+   so a seed replays the same deliveries, losses and delays. Node names are only compared,
+   never iterated from a set.
+
+What a fault looks like to the caller (every one an :class:`~common.rpc.RpcError`)::
+
+    nothing listens on the target (never bound, stopped)  UNAVAILABLE after one round trip
+    request or response lost, target cut off               DEADLINE_EXCEEDED at timeout_s
+    server stopped or crashed during a call or stream      UNAVAILABLE one hop later
+    stream doomed by a cut link or a loss                  UNAVAILABLE after break_detection_ms
+    stream ended by the server's handler returning         CANCELLED (after its messages)
+    handler raised (logged with traceback)                 INTERNAL (after its messages)
+    our own stream or transport closed, our node crashed   CANCELLED at once
+    no such method (on that server / in the contract)      UNIMPLEMENTED
+
+Buffers are unbounded: a sender is never slowed down by a slow receiver (``send`` only yields
+to the loop once). Not thread-safe: everything runs on the one loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import random
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from google.protobuf.message import Message
+
+from common.rpc import RpcError, RpcStatus, StreamHandler, UnaryHandler
+from proto import MethodSpec, check_servable, method_spec
+
+_log = logging.getLogger(__name__)
+
+_FIRST_FAKE_PORT = 30_000
+
+
+@dataclass(slots=True)
+class SimNetworkStats:
+    """Messages (requests, responses, stream frames) put on the wire so far."""
+
+    sent: int = 0
+    delivered: int = 0
+    dropped: int = 0
+
+
+def _spec(method: str, *, streaming: bool) -> MethodSpec:
+    spec = method_spec(method, streaming=streaming)
+    if spec is None:
+        kind = "bidirectional-stream" if streaming else "unary"
+        raise RpcError(RpcStatus.UNIMPLEMENTED, f"{method} is not a {kind} rpc of kafkasim.proto")
+    return spec
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a future's exception as seen (its waiter may have been cancelled meanwhile)."""
+    if not future.cancelled():
+        future.exception()
+
+
+class SimNetwork:
+    """The simulated network between named nodes: delivery, latency, loss and cut links.
+
+    Fault controls take effect at once and are deterministic; see the module doc for what each
+    looks like to callers. ``partition`` groups are sides: nodes on different sides cannot talk;
+    a node in no group keeps every link.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        rng: random.Random,
+        *,
+        latency_ms: float = 0.5,
+        jitter_ms: float = 0.1,
+        break_detection_ms: float = 1_000.0,
+    ) -> None:
+        self.loop = loop
+        self._rng = rng
+        self._latency_ms = 0.0
+        self._jitter_ms = 0.0
+        self.set_latency(latency_ms, jitter_ms)
+        if break_detection_ms < 0:
+            raise ValueError(f"break_detection_ms must be >= 0, got {break_detection_ms}")
+        self._break_detection_s = break_detection_ms / 1000
+        self._loss = 0.0
+        self.stats = SimNetworkStats()
+        # Cut links.
+        self._isolated: set[str] = set()
+        self._sides: list[frozenset[str]] = []
+        self._one_way: set[tuple[str, str]] = set()
+        # Endpoints. Dicts, not sets: iteration order must not depend on hashing.
+        self._servers: dict[str, SimServer] = {}
+        self._address_node: dict[str, str] = {}
+        self._next_port = _FIRST_FAKE_PORT
+        self._transports: dict[SimTransport, None] = {}
+        self._streams: dict[_SimStream, None] = {}
+
+    # ------------------------------------------------------------ fault controls
+
+    def isolate(self, node: str) -> None:
+        """Cut every link of ``node`` (both directions) until ``heal(node)``/``heal_all()``."""
+        self._isolated.add(node)
+        self._doom_cut_streams()
+
+    def heal(self, node: str) -> None:
+        """Restore every link of ``node``: not isolated, in no partition side, no one-way cut."""
+        self._isolated.discard(node)
+        self._one_way = {pair for pair in self._one_way if node not in pair}
+        self._sides = [side - {node} for side in self._sides if side - {node}]
+
+    def partition(self, groups: list[set[str]]) -> None:
+        """Split brain: nodes in different groups cannot talk (replaces any earlier partition)."""
+        sides = [frozenset(group) for group in groups]
+        seen: set[str] = set()
+        for side in sides:
+            if not side:
+                raise ValueError("a partition group cannot be empty")
+            if seen & side:
+                raise ValueError(f"a node is in two partition groups: {sorted(seen & side)}")
+            seen |= side
+        self._sides = sides
+        self._doom_cut_streams()
+
+    def one_way(self, src: str, dst: str) -> None:
+        """Drop everything ``src`` sends to ``dst``; ``dst`` to ``src`` still flows."""
+        if src == dst:
+            raise ValueError(f"a node cannot be cut from itself: {src}")
+        self._one_way.add((src, dst))
+        self._doom_cut_streams()
+
+    def heal_all(self) -> None:
+        """Remove every isolation, partition and one-way cut (loss and latency stay)."""
+        self._isolated.clear()
+        self._sides = []
+        self._one_way.clear()
+
+    def set_loss(self, probability: float) -> None:
+        """Each message is lost with this probability (0 to 1)."""
+        if not 0.0 <= probability <= 1.0:
+            raise ValueError(f"loss probability must be in [0, 1], got {probability}")
+        self._loss = probability
+
+    def set_latency(self, base_ms: float, jitter_ms: float = 0.0) -> None:
+        """One hop takes ``base_ms`` plus a uniform draw in ``±jitter_ms`` (never below 0)."""
+        if base_ms < 0 or jitter_ms < 0:
+            raise ValueError(f"latency must be >= 0, got base {base_ms} ms ± {jitter_ms} ms")
+        self._latency_ms = base_ms
+        self._jitter_ms = jitter_ms
+
+    def crash(self, node: str) -> None:
+        """``node``'s process dies (kill -9): nothing of it answers any more.
+
+        Its servers stop at once (their callers and stream peers see UNAVAILABLE one hop later);
+        its transports close: its own pending calls and streams fail with CANCELLED at once and
+        the servers of its streams see them go one hop later. A restarted node makes a new
+        :class:`SimTransport` (the old ones stay closed) and binds its servers again.
+        """
+        for server in list(self._servers.values()):
+            if server.node == node:
+                server.halt()
+        for transport in list(self._transports):
+            if transport.node == node:
+                transport.crash()
+
+    # ------------------------------------------------------------ topology
+
+    def node_of(self, address: str) -> str:
+        """The node that last bound ``address``; an unknown address is its own node."""
+        return self._address_node.get(address, address)
+
+    def reachable(self, src: str, dst: str) -> bool:
+        """Whether a message from node ``src`` to node ``dst`` can get through now."""
+        if src == dst:
+            return True
+        if src in self._isolated or dst in self._isolated:
+            return False
+        if (src, dst) in self._one_way:
+            return False
+        side_src = self._side(src)
+        side_dst = self._side(dst)
+        return side_src is None or side_dst is None or side_src == side_dst
+
+    def _side(self, node: str) -> int | None:
+        for index, side in enumerate(self._sides):
+            if node in side:
+                return index
+        return None
+
+    def _doom_cut_streams(self) -> None:
+        for stream in list(self._streams):
+            if not stream.path_open():
+                stream.doom()
+
+    # ------------------------------------------------------------ delivery
+
+    def _delay_s(self) -> float:
+        jitter = self._rng.uniform(-self._jitter_ms, self._jitter_ms) if self._jitter_ms else 0.0
+        return max(0.0, self._latency_ms + jitter) / 1000
+
+    def _leaves(self, src: str, dst: str) -> bool:
+        """Count a message sent; False if it is dropped at once (cut link or loss roll)."""
+        self.stats.sent += 1
+        # Loopback (a node to itself) neither loses nor is cut.
+        lost = src != dst and self._loss > 0.0 and self._rng.random() < self._loss
+        if lost or not self.reachable(src, dst):
+            self.stats.dropped += 1
+            return False
+        return True
+
+    def _arrives(self, src: str, dst: str) -> bool:
+        """Count a message delivered; False if the link was cut while it travelled."""
+        if not self.reachable(src, dst):
+            self.stats.dropped += 1
+            return False
+        self.stats.delivered += 1
+        return True
+
+    def send(self, src: str, dst: str, deliver: Callable[[], object]) -> None:
+        """One independent message from node ``src`` to node ``dst``: ``deliver`` on arrival."""
+        if not self._leaves(src, dst):
+            return
+        self.loop.call_later(self._delay_s(), self._arrive, src, dst, deliver)
+
+    def _arrive(self, src: str, dst: str, deliver: Callable[[], object]) -> None:
+        if self._arrives(src, dst):
+            deliver()
+
+    # ------------------------------------------------------------ registry
+
+    def _bind(self, server: SimServer, address: str) -> str:
+        host, _, port = address.rpartition(":")
+        if not host or not port:
+            raise ValueError(f"address must be host:port, got {address!r}")
+        if port == "0":
+            address = f"{host}:{self._next_port}"
+            self._next_port += 1
+        if address in self._servers:
+            raise OSError(f"address already in use: {address}")
+        self._servers[address] = server
+        self._address_node[address] = server.node
+        return address
+
+    def _unbind(self, server: SimServer) -> None:
+        if self._servers.get(server.address) is server:
+            del self._servers[server.address]
+
+    def _server_at(self, address: str) -> SimServer | None:
+        return self._servers.get(address)
+
+
+# ---------------------------------------------------------------- unary calls
+
+
+@dataclass(eq=False, slots=True)
+class _UnaryCall:
+    """One unary call in flight. The future gets the response bytes or an RpcError."""
+
+    src: str
+    target: str
+    spec: MethodSpec
+    payload: bytes
+    deadline: float
+    future: asyncio.Future[bytes]
+    dst: str = ""
+    task: asyncio.Task[None] | None = None
+
+    def resolve(self, outcome: bytes | RpcError) -> None:
+        if self.future.done():
+            return
+        if isinstance(outcome, RpcError):
+            self.future.set_exception(outcome)
+        else:
+            self.future.set_result(outcome)
+
+
+# ---------------------------------------------------------------- streams
+
+
+@dataclass(frozen=True, slots=True)
+class _Open:
+    """First frame client to server: the call itself."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Data:
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class _End:
+    """Last frame: client to server it cancels the handler; server to client it ends the stream."""
+
+    error: RpcError
+
+
+_Frame: TypeAlias = _Open | _Data | _End
+
+
+class _Inbox:
+    """Delivered messages of one stream end, then possibly a terminal error."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: deque[Message] = deque()
+        self._error: RpcError | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    @property
+    def error(self) -> RpcError | None:
+        return self._error
+
+    def push(self, message: Message) -> None:
+        if self._error is None:
+            self._items.append(message)
+            self._wake()
+
+    def fail(self, error: RpcError, *, drop_queued: bool = False) -> None:
+        if self._error is None:
+            self._error = error
+            if drop_queued:
+                self._items.clear()
+            self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def get(self, timeout_s: float | None) -> Message:
+        """The next message; queued messages come before the terminal error."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                while not self._items:
+                    if self._error is not None:
+                        raise RpcError(self._error.status, self._error.message)
+                    self._waiter = self._loop.create_future()
+                    try:
+                        await self._waiter
+                    finally:
+                        self._waiter = None
+        except TimeoutError:
+            raise RpcError(
+                RpcStatus.DEADLINE_EXCEEDED, f"no message within {timeout_s} s"
+            ) from None
+        return self._items.popleft()
+
+
+class _Requests:
+    """The server handler's view of the requests: an endless async iterator."""
+
+    def __init__(self, inbox: _Inbox) -> None:
+        self._inbox = inbox
+
+    def __aiter__(self) -> _Requests:
+        return self
+
+    async def __anext__(self) -> Message:
+        return await self._inbox.get(None)
+
+
+class _Pipe:
+    """One direction of a stream: frames arrive in the order sent, or the stream is doomed."""
+
+    def __init__(
+        self,
+        stream: _SimStream,
+        ends: Callable[[], tuple[str, str]],
+        on_frame: Callable[[_Frame], None],
+    ) -> None:
+        self._stream = stream
+        self._network = stream.network
+        self._ends = ends
+        self._on_frame = on_frame
+        self._queue: deque[tuple[float, _Frame]] = deque()
+        self._last_arrival = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    def put(self, frame: _Frame) -> None:
+        if self._closed:
+            return
+        src, dst = self._ends()
+        if not self._network._leaves(src, dst):
+            self._stream.doom()
+            return
+        loop = self._network.loop
+        # Never before the previous frame: equal times on the loop's heap have no fixed order.
+        arrival = max(loop.time() + self._network._delay_s(), self._last_arrival)
+        self._last_arrival = arrival
+        self._queue.append((arrival, frame))
+        if self._timer is None:
+            self._timer = loop.call_at(arrival, self._flush)
+
+    def _flush(self) -> None:
+        self._timer = None
+        now = self._network.loop.time()
+        while self._queue and self._queue[0][0] <= now and not self._closed:
+            _, frame = self._queue.popleft()
+            src, dst = self._ends()
+            if not self._network._arrives(src, dst):
+                self._stream.doom()
+                return
+            self._on_frame(frame)
+        if self._queue and not self._closed:
+            self._timer = self._network.loop.call_at(self._queue[0][0], self._flush)
+
+    def close(self) -> None:
+        """Deliver nothing more (the frames in flight are lost)."""
+        self._closed = True
+        self._queue.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+class _SimStream:
+    """Both ends of one bidirectional stream and the two pipes between them."""
+
+    def __init__(
+        self, network: SimNetwork, transport: SimTransport, target: str, spec: MethodSpec
+    ) -> None:
+        self.network = network
+        self.transport = transport
+        self.target = target
+        self.spec = spec
+        self.client_node = transport.node
+        self.server_node = network.node_of(target)
+        loop = network.loop
+        self.client_inbox = _Inbox(loop)
+        self.server_inbox = _Inbox(loop)
+        self.to_server = _Pipe(self, lambda: (self.client_node, self.server_node), self._at_server)
+        self.to_client = _Pipe(self, lambda: (self.server_node, self.client_node), self._at_client)
+        self.server: SimServer | None = None
+        self.handler_task: asyncio.Task[None] | None = None
+        self.client_done = False
+        self.server_done = False
+        self._doomed = False
+
+    def path_open(self) -> bool:
+        return self.network.reachable(
+            self.client_node, self.server_node
+        ) and self.network.reachable(self.server_node, self.client_node)
+
+    # -- server end
+
+    def _at_server(self, frame: _Frame) -> None:
+        if self.server_done:
+            return
+        if isinstance(frame, _Open):
+            self._open_at_server()
+        elif isinstance(frame, _Data):
+            self.server_inbox.push(self.spec.request_cls.FromString(frame.payload))
+        else:
+            self.end_server()
+
+    def _open_at_server(self) -> None:
+        server = self.network._server_at(self.target)
+        if server is None or not server.serving:
+            self.server_done = True
+            self.to_client.put(
+                _End(RpcError(RpcStatus.UNAVAILABLE, f"connection refused by {self.target}"))
+            )
+            return
+        handler = server.streams.get(self.spec.name)
+        if handler is None:
+            self.server_done = True
+            self.to_client.put(
+                _End(
+                    RpcError(
+                        RpcStatus.UNIMPLEMENTED, f"{self.target} does not serve {self.spec.name}"
+                    )
+                )
+            )
+            return
+        self.server = server
+        self.server_node = server.node
+        self.handler_task = self.network.loop.create_task(
+            self._serve(handler),
+            name=f"sim-stream {server.node} {self.spec.short_name} <- {self.client_node}",
+        )
+        server.open_streams[self] = None
+
+    async def _serve(self, handler: StreamHandler) -> None:
+        responses = handler(_Requests(self.server_inbox))
+        end: RpcError
+        try:
+            async for response in responses:
+                self.spec.check_response(response)
+                self.to_client.put(_Data(response.SerializeToString()))
+        except Exception as exc:
+            _log.exception("stream handler for %s raised; the caller gets INTERNAL", self.spec.name)
+            end = RpcError(RpcStatus.INTERNAL, f"{type(exc).__name__}: {exc}")
+        else:
+            end = RpcError(RpcStatus.CANCELLED, "stream ended by the server")
+        finally:
+            aclose = getattr(responses, "aclose", None)
+            if aclose is not None:
+                await aclose()
+            if self.server is not None:
+                self.server.open_streams.pop(self, None)
+        self.server_done = True
+        self.to_client.put(_End(end))
+        self._forget_if_done()
+
+    def end_server(self) -> None:
+        """The server end goes: its handler is cancelled (no frame is sent for it)."""
+        self.server_done = True
+        if self.handler_task is not None:
+            self.handler_task.cancel()
+        if self.server is not None:
+            self.server.open_streams.pop(self, None)
+        self._forget_if_done()
+
+    # -- client end
+
+    def _at_client(self, frame: _Frame) -> None:
+        if self.client_done:
+            return
+        if isinstance(frame, _Data):
+            self.client_inbox.push(self.spec.response_cls.FromString(frame.payload))
+        elif isinstance(frame, _End):
+            self.end_client(frame.error)
+
+    def end_client(self, error: RpcError, *, drop_queued: bool = False) -> None:
+        self.client_done = True
+        self.client_inbox.fail(error, drop_queued=drop_queued)
+        self.transport._forget_stream(self)
+        self._forget_if_done()
+
+    # -- both
+
+    def doom(self, after_s: float | None = None) -> None:
+        """A frame was lost or the path is cut: deliver nothing more; break both ends
+        ``after_s`` later (default: the network's break detection delay)."""
+        if self._doomed:
+            return
+        self._doomed = True
+        self.to_server.close()
+        self.to_client.close()
+        delay_s = self.network._break_detection_s if after_s is None else after_s
+        self.network.loop.call_later(delay_s, self._break)
+
+    def _break(self) -> None:
+        if not self.client_done:
+            self.end_client(RpcError(RpcStatus.UNAVAILABLE, f"connection to {self.target} lost"))
+        if not self.server_done:
+            self.end_server()
+
+    def _forget_if_done(self) -> None:
+        if self.client_done and self.server_done:
+            self.network._streams.pop(self, None)
+
+
+class SimBidiStream:
+    """The client end of a simulated stream; implements ``common.rpc.BidiStream``."""
+
+    def __init__(self, stream: _SimStream) -> None:
+        self._stream = stream
+        self._closed = False
+
+    async def send(self, message: Message) -> None:
+        """Queue a message to the server; RpcError once the stream has ended or broken.
+
+        A message sent on a doomed stream (whose break is not detected yet) is silently lost.
+        """
+        self._stream.spec.check_request(message)
+        if self._closed:
+            raise RpcError(RpcStatus.CANCELLED, "stream closed")
+        error = self._stream.client_inbox.error
+        if error is not None:
+            raise RpcError(error.status, error.message)
+        self._stream.to_server.put(_Data(message.SerializeToString()))
+        await asyncio.sleep(0)  # a send is a scheduling point, as over gRPC
+
+    async def recv(self, timeout_s: float | None = None) -> Message:
+        """The next message; DEADLINE_EXCEEDED after ``timeout_s`` leaves the stream usable."""
+        if self._closed:
+            raise RpcError(RpcStatus.CANCELLED, "stream closed")
+        return await self._stream.client_inbox.get(timeout_s)
+
+    async def close(self) -> None:
+        """Cancel the stream (idempotent); the server's handler is cancelled one hop later."""
+        if self._closed:
+            return
+        self._closed = True
+        stream = self._stream
+        if not stream.client_done:
+            stream.end_client(RpcError(RpcStatus.CANCELLED, "stream closed"), drop_queued=True)
+            stream.to_server.put(_End(RpcError(RpcStatus.CANCELLED, "stream closed")))
+
+
+# ---------------------------------------------------------------- server and transport
+
+
+class SimServer:
+    """A server bound on the simulated network; implements ``common.rpc.RpcServer``.
+
+    ``start()`` binds (port 0 picks a fresh fake port; an address bound by a running server is
+    ``OSError``); ``stop(grace_s)`` unbinds at once, lets running handlers finish for up to
+    ``grace_s`` virtual seconds, then cancels them: their callers and stream peers see
+    UNAVAILABLE one hop later. A stopped server cannot be started again.
+    """
+
+    def __init__(
+        self,
+        network: SimNetwork,
+        node: str,
+        address: str,
+        unary: Mapping[str, UnaryHandler],
+        streams: Mapping[str, StreamHandler],
+    ) -> None:
+        check_servable(unary, streams)
+        self.network = network
+        self.node = node
+        self._address = address
+        self.unary = dict(unary)
+        self.streams = dict(streams)
+        self.serving = False
+        self._used = False
+        self.calls: dict[_UnaryCall, None] = {}
+        self.open_streams: dict[_SimStream, None] = {}
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    async def start(self) -> None:
+        if self._used:
+            raise RuntimeError(f"server {self._address} was already started")
+        self._used = True
+        self._address = self.network._bind(self, self._address)
+        self.serving = True
+
+    async def stop(self, grace_s: float = 0.0) -> None:
+        self._used = True
+        if not self.serving:
+            return
+        self.serving = False
+        self.network._unbind(self)
+        running = [call.task for call in self.calls if call.task is not None]
+        running += [s.handler_task for s in self.open_streams if s.handler_task is not None]
+        if grace_s > 0 and running:
+            await asyncio.wait(running, timeout=grace_s)
+        self.halt()
+
+    def halt(self) -> None:
+        """Stop now: cancel every handler; callers and stream peers get UNAVAILABLE."""
+        self.serving = False
+        self.network._unbind(self)
+        gone = RpcError(RpcStatus.UNAVAILABLE, f"server {self._address} stopped")
+        for call in list(self.calls):
+            if call.task is not None:
+                call.task.cancel()
+            self.network.send(self.node, call.src, functools.partial(call.resolve, gone))
+        self.calls.clear()
+        for stream in list(self.open_streams):
+            stream.end_server()
+            stream.to_client.put(_End(gone))
+        self.open_streams.clear()
+
+    def _receive(self, call: _UnaryCall) -> None:
+        """A request arrived: run its handler until done or the call's deadline."""
+        network = self.network
+        handler = self.unary.get(call.spec.name)
+        if handler is None:
+            error = RpcError(
+                RpcStatus.UNIMPLEMENTED, f"{self._address} does not serve {call.spec.name}"
+            )
+            network.send(self.node, call.src, lambda: call.resolve(error))
+            return
+        request = call.spec.request_cls.FromString(call.payload)
+        task = network.loop.create_task(
+            self._handle(call, handler, request),
+            name=f"sim-call {self.node} {call.spec.short_name} <- {call.src}",
+        )
+        call.task = task
+        self.calls[call] = None
+        # gRPC sends the deadline with the call: the server gives up at the same instant.
+        deadline = network.loop.call_at(call.deadline, task.cancel)
+        task.add_done_callback(lambda _: deadline.cancel())
+
+    async def _handle(self, call: _UnaryCall, handler: UnaryHandler, request: Message) -> None:
+        outcome: bytes | RpcError
+        try:
+            outcome = call.spec.check_response(await handler(request)).SerializeToString()
+        except Exception as exc:
+            _log.exception("handler for %s raised; the caller gets INTERNAL", call.spec.name)
+            outcome = RpcError(RpcStatus.INTERNAL, f"{type(exc).__name__}: {exc}")
+        finally:
+            self.calls.pop(call, None)
+        self.network.send(self.node, call.src, lambda: call.resolve(outcome))
+
+
+class SimTransport:
+    """One node's access to a :class:`SimNetwork`; implements ``common.rpc.Transport``."""
+
+    def __init__(self, network: SimNetwork, node: str) -> None:
+        self._network = network
+        self.node = node
+        self._closed = False
+        self._calls: dict[_UnaryCall, None] = {}
+        self._streams: dict[_SimStream, SimBidiStream] = {}
+        network._transports[self] = None
+
+    def server(
+        self,
+        address: str,
+        unary: Mapping[str, UnaryHandler],
+        streams: Mapping[str, StreamHandler],
+    ) -> SimServer:
+        """A server of this node (``ValueError`` for a method not in the contract)."""
+        return SimServer(self._network, self.node, address, unary, streams)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RpcError(RpcStatus.CANCELLED, f"transport of {self.node} closed")
+
+    async def call(
+        self, target: str, method: str, request: Message, *, timeout_s: float
+    ) -> Message:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self._check_open()
+        spec = _spec(method, streaming=False)
+        spec.check_request(request)
+        network = self._network
+        loop = network.loop
+        call = _UnaryCall(
+            src=self.node,
+            target=target,
+            spec=spec,
+            payload=request.SerializeToString(),
+            deadline=loop.time() + timeout_s,
+            future=loop.create_future(),
+            dst=network.node_of(target),
+        )
+        call.future.add_done_callback(_retrieve)
+        self._calls[call] = None
+        network.send(self.node, call.dst, lambda: self._deliver(call))
+        try:
+            async with asyncio.timeout(timeout_s):
+                payload = await call.future
+        except TimeoutError:
+            raise RpcError(
+                RpcStatus.DEADLINE_EXCEEDED, f"{method} to {target}: no answer in {timeout_s} s"
+            ) from None
+        finally:
+            self._calls.pop(call, None)
+            if call.task is not None and not call.task.done():
+                # The caller went away: the server hears of it one hop later (an RST_STREAM).
+                network.send(self.node, call.dst, call.task.cancel)
+        return spec.response_cls.FromString(payload)
+
+    def _deliver(self, call: _UnaryCall) -> None:
+        network = self._network
+        server = network._server_at(call.target)
+        if server is None or not server.serving:
+            refused = RpcError(RpcStatus.UNAVAILABLE, f"connection refused by {call.target}")
+            network.send(call.dst, call.src, lambda: call.resolve(refused))
+            return
+        call.dst = server.node
+        server._receive(call)
+
+    def open_stream(self, target: str, method: str) -> SimBidiStream:
+        self._check_open()
+        spec = _spec(method, streaming=True)
+        stream = _SimStream(self._network, self, target, spec)
+        client_end = SimBidiStream(stream)
+        self._streams[stream] = client_end
+        self._network._streams[stream] = None
+        stream.to_server.put(_Open())
+        return client_end
+
+    def _forget_stream(self, stream: _SimStream) -> None:
+        self._streams.pop(stream, None)
+
+    async def close(self) -> None:
+        """Close every stream and fail every pending call with CANCELLED (idempotent)."""
+        self._shut(RpcError(RpcStatus.CANCELLED, f"transport of {self.node} closed"))
+        for client_end in list(self._streams.values()):
+            await client_end.close()
+
+    def crash(self) -> None:
+        """The node died: like ``close`` but its streams' servers learn of it only by the
+        connection going away (handlers cancelled one hop later)."""
+        self._shut(RpcError(RpcStatus.CANCELLED, f"node {self.node} crashed"))
+        for stream, client_end in list(self._streams.items()):
+            client_end._closed = True
+            stream.end_client(
+                RpcError(RpcStatus.CANCELLED, f"node {self.node} crashed"), drop_queued=True
+            )
+            # The dead process's sockets are reset by its kernel: the server knows one hop later.
+            stream.doom(after_s=self._network._delay_s())
+
+    def _shut(self, error: RpcError) -> None:
+        self._closed = True
+        self._network._transports.pop(self, None)
+        for call in list(self._calls):
+            call.resolve(error)
