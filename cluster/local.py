@@ -31,6 +31,7 @@ class BrokerProcess:
     data_dir: Path
     config_path: Path
     process: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
     log_path: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -87,11 +88,32 @@ class LocalCluster:
         lines = [f"{k}={v}" for k, v in props.items()]
         broker.config_path.write_text("\n".join(lines) + "\n")
 
-    def start(self) -> None:
+    def start(self, *, wait: bool = True) -> None:
+        """Start ZooKeeper (if ours) and every broker; with ``wait``, until all serve."""
         if self._own_zookeeper and not self.zookeeper.running:
             self.zookeeper.start()
         for broker_id in self.brokers:
             self.start_broker(broker_id)
+        if wait:
+            for broker_id in self.brokers:
+                self.wait_serving(broker_id)
+
+    def _retry_on_new_port(self, broker_id: int) -> bool:
+        """A broker that exits at once may have lost its "free" port to another process
+        between our probe and its bind: start it again on a new port (True if we did)."""
+        broker = self.brokers[broker_id]
+        text = broker.log_path.read_text(errors="replace") if broker.log_path.exists() else ""
+        if "serving on" in text or broker.restarts >= 3:
+            return False
+        logger.warning(
+            "broker %d exited during start-up; retrying on a new port. Its log ends:\n%s",
+            broker_id,
+            text[-2000:],
+        )
+        broker.restarts += 1
+        broker.port = free_loopback_port()
+        self.start_broker(broker_id)
+        return True
 
     def start_broker(self, broker_id: int) -> BrokerProcess:
         broker = self.brokers[broker_id]
@@ -124,6 +146,8 @@ class LocalCluster:
             if broker.log_path.exists() and marker in broker.log_path.read_bytes():
                 return
             if not broker.running:
+                if self._retry_on_new_port(broker_id):
+                    continue
                 status = broker.process.returncode if broker.process else None
                 raise RuntimeError(
                     f"broker {broker_id} exited (status {status}); log: {broker.log_path}"

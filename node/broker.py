@@ -412,7 +412,10 @@ class Broker:
         }
 
     def _stream_handlers(self) -> dict[str, Callable[[AsyncIterator[Any]], AsyncIterator[Any]]]:
-        return {proto.METHOD_REPLICA_FETCH: self._handle_replica_fetch}
+        return {
+            proto.METHOD_REPLICA_FETCH: self._handle_replica_fetch,
+            proto.METHOD_PRODUCE_STREAM: self._handle_produce_stream,
+        }
 
     def _count(self, name: str) -> None:
         self.request_counts[name] = self.request_counts.get(name, 0) + 1
@@ -550,6 +553,13 @@ class Broker:
         if self.controller is None:
             return pb.ControlledShutdownResponse(error_code=NOT_CONTROLLER)
         return await self.controller.handle_controlled_shutdown(request)
+
+    async def _handle_produce_stream(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """A producer's pipelined connection: one request at a time, answered in order (as
+        Kafka handles a connection); the client keeps several in flight to fill the pipe."""
+        async for request in requests:
+            self._count("Produce")
+            yield await self.replica_manager.produce(request)
 
     async def _handle_replica_fetch(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """One follower's stream: answer each fetch in order (long-polling as needed)."""

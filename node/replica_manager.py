@@ -129,7 +129,7 @@ class ReplicaManager:
 
     async def produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
         acks = request.acks
-        response = pb.ProduceResponse()
+        response = pb.ProduceResponse(correlation_id=request.correlation_id)
         if acks not in (0, 1, -1):
             for data in request.partitions:
                 response.partitions.add(

@@ -27,6 +27,7 @@ from proto import kafkasim_pb2
 # Kafkasim: the client-facing API.
 METHOD_METADATA = "/kafkasim.Kafkasim/Metadata"
 METHOD_PRODUCE = "/kafkasim.Kafkasim/Produce"
+METHOD_PRODUCE_STREAM = "/kafkasim.Kafkasim/ProduceStream"
 METHOD_FETCH = "/kafkasim.Kafkasim/Fetch"
 METHOD_LIST_OFFSETS = "/kafkasim.Kafkasim/ListOffsets"
 METHOD_CREATE_TOPICS = "/kafkasim.Kafkasim/CreateTopics"
@@ -150,6 +151,7 @@ __all__ = [
     "METHOD_METADATA",
     "METHOD_OFFSETS_FOR_LEADER_EPOCH",
     "METHOD_PRODUCE",
+    "METHOD_PRODUCE_STREAM",
     "METHOD_REPLICA_FETCH",
     "METHOD_STOP_REPLICA",
     "METHOD_UPDATE_METADATA",

@@ -236,9 +236,12 @@ class ProduceRequest(_message.Message):
     ACKS_FIELD_NUMBER: _builtins.int
     TIMEOUT_MS_FIELD_NUMBER: _builtins.int
     PARTITIONS_FIELD_NUMBER: _builtins.int
+    CORRELATION_ID_FIELD_NUMBER: _builtins.int
     acks: _builtins.int
     """0, 1 or -1 (all)"""
     timeout_ms: _builtins.int
+    correlation_id: _builtins.int
+    """echoed in the response (ProduceStream)"""
     @_builtins.property
     def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProducePartitionData]: ...
     def __init__(
@@ -247,10 +250,11 @@ class ProduceRequest(_message.Message):
         acks: _builtins.int = ...,
         timeout_ms: _builtins.int = ...,
         partitions: _abc.Iterable[Global___ProducePartitionData] | None = ...,
+        correlation_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["acks", b"acks", "partitions", b"partitions", "timeout_ms", b"timeout_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acks", b"acks", "correlation_id", b"correlation_id", "partitions", b"partitions", "timeout_ms", b"timeout_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -299,16 +303,19 @@ class ProduceResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PARTITIONS_FIELD_NUMBER: _builtins.int
+    CORRELATION_ID_FIELD_NUMBER: _builtins.int
+    correlation_id: _builtins.int
     @_builtins.property
     def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProducePartitionResponse]: ...
     def __init__(
         self,
         *,
         partitions: _abc.Iterable[Global___ProducePartitionResponse] | None = ...,
+        correlation_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["correlation_id", b"correlation_id", "partitions", b"partitions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -20,8 +20,6 @@ def local_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     cluster = LocalCluster(tmp_path, brokers=3)
     try:
         cluster.start()
-        for broker_id in cluster.brokers:
-            cluster.wait_serving(broker_id)
         yield cluster
     finally:
         cluster.stop()

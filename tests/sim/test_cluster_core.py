@@ -288,3 +288,40 @@ def test_a_stale_controller_is_ignored(tmp_path: Path) -> None:
         await zombie.close()
 
     simulate(tmp_path, scenario)
+
+
+def test_produce_stream_answers_in_request_order(tmp_path: Path) -> None:
+    """A producer's pipelined connection: several requests in flight, answered one by one in
+    order with their correlation ids, appended in order."""
+    import proto
+    from proto import kafkasim_pb2 as pb
+    from storage.records.batch import encode_batch
+
+    async def scenario(cluster: SimCluster) -> None:
+        client = await create(cluster, "events")
+        address = await client.leader_address(TP)
+        stream = client.transport.open_stream(address, proto.METHOD_PRODUCE_STREAM)
+        try:
+            for i in range(10):
+                request = pb.ProduceRequest(acks=-1, timeout_ms=10_000, correlation_id=100 + i)
+                request.partitions.add(
+                    topic="events", partition=0, records=encode_batch([(0, None, b"p%d" % i)])
+                )
+                await stream.send(request)
+            answers = []
+            for _ in range(10):
+                response = await stream.recv(30)
+                assert isinstance(response, pb.ProduceResponse)
+                answers.append(
+                    (
+                        response.correlation_id,
+                        response.partitions[0].base_offset,
+                        response.partitions[0].error_code,
+                    )
+                )
+        finally:
+            await stream.close()
+        assert answers == [(100 + i, i, 0) for i in range(10)]
+        assert [r.value for r in await client.read_all(TP)] == [b"p%d" % i for i in range(10)]
+
+    simulate(tmp_path, scenario)
