@@ -19,8 +19,10 @@ the simulation) stops everything without any of that.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
+import random
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
@@ -100,8 +102,11 @@ class Broker:
         coordination_factory: Callable[[], Coordination],
         clock: Clock,
         controller_factory: ControllerFactory | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.config = config
+        # Randomness (the cluster id) comes from here: seeded in the simulation.
+        self._rng = rng or random.Random()
         self.broker_id = config.broker_id
         self.transport = transport
         # A ZooKeeper session cannot be revived once expired: a new one comes from the factory.
@@ -220,7 +225,7 @@ class Broker:
             data, _ = await self.zk.get(zk_data.CLUSTER_ID)
             self.metadata.cluster_id = zk_data.decode_cluster_id(data)
         except NoNodeError:
-            cluster_id = uuid.uuid4().hex[:22]
+            cluster_id = new_cluster_id(self._rng)
             try:
                 await self.zk.create(
                     zk_data.CLUSTER_ID, zk_data.encode_cluster_id(cluster_id), makepath=True
@@ -582,3 +587,9 @@ def _not_controller_response(request: Any, response_cls: type[Any]) -> Any:
             name=name, error_code=NOT_CONTROLLER, error_message="This is not the controller"
         )
     return response
+
+
+def new_cluster_id(rng: random.Random) -> str:
+    """A Kafka-style cluster id: a random UUID as 22 characters of URL-safe base64."""
+    raw = uuid.UUID(int=rng.getrandbits(128), version=4).bytes
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")

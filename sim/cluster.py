@@ -123,6 +123,7 @@ class SimCluster:
             coordination_factory=lambda: self._coordination_factory(broker_id),
             clock=self.clock,
             controller_factory=self._controller_factory,
+            rng=random.Random(f"broker/{self.seed}/{broker_id}"),
         )
         self.brokers[broker_id] = broker
         await broker.start()
