@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cli import demo_cluster
 from cli.dump_log import dump_log_file
 from common.clock import ManualClock
 from common.types import TopicPartition
@@ -27,14 +28,17 @@ from storage.verify import verify
 
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser("demo", help="narrated demonstrations")
-    p.add_argument("what", choices=["storage"], help="which demonstration")
+    p.add_argument("what", choices=["cluster", "storage"], help="which demonstration")
     p.add_argument(
         "--dir",
         type=Path,
         default=None,
         help="where to put the log (default: a temporary directory, removed after)",
     )
-    p.add_argument("--batches", type=int, default=300, help="batches to write (default 300)")
+    p.add_argument(
+        "--batches", type=int, default=300, help="storage: batches to write (default 300)"
+    )
+    p.add_argument("--quick", action="store_true", help="cluster: a shorter run")
     p.set_defaults(func=run)
 
 
@@ -56,6 +60,8 @@ def _step(title: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.what == "cluster":
+        return demo_cluster.run(args.dir, args.quick)
     if args.batches < 10:
         raise ValueError("--batches must be at least 10")
     with _workdir(args.dir) as root:

@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from cli import broker, demo, dump_log, verify_log
+from cli import broker, cluster, demo, dump_log, verify_log
 from common.errors import KafkasimError
 
 
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     broker.register(sub)
+    cluster.register(sub)
     dump_log.register(sub)
     verify_log.register(sub)
     demo.register(sub)

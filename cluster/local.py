@@ -58,11 +58,13 @@ class LocalCluster:
         brokers: int = 3,
         broker_props: dict[str, object] | None = None,
         zookeeper: ZooKeeperProcess | None = None,
+        detached: bool = False,
     ) -> None:
         self.root = root
+        self.detached = detached
         self.root.mkdir(parents=True, exist_ok=True)
         self._own_zookeeper = zookeeper is None
-        self.zookeeper = zookeeper or ZooKeeperProcess(root / "zookeeper")
+        self.zookeeper = zookeeper or ZooKeeperProcess(root / "zookeeper", detached=detached)
         self.broker_props = dict(broker_props or {})
         self.brokers: dict[int, BrokerProcess] = {}
         for broker_id in range(1, brokers + 1):
@@ -129,6 +131,7 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 env=env,
                 cwd=REPO_ROOT,
+                start_new_session=self.detached,
             )
         finally:
             log.close()

@@ -150,6 +150,7 @@ class ZooKeeperProcess:
         force_sync: bool = True,
         start_timeout_s: float = 30.0,
         stop_timeout_s: float = 10.0,
+        detached: bool = False,
     ) -> None:
         if not 0 <= port < 65536:
             raise ValueError(f"port must be 0..65535, got {port}")
@@ -161,6 +162,8 @@ class ZooKeeperProcess:
         self._force_sync = force_sync
         self._start_timeout_s = start_timeout_s
         self._stop_timeout_s = stop_timeout_s
+        # Detached: its own session, so it outlives this process (``kafkasim cluster up``).
+        self._detached = detached
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self._log_offset = 0  # where the current process's output starts in the log
@@ -273,9 +276,24 @@ class ZooKeeperProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             cwd=self.data_dir,
+            start_new_session=self._detached,
         )
         # If the owner forgets stop(), still end the child when the interpreter exits.
         self._finalizer = weakref.finalize(self, _terminate, self._process, self._stop_timeout_s)
+
+    def release(self) -> int:
+        """Leave the running server to itself (it is not stopped when we exit); its pid."""
+        if self._process is None:
+            raise ZooKeeperStartError(f"{self!r} is not running")
+        pid = self._process.pid
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        self._process = None
+        return pid
 
     def _wait_until_serving(self) -> None:
         retrying = Retrying(

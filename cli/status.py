@@ -1,0 +1,115 @@
+"""The cluster status view: brokers and controller from ZooKeeper, partitions in
+``kafka-topics --describe``'s shape, and each replica's HW and LEO asked of its broker."""
+
+from __future__ import annotations
+
+import asyncio
+
+import proto
+from common.coordination import NoNodeError
+from common.rpc import RpcError
+from common.types import TopicPartition
+from controller import zk_data
+from controller.zk_kazoo import KazooCoordination
+from node.rpc_grpc import GrpcTransport
+from proto import kafkasim_pb2 as pb
+
+
+async def describe_cluster(
+    connect: str, addresses: dict[int, str], *, alive: dict[int, bool] | None = None
+) -> str:
+    zk = KazooCoordination(connect, 10_000)
+    await zk.start()
+    transport = GrpcTransport()
+    lines: list[str] = []
+    try:
+        registered = {int(b) for b in await zk.get_children(zk_data.BROKER_IDS)}
+        try:
+            data, _ = await zk.get(zk_data.CONTROLLER)
+            controller = zk_data.decode_controller(data)
+            epoch_data, _ = await zk.get(zk_data.CONTROLLER_EPOCH)
+            controller_epoch = zk_data.decode_controller_epoch(epoch_data)
+        except NoNodeError:
+            controller, controller_epoch = -1, -1
+        replicas = await _replica_states(transport, addresses, registered)
+        lines.append("Brokers:")
+        for broker_id in sorted(addresses):
+            process = (
+                ""
+                if alive is None
+                else (" process up" if alive.get(broker_id) else " process down")
+            )
+            registration = "registered" if broker_id in registered else "not registered"
+            lines.append(f"  {broker_id}  {addresses[broker_id]}  {registration}{process}")
+        lines.append(
+            f"Controller: broker {controller} (controller epoch {controller_epoch})"
+            if controller >= 0
+            else "Controller: none"
+        )
+        for topic in sorted(await zk.get_children(zk_data.BROKER_TOPICS)):
+            data, _ = await zk.get(zk_data.topic_path(topic))
+            assignment = zk_data.decode_topic_assignment(data)
+            try:
+                config_data, _ = await zk.get(zk_data.topic_config_path(topic))
+                config = zk_data.decode_topic_config(config_data)
+            except NoNodeError:
+                config = {}
+            rf = len(next(iter(assignment.values()), []))
+            configs = ",".join(f"{k}={v}" for k, v in sorted(config.items()))
+            lines.append(
+                f"Topic: {topic}\tPartitionCount: {len(assignment)}\t"
+                f"ReplicationFactor: {rf}\tConfigs: {configs}"
+            )
+            for partition in sorted(assignment):
+                tp = TopicPartition(topic, partition)
+                try:
+                    state_data, stat = await zk.get(zk_data.partition_state_path(tp))
+                    state = zk_data.decode_partition_state(state_data, stat.version)
+                    leader, isr, leader_epoch = state.leader, state.isr, state.leader_epoch
+                except NoNodeError:
+                    leader, isr, leader_epoch = -1, (), -1
+                lines.append(
+                    f"\tTopic: {topic}\tPartition: {partition}\tLeader: {leader}\t"
+                    f"Replicas: {','.join(map(str, assignment[partition]))}\t"
+                    f"Isr: {','.join(map(str, isr))}\tLeaderEpoch: {leader_epoch}"
+                )
+                for replica in assignment[partition]:
+                    found = replicas.get((replica, tp))
+                    if found is None:
+                        lines.append(f"\t\treplica {replica}: unavailable")
+                        continue
+                    role = "leader  " if found.is_leader else "follower"
+                    lines.append(
+                        f"\t\treplica {replica}: {role}  HW {found.high_watermark}  "
+                        f"LEO {found.log_end_offset}  log start "
+                        f"{found.log_start_offset}  {found.size_bytes} bytes"
+                    )
+    finally:
+        await transport.close()
+        await zk.close()
+    return "\n".join(lines) + "\n"
+
+
+async def _replica_states(
+    transport: GrpcTransport, addresses: dict[int, str], registered: set[int]
+) -> dict[tuple[int, TopicPartition], pb.ReplicaState]:
+    async def ask(broker_id: int) -> list[pb.ReplicaState]:
+        try:
+            response = await transport.call(
+                addresses[broker_id],
+                proto.METHOD_DESCRIBE_REPLICAS,
+                pb.DescribeReplicasRequest(),
+                timeout_s=2,
+            )
+        except RpcError:
+            return []
+        assert isinstance(response, pb.DescribeReplicasResponse)
+        return list(response.replicas)
+
+    ids = sorted(b for b in addresses if b in registered)
+    answers = await asyncio.gather(*(ask(b) for b in ids))
+    return {
+        (r.broker_id, TopicPartition(r.topic, r.partition)): r
+        for replicas in answers
+        for r in replicas
+    }

@@ -1,0 +1,79 @@
+"""The command line's cluster verbs and the main job, run as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.zk_process import zookeeper_available
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def kafkasim(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture(autouse=True)
+def _needs_zookeeper() -> None:
+    reason = zookeeper_available()
+    if reason is not None:
+        pytest.skip(f"real ZooKeeper unavailable: {reason}")
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/cmdline").read_bytes() != b""
+
+
+def test_cluster_up_status_down(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    up = kafkasim("cluster", "up", "--brokers", "3", "--dir", str(root))
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "bootstrap.servers" in up.stdout
+        state = json.loads((root / "cluster.json").read_text())
+        pids = [b["pid"] for b in state["brokers"]] + [state["zookeeper"]["pid"]]
+        assert all(_alive(pid) for pid in pids)
+        again = kafkasim("cluster", "up", "--dir", str(root))
+        assert again.returncode == 1
+        assert "already running" in again.stderr and again.stderr.count("\n") == 1
+        status = kafkasim("cluster", "status", "--dir", str(root))
+        assert status.returncode == 0, status.stderr
+        assert status.stdout.count("registered process up") == 3
+        assert "Controller: broker" in status.stdout
+    finally:
+        down = kafkasim("cluster", "down", "--dir", str(root))
+    assert down.returncode == 0, down.stderr
+    assert not any(_alive(pid) for pid in pids)
+    assert not (root / "cluster.json").exists()
+    assert kafkasim("cluster", "status", "--dir", str(root)).returncode == 1
+
+
+def test_main_job_demo_ends_with_the_expected_verdicts(tmp_path: Path) -> None:
+    """The README's main command, shortened: acks=all loses nothing, acks=1 loses some."""
+    out = kafkasim("demo", "cluster", "--quick", "--dir", str(tmp_path), timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    lines = {
+        line.split(":")[0].strip(): line
+        for line in out.stdout.splitlines()
+        if line.startswith("verdict")
+    }
+    acks_all, acks_1 = lines["verdict acks=all"], lines["verdict acks=1"]
+    assert "lost 0," in acks_all and "duplicated 0" in acks_all
+    assert "lost 0," not in acks_1
+    assert "lost nothing acknowledged" in out.stdout
+    assert "SIGKILL the leader" in out.stdout and "back in the ISR" in out.stdout
