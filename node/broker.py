@@ -25,7 +25,7 @@ import logging
 import random
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import proto
 from common.clock import Clock
@@ -43,10 +43,15 @@ from controller import zk_data
 from node.config import BrokerConfig
 from node.fetcher import ReplicaFetcherManager
 from node.metadata_cache import MetadataCache
+from node.metrics import BrokerMetrics
+from node.producer_ids import ProducerIdManager, handle_init_producer_id
 from node.replica_manager import FetchTarget, ReplicaManager
 from proto import kafkasim_pb2 as pb
 from storage.config import LogConfig
 from storage.log_manager import LogManager, LogManagerSettings
+
+if TYPE_CHECKING:
+    from controller.controller import ControllerSnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +63,8 @@ class HostedController(Protocol):
 
     @property
     def is_active(self) -> bool: ...
+
+    def snapshot(self) -> ControllerSnapshot: ...
 
     async def start(self) -> None: ...
 
@@ -140,9 +147,12 @@ class Broker:
         self.replica_manager.on_become_follower = self._follow
         self.replica_manager.on_stop_following = self.fetchers.remove
         self.server: RpcServer | None = None
+        # Idempotent producers' ids; made in start(), once the ZooKeeper session exists.
+        self.producer_ids: ProducerIdManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
         self.request_counts: dict[str, int] = {}
+        self.metrics = BrokerMetrics(self)
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -166,6 +176,11 @@ class Broker:
             raise RuntimeError(f"broker {self.broker_id} is not serving")
         return self.server.address
 
+    @property
+    def metrics_address(self) -> str | None:
+        """``host:port`` of GET /metrics (Prometheus), or None when ``metrics.port`` is -1."""
+        return self.metrics.address
+
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -174,11 +189,16 @@ class Broker:
         await self.zk.start()
         self.zk.add_session_listener(self._on_session_state)
         await self._ensure_persistent_paths()
+        self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         host, port = self.config.listen_address
         self.server = self.transport.server(
-            f"{host}:{port}", self._unary_handlers(), self._stream_handlers()
+            f"{host}:{port}",
+            self.metrics.instrument(self._unary_handlers()),
+            self.metrics.instrument_streams(self._stream_handlers()),
         )
         await self.server.start()
+        if self.config["metrics.port"] >= 0:
+            self.metrics.serve(host, self.config["metrics.port"])
         await self._register()
         if self._controller_factory is not None:
             self.controller = self._controller_factory(
@@ -276,6 +296,8 @@ class Broker:
             await self.zk.start()
             self.zk.add_session_listener(self._on_session_state)
             self.replica_manager.set_coordination(self.zk)
+            if self.producer_ids is not None:
+                self.producer_ids.replace_coordination(self.zk)
             with contextlib.suppress(CoordinationError):
                 await old.close()
             await self._register()
@@ -304,6 +326,7 @@ class Broker:
 
     async def _stop(self, *, clean: bool, drop_unflushed: bool = False) -> None:
         self._running = False
+        self.metrics.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -406,6 +429,10 @@ class Broker:
                 "ElectLeaders", pb.ElectLeadersResponse, "handle_elect_leaders"
             ),
             proto.METHOD_DESCRIBE_CLUSTER: self._handle_describe_cluster,
+            proto.METHOD_INIT_PRODUCER_ID: self._handle_init_producer_id,
+            proto.METHOD_DESCRIBE_REPLICAS: self._sync(
+                "DescribeReplicas", self.replica_manager.describe_replicas
+            ),
             proto.METHOD_DESCRIBE_CONFIGS: self._handle_describe_configs,
             proto.METHOD_OFFSETS_FOR_LEADER_EPOCH: self._sync(
                 "OffsetsForLeaderEpoch", self.replica_manager.offsets_for_leader_epoch
@@ -461,6 +488,12 @@ class Broker:
         # acks=0 producers do not wait for this answer (it comes back at once: no purgatory).
         self._count("Produce")
         return await self.replica_manager.produce(request)
+
+    async def _handle_init_producer_id(
+        self, request: pb.InitProducerIdRequest
+    ) -> pb.InitProducerIdResponse:
+        self._count("InitProducerId")
+        return await handle_init_producer_id(self.producer_ids, request)
 
     async def _handle_describe_cluster(
         self, _request: pb.DescribeClusterRequest

@@ -161,7 +161,9 @@ class ReplicaManager:
             result.base_offset = info.first_offset
             result.log_append_time_ms = info.log_append_time
             result.log_start_offset = info.log_start_offset
-            if acks == -1 and not info.duplicate:
+            # A duplicate (an idempotent retry) waits too: its original append may not be
+            # replicated yet, and acks=all must not answer before the HW passes it.
+            if acks == -1:
                 waits.append(
                     (result, partition, partition.wait_for_high_watermark(info.last_offset + 1))
                 )
@@ -176,7 +178,14 @@ class ReplicaManager:
     ) -> None:
         """The produce purgatory: until HW passes each batch, the leader changes, or timeout."""
         futures = [future for _, _, future in waits]
-        _, pending = await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+        try:
+            _, pending = await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+        except asyncio.CancelledError:
+            # The request went away (the broker stops, the caller left): nobody will read
+            # these futures, so they must not be failed later with nobody to retrieve it.
+            for future in futures:
+                future.cancel()
+            raise
         for result, partition, future in waits:
             if future in pending:
                 future.cancel()
@@ -320,6 +329,30 @@ class ReplicaManager:
                 result.leader_epoch, result.end_offset = epoch, end
             except Exception as e:
                 result.error_code, _ = _error(e)
+        return response
+
+    def describe_replicas(self, request: pb.DescribeReplicasRequest) -> pb.DescribeReplicasResponse:
+        """What this broker holds of each partition (kafkasim's own admin call)."""
+        wanted = {TopicPartition(p.topic, p.partition) for p in request.partitions}
+        response = pb.DescribeReplicasResponse()
+        for tp in sorted(self.partitions):
+            if wanted and tp not in wanted:
+                continue
+            partition = self.partitions[tp]
+            log = partition.log
+            response.replicas.add(
+                topic=tp.topic,
+                partition=tp.partition,
+                broker_id=self.broker_id,
+                is_leader=partition.is_leader,
+                leader=partition.leader_id,
+                leader_epoch=partition.leader_epoch,
+                high_watermark=log.high_watermark,
+                log_end_offset=log.log_end_offset,
+                log_start_offset=log.log_start_offset,
+                isr=sorted(partition.isr),
+                size_bytes=log.size_in_bytes,
+            )
         return response
 
     # -- controller requests ----------------------------------------------------------------

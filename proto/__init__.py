@@ -36,6 +36,8 @@ METHOD_CREATE_PARTITIONS = "/kafkasim.Kafkasim/CreatePartitions"
 METHOD_DESCRIBE_CLUSTER = "/kafkasim.Kafkasim/DescribeCluster"
 METHOD_DESCRIBE_CONFIGS = "/kafkasim.Kafkasim/DescribeConfigs"
 METHOD_ELECT_LEADERS = "/kafkasim.Kafkasim/ElectLeaders"
+METHOD_INIT_PRODUCER_ID = "/kafkasim.Kafkasim/InitProducerId"
+METHOD_DESCRIBE_REPLICAS = "/kafkasim.Kafkasim/DescribeReplicas"
 
 # Replication: follower <-> leader.
 METHOD_REPLICA_FETCH = "/kafkasim.Replication/ReplicaFetch"
@@ -144,8 +146,10 @@ __all__ = [
     "METHOD_DELETE_TOPICS",
     "METHOD_DESCRIBE_CLUSTER",
     "METHOD_DESCRIBE_CONFIGS",
+    "METHOD_DESCRIBE_REPLICAS",
     "METHOD_ELECT_LEADERS",
     "METHOD_FETCH",
+    "METHOD_INIT_PRODUCER_ID",
     "METHOD_LEADER_AND_ISR",
     "METHOD_LIST_OFFSETS",
     "METHOD_METADATA",

@@ -1017,6 +1017,159 @@ class DescribeConfigsResponse(_message.Message):
 Global___DescribeConfigsResponse: _TypeAlias = DescribeConfigsResponse  # noqa: Y015
 
 @_typing.final
+class DescribeReplicasRequest(_message.Message):
+    """kafkasim's own (Kafka's nearest is DescribeLogDirs): what a broker holds of each partition,
+    for `kafkasim cluster status` and the failure-injection reports.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicPartitionId]:
+        """empty: every partition on the broker"""
+
+    def __init__(
+        self,
+        *,
+        partitions: _abc.Iterable[Global___TopicPartitionId] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeReplicasRequest: _TypeAlias = DescribeReplicasRequest  # noqa: Y015
+
+@_typing.final
+class ReplicaState(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    IS_LEADER_FIELD_NUMBER: _builtins.int
+    LEADER_FIELD_NUMBER: _builtins.int
+    LEADER_EPOCH_FIELD_NUMBER: _builtins.int
+    HIGH_WATERMARK_FIELD_NUMBER: _builtins.int
+    LOG_END_OFFSET_FIELD_NUMBER: _builtins.int
+    LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
+    ISR_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    broker_id: _builtins.int
+    is_leader: _builtins.bool
+    leader: _builtins.int
+    leader_epoch: _builtins.int
+    high_watermark: _builtins.int
+    log_end_offset: _builtins.int
+    log_start_offset: _builtins.int
+    size_bytes: _builtins.int
+    @_builtins.property
+    def isr(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """as the leader knows it (followers: last told)"""
+
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        broker_id: _builtins.int = ...,
+        is_leader: _builtins.bool = ...,
+        leader: _builtins.int = ...,
+        leader_epoch: _builtins.int = ...,
+        high_watermark: _builtins.int = ...,
+        log_end_offset: _builtins.int = ...,
+        log_start_offset: _builtins.int = ...,
+        isr: _abc.Iterable[_builtins.int] | None = ...,
+        size_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "high_watermark", b"high_watermark", "is_leader", b"is_leader", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "size_bytes", b"size_bytes", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplicaState: _TypeAlias = ReplicaState  # noqa: Y015
+
+@_typing.final
+class DescribeReplicasResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicaState]: ...
+    def __init__(
+        self,
+        *,
+        replicas: _abc.Iterable[Global___ReplicaState] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["replicas", b"replicas"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeReplicasResponse: _TypeAlias = DescribeReplicasResponse  # noqa: Y015
+
+@_typing.final
+class InitProducerIdRequest(_message.Message):
+    """The idempotent producer's id (Kafka's InitProducerId, without transactions: a non-empty
+    transactional_id is refused with INVALID_REQUEST). Any broker answers; ids come in blocks of
+    1000 from /latest_producer_id_block, so no two brokers ever hand out the same id.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    TRANSACTION_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    """empty: idempotence only"""
+    transaction_timeout_ms: _builtins.int
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        transaction_timeout_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["transaction_timeout_ms", b"transaction_timeout_ms", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InitProducerIdRequest: _TypeAlias = InitProducerIdRequest  # noqa: Y015
+
+@_typing.final
+class InitProducerIdResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    producer_id: _builtins.int
+    """-1 on error"""
+    producer_epoch: _builtins.int
+    """0 for a new id; -1 on error"""
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InitProducerIdResponse: _TypeAlias = InitProducerIdResponse  # noqa: Y015
+
+@_typing.final
 class OffsetForLeaderPartition(_message.Message):
     """---------------------------------------------------------------- replication"""
 

@@ -325,3 +325,39 @@ def test_produce_stream_answers_in_request_order(tmp_path: Path) -> None:
         assert [r.value for r in await client.read_all(TP)] == [b"p%d" % i for i in range(10)]
 
     simulate(tmp_path, scenario)
+
+
+def test_an_idempotent_duplicate_with_acks_all_waits_for_replication(tmp_path: Path) -> None:
+    """A retry of a batch the leader has but has not replicated is a duplicate: it must not
+    be acknowledged (acks=all) before the HW passes it, or an acknowledged record could be lost."""
+    from storage.records.batch import RecordBatchBuilder
+
+    async def scenario(cluster: SimCluster) -> None:
+        client = await create(cluster, "events")
+        leader = leader_of(cluster, TP)
+        followers = [b for b in cluster.brokers if b != leader]
+        builder = RecordBatchBuilder(producer_id=77, producer_epoch=0, base_sequence=0)
+        builder.append(0, None, b"once")
+        batch = builder.build()
+        cluster.network.partition(
+            [{f"broker-{leader}", "client"}, {f"broker-{f}" for f in followers}]
+        )
+        import proto
+        from proto import kafkasim_pb2 as pb
+
+        request = pb.ProduceRequest(acks=-1, timeout_ms=1000)
+        request.partitions.add(topic="events", partition=0, records=batch)
+        address = await client.leader_address(TP)
+        for _attempt in range(2):  # the original, then its retry (a duplicate)
+            response = await client.transport.call(
+                address, proto.METHOD_PRODUCE, request, timeout_s=10
+            )
+            assert isinstance(response, pb.ProduceResponse)
+            assert response.partitions[0].error_code == 7  # REQUEST_TIMED_OUT, not success
+        assert partition_on(cluster, leader, TP).log_end_offset == 1  # appended once
+        cluster.network.heal_all()
+        response = await client.transport.call(address, proto.METHOD_PRODUCE, request, timeout_s=30)
+        assert isinstance(response, pb.ProduceResponse)
+        assert (response.partitions[0].error_code, response.partitions[0].base_offset) == (0, 0)
+
+    simulate(tmp_path, scenario)

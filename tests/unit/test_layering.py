@@ -21,8 +21,15 @@ ALLOWED = {
     "kazoo": {"controller/zk_kazoo.py"},
     # Real processes and sockets: the ZooKeeper process manager probes its port.
     "socket": {"controller/zk_process.py"},
-    # The wall clock: the Clock adapter, and the managers of real processes (timeouts).
-    "time": {"common/clock.py", "controller/zk_process.py", "cluster/local.py"},
+    # The wall clock: the Clock adapter, and the managers of real processes (timeouts), among
+    # them the command-line verbs that start, watch and stop real clusters.
+    "time": {
+        "common/clock.py",
+        "controller/zk_process.py",
+        "cluster/local.py",
+        "cli/cluster.py",
+        "cli/demo_cluster.py",
+    },
 }
 STORAGE_FORBIDDEN = ("node", "controller", "client", "proto", "sim", "cluster", "grpc", "kazoo")
 
