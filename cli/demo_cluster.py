@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from client.minimal import MinimalClient
+from client.producer import Producer, RecordMetadata
 from cluster.local import LocalCluster
 from common.clock import SystemClock
 from common.coordination import NoNodeError
@@ -82,24 +83,29 @@ async def _watch_partition(
 
 
 async def _produce_forever(
-    client: MinimalClient,
+    producer: Producer,
     tp: TopicPartition,
     *,
     prefix: str,
-    acks: int,
     verdict: Verdict,
     stop: asyncio.Event,
 ) -> None:
+    """Send a record every few milliseconds; each future records its outcome."""
     n = 0
     while not stop.is_set():
         value = f"{prefix}-{n}".encode()
         n += 1
-        result = await client.produce(tp, [value], acks=acks, timeout_ms=5000)
-        if result.ok:
-            verdict.acknowledged[value] = result.base_offset
-        else:
-            verdict.failed += 1
+        future = producer.send(tp.topic, value, partition=tp.partition)
+        future.add_done_callback(lambda f, v=value: _record(verdict, v, f))  # type: ignore[misc]
         await asyncio.sleep(0.005)
+    await producer.flush()
+
+
+def _record(verdict: Verdict, value: bytes, future: asyncio.Future[RecordMetadata]) -> None:
+    if future.cancelled() or future.exception() is not None:
+        verdict.failed += 1
+    else:
+        verdict.acknowledged[value] = future.result().offset
 
 
 async def _leader(zk: KazooCoordination, tp: TopicPartition) -> tuple[int, tuple[int, ...]]:
@@ -127,8 +133,18 @@ async def _acks_all(
     verdict = Verdict()
     stop_watch, stop_produce = asyncio.Event(), asyncio.Event()
     watcher = asyncio.create_task(_watch_partition(zk, tp, say, stop_watch))
+    idempotent = Producer(
+        {
+            "bootstrap.servers": ",".join(cluster.bootstrap),
+            "acks": "all",
+            "enable.idempotence": "true",
+            "linger.ms": "5",
+        },
+        transport=GrpcTransport(),
+        clock=SystemClock(),
+    )
     producer = asyncio.create_task(
-        _produce_forever(client, tp, prefix="acks-all", acks=-1, verdict=verdict, stop=stop_produce)
+        _produce_forever(idempotent, tp, prefix="acks-all", verdict=verdict, stop=stop_produce)
     )
     await asyncio.sleep(2 * pace)
     leader, _ = await _leader(zk, tp)
@@ -148,6 +164,7 @@ async def _acks_all(
     say.say(f"broker {leader} is back in the ISR")
     stop_produce.set()
     await producer
+    await idempotent.close()
     stop_watch.set()
     await watcher
     verdict.read = [(r.offset, r.value or b"") for r in await client.read_all(tp)]
@@ -172,26 +189,36 @@ async def _acks_1(
     await client.create_topic(tp.topic, 1, 3, {})
     await client.wait_for_leaders(tp.topic, 1)
     verdict = Verdict()
-    for n in range(int(50 * pace) + 10):
-        result = await client.produce(tp, [f"replicated-{n}".encode()], acks=1)
-        if result.ok:
-            verdict.acknowledged[f"replicated-{n}".encode()] = result.base_offset
-    await asyncio.sleep(1)  # the followers copy these
-    leader, isr = await _leader(zk, tp)
-    followers = [b for b in isr if b != leader]
-    say.say(
-        f"{len(verdict.acknowledged)} records replicated; pause the followers {followers} "
-        "(SIGSTOP) and keep producing with acks=1"
+    plain = Producer(
+        {
+            "bootstrap.servers": ",".join(cluster.bootstrap),
+            "acks": "1",
+            "enable.idempotence": "false",
+            "max.in.flight.requests.per.connection": "1",
+        },
+        transport=GrpcTransport(),
+        clock=SystemClock(),
     )
-    for broker in followers:
-        cluster.pause(broker)
-    unreplicated = 0
-    for n in range(int(20 * pace) + 5):
-        value = f"only-on-leader-{n}".encode()
-        result = await client.produce(tp, [value], acks=1, retry=False)
-        if result.ok:
-            verdict.acknowledged[value] = result.base_offset
+    try:
+        for n in range(int(50 * pace) + 10):
+            value = f"replicated-{n}".encode()
+            verdict.acknowledged[value] = (await plain.send(tp.topic, value, partition=0)).offset
+        await asyncio.sleep(1)  # the followers copy these
+        leader, isr = await _leader(zk, tp)
+        followers = [b for b in isr if b != leader]
+        say.say(
+            f"{len(verdict.acknowledged)} records replicated; pause the followers {followers} "
+            "(SIGSTOP) and keep producing with acks=1"
+        )
+        for broker in followers:
+            cluster.pause(broker)
+        unreplicated = 0
+        for n in range(int(20 * pace) + 5):
+            value = f"only-on-leader-{n}".encode()
+            verdict.acknowledged[value] = (await plain.send(tp.topic, value, partition=0)).offset
             unreplicated += 1
+    finally:
+        await plain.close()
     say.say(
         f"the leader acknowledged {unreplicated} more records alone; SIGKILL it "
         f"(broker {leader}) and resume the followers"
