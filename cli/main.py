@@ -7,7 +7,18 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from cli import broker, cluster, demo, dump_log, verify_log
+from cli import (
+    broker,
+    cluster,
+    console_consumer,
+    console_producer,
+    demo,
+    dump_log,
+    leader_election,
+    producer_perf,
+    topics,
+    verify_log,
+)
 from common.errors import KafkasimError
 
 
@@ -23,6 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
     dump_log.register(sub)
     verify_log.register(sub)
     demo.register(sub)
+    console_producer.register(sub)
+    console_consumer.register(sub)
+    topics.register(sub)
+    leader_election.register(sub)
+    producer_perf.register(sub)
     return parser
 
 

@@ -32,6 +32,9 @@ from storage.records.batch import Record, RecordBatchBuilder, decode_batch, iter
 logger = logging.getLogger(__name__)
 
 NOT_CONTROLLER = 41
+# Metadata and admin reads go to whichever broker answers first; a broker that is down or cut
+# off must not hold every caller for a whole request timeout before the next one is tried.
+METADATA_PROBE_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +99,7 @@ class MinimalClient:
         self.leader_epochs: dict[TopicPartition, int] = {}
         self.controller_id = -1
 
-    def _retrying(self, *, retry_on: object = _retriable) -> AsyncRetrying:
+    def retrying(self, *, retry_on: object = _retriable) -> AsyncRetrying:
         """Retry retriable errors with exponential backoff until ``delivery.timeout.ms`` has
         passed on the client's clock (virtual in the simulation, so the deadline holds)."""
         deadline = self.clock.monotonic_ms() + self.delivery_timeout_ms
@@ -113,16 +116,17 @@ class MinimalClient:
 
     # -- metadata ---------------------------------------------------------------------------
 
-    async def _call_any(self, method: str, request: object) -> object:
+    async def call_any(self, method: str, request: object) -> object:
         """Call the first broker that answers (known brokers, then bootstrap)."""
         last: Exception | None = None
+        probe_s = min(self.timeout_s, METADATA_PROBE_TIMEOUT_S)
         for address in [*self.brokers.values(), *self.bootstrap]:
             try:
                 return await self.transport.call(
                     address,
                     method,
                     request,  # type: ignore[arg-type]
-                    timeout_s=self.timeout_s,
+                    timeout_s=probe_s,
                 )
             except RpcError as e:
                 last = e
@@ -131,7 +135,7 @@ class MinimalClient:
 
     async def refresh_metadata(self, topics: Sequence[str] = ()) -> pb.MetadataResponse:
         request = pb.MetadataRequest(topics=list(topics), all_topics=not topics)
-        response = await self._call_any(proto.METHOD_METADATA, request)
+        response = await self.call_any(proto.METHOD_METADATA, request)
         assert isinstance(response, pb.MetadataResponse)
         self.brokers = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
         self.controller_id = response.controller_id
@@ -154,8 +158,8 @@ class MinimalClient:
 
     # -- admin ------------------------------------------------------------------------------
 
-    async def _controller_call(self, method: str, request: object) -> object:
-        async for attempt in self._retrying():
+    async def controller_call(self, method: str, request: object) -> object:
+        async for attempt in self.retrying():
             with attempt:
                 await self.refresh_metadata()
                 address = self.brokers.get(self.controller_id)
@@ -187,7 +191,7 @@ class MinimalClient:
             replication_factor=replication_factor,
             configs=configs or {},
         )
-        response = await self._controller_call(proto.METHOD_CREATE_TOPICS, request)
+        response = await self.controller_call(proto.METHOD_CREATE_TOPICS, request)
         assert isinstance(response, pb.CreateTopicsResponse)
         for result in response.topics:
             if result.error_code:
@@ -231,7 +235,7 @@ class MinimalClient:
         if not retry:
             return await self._produce_once(tp, request, acks, timeout_ms)
         try:
-            async for attempt in self._retrying(retry_on=_retriable_produce):
+            async for attempt in self.retrying(retry_on=_retriable_produce):
                 with attempt:
                     result = await self._produce_once(tp, request, acks, timeout_ms)
                     if not result.ok and acks != 0 and error_for_code(result.error_code).retriable:
@@ -277,7 +281,7 @@ class MinimalClient:
             current_leader_epoch=-1,
             partition_max_bytes=max_bytes,
         )
-        async for attempt in self._retrying():
+        async for attempt in self.retrying():
             with attempt:
                 address = await self.leader_address(tp)
                 try:

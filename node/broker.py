@@ -151,7 +151,6 @@ class Broker:
         self.producer_ids: ProducerIdManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
-        self.request_counts: dict[str, int] = {}
         self.metrics = BrokerMetrics(self)
 
     # -- configuration ----------------------------------------------------------------------
@@ -414,32 +413,30 @@ class Broker:
         return {
             proto.METHOD_METADATA: self._handle_metadata,
             proto.METHOD_PRODUCE: self._handle_produce,
-            proto.METHOD_FETCH: self._counted("Fetch", self.replica_manager.fetch),
-            proto.METHOD_LIST_OFFSETS: self._sync("ListOffsets", self.replica_manager.list_offsets),
+            proto.METHOD_FETCH: self.replica_manager.fetch,
+            proto.METHOD_LIST_OFFSETS: self._sync(self.replica_manager.list_offsets),
             proto.METHOD_CREATE_TOPICS: self._admin(
-                "CreateTopics", pb.CreateTopicsResponse, "handle_create_topics"
+                pb.CreateTopicsResponse, "handle_create_topics"
             ),
             proto.METHOD_DELETE_TOPICS: self._admin(
-                "DeleteTopics", pb.DeleteTopicsResponse, "handle_delete_topics"
+                pb.DeleteTopicsResponse, "handle_delete_topics"
             ),
             proto.METHOD_CREATE_PARTITIONS: self._admin(
-                "CreatePartitions", pb.CreatePartitionsResponse, "handle_create_partitions"
+                pb.CreatePartitionsResponse, "handle_create_partitions"
             ),
             proto.METHOD_ELECT_LEADERS: self._admin(
-                "ElectLeaders", pb.ElectLeadersResponse, "handle_elect_leaders"
+                pb.ElectLeadersResponse, "handle_elect_leaders"
             ),
             proto.METHOD_DESCRIBE_CLUSTER: self._handle_describe_cluster,
             proto.METHOD_INIT_PRODUCER_ID: self._handle_init_producer_id,
-            proto.METHOD_DESCRIBE_REPLICAS: self._sync(
-                "DescribeReplicas", self.replica_manager.describe_replicas
-            ),
+            proto.METHOD_DESCRIBE_REPLICAS: self._sync(self.replica_manager.describe_replicas),
             proto.METHOD_DESCRIBE_CONFIGS: self._handle_describe_configs,
             proto.METHOD_OFFSETS_FOR_LEADER_EPOCH: self._sync(
-                "OffsetsForLeaderEpoch", self.replica_manager.offsets_for_leader_epoch
+                self.replica_manager.offsets_for_leader_epoch
             ),
             proto.METHOD_LEADER_AND_ISR: self._handle_leader_and_isr,
             proto.METHOD_UPDATE_METADATA: self._handle_update_metadata,
-            proto.METHOD_STOP_REPLICA: self._sync("StopReplica", self.replica_manager.stop_replica),
+            proto.METHOD_STOP_REPLICA: self._sync(self.replica_manager.stop_replica),
             proto.METHOD_CONTROLLED_SHUTDOWN: self._handle_controlled_shutdown,
         }
 
@@ -449,30 +446,14 @@ class Broker:
             proto.METHOD_PRODUCE_STREAM: self._handle_produce_stream,
         }
 
-    def _count(self, name: str) -> None:
-        self.request_counts[name] = self.request_counts.get(name, 0) + 1
-
-    def _counted(
-        self, name: str, fn: Callable[[Any], Awaitable[Any]]
-    ) -> Callable[[Any], Awaitable[Any]]:
+    def _sync(self, fn: Callable[[Any], Any]) -> Callable[[Any], Awaitable[Any]]:
         async def handler(request: Any) -> Any:
-            self._count(name)
-            return await fn(request)
-
-        return handler
-
-    def _sync(self, name: str, fn: Callable[[Any], Any]) -> Callable[[Any], Awaitable[Any]]:
-        async def handler(request: Any) -> Any:
-            self._count(name)
             return fn(request)
 
         return handler
 
-    def _admin(
-        self, name: str, response_cls: type[Any], method: str
-    ) -> Callable[[Any], Awaitable[Any]]:
+    def _admin(self, response_cls: type[Any], method: str) -> Callable[[Any], Awaitable[Any]]:
         async def handler(request: Any) -> Any:
-            self._count(name)
             if self.controller is None:
                 return _not_controller_response(request, response_cls)
             # The controller answers NOT_CONTROLLER itself when it is not the active one.
@@ -481,24 +462,20 @@ class Broker:
         return handler
 
     async def _handle_metadata(self, request: pb.MetadataRequest) -> pb.MetadataResponse:
-        self._count("Metadata")
         return self.metadata.metadata(request)
 
     async def _handle_produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
         # acks=0 producers do not wait for this answer (it comes back at once: no purgatory).
-        self._count("Produce")
         return await self.replica_manager.produce(request)
 
     async def _handle_init_producer_id(
         self, request: pb.InitProducerIdRequest
     ) -> pb.InitProducerIdResponse:
-        self._count("InitProducerId")
         return await handle_init_producer_id(self.producer_ids, request)
 
     async def _handle_describe_cluster(
         self, _request: pb.DescribeClusterRequest
     ) -> pb.DescribeClusterResponse:
-        self._count("DescribeCluster")
         response = pb.DescribeClusterResponse(
             cluster_id=self.metadata.cluster_id, controller_id=self.metadata.controller_id
         )
@@ -509,7 +486,6 @@ class Broker:
     async def _handle_describe_configs(
         self, request: pb.DescribeConfigsRequest
     ) -> pb.DescribeConfigsResponse:
-        self._count("DescribeConfigs")
         response = pb.DescribeConfigsResponse()
         for resource in request.resources:
             result = response.results.add(
@@ -564,7 +540,6 @@ class Broker:
     async def _handle_leader_and_isr(
         self, request: pb.LeaderAndIsrRequest
     ) -> pb.LeaderAndIsrResponse:
-        self._count("LeaderAndIsr")
         for topic in sorted({s.topic for s in request.partition_states}):
             await self._load_topic_config(topic)
         self.metadata.add_brokers(list(request.live_leaders))
@@ -573,7 +548,6 @@ class Broker:
     async def _handle_update_metadata(
         self, request: pb.UpdateMetadataRequest
     ) -> pb.UpdateMetadataResponse:
-        self._count("UpdateMetadata")
         if request.controller_epoch < self.replica_manager.controller_epoch:
             return pb.UpdateMetadataResponse(
                 error_code=error_for_name("STALE_CONTROLLER_EPOCH").code
@@ -587,7 +561,6 @@ class Broker:
     async def _handle_controlled_shutdown(
         self, request: pb.ControlledShutdownRequest
     ) -> pb.ControlledShutdownResponse:
-        self._count("ControlledShutdown")
         if self.controller is None:
             return pb.ControlledShutdownResponse(error_code=NOT_CONTROLLER)
         return await self.controller.handle_controlled_shutdown(request)
@@ -596,13 +569,11 @@ class Broker:
         """A producer's pipelined connection: one request at a time, answered in order (as
         Kafka handles a connection); the client keeps several in flight to fill the pipe."""
         async for request in requests:
-            self._count("Produce")
             yield await self.replica_manager.produce(request)
 
     async def _handle_replica_fetch(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """One follower's stream: answer each fetch in order (long-polling as needed)."""
         async for request in requests:
-            self._count("ReplicaFetch")
             yield await self.replica_manager.fetch(request)
 
 

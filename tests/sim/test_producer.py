@@ -426,7 +426,7 @@ def test_new_partitions_are_used_after_the_metadata_refresh(tmp_path: Path) -> N
             assert before.partition == partition_for_key(b"kafka", 2)
             request = pb.CreatePartitionsRequest(timeout_ms=10_000)
             request.topics.add(name=TOPIC, count=6)
-            await client._controller_call(proto.METHOD_CREATE_PARTITIONS, request)
+            await client.controller_call(proto.METHOD_CREATE_PARTITIONS, request)
             await client.wait_for_leaders(TOPIC, 6)
             await cluster.sleep(1.5)
             after = await producer.send(TOPIC, b"v", key=b"kafka")

@@ -1,0 +1,193 @@
+"""``kafkasim console-consumer``: print records of a topic, as kafka-console-consumer.
+
+Without ``--partition`` every partition of the topic is read; ``--offset`` (earliest, latest
+or a number, the latter two need ``--partition``) or ``--from-beginning`` say where to start
+(default: latest). Each record is printed as Kafka's ``DefaultMessageFormatter`` prints it:
+the enabled columns in the order timestamp (``CreateTime:<ms>``), ``Partition:<p>``,
+``Offset:<o>``, key, value, separated by ``key.separator`` (default a tab). At the end
+``Processed a total of N messages`` goes to stderr. ``--group`` is refused: consumer groups
+come with a later issue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+from typing import Any, TextIO
+
+from cli.console_producer import parse_properties
+from client.consumer import Consumer, ConsumerRecord
+from common.clock import SystemClock
+from common.types import TopicPartition
+from node.rpc_grpc import GrpcTransport
+from storage.records.batch import TimestampType
+
+FORMATTER_PROPERTIES = (
+    "print.timestamp",
+    "print.partition",
+    "print.offset",
+    "print.key",
+    "print.value",
+    "key.separator",
+    "line.separator",
+)
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "console-consumer", help="print records of a topic (kafka-console-consumer)"
+    )
+    p.add_argument("--bootstrap-server", required=True, help="host:port[,host:port...]")
+    p.add_argument("--topic", required=True, help="the topic to read")
+    p.add_argument("--partition", type=int, help="read only this partition")
+    p.add_argument("--offset", help="earliest, latest (default) or an offset; needs --partition")
+    p.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
+    p.add_argument("--max-messages", type=int, help="exit after this many records")
+    p.add_argument("--timeout-ms", type=int, help="exit when no record came for this long")
+    p.add_argument("--group", help="not supported yet: consumer groups come with a later issue")
+    p.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="formatter property: print.key, print.offset, print.timestamp, print.partition, "
+        "print.value, key.separator, line.separator (repeatable)",
+    )
+    p.add_argument(
+        "--consumer-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a consumer config key (repeatable)",
+    )
+    p.set_defaults(func=cmd_console_consumer)
+
+
+class MessageFormatter:
+    """Kafka's DefaultMessageFormatter: the enabled columns, ``key.separator`` between them."""
+
+    def __init__(self, props: dict[str, str]) -> None:
+        unknown = sorted(set(props) - set(FORMATTER_PROPERTIES))
+        if unknown:
+            raise ValueError(
+                f"unknown --property {', '.join(unknown)} "
+                f"(known: {', '.join(FORMATTER_PROPERTIES)})"
+            )
+
+        def flag(name: str, default: bool = False) -> bool:
+            return props.get(name, str(default)).strip().lower() == "true"
+
+        self.print_timestamp = flag("print.timestamp")
+        self.print_partition = flag("print.partition")
+        self.print_offset = flag("print.offset")
+        self.print_key = flag("print.key")
+        self.print_value = flag("print.value", True)
+        self.key_separator = _unescape(props.get("key.separator", "\t"))
+        self.line_separator = _unescape(props.get("line.separator", "\n"))
+
+    def format(self, record: ConsumerRecord) -> str:
+        columns: list[str] = []
+        if self.print_timestamp:
+            if record.timestamp_type is TimestampType.NO_TIMESTAMP_TYPE:
+                columns.append("NO_TIMESTAMP")
+            else:
+                columns.append(f"{record.timestamp_type.kafka_name}:{record.timestamp}")
+        if self.print_partition:
+            columns.append(f"Partition:{record.partition}")
+        if self.print_offset:
+            columns.append(f"Offset:{record.offset}")
+        if self.print_key:
+            columns.append(_text(record.key))
+        if self.print_value:
+            columns.append(_text(record.value))
+        # Kafka ends the line after the value, or after the last column if there is none.
+        return self.key_separator.join(columns) + self.line_separator
+
+
+def _text(data: bytes | None) -> str:
+    return "null" if data is None else data.decode("utf-8", errors="replace")
+
+
+def _unescape(text: str) -> str:
+    """``\\t`` and ``\\n`` as typed on a command line mean tab and newline."""
+    return text.replace("\\t", "\t").replace("\\n", "\n")
+
+
+def cmd_console_consumer(args: argparse.Namespace) -> int:
+    if args.group is not None:
+        raise ValueError(
+            "--group is not supported yet: consumer groups come with a later issue; "
+            "read without a group (optionally --partition/--offset)"
+        )
+    if args.from_beginning and args.offset is not None:
+        raise ValueError("Options from-beginning and offset cannot be specified together.")
+    offset = args.offset
+    if offset is not None:
+        if args.partition is None:
+            raise ValueError("The partition is required when offset is specified.")
+        if offset not in ("earliest", "latest") and not (offset.isdigit()):
+            raise ValueError(
+                f"The provided offset value '{offset}' is incorrect. Valid values are "
+                "'earliest', 'latest', or a non-negative long."
+            )
+    if args.max_messages is not None and args.max_messages < 1:
+        raise ValueError("--max-messages must be at least 1")
+    formatter = MessageFormatter(parse_properties(args.property, "--property"))
+    config: dict[str, object] = {
+        **parse_properties(args.consumer_property, "--consumer-property"),
+        "bootstrap.servers": args.bootstrap_server,
+        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+    }
+    start = "earliest" if args.from_beginning else (offset or "latest")
+    return asyncio.run(consume(args, config, start, formatter, out=sys.stdout, err=sys.stderr))
+
+
+async def consume(
+    args: argparse.Namespace,
+    config: dict[str, object],
+    start: str,
+    formatter: MessageFormatter,
+    *,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    transport = GrpcTransport()
+    processed = 0
+    try:
+        async with Consumer(config, transport=transport, clock=SystemClock()) as consumer:
+            if args.partition is not None:
+                partitions = [args.partition]
+                known = await consumer.partitions_for(args.topic)
+                if args.partition not in known:
+                    raise ValueError(
+                        f"partition {args.partition} of topic {args.topic} does not exist "
+                        f"(partitions: {', '.join(map(str, known))})"
+                    )
+            else:
+                partitions = await consumer.partitions_for(args.topic)
+            tps = [TopicPartition(args.topic, p) for p in partitions]
+            consumer.assign(tps)
+            if start == "earliest":
+                consumer.seek_to_beginning(tps)
+            elif start == "latest":
+                consumer.seek_to_end(tps)
+            else:
+                consumer.seek(tps[0], int(start))
+            with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
+                while args.max_messages is None or processed < args.max_messages:
+                    # --timeout-ms bounds the wait for the next record, as Kafka's does.
+                    records = await consumer.poll(args.timeout_ms or 1000)
+                    if not records and args.timeout_ms is not None:
+                        break
+                    if args.max_messages is not None:
+                        records = records[: args.max_messages - processed]
+                    for record in records:
+                        out.write(formatter.format(record))
+                    out.flush()
+                    processed += len(records)
+    finally:
+        await transport.close()
+    print(f"Processed a total of {processed} messages", file=err)
+    return 0

@@ -1,0 +1,88 @@
+"""``kafkasim leader-election``: kafka-leader-election.sh.
+
+``--election-type preferred`` moves leadership back to each partition's first replica (when
+it is alive and in the ISR); ``unclean`` lets an out-of-sync replica lead an offline
+partition. Output is Kafka's: one line for the partitions that got a new leader, one for
+those whose leader was already right, one per failure; any failure exits 1 with
+``N replica(s) could not be elected``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from cli.connect import add_bootstrap_args, bootstrap_servers
+from client.admin import AdminClient
+from common.clock import SystemClock
+from common.errors import KafkaError, error_for_name
+from common.types import TopicPartition
+from node.rpc_grpc import GrpcTransport
+
+ElectionNotNeededError = error_for_name("ELECTION_NOT_NEEDED")
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "leader-election", help="elect preferred (or unclean) leaders (kafka-leader-election)"
+    )
+    add_bootstrap_args(p)
+    p.add_argument(
+        "--election-type",
+        required=True,
+        type=str.lower,
+        choices=("preferred", "unclean"),
+        help="PREFERRED or UNCLEAN",
+    )
+    p.add_argument("--all-topic-partitions", action="store_true", help="elect for every partition")
+    p.add_argument("--topic", help="the topic of the partition to elect for")
+    p.add_argument("--partition", type=int, help="the partition to elect for (with --topic)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    single = args.topic is not None or args.partition is not None
+    if args.all_topic_partitions == single:
+        raise ValueError(
+            "exactly one of --all-topic-partitions or --topic with --partition must be given"
+        )
+    if single and (args.topic is None or args.partition is None):
+        raise ValueError("--topic and --partition must be given together")
+    partitions = None if args.all_topic_partitions else [TopicPartition(args.topic, args.partition)]
+    bootstrap = bootstrap_servers(args)
+    results = asyncio.run(_elect(bootstrap, args.election_type == "preferred", partitions))
+    kind = args.election_type.upper()
+    elected = [tp for tp, error in results.items() if error is None]
+    noop = [tp for tp, error in results.items() if isinstance(error, ElectionNotNeededError)]
+    failed = {
+        tp: error
+        for tp, error in results.items()
+        if error is not None and not isinstance(error, ElectionNotNeededError)
+    }
+    if elected:
+        print(f"Successfully completed leader election ({kind}) for partitions {_tps(elected)}")
+    if noop:
+        print(f"Valid replica already elected for partitions {_tps(noop)}")
+    for tp, error in sorted(failed.items()):
+        print(f"Error completing leader election ({kind}) for partition: {tp}: {error}")
+    if failed:
+        print(f"{len(failed)} replica(s) could not be elected", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _elect(
+    bootstrap: list[str], preferred: bool, partitions: list[TopicPartition] | None
+) -> dict[TopicPartition, KafkaError | None]:
+    transport = GrpcTransport()
+    try:
+        admin = AdminClient(bootstrap, transport=transport, clock=SystemClock())
+        return await admin.elect_leaders(preferred, partitions)
+    finally:
+        await transport.close()
+
+
+def _tps(tps: list[TopicPartition]) -> str:
+    return ", ".join(str(tp) for tp in sorted(tps))

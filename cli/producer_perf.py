@@ -1,0 +1,193 @@
+"""``kafkasim producer-perf-test``: Kafka's ProducerPerformance, on ``client.producer``.
+
+Sends ``--num-records`` records of ``--record-size`` random uppercase bytes (one payload, as
+Kafka does), at most ``--throughput`` records/s (-1: as fast as the producer takes them), and
+prints Kafka's lines: a window summary every 5 s while running, then the total with latency
+percentiles. Latency is send() to acknowledgement, in ms, on the ``SystemClock`` adapter (the
+command measures real time; it reads no wall clock itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+from client.producer import Producer, RecordMetadata, SendCallback
+from common.clock import Clock, SystemClock
+from node.rpc_grpc import GrpcTransport
+
+REPORTING_INTERVAL_MS = 5_000
+# Kafka's send() blocks once buffer.memory (32 MiB) is full; this bounds what is unacknowledged.
+BUFFER_MEMORY_BYTES = 32 * 1024 * 1024
+YIELD_EVERY_RECORDS = 256  # let the producer's sender run while we send flat out
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "producer-perf-test", help="measure producer throughput and latency (Kafka's tool)"
+    )
+    p.add_argument("--topic", required=True, help="the topic to produce to")
+    p.add_argument("--num-records", type=int, required=True, help="records to send")
+    p.add_argument("--record-size", type=int, required=True, help="bytes per record")
+    p.add_argument("--throughput", type=float, required=True, help="max records/s; -1 for no limit")
+    p.add_argument(
+        "--producer-props",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="producer configs, e.g. bootstrap.servers=host:port acks=all",
+    )
+    p.add_argument(
+        "--producer.config", dest="producer_config", type=Path, help="a producer config file"
+    )
+    p.set_defaults(func=run)
+
+
+def _parse_props(items: list[str], where: str) -> dict[str, object]:
+    props: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{where}: expected KEY=VALUE, got {item!r}")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def _load_props(args: argparse.Namespace) -> dict[str, object]:
+    """The config file first, then --producer-props over it (as Kafka merges them)."""
+    props: dict[str, object] = {}
+    if args.producer_config is not None:
+        lines = args.producer_config.read_text().splitlines()
+        items = [line.strip() for line in lines if line.strip() and line.strip()[0] not in "#!"]
+        props.update(_parse_props(items, str(args.producer_config)))
+    props.update(_parse_props(args.producer_props, "--producer-props"))
+    if "bootstrap.servers" not in props:
+        raise ValueError(
+            "bootstrap.servers is not set: pass --producer-props bootstrap.servers=HOST:PORT"
+        )
+    return props
+
+
+class Stats:
+    """Kafka's ProducerPerformance.Stats: totals, a 5 s reporting window, every latency."""
+
+    def __init__(self, clock: Clock, out: Any = sys.stdout) -> None:
+        self.clock = clock
+        self.out = out
+        self.start_ms = self.window_start_ms = clock.monotonic_ms()
+        self.count = self.bytes = self.latency_total_ms = self.latency_max_ms = 0
+        self.window_count = self.window_bytes = 0
+        self.window_latency_total_ms = self.window_latency_max_ms = 0
+        self.latencies_ms: list[int] = []
+
+    def record(self, latency_ms: int, size: int, now_ms: int) -> None:
+        self.count += 1
+        self.bytes += size
+        self.latency_total_ms += latency_ms
+        self.latency_max_ms = max(self.latency_max_ms, latency_ms)
+        self.window_count += 1
+        self.window_bytes += size
+        self.window_latency_total_ms += latency_ms
+        self.window_latency_max_ms = max(self.window_latency_max_ms, latency_ms)
+        self.latencies_ms.append(latency_ms)
+        if now_ms - self.window_start_ms >= REPORTING_INTERVAL_MS:
+            self.print_window(now_ms)
+            self.window_start_ms = now_ms
+            self.window_count = self.window_bytes = 0
+            self.window_latency_total_ms = self.window_latency_max_ms = 0
+
+    def print_window(self, now_ms: int) -> None:
+        elapsed_ms = max(now_ms - self.window_start_ms, 1)
+        records_per_s = 1000.0 * self.window_count / elapsed_ms
+        mb_per_s = 1000.0 * self.window_bytes / elapsed_ms / (1024 * 1024)
+        print(
+            f"{self.window_count} records sent, {records_per_s:.1f} records/sec "
+            f"({mb_per_s:.2f} MB/sec), "
+            f"{self.window_latency_total_ms / max(self.window_count, 1):.1f} ms avg latency, "
+            f"{float(self.window_latency_max_ms):.1f} ms max latency.",
+            file=self.out,
+            flush=True,
+        )
+
+    def total_line(self) -> str:
+        elapsed_ms = max(self.clock.monotonic_ms() - self.start_ms, 1)
+        records_per_s = 1000.0 * self.count / elapsed_ms
+        mb_per_s = 1000.0 * self.bytes / elapsed_ms / (1024 * 1024)
+        p50, p95, p99, p999 = percentiles(self.latencies_ms, (0.5, 0.95, 0.99, 0.999))
+        return (
+            f"{self.count} records sent, {records_per_s:f} records/sec ({mb_per_s:.2f} MB/sec), "
+            f"{self.latency_total_ms / max(self.count, 1):.2f} ms avg latency, "
+            f"{float(self.latency_max_ms):.2f} ms max latency, {p50} ms 50th, {p95} ms 95th, "
+            f"{p99} ms 99th, {p999} ms 99.9th."
+        )
+
+
+def percentiles(latencies_ms: list[int], ps: tuple[float, ...]) -> list[int]:
+    """Kafka's way: the element at ``int(size * p)`` of the sorted latencies (0 if none)."""
+    ordered = sorted(latencies_ms)
+    if not ordered:
+        return [0 for _ in ps]
+    return [ordered[min(int(len(ordered) * p), len(ordered) - 1)] for p in ps]
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.num_records < 0 or args.record_size < 0:
+        raise ValueError("--num-records and --record-size must not be negative")
+    props = _load_props(args)
+    failures = asyncio.run(_perf(args, props, SystemClock()))
+    return 1 if failures else 0
+
+
+async def _perf(args: argparse.Namespace, props: dict[str, object], clock: Clock) -> int:
+    rng = random.Random(0)
+    payload = bytes(rng.randrange(26) + 65 for _ in range(args.record_size))
+    max_unacked = max(1, BUFFER_MEMORY_BYTES // max(args.record_size, 1))
+    transport = GrpcTransport()
+    producer = Producer(props, transport=transport, clock=clock)
+    stats = Stats(clock)
+    errors: list[BaseException] = []
+    unacked = 0
+    room = asyncio.Event()
+
+    def completion(send_ms: int) -> SendCallback:
+        return lambda metadata, error: on_completion(send_ms, metadata, error)
+
+    def on_completion(
+        send_ms: int, _metadata: RecordMetadata | None, error: BaseException | None
+    ) -> None:
+        nonlocal unacked
+        unacked -= 1
+        room.set()
+        now_ms = clock.monotonic_ms()
+        if error is not None:
+            if not errors:
+                print(f"Error when sending message to topic {args.topic}: {error}", file=sys.stderr)
+            errors.append(error)
+            return
+        stats.record(now_ms - send_ms, args.record_size, now_ms)
+
+    try:
+        start_ms = clock.monotonic_ms()
+        for i in range(args.num_records):
+            send_ms = clock.monotonic_ms()
+            unacked += 1
+            producer.send(args.topic, payload, callback=completion(send_ms))
+            if args.throughput > 0:
+                due_ms = start_ms + (i + 1) * 1000.0 / args.throughput
+                if due_ms > clock.monotonic_ms():
+                    await asyncio.sleep((due_ms - clock.monotonic_ms()) / 1000)
+            elif i % YIELD_EVERY_RECORDS == 0:
+                await asyncio.sleep(0)
+            while unacked >= max_unacked:
+                room.clear()
+                await room.wait()
+        await producer.flush()
+    finally:
+        await producer.close()
+        await transport.close()
+    print(stats.total_line(), flush=True)
+    return len(errors)

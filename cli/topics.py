@@ -1,0 +1,187 @@
+"""``kafkasim topics``: kafka-topics.sh's --create/--list/--describe/--alter/--delete.
+
+Flags, output lines and error lines are Kafka 3.x's, so a Kafka user's scripts and habits
+carry over. A failed action prints ``Error while executing topic command : <message>`` (on
+stderr: the one line a script needs) and exits 1; a bad flag combination prints one line
+and exits 1 too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from cli.connect import add_bootstrap_args, bootstrap_servers
+from client.admin import AdminClient, NewTopic, TopicDescription
+from common.clock import SystemClock
+from common.errors import KafkaError, KafkasimError, error_for_name
+from node.rpc_grpc import GrpcTransport
+
+ACTIONS = ("create", "list", "describe", "alter", "delete")
+TopicAlreadyExistsError = error_for_name("TOPIC_ALREADY_EXISTS")
+UnknownTopicError = error_for_name("UNKNOWN_TOPIC_OR_PARTITION")
+
+
+class TopicCommandError(KafkasimError):
+    """A topic command that cannot be done as asked (Kafka's IllegalArgumentException)."""
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "topics", help="create, list, describe, alter and delete topics (kafka-topics)"
+    )
+    add_bootstrap_args(p)
+    for action in ACTIONS:
+        p.add_argument(f"--{action}", action="store_true", help=f"{action} topic(s)")
+    p.add_argument("--topic", help="the topic to act on")
+    p.add_argument("--partitions", type=int, help="partition count (create, alter)")
+    p.add_argument("--replication-factor", type=int, help="replication factor (create)")
+    p.add_argument(
+        "--replica-assignment",
+        metavar="B1:B2,B3:B4",
+        help="manual assignment: per partition, colon-separated broker ids (create)",
+    )
+    p.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="a topic config"
+    )
+    p.add_argument("--if-not-exists", action="store_true", help="create only if absent")
+    p.add_argument("--if-exists", action="store_true", help="alter/delete/describe if present")
+    p.add_argument("--under-replicated-partitions", action="store_true")
+    p.add_argument("--unavailable-partitions", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    chosen = [a for a in ACTIONS if getattr(args, a)]
+    if len(chosen) != 1:
+        raise ValueError(
+            "Command must include exactly one action: --list, --describe, --create, --alter "
+            "or --delete"
+        )
+    action = chosen[0]
+    if action in ("create", "alter", "delete") and not args.topic:
+        raise ValueError(f"--{action} requires --topic")
+    if action == "alter" and args.partitions is None:
+        raise ValueError("--alter requires --partitions (the new total partition count)")
+    if args.replica_assignment and (
+        args.partitions is not None or args.replication_factor is not None
+    ):
+        raise ValueError(
+            "--replica-assignment cannot be used with --partitions or --replication-factor"
+        )
+    bootstrap = bootstrap_servers(args)
+    try:
+        for line in asyncio.run(_run(action, args, bootstrap)):
+            print(line)
+    except (KafkaError, TopicCommandError) as e:
+        message = e.message if isinstance(e, KafkaError) else str(e)
+        print(f"Error while executing topic command : {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _run(action: str, args: argparse.Namespace, bootstrap: list[str]) -> list[str]:
+    transport = GrpcTransport()
+    admin = AdminClient(bootstrap, transport=transport, clock=SystemClock())
+    try:
+        if action == "create":
+            return await _create(admin, args)
+        if action == "list":
+            return await admin.list_topics()
+        if action == "describe":
+            return await _describe(admin, args)
+        try:
+            if action == "alter":
+                await admin.create_partitions(args.topic, args.partitions)
+            else:
+                await admin.delete_topics([args.topic])
+        except UnknownTopicError:
+            if not args.if_exists:
+                raise TopicCommandError(
+                    f"Topic '{args.topic}' does not exist as expected"
+                ) from None
+        return []  # Kafka 3.x prints nothing when an alter or delete succeeds
+    finally:
+        await transport.close()
+
+
+def _parse_configs(items: list[str]) -> dict[str, str]:
+    configs: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise TopicCommandError(
+                f"Invalid topic config: all configs must be KEY=VALUE, got {item!r}"
+            )
+        configs[key.strip()] = value.strip()
+    return configs
+
+
+def _parse_assignment(text: str) -> dict[int, list[int]]:
+    """Kafka's ``--replica-assignment 1:2,2:3``: partition 0 on brokers 1 and 2, and so on."""
+    try:
+        return {
+            partition: [int(b) for b in brokers.split(":")]
+            for partition, brokers in enumerate(text.split(","))
+        }
+    except ValueError:
+        raise TopicCommandError(f"Invalid --replica-assignment {text!r}") from None
+
+
+async def _create(admin: AdminClient, args: argparse.Namespace) -> list[str]:
+    spec = NewTopic(
+        args.topic,
+        -1 if args.partitions is None else args.partitions,
+        -1 if args.replication_factor is None else args.replication_factor,
+        _parse_assignment(args.replica_assignment) if args.replica_assignment else None,
+        _parse_configs(args.config),
+    )
+    try:
+        await admin.create_topics([spec])
+    except TopicAlreadyExistsError:
+        if args.if_not_exists:
+            return []
+        raise
+    return [f"Created topic {args.topic}."]
+
+
+async def _describe(admin: AdminClient, args: argparse.Namespace) -> list[str]:
+    try:
+        topics = await admin.describe_topics([args.topic] if args.topic else None)
+    except UnknownTopicError:
+        if args.if_exists:
+            return []
+        raise TopicCommandError(f"Topic '{args.topic}' does not exist as expected") from None
+    filtered = args.under_replicated_partitions or args.unavailable_partitions
+    lines: list[str] = []
+    for topic in topics:
+        if not filtered:
+            lines.append(await _topic_line(admin, topic))
+        for p in topic.partitions:
+            if args.under_replicated_partitions and not p.under_replicated:
+                continue
+            if args.unavailable_partitions and not p.unavailable:
+                continue
+            leader = str(p.leader) if p.leader >= 0 else "none"
+            lines.append(
+                f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {leader}\t"
+                f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
+            )
+    return lines
+
+
+async def _topic_line(admin: AdminClient, topic: TopicDescription) -> str:
+    # Kafka 3.x prints "TopicId: <uuid>" after the name; kafkasim topics have no id (as in
+    # ZooKeeper-mode Kafka before 2.8), so the field is left out rather than faked.
+    overrides = [c for c in await admin.describe_configs(topic.name) if not c.is_default]
+    configs = ",".join(f"{c.name}={c.value}" for c in overrides)
+    return (
+        f"Topic: {topic.name}\tPartitionCount: {len(topic.partitions)}\t"
+        f"ReplicationFactor: {topic.replication_factor}\tConfigs: {configs}"
+    )
+
+
+def _ids(ids: tuple[int, ...]) -> str:
+    return ",".join(str(i) for i in ids)

@@ -1,0 +1,263 @@
+"""Kafka's admin client: topics, partitions, cluster, configs and leader elections.
+
+Reads (``list_topics``, ``describe_topics``, ``describe_cluster``, ``describe_configs``) go to
+any broker that answers; writes (create/delete topics, add partitions, elect leaders) go to the
+controller, found through the metadata and retried on NOT_CONTROLLER and retriable errors
+until ``delivery.timeout.ms`` has passed on the injected clock (``MinimalClient``'s policy).
+
+A failed item raises the :class:`~common.errors.KafkaError` subclass of its error code; the
+message names the topic. A write that succeeds has been recorded by the controller; the
+brokers' metadata follows asynchronously (as in Kafka, a describe right after a create may
+not see the topic yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import proto
+from client.minimal import MinimalClient
+from common.clock import Clock
+from common.errors import KafkaError, error_for_code, error_for_name
+from common.rpc import Transport
+from common.types import TopicPartition
+from proto import kafkasim_pb2 as pb
+
+UNKNOWN_TOPIC_OR_PARTITION = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
+ELECTION_NOT_NEEDED = error_for_name("ELECTION_NOT_NEEDED").code
+RESOURCE_TYPE_TOPIC = 2  # Kafka's ConfigResource.Type.TOPIC
+ELECTION_PREFERRED = 0  # Kafka's ElectionType.PREFERRED
+ELECTION_UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    """A topic to create: a partition count and replication factor (-1: the broker's
+    defaults), or a manual ``assignment`` (partition -> broker ids) instead of both."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignment: Mapping[int, Sequence[int]] | None = None
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    partition: int
+    leader: int  # -1: offline
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    @property
+    def unavailable(self) -> bool:
+        return self.leader < 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    partitions: tuple[PartitionDescription, ...]
+    is_internal: bool
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerNode:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str
+    controller_id: int  # -1: none elected
+    brokers: tuple[BrokerNode, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str
+    is_default: bool
+    read_only: bool
+    source: int  # Kafka's DescribeConfigs ConfigSource number
+
+
+def _raise_for(code: int, message: str, topic: str) -> None:
+    """Raise the error class of ``code``, its message naming ``topic``."""
+    if not code:
+        return
+    if topic not in message:
+        message = f"topic '{topic}': {message}" if message else f"topic '{topic}'"
+    raise error_for_code(code)(message)
+
+
+class AdminClient:
+    """Kafka's ``Admin`` over any ``Transport``. ``bootstrap`` is ``host:port`` addresses;
+    ``request_timeout_ms`` bounds one call, ``timeout_ms`` the whole retried operation."""
+
+    def __init__(
+        self,
+        bootstrap: Sequence[str],
+        *,
+        transport: Transport,
+        clock: Clock,
+        request_timeout_ms: int = 30_000,
+        timeout_ms: int = 60_000,
+    ) -> None:
+        self._client = MinimalClient(
+            transport,
+            bootstrap,
+            clock,
+            request_timeout_ms=request_timeout_ms,
+            delivery_timeout_ms=timeout_ms,
+        )
+        self.request_timeout_ms = request_timeout_ms
+
+    # -- topics -----------------------------------------------------------------------------
+
+    async def create_topics(
+        self, specs: Iterable[NewTopic], *, validate_only: bool = False
+    ) -> None:
+        specs = list(specs)
+        request = pb.CreateTopicsRequest(
+            timeout_ms=self.request_timeout_ms, validate_only=validate_only
+        )
+        for spec in specs:
+            topic = request.topics.add(
+                name=spec.name,
+                num_partitions=spec.num_partitions,
+                replication_factor=spec.replication_factor,
+                configs=dict(spec.configs),
+            )
+            if spec.assignment is not None:
+                topic.num_partitions = -1
+                topic.replication_factor = -1
+                for partition, brokers in sorted(spec.assignment.items()):
+                    topic.assignments.add(partition=partition, broker_ids=list(brokers))
+        response = await self._client.controller_call(
+            proto.METHOD_CREATE_TOPICS, request
+        )  # shared retry policy
+        assert isinstance(response, pb.CreateTopicsResponse)
+        for result in response.topics:
+            _raise_for(result.error_code, result.error_message, result.name)
+
+    async def delete_topics(self, names: Iterable[str]) -> None:
+        request = pb.DeleteTopicsRequest(
+            topic_names=list(names), timeout_ms=self.request_timeout_ms
+        )
+        response = await self._client.controller_call(proto.METHOD_DELETE_TOPICS, request)
+        assert isinstance(response, pb.DeleteTopicsResponse)
+        for result in response.topics:
+            _raise_for(result.error_code, result.error_message, result.name)
+
+    async def create_partitions(self, topic: str, total_count: int) -> None:
+        """Grow ``topic`` to ``total_count`` partitions (Kafka never shrinks a topic)."""
+        request = pb.CreatePartitionsRequest(timeout_ms=self.request_timeout_ms)
+        request.topics.add(name=topic, count=total_count)
+        response = await self._client.controller_call(proto.METHOD_CREATE_PARTITIONS, request)
+        assert isinstance(response, pb.CreatePartitionsResponse)
+        for result in response.results:
+            _raise_for(result.error_code, result.error_message, result.name)
+
+    async def list_topics(self) -> list[str]:
+        response = await self._client.refresh_metadata()
+        return sorted(t.name for t in response.topics if not t.error_code)
+
+    async def describe_topics(self, names: Sequence[str] | None = None) -> list[TopicDescription]:
+        """Every topic (``names`` None) or the named ones, sorted by name; an unknown named
+        topic raises UNKNOWN_TOPIC_OR_PARTITION."""
+        response = await self._client.refresh_metadata(list(names or ()))
+        out: list[TopicDescription] = []
+        for topic in sorted(response.topics, key=lambda t: t.name):
+            if topic.error_code == UNKNOWN_TOPIC_OR_PARTITION:
+                _raise_for(topic.error_code, f"Topic '{topic.name}' does not exist.", topic.name)
+            _raise_for(topic.error_code, "", topic.name)
+            partitions = tuple(
+                PartitionDescription(
+                    partition=p.partition,
+                    leader=p.leader,
+                    leader_epoch=p.leader_epoch,
+                    replicas=tuple(p.replicas),
+                    isr=tuple(p.isr),
+                    offline_replicas=tuple(p.offline_replicas),
+                )
+                for p in sorted(topic.partitions, key=lambda p: p.partition)
+            )
+            out.append(TopicDescription(topic.name, partitions, topic.is_internal))
+        return out
+
+    # -- cluster and configs ----------------------------------------------------------------
+
+    async def describe_cluster(self) -> ClusterDescription:
+        response = await self._client.call_any(  # any broker answers
+            proto.METHOD_DESCRIBE_CLUSTER, pb.DescribeClusterRequest()
+        )
+        assert isinstance(response, pb.DescribeClusterResponse)
+        if response.error_code:
+            raise error_for_code(response.error_code)("describe cluster")
+        return ClusterDescription(
+            cluster_id=response.cluster_id,
+            controller_id=response.controller_id,
+            brokers=tuple(
+                BrokerNode(b.node_id, b.host, b.port, b.rack or None) for b in response.brokers
+            ),
+        )
+
+    async def describe_configs(self, topic: str) -> list[ConfigEntry]:
+        """Every config of ``topic``, effective values, sorted by name; ``is_default`` False
+        for the topic's own overrides."""
+        request = pb.DescribeConfigsRequest()
+        request.resources.add(resource_type=RESOURCE_TYPE_TOPIC, resource_name=topic)
+        response = await self._client.call_any(proto.METHOD_DESCRIBE_CONFIGS, request)
+        assert isinstance(response, pb.DescribeConfigsResponse)
+        out: list[ConfigEntry] = []
+        for result in response.results:
+            _raise_for(result.error_code, result.error_message, topic)
+            out.extend(
+                ConfigEntry(c.name, c.value, c.is_default, c.read_only, c.config_source)
+                for c in result.configs
+            )
+        return sorted(out, key=lambda c: c.name)
+
+    # -- leader election --------------------------------------------------------------------
+
+    async def elect_leaders(
+        self, preferred: bool = True, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """A preferred (or unclean) election for ``partitions`` (None: every partition).
+        Per partition: None when a leader was elected, else the error (ELECTION_NOT_NEEDED
+        when the right replica already leads). A request-level error raises."""
+        request = pb.ElectLeadersRequest(
+            election_type=ELECTION_PREFERRED if preferred else ELECTION_UNCLEAN,
+            timeout_ms=self.request_timeout_ms,
+        )
+        for tp in partitions or ():
+            request.partitions.add(topic=tp.topic, partition=tp.partition)
+        # A request-level NOT_CONTROLLER (not a per-item one) is retried here.
+        response = pb.ElectLeadersResponse()
+        async for attempt in self._client.retrying():
+            with attempt:
+                answer = await self._client.controller_call(proto.METHOD_ELECT_LEADERS, request)
+                assert isinstance(answer, pb.ElectLeadersResponse)
+                if answer.error_code:
+                    raise error_for_code(answer.error_code)("leader election")
+                response = answer
+        results: dict[TopicPartition, KafkaError | None] = {}
+        for r in response.results:
+            tp = TopicPartition(r.topic, r.partition)
+            results[tp] = error_for_code(r.error_code)(str(tp)) if r.error_code else None
+        return results
