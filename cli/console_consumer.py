@@ -17,6 +17,7 @@ import contextlib
 import sys
 from typing import Any, TextIO
 
+from cli.connect import add_bootstrap_args, bootstrap_servers
 from cli.console_producer import parse_properties
 from client.consumer import Consumer, ConsumerRecord
 from common.clock import SystemClock
@@ -39,7 +40,7 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "console-consumer", help="print records of a topic (kafka-console-consumer)"
     )
-    p.add_argument("--bootstrap-server", required=True, help="host:port[,host:port...]")
+    add_bootstrap_args(p)
     p.add_argument("--topic", required=True, help="the topic to read")
     p.add_argument("--partition", type=int, help="read only this partition")
     p.add_argument("--offset", help="earliest, latest (default) or an offset; needs --partition")
@@ -137,7 +138,7 @@ def cmd_console_consumer(args: argparse.Namespace) -> int:
     formatter = MessageFormatter(parse_properties(args.property, "--property"))
     config: dict[str, object] = {
         **parse_properties(args.consumer_property, "--consumer-property"),
-        "bootstrap.servers": args.bootstrap_server,
+        "bootstrap.servers": ",".join(bootstrap_servers(args)),
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
     }
     start = "earliest" if args.from_beginning else (offset or "latest")

@@ -14,6 +14,7 @@ import asyncio
 import sys
 from typing import Any, TextIO
 
+from cli.connect import add_bootstrap_args, bootstrap_servers
 from client.producer import Producer, RecordMetadata
 from common.clock import SystemClock
 from common.errors import KafkasimError
@@ -26,7 +27,7 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "console-producer", help="send lines from stdin as records (kafka-console-producer)"
     )
-    p.add_argument("--bootstrap-server", required=True, help="host:port[,host:port...]")
+    add_bootstrap_args(p)
     p.add_argument("--topic", required=True, help="the topic to produce to")
     p.add_argument(
         "--property",
@@ -65,7 +66,7 @@ def cmd_console_producer(args: argparse.Namespace) -> int:
             f"unknown --property {', '.join(unknown)} (known: {', '.join(READER_PROPERTIES)})"
         )
     config: dict[str, object] = {
-        "bootstrap.servers": args.bootstrap_server,
+        "bootstrap.servers": ",".join(bootstrap_servers(args)),
         **parse_properties(args.producer_property, "--producer-property"),
     }
     if args.request_required_acks is not None:
