@@ -92,20 +92,26 @@ class LocalCluster:
 
     def start(self, *, wait: bool = True) -> None:
         """Start ZooKeeper (if ours) and every broker; with ``wait``, until all serve."""
-        if self._own_zookeeper and not self.zookeeper.running:
-            self.zookeeper.start()
-        for broker_id in self.brokers:
-            self.start_broker(broker_id)
-        if wait:
+        try:
+            if self._own_zookeeper and not self.zookeeper.running:
+                self.zookeeper.start()
             for broker_id in self.brokers:
-                self.wait_serving(broker_id)
+                self.start_broker(broker_id)
+            if wait:
+                for broker_id in self.brokers:
+                    self.wait_serving(broker_id)
+        except BaseException:
+            # Whatever did start must not outlive a failed start-up.
+            self.stop()
+            raise
 
     def _retry_on_new_port(self, broker_id: int) -> bool:
         """A broker that exits at once may have lost its "free" port to another process
         between our probe and its bind: start it again on a new port (True if we did)."""
         broker = self.brokers[broker_id]
         text = broker.log_path.read_text(errors="replace") if broker.log_path.exists() else ""
-        if "serving on" in text or broker.restarts >= 3:
+        lost_port = "cannot bind" in text or "Address already in use" in text
+        if not lost_port or broker.restarts >= 3:
             return False
         logger.warning(
             "broker %d exited during start-up; retrying on a new port. Its log ends:\n%s",

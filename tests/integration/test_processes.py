@@ -125,3 +125,23 @@ def test_killing_the_controller_elects_a_new_one(local_cluster: LocalCluster) ->
             await client.transport.close()
 
     asyncio.run(main())
+
+
+def test_a_failed_start_up_leaves_no_process_behind(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A broker that cannot start (here: an unknown config key) fails the cluster's start-up,
+    and the ZooKeeper and brokers that did start are stopped, not left running."""
+    import pytest
+
+    from controller.zk_process import zookeeper_available
+
+    if zookeeper_available() is not None:
+        pytest.skip("real ZooKeeper unavailable")
+    cluster = LocalCluster(tmp_path, brokers=2, broker_props={"no.such.key": "1"})
+    with pytest.raises(RuntimeError, match="exited"):
+        cluster.start()
+    pids = [b.pid for b in cluster.brokers.values()]
+    assert all(pid is not None for pid in pids)
+    for broker in cluster.brokers.values():
+        assert broker.process is not None and broker.process.poll() is not None
+    assert not cluster.zookeeper.running
+    assert "Unknown broker configuration key" in cluster.brokers[1].log_path.read_text()
