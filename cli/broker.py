@@ -15,13 +15,10 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from common.clock import Clock, SystemClock
+from common.clock import SystemClock
 from common.config import read_properties
-from common.coordination import Coordination
-from common.rpc import Transport
-from controller.controller import Controller, ControllerConfig
 from controller.zk_kazoo import KazooCoordination
-from node.broker import Broker, HostedController
+from node.broker import Broker, controller_factory
 from node.config import BrokerConfig
 from node.rpc_grpc import GrpcTransport
 
@@ -55,19 +52,6 @@ def load_config(path: Path, overrides: list[str]) -> BrokerConfig:
     return BrokerConfig.from_props(props)
 
 
-def _controller_factory(
-    broker_id: int, zk: Coordination, transport: Transport, clock: Clock, config: BrokerConfig
-) -> HostedController:
-    return Controller(
-        broker_id,
-        zk,
-        transport,
-        clock,
-        config=ControllerConfig.from_broker_config(config.config),
-        rng=random.Random(),
-    )
-
-
 async def serve(config: BrokerConfig) -> None:
     session_timeout_ms = config["zookeeper.session.timeout.ms"]
     connect_timeout_ms = config["zookeeper.connection.timeout.ms"] or session_timeout_ms
@@ -78,7 +62,7 @@ async def serve(config: BrokerConfig) -> None:
             config["zookeeper.connect"], session_timeout_ms, connect_timeout_ms=connect_timeout_ms
         ),
         clock=SystemClock(),
-        controller_factory=_controller_factory,
+        controller_factory=controller_factory(lambda _broker_id: random.Random()),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

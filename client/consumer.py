@@ -60,7 +60,7 @@ from typing import Final
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
 import proto
-from client.minimal import MinimalClient
+from client.minimal import INVALID_METADATA_CODES, RETRY_BACKOFF_MAX_MS, MinimalClient
 from common.clock import Clock
 from common.config import Config, ConfigDef, ConfigKey, ConfigType
 from common.errors import (
@@ -88,20 +88,7 @@ __all__ = [
 
 EARLIEST_TIMESTAMP: Final = -2
 LATEST_TIMESTAMP: Final = -1
-RETRY_BACKOFF_MAX_MS: Final = 1000
 _OFFSET_OUT_OF_RANGE: Final = OffsetOutOfRangeError.code
-_INVALID_METADATA_CODES: Final = frozenset(
-    error_for_name(name).code
-    for name in (
-        "UNKNOWN_TOPIC_OR_PARTITION",
-        "LEADER_NOT_AVAILABLE",
-        "NOT_LEADER_OR_FOLLOWER",
-        "FENCED_LEADER_EPOCH",
-        "UNKNOWN_LEADER_EPOCH",
-        "KAFKA_STORAGE_ERROR",
-        "NETWORK_EXCEPTION",
-    )
-)
 _ISOLATION_LEVELS: Final = {"read_uncommitted": 0, "read_committed": 1}
 _client_ids = itertools.count(1)
 
@@ -593,7 +580,7 @@ class Consumer:
             )
             self._set_position(tp, state, None)
             return
-        if code in _INVALID_METADATA_CODES:
+        if code in INVALID_METADATA_CODES:
             logger.info(
                 "%s: %s for %s: %s", self.client_id, error_for_code(code).error_name, tp, message
             )

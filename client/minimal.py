@@ -23,7 +23,7 @@ from tenacity import (
 
 import proto
 from common.clock import Clock
-from common.errors import KafkaError, KafkasimError, error_for_code
+from common.errors import KafkaError, KafkasimError, error_for_code, error_for_name
 from common.rpc import RpcError, Transport
 from common.types import TopicPartition
 from proto import kafkasim_pb2 as pb
@@ -32,6 +32,21 @@ from storage.records.batch import Record, RecordBatchBuilder, decode_batch, iter
 logger = logging.getLogger(__name__)
 
 NOT_CONTROLLER = 41
+# Kafka 3.7's retry.backoff.max.ms default: the cap of every client's exponential backoff.
+RETRY_BACKOFF_MAX_MS = 1000
+# Errors meaning "your view of the partition's leader is stale": refresh metadata, retry.
+INVALID_METADATA_CODES = frozenset(
+    error_for_name(name).code
+    for name in (
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "LEADER_NOT_AVAILABLE",
+        "NOT_LEADER_OR_FOLLOWER",
+        "FENCED_LEADER_EPOCH",
+        "UNKNOWN_LEADER_EPOCH",
+        "KAFKA_STORAGE_ERROR",
+        "NETWORK_EXCEPTION",
+    )
+)
 # Metadata and admin reads go to whichever broker answers first; a broker that is down or cut
 # off must not hold every caller for a whole request timeout before the next one is tried.
 METADATA_PROBE_TIMEOUT_S = 5.0

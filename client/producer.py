@@ -102,6 +102,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 import proto
+from client.minimal import INVALID_METADATA_CODES, RETRY_BACKOFF_MAX_MS
 from client.partitioner import (
     PARTITIONERS,
     FunctionPartitioner,
@@ -152,22 +153,7 @@ NO_PRODUCER_EPOCH: Final = -1
 # The idempotent producer's limit: the broker remembers the last 5 batches of each producer
 # and partition, so at most 5 may be unanswered for a retry to be recognised as a duplicate.
 MAX_IN_FLIGHT_FOR_IDEMPOTENCE: Final = 5
-# Backoff for metadata and InitProducerId retries grows from retry.backoff.ms up to this
-# (Kafka 3.7's retry.backoff.max.ms default).
-RETRY_BACKOFF_MAX_MS: Final = 1000
 
-_INVALID_METADATA_CODES = frozenset(
-    error_for_name(name).code
-    for name in (
-        "UNKNOWN_TOPIC_OR_PARTITION",
-        "LEADER_NOT_AVAILABLE",
-        "NOT_LEADER_OR_FOLLOWER",
-        "FENCED_LEADER_EPOCH",
-        "UNKNOWN_LEADER_EPOCH",
-        "KAFKA_STORAGE_ERROR",
-        "NETWORK_EXCEPTION",
-    )
-)
 _UNKNOWN_TOPIC = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
 _LEADER_NOT_AVAILABLE = error_for_name("LEADER_NOT_AVAILABLE").code
 _OUT_OF_ORDER_SEQUENCE = OutOfOrderSequenceNumberError.code
@@ -1434,7 +1420,7 @@ class Producer:
                 self._on_batch_success(state, batch, -1, -1)
             else:
                 error = error_for_code(result.error_code)(result.error_message)
-                if result.error_code in _INVALID_METADATA_CODES:
+                if result.error_code in INVALID_METADATA_CODES:
                     self._request_metadata()
                 self._on_batch_error(batch, error)
         self._wake()

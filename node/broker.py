@@ -40,6 +40,7 @@ from common.errors import KafkaError, error_for_name
 from common.rpc import RpcError, RpcServer, RpcStatus, Transport
 from common.types import TopicPartition
 from controller import zk_data
+from controller.controller import Controller, ControllerConfig
 from node.config import BrokerConfig
 from node.fetcher import ReplicaFetcherManager
 from node.metadata_cache import MetadataCache
@@ -98,6 +99,25 @@ class HostedController(Protocol):
 
 
 ControllerFactory = Callable[[int, Coordination, Transport, Clock, BrokerConfig], HostedController]
+
+
+def controller_factory(rng_for: Callable[[int], random.Random]) -> ControllerFactory:
+    """The factory of the controller every broker hosts; ``rng_for(broker_id)`` gives its
+    randomness (seeded in the simulation, fresh in real processes)."""
+
+    def make(
+        broker_id: int, zk: Coordination, transport: Transport, clock: Clock, config: BrokerConfig
+    ) -> HostedController:
+        return Controller(
+            broker_id,
+            zk,
+            transport,
+            clock,
+            config=ControllerConfig.from_broker_config(config.config),
+            rng=rng_for(broker_id),
+        )
+
+    return make
 
 
 class Broker:

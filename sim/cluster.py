@@ -18,11 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from client.minimal import MinimalClient
-from common.clock import Clock
 from common.coordination import Coordination
-from common.rpc import Transport
-from controller.controller import Controller, ControllerConfig
-from node.broker import Broker, HostedController
+from node.broker import Broker, controller_factory
 from node.config import BrokerConfig
 from sim.loop import VirtualClock
 from sim.network import SimNetwork, SimTransport
@@ -94,23 +91,6 @@ class SimCluster:
         clients.append(client)
         return client
 
-    def _controller_factory(
-        self,
-        broker_id: int,
-        zk: Coordination,
-        transport: Transport,
-        clock: Clock,
-        config: BrokerConfig,
-    ) -> HostedController:
-        return Controller(
-            broker_id,
-            zk,
-            transport,
-            clock,
-            config=ControllerConfig.from_broker_config(config.config),
-            rng=random.Random(f"controller/{self.seed}/{broker_id}"),
-        )
-
     async def start(self) -> None:
         for broker_id in self.broker_ids:
             await self.start_broker(broker_id)
@@ -122,7 +102,9 @@ class SimCluster:
             transport=SimTransport(self.network, broker_node(broker_id)),
             coordination_factory=lambda: self._coordination_factory(broker_id),
             clock=self.clock,
-            controller_factory=self._controller_factory,
+            controller_factory=controller_factory(
+                lambda b: random.Random(f"controller/{self.seed}/{b}")
+            ),
             rng=random.Random(f"broker/{self.seed}/{broker_id}"),
         )
         self.brokers[broker_id] = broker
