@@ -388,12 +388,6 @@ class ReplicaFetcherManager:
             for tp in tps:
                 fetcher.remove(tp)
 
-    async def shutdown_idle(self) -> None:
-        for leader_id, fetcher in list(self.fetchers.items()):
-            if not fetcher.states:
-                await fetcher.stop()
-                del self.fetchers[leader_id]
-
     async def shutdown(self) -> None:
         for fetcher in self.fetchers.values():
             await fetcher.stop()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from common.clock import Clock
@@ -533,12 +533,6 @@ class ReplicaManager:
     def checkpoint_high_watermarks(self) -> None:
         self.log_manager.checkpoint_high_watermarks()
 
-    def leader_partitions(self) -> list[Partition]:
-        return [p for p in self.partitions.values() if p.is_leader]
-
-    def under_replicated_count(self) -> int:
-        return sum(1 for p in self.partitions.values() if p.under_replicated)
-
     async def close(self) -> None:
         for task in list(self._isr_tasks):
             task.cancel()
@@ -547,7 +541,3 @@ class ReplicaManager:
                 await task
         for partition in self.partitions.values():
             partition.fail_waiters(NotLeaderOrFollowerError(f"{partition.tp}: broker stopping"))
-
-
-def partitions_of(states: Iterable[pb.PartitionState]) -> list[TopicPartition]:
-    return [TopicPartition(s.topic, s.partition) for s in states]

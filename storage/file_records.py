@@ -17,7 +17,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from common.errors import CorruptRecordError
 from storage.records.batch import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -226,19 +225,9 @@ class FileRecords:
         return self._fd is None
 
 
-def ensure_whole_batch(header: BatchHeader, available: int, position: int) -> None:
-    """Raise when a header claims more bytes than there are (a cut-off batch)."""
-    if header.size_in_bytes > available:
-        raise CorruptRecordError(
-            f"record batch at position {position} claims {header.size_in_bytes} bytes "
-            f"but only {available} remain"
-        )
-
-
 __all__ = [
     "LOG_OVERHEAD",
     "FileRecords",
     "LogOffsetPosition",
     "TimestampAndOffset",
-    "ensure_whole_batch",
 ]
