@@ -38,6 +38,18 @@ METHOD_DESCRIBE_CONFIGS = "/kafkasim.Kafkasim/DescribeConfigs"
 METHOD_ELECT_LEADERS = "/kafkasim.Kafkasim/ElectLeaders"
 METHOD_INIT_PRODUCER_ID = "/kafkasim.Kafkasim/InitProducerId"
 METHOD_DESCRIBE_REPLICAS = "/kafkasim.Kafkasim/DescribeReplicas"
+METHOD_DELETE_RECORDS = "/kafkasim.Kafkasim/DeleteRecords"
+METHOD_INCREMENTAL_ALTER_CONFIGS = "/kafkasim.Kafkasim/IncrementalAlterConfigs"
+METHOD_FIND_COORDINATOR = "/kafkasim.Kafkasim/FindCoordinator"
+METHOD_JOIN_GROUP = "/kafkasim.Kafkasim/JoinGroup"
+METHOD_SYNC_GROUP = "/kafkasim.Kafkasim/SyncGroup"
+METHOD_HEARTBEAT = "/kafkasim.Kafkasim/Heartbeat"
+METHOD_LEAVE_GROUP = "/kafkasim.Kafkasim/LeaveGroup"
+METHOD_OFFSET_COMMIT = "/kafkasim.Kafkasim/OffsetCommit"
+METHOD_OFFSET_FETCH = "/kafkasim.Kafkasim/OffsetFetch"
+METHOD_LIST_GROUPS = "/kafkasim.Kafkasim/ListGroups"
+METHOD_DESCRIBE_GROUPS = "/kafkasim.Kafkasim/DescribeGroups"
+METHOD_DELETE_GROUPS = "/kafkasim.Kafkasim/DeleteGroups"
 
 # Replication: follower <-> leader.
 METHOD_REPLICA_FETCH = "/kafkasim.Replication/ReplicaFetch"
@@ -143,21 +155,33 @@ __all__ = [
     "METHOD_CONTROLLED_SHUTDOWN",
     "METHOD_CREATE_PARTITIONS",
     "METHOD_CREATE_TOPICS",
+    "METHOD_DELETE_GROUPS",
+    "METHOD_DELETE_RECORDS",
     "METHOD_DELETE_TOPICS",
     "METHOD_DESCRIBE_CLUSTER",
     "METHOD_DESCRIBE_CONFIGS",
+    "METHOD_DESCRIBE_GROUPS",
     "METHOD_DESCRIBE_REPLICAS",
     "METHOD_ELECT_LEADERS",
     "METHOD_FETCH",
+    "METHOD_FIND_COORDINATOR",
+    "METHOD_HEARTBEAT",
+    "METHOD_INCREMENTAL_ALTER_CONFIGS",
     "METHOD_INIT_PRODUCER_ID",
+    "METHOD_JOIN_GROUP",
     "METHOD_LEADER_AND_ISR",
+    "METHOD_LEAVE_GROUP",
+    "METHOD_LIST_GROUPS",
     "METHOD_LIST_OFFSETS",
     "METHOD_METADATA",
     "METHOD_OFFSETS_FOR_LEADER_EPOCH",
+    "METHOD_OFFSET_COMMIT",
+    "METHOD_OFFSET_FETCH",
     "METHOD_PRODUCE",
     "METHOD_PRODUCE_STREAM",
     "METHOD_REPLICA_FETCH",
     "METHOD_STOP_REPLICA",
+    "METHOD_SYNC_GROUP",
     "METHOD_UPDATE_METADATA",
     "MethodSpec",
     "check_servable",

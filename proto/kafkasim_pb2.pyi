@@ -1170,6 +1170,1033 @@ class InitProducerIdResponse(_message.Message):
 Global___InitProducerIdResponse: _TypeAlias = InitProducerIdResponse  # noqa: Y015
 
 @_typing.final
+class DeleteRecordsPartition(_message.Message):
+    """Records below a partition's new log start offset go (Kafka's DeleteRecords). The leader
+    answers once every replica's log start offset has reached it (the "low watermark").
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    offset: _builtins.int
+    """-1: the high watermark"""
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["offset", b"offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRecordsPartition: _TypeAlias = DeleteRecordsPartition  # noqa: Y015
+
+@_typing.final
+class DeleteRecordsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    timeout_ms: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeleteRecordsPartition]: ...
+    def __init__(
+        self,
+        *,
+        partitions: _abc.Iterable[Global___DeleteRecordsPartition] | None = ...,
+        timeout_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "timeout_ms", b"timeout_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRecordsRequest: _TypeAlias = DeleteRecordsRequest  # noqa: Y015
+
+@_typing.final
+class DeleteRecordsPartitionResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    LOW_WATERMARK_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    low_watermark: _builtins.int
+    error_code: _builtins.int
+    error_message: _builtins.str
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        low_watermark: _builtins.int = ...,
+        error_code: _builtins.int = ...,
+        error_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "low_watermark", b"low_watermark", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRecordsPartitionResult: _TypeAlias = DeleteRecordsPartitionResult  # noqa: Y015
+
+@_typing.final
+class DeleteRecordsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeleteRecordsPartitionResult]: ...
+    def __init__(
+        self,
+        *,
+        partitions: _abc.Iterable[Global___DeleteRecordsPartitionResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRecordsResponse: _TypeAlias = DeleteRecordsResponse  # noqa: Y015
+
+@_typing.final
+class AlterableConfig(_message.Message):
+    """Kafka's IncrementalAlterConfigs (topics only): written to /config/topics/<t> by the
+    controller, announced through /config/changes, applied by every broker.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    CONFIG_OPERATION_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    config_operation: _builtins.int
+    """Kafka's OpType: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT"""
+    value: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        config_operation: _builtins.int = ...,
+        value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config_operation", b"config_operation", "name", b"name", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterableConfig: _TypeAlias = AlterableConfig  # noqa: Y015
+
+@_typing.final
+class AlterConfigsResource(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESOURCE_TYPE_FIELD_NUMBER: _builtins.int
+    RESOURCE_NAME_FIELD_NUMBER: _builtins.int
+    CONFIGS_FIELD_NUMBER: _builtins.int
+    resource_type: _builtins.int
+    """2 topic"""
+    resource_name: _builtins.str
+    @_builtins.property
+    def configs(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterableConfig]: ...
+    def __init__(
+        self,
+        *,
+        resource_type: _builtins.int = ...,
+        resource_name: _builtins.str = ...,
+        configs: _abc.Iterable[Global___AlterableConfig] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["configs", b"configs", "resource_name", b"resource_name", "resource_type", b"resource_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterConfigsResource: _TypeAlias = AlterConfigsResource  # noqa: Y015
+
+@_typing.final
+class IncrementalAlterConfigsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESOURCES_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    validate_only: _builtins.bool
+    @_builtins.property
+    def resources(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterConfigsResource]: ...
+    def __init__(
+        self,
+        *,
+        resources: _abc.Iterable[Global___AlterConfigsResource] | None = ...,
+        validate_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources", "validate_only", b"validate_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IncrementalAlterConfigsRequest: _TypeAlias = IncrementalAlterConfigsRequest  # noqa: Y015
+
+@_typing.final
+class AlterConfigsResourceResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    RESOURCE_TYPE_FIELD_NUMBER: _builtins.int
+    RESOURCE_NAME_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    error_message: _builtins.str
+    resource_type: _builtins.int
+    resource_name: _builtins.str
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        error_message: _builtins.str = ...,
+        resource_type: _builtins.int = ...,
+        resource_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "resource_name", b"resource_name", "resource_type", b"resource_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterConfigsResourceResponse: _TypeAlias = AlterConfigsResourceResponse  # noqa: Y015
+
+@_typing.final
+class IncrementalAlterConfigsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESPONSES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def responses(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterConfigsResourceResponse]: ...
+    def __init__(
+        self,
+        *,
+        responses: _abc.Iterable[Global___AlterConfigsResourceResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["responses", b"responses"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IncrementalAlterConfigsResponse: _TypeAlias = IncrementalAlterConfigsResponse  # noqa: Y015
+
+@_typing.final
+class FindCoordinatorRequest(_message.Message):
+    """---------------------------------------------------------------- consumer groups
+    The coordinator of a group is the leader of partition abs(javaHashCode(group_id)) % 50 of
+    __consumer_offsets (created on first use). Member metadata and assignments are opaque bytes
+    to the coordinator (the client encodes Kafka's ConsumerProtocol in them).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    KEY_TYPE_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """the group id"""
+    key_type: _builtins.int
+    """0 group (transactions are not supported)"""
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        key_type: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "key_type", b"key_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FindCoordinatorRequest: _TypeAlias = FindCoordinatorRequest  # noqa: Y015
+
+@_typing.final
+class FindCoordinatorResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    NODE_ID_FIELD_NUMBER: _builtins.int
+    HOST_FIELD_NUMBER: _builtins.int
+    PORT_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    error_message: _builtins.str
+    node_id: _builtins.int
+    host: _builtins.str
+    port: _builtins.int
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        error_message: _builtins.str = ...,
+        node_id: _builtins.int = ...,
+        host: _builtins.str = ...,
+        port: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "host", b"host", "node_id", b"node_id", "port", b"port"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FindCoordinatorResponse: _TypeAlias = FindCoordinatorResponse  # noqa: Y015
+
+@_typing.final
+class JoinGroupProtocol(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """an assignor: "range", "roundrobin" """
+    metadata: _builtins.bytes
+    """ConsumerProtocol Subscription"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        metadata: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JoinGroupProtocol: _TypeAlias = JoinGroupProtocol  # noqa: Y015
+
+@_typing.final
+class JoinGroupRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+    PROTOCOLS_FIELD_NUMBER: _builtins.int
+    CLIENT_ID_FIELD_NUMBER: _builtins.int
+    CLIENT_HOST_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    session_timeout_ms: _builtins.int
+    rebalance_timeout_ms: _builtins.int
+    member_id: _builtins.str
+    """empty on the first join"""
+    protocol_type: _builtins.str
+    """"consumer" """
+    client_id: _builtins.str
+    client_host: _builtins.str
+    @_builtins.property
+    def protocols(self) -> _containers.RepeatedCompositeFieldContainer[Global___JoinGroupProtocol]: ...
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        session_timeout_ms: _builtins.int = ...,
+        rebalance_timeout_ms: _builtins.int = ...,
+        member_id: _builtins.str = ...,
+        protocol_type: _builtins.str = ...,
+        protocols: _abc.Iterable[Global___JoinGroupProtocol] | None = ...,
+        client_id: _builtins.str = ...,
+        client_host: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_host", b"client_host", "client_id", b"client_id", "group_id", b"group_id", "member_id", b"member_id", "protocol_type", b"protocol_type", "protocols", b"protocols", "rebalance_timeout_ms", b"rebalance_timeout_ms", "session_timeout_ms", b"session_timeout_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JoinGroupRequest: _TypeAlias = JoinGroupRequest  # noqa: Y015
+
+@_typing.final
+class JoinGroupMember(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    member_id: _builtins.str
+    metadata: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        member_id: _builtins.str = ...,
+        metadata: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_id", b"member_id", "metadata", b"metadata"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JoinGroupMember: _TypeAlias = JoinGroupMember  # noqa: Y015
+
+@_typing.final
+class JoinGroupResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    GENERATION_ID_FIELD_NUMBER: _builtins.int
+    PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_NAME_FIELD_NUMBER: _builtins.int
+    LEADER_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    generation_id: _builtins.int
+    protocol_type: _builtins.str
+    protocol_name: _builtins.str
+    leader: _builtins.str
+    member_id: _builtins.str
+    @_builtins.property
+    def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___JoinGroupMember]:
+        """only for the leader"""
+
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        generation_id: _builtins.int = ...,
+        protocol_type: _builtins.str = ...,
+        protocol_name: _builtins.str = ...,
+        leader: _builtins.str = ...,
+        member_id: _builtins.str = ...,
+        members: _abc.Iterable[Global___JoinGroupMember] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "generation_id", b"generation_id", "leader", b"leader", "member_id", b"member_id", "members", b"members", "protocol_name", b"protocol_name", "protocol_type", b"protocol_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JoinGroupResponse: _TypeAlias = JoinGroupResponse  # noqa: Y015
+
+@_typing.final
+class SyncGroupAssignment(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    ASSIGNMENT_FIELD_NUMBER: _builtins.int
+    member_id: _builtins.str
+    assignment: _builtins.bytes
+    """ConsumerProtocol Assignment"""
+    def __init__(
+        self,
+        *,
+        member_id: _builtins.str = ...,
+        assignment: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment", "member_id", b"member_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SyncGroupAssignment: _TypeAlias = SyncGroupAssignment  # noqa: Y015
+
+@_typing.final
+class SyncGroupRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    GENERATION_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_NAME_FIELD_NUMBER: _builtins.int
+    ASSIGNMENTS_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    generation_id: _builtins.int
+    member_id: _builtins.str
+    protocol_type: _builtins.str
+    protocol_name: _builtins.str
+    @_builtins.property
+    def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___SyncGroupAssignment]:
+        """only from the leader"""
+
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        generation_id: _builtins.int = ...,
+        member_id: _builtins.str = ...,
+        protocol_type: _builtins.str = ...,
+        protocol_name: _builtins.str = ...,
+        assignments: _abc.Iterable[Global___SyncGroupAssignment] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignments", b"assignments", "generation_id", b"generation_id", "group_id", b"group_id", "member_id", b"member_id", "protocol_name", b"protocol_name", "protocol_type", b"protocol_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SyncGroupRequest: _TypeAlias = SyncGroupRequest  # noqa: Y015
+
+@_typing.final
+class SyncGroupResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_NAME_FIELD_NUMBER: _builtins.int
+    ASSIGNMENT_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    protocol_type: _builtins.str
+    protocol_name: _builtins.str
+    assignment: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        protocol_type: _builtins.str = ...,
+        protocol_name: _builtins.str = ...,
+        assignment: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment", "error_code", b"error_code", "protocol_name", b"protocol_name", "protocol_type", b"protocol_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SyncGroupResponse: _TypeAlias = SyncGroupResponse  # noqa: Y015
+
+@_typing.final
+class HeartbeatRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    GENERATION_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    generation_id: _builtins.int
+    member_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        generation_id: _builtins.int = ...,
+        member_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation_id", b"generation_id", "group_id", b"group_id", "member_id", b"member_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HeartbeatRequest: _TypeAlias = HeartbeatRequest  # noqa: Y015
+
+@_typing.final
+class HeartbeatResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HeartbeatResponse: _TypeAlias = HeartbeatResponse  # noqa: Y015
+
+@_typing.final
+class LeaveGroupRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_IDS_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    @_builtins.property
+    def member_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        member_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "member_ids", b"member_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaveGroupRequest: _TypeAlias = LeaveGroupRequest  # noqa: Y015
+
+@_typing.final
+class LeaveGroupMemberResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    member_id: _builtins.str
+    error_code: _builtins.int
+    def __init__(
+        self,
+        *,
+        member_id: _builtins.str = ...,
+        error_code: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "member_id", b"member_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaveGroupMemberResponse: _TypeAlias = LeaveGroupMemberResponse  # noqa: Y015
+
+@_typing.final
+class LeaveGroupResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    @_builtins.property
+    def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___LeaveGroupMemberResponse]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        members: _abc.Iterable[Global___LeaveGroupMemberResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "members", b"members"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaveGroupResponse: _TypeAlias = LeaveGroupResponse  # noqa: Y015
+
+@_typing.final
+class OffsetCommitPartition(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    COMMITTED_OFFSET_FIELD_NUMBER: _builtins.int
+    COMMITTED_LEADER_EPOCH_FIELD_NUMBER: _builtins.int
+    COMMITTED_METADATA_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    committed_offset: _builtins.int
+    committed_leader_epoch: _builtins.int
+    """-1: unknown"""
+    committed_metadata: _builtins.str
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        committed_offset: _builtins.int = ...,
+        committed_leader_epoch: _builtins.int = ...,
+        committed_metadata: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["committed_leader_epoch", b"committed_leader_epoch", "committed_metadata", b"committed_metadata", "committed_offset", b"committed_offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OffsetCommitPartition: _TypeAlias = OffsetCommitPartition  # noqa: Y015
+
+@_typing.final
+class OffsetCommitRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    GENERATION_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    generation_id: _builtins.int
+    """-1 with an empty member_id: a commit from outside a group"""
+    member_id: _builtins.str
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetCommitPartition]: ...
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        generation_id: _builtins.int = ...,
+        member_id: _builtins.str = ...,
+        partitions: _abc.Iterable[Global___OffsetCommitPartition] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation_id", b"generation_id", "group_id", b"group_id", "member_id", b"member_id", "partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OffsetCommitRequest: _TypeAlias = OffsetCommitRequest  # noqa: Y015
+
+@_typing.final
+class OffsetCommitResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PartitionError]: ...
+    def __init__(
+        self,
+        *,
+        partitions: _abc.Iterable[Global___PartitionError] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OffsetCommitResponse: _TypeAlias = OffsetCommitResponse  # noqa: Y015
+
+@_typing.final
+class OffsetFetchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicPartitionId]:
+        """empty: every committed partition"""
+
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        partitions: _abc.Iterable[Global___TopicPartitionId] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OffsetFetchRequest: _TypeAlias = OffsetFetchRequest  # noqa: Y015
+
+@_typing.final
+class OffsetFetchPartition(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    COMMITTED_OFFSET_FIELD_NUMBER: _builtins.int
+    COMMITTED_LEADER_EPOCH_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    committed_offset: _builtins.int
+    """-1: none"""
+    committed_leader_epoch: _builtins.int
+    metadata: _builtins.str
+    error_code: _builtins.int
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        committed_offset: _builtins.int = ...,
+        committed_leader_epoch: _builtins.int = ...,
+        metadata: _builtins.str = ...,
+        error_code: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["committed_leader_epoch", b"committed_leader_epoch", "committed_offset", b"committed_offset", "error_code", b"error_code", "metadata", b"metadata", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OffsetFetchPartition: _TypeAlias = OffsetFetchPartition  # noqa: Y015
+
+@_typing.final
+class OffsetFetchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetFetchPartition]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        partitions: _abc.Iterable[Global___OffsetFetchPartition] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OffsetFetchResponse: _TypeAlias = OffsetFetchResponse  # noqa: Y015
+
+@_typing.final
+class ListGroupsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATES_FILTER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def states_filter(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """empty: all"""
+
+    def __init__(
+        self,
+        *,
+        states_filter: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["states_filter", b"states_filter"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListGroupsRequest: _TypeAlias = ListGroupsRequest  # noqa: Y015
+
+@_typing.final
+class ListedGroup(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+    GROUP_STATE_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    protocol_type: _builtins.str
+    group_state: _builtins.str
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        protocol_type: _builtins.str = ...,
+        group_state: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "group_state", b"group_state", "protocol_type", b"protocol_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListedGroup: _TypeAlias = ListedGroup  # noqa: Y015
+
+@_typing.final
+class ListGroupsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    GROUPS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___ListedGroup]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        groups: _abc.Iterable[Global___ListedGroup] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "groups", b"groups"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListGroupsResponse: _TypeAlias = ListGroupsResponse  # noqa: Y015
+
+@_typing.final
+class DescribeGroupsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUPS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        groups: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeGroupsRequest: _TypeAlias = DescribeGroupsRequest  # noqa: Y015
+
+@_typing.final
+class DescribedGroupMember(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    CLIENT_ID_FIELD_NUMBER: _builtins.int
+    CLIENT_HOST_FIELD_NUMBER: _builtins.int
+    MEMBER_METADATA_FIELD_NUMBER: _builtins.int
+    MEMBER_ASSIGNMENT_FIELD_NUMBER: _builtins.int
+    member_id: _builtins.str
+    client_id: _builtins.str
+    client_host: _builtins.str
+    member_metadata: _builtins.bytes
+    member_assignment: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        member_id: _builtins.str = ...,
+        client_id: _builtins.str = ...,
+        client_host: _builtins.str = ...,
+        member_metadata: _builtins.bytes = ...,
+        member_assignment: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_host", b"client_host", "client_id", b"client_id", "member_assignment", b"member_assignment", "member_id", b"member_id", "member_metadata", b"member_metadata"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribedGroupMember: _TypeAlias = DescribedGroupMember  # noqa: Y015
+
+@_typing.final
+class DescribedGroup(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    GROUP_STATE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_DATA_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    group_id: _builtins.str
+    group_state: _builtins.str
+    """Empty, PreparingRebalance, CompletingRebalance, Stable, Dead"""
+    protocol_type: _builtins.str
+    protocol_data: _builtins.str
+    """the chosen assignor"""
+    @_builtins.property
+    def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribedGroupMember]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        group_id: _builtins.str = ...,
+        group_state: _builtins.str = ...,
+        protocol_type: _builtins.str = ...,
+        protocol_data: _builtins.str = ...,
+        members: _abc.Iterable[Global___DescribedGroupMember] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "group_id", b"group_id", "group_state", b"group_state", "members", b"members", "protocol_data", b"protocol_data", "protocol_type", b"protocol_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribedGroup: _TypeAlias = DescribedGroup  # noqa: Y015
+
+@_typing.final
+class DescribeGroupsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUPS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescribedGroup]: ...
+    def __init__(
+        self,
+        *,
+        groups: _abc.Iterable[Global___DescribedGroup] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeGroupsResponse: _TypeAlias = DescribeGroupsResponse  # noqa: Y015
+
+@_typing.final
+class DeleteGroupsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUPS_NAMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def groups_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        groups_names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups_names", b"groups_names"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteGroupsRequest: _TypeAlias = DeleteGroupsRequest  # noqa: Y015
+
+@_typing.final
+class DeletableGroupResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    error_code: _builtins.int
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        error_code: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "group_id", b"group_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeletableGroupResult: _TypeAlias = DeletableGroupResult  # noqa: Y015
+
+@_typing.final
+class DeleteGroupsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeletableGroupResult]: ...
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___DeletableGroupResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteGroupsResponse: _TypeAlias = DeleteGroupsResponse  # noqa: Y015
+
+@_typing.final
 class OffsetForLeaderPartition(_message.Message):
     """---------------------------------------------------------------- replication"""
 
