@@ -5,8 +5,14 @@ or a number, the latter two need ``--partition``) or ``--from-beginning`` say wh
 (default: latest). Each record is printed as Kafka's ``DefaultMessageFormatter`` prints it:
 the enabled columns in the order timestamp (``CreateTime:<ms>``), ``Partition:<p>``,
 ``Offset:<o>``, key, value, separated by ``key.separator`` (default a tab). At the end
-``Processed a total of N messages`` goes to stderr. ``--group`` is refused: consumer groups
-come with a later issue.
+``Processed a total of N messages`` goes to stderr.
+
+With ``--group G`` (and no ``--partition``) the consumer subscribes as a member of group G:
+partitions come from the group, reading starts at the group's committed offsets (or per
+``--from-beginning``/latest where it has none), and the offsets after the last record printed
+are committed after every batch (so ``--max-messages`` never commits a record it did not
+print). Without a group the partitions are assigned directly and nothing is committed (Kafka
+would make up a throwaway group; we leave none behind).
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ def register(sub: Any) -> None:
     p.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
     p.add_argument("--max-messages", type=int, help="exit after this many records")
     p.add_argument("--timeout-ms", type=int, help="exit when no record came for this long")
-    p.add_argument("--group", help="not supported yet: consumer groups come with a later issue")
+    p.add_argument("--group", help="read as a member of this consumer group (commits offsets)")
     p.add_argument(
         "--property",
         action="append",
@@ -117,11 +123,10 @@ def _unescape(text: str) -> str:
 
 
 def cmd_console_consumer(args: argparse.Namespace) -> int:
-    if args.group is not None:
-        raise ValueError(
-            "--group is not supported yet: consumer groups come with a later issue; "
-            "read without a group (optionally --partition/--offset)"
-        )
+    if args.group is not None and args.offset is not None:
+        raise ValueError("Options group and offset cannot be specified together.")
+    if args.group is not None and not args.group.strip():
+        raise ValueError("--group must not be empty")
     if args.from_beginning and args.offset is not None:
         raise ValueError("Options from-beginning and offset cannot be specified together.")
     offset = args.offset
@@ -141,6 +146,10 @@ def cmd_console_consumer(args: argparse.Namespace) -> int:
         "bootstrap.servers": ",".join(bootstrap_servers(args)),
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
     }
+    if args.group is not None:
+        config["group.id"] = args.group
+        # Commit exactly what was printed (see consume), not positions past a --max-messages cut.
+        config["enable.auto.commit"] = False
     start = "earliest" if args.from_beginning else (offset or "latest")
     return asyncio.run(consume(args, config, start, formatter, out=sys.stdout, err=sys.stderr))
 
@@ -158,7 +167,11 @@ async def consume(
     processed = 0
     try:
         async with Consumer(config, transport=transport, clock=SystemClock()) as consumer:
-            if args.partition is not None:
+            partitions: list[int] = []
+            if args.group is not None and args.partition is None:
+                await consumer.partitions_for(args.topic)  # an unknown topic fails here
+                consumer.subscribe([args.topic])
+            elif args.partition is not None:
                 partitions = [args.partition]
                 known = await consumer.partitions_for(args.topic)
                 if args.partition not in known:
@@ -166,16 +179,17 @@ async def consume(
                         f"partition {args.partition} of topic {args.topic} does not exist "
                         f"(partitions: {', '.join(map(str, known))})"
                     )
-            else:
-                partitions = await consumer.partitions_for(args.topic)
-            tps = [TopicPartition(args.topic, p) for p in partitions]
-            consumer.assign(tps)
-            if start == "earliest":
-                consumer.seek_to_beginning(tps)
-            elif start == "latest":
-                consumer.seek_to_end(tps)
-            else:
-                consumer.seek(tps[0], int(start))
+            if args.group is None or args.partition is not None:
+                if args.partition is None:
+                    partitions = await consumer.partitions_for(args.topic)
+                tps = [TopicPartition(args.topic, p) for p in partitions]
+                consumer.assign(tps)
+                if start == "earliest":
+                    consumer.seek_to_beginning(tps)
+                elif start == "latest":
+                    consumer.seek_to_end(tps)
+                else:
+                    consumer.seek(tps[0], int(start))
             with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
                 while args.max_messages is None or processed < args.max_messages:
                     # --timeout-ms bounds the wait for the next record, as Kafka's does.
@@ -187,6 +201,9 @@ async def consume(
                     for record in records:
                         out.write(formatter.format(record))
                     out.flush()
+                    if args.group is not None and records:
+                        printed = {r.topic_partition: r.offset + 1 for r in records}
+                        await consumer.commit(printed)
                     processed += len(records)
     finally:
         await transport.close()

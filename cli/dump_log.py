@@ -3,20 +3,25 @@
 
 ``.log``: one line per batch (``baseOffset: … isvalid: true``); with ``--deep-iteration`` one
 ``| offset: …`` line per record; ``--print-data-log`` adds keys and payloads (and implies
-deep iteration). Legacy v0/v1 message sets print one line per message. ``.index`` and
-``.timeindex``: one line per entry, then any entry that disagrees with the log
-(``Mismatches in …``); ``--index-sanity-check`` only runs the sanity check. ``.snapshot``:
-the producer-state entries.
+deep iteration); ``--offsets-decoder`` prints them decoded as ``__consumer_offsets`` records
+(``key: offset_commit::group=g,partition=t-0 payload: offset=5``), as Kafka's
+``GroupMetadataManager.formatRecordKeyAndValue`` does (and implies ``--print-data-log``).
+Legacy v0/v1 message sets print one line per message. ``.index`` and ``.timeindex``: one line
+per entry, then any entry that disagrees with the log (``Mismatches in …``);
+``--index-sanity-check`` only runs the sanity check. ``.snapshot``: the producer-state entries.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 from typing import Any
 
+from client.group_protocol import PROTOCOL_TYPE, decode_assignment
 from common.errors import CorruptIndexError, CorruptRecordError, KafkaError
+from node.group_records import OffsetKey, decode_group_value, decode_key, decode_offset_value
 from storage import file_names
 from storage.offset_index import OffsetIndex
 from storage.producer_state import decode_snapshot
@@ -46,6 +51,11 @@ def register(sub: Any) -> None:
         "--deep-iteration", action="store_true", help="print every record, not only batch headers"
     )
     p.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="if set, log data will be parsed as offset data from the __consumer_offsets topic",
+    )
+    p.add_argument(
         "--index-sanity-check",
         action="store_true",
         help="only check that indexes are sane, without dumping them",
@@ -69,12 +79,14 @@ def run(args: argparse.Namespace) -> int:
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise ValueError(f"no such file: {', '.join(missing)}")
-    deep = args.deep_iteration or args.print_data_log
+    offsets = args.offsets_decoder
+    print_data = args.print_data_log or offsets
+    deep = args.deep_iteration or print_data
     for path in files:
         print(f"Dumping {path}")
         name = path.name
         if name.endswith(file_names.LOG_SUFFIX):
-            dump_log_file(path, deep, args.print_data_log, args.max_message_size)
+            dump_log_file(path, deep, print_data, args.max_message_size, offsets_decoder=offsets)
         elif name.endswith(file_names.INDEX_SUFFIX):
             dump_offset_index(path, args.index_sanity_check, args.verify_index_only)
         elif name.endswith(file_names.TIME_INDEX_SUFFIX):
@@ -94,7 +106,14 @@ def _text(data: bytes | None) -> str:
     return "null" if data is None else data.decode("utf-8", errors="replace")
 
 
-def dump_log_file(path: Path, deep: bool, print_data: bool, max_message_size: int) -> None:
+def dump_log_file(
+    path: Path,
+    deep: bool,
+    print_data: bool,
+    max_message_size: int,
+    *,
+    offsets_decoder: bool = False,
+) -> None:
     data = path.read_bytes()
     base = file_names.offset_from_file_name(path.name)
     print(f"Starting offset: {base}")
@@ -103,9 +122,11 @@ def dump_log_file(path: Path, deep: bool, print_data: bool, max_message_size: in
     while position + 17 <= size:
         magic = data[position + 16]
         if magic in (0, 1):
-            consumed = _dump_legacy(data, position, deep, print_data)
+            consumed = _dump_legacy(data, position, deep, print_data, offsets=offsets_decoder)
         else:
-            consumed = _dump_v2(data, position, deep, print_data, max_message_size)
+            consumed = _dump_v2(
+                data, position, deep, print_data, max_message_size, offsets=offsets_decoder
+            )
         if consumed <= 0:
             break
         position += consumed
@@ -113,7 +134,9 @@ def dump_log_file(path: Path, deep: bool, print_data: bool, max_message_size: in
         print(f"Found {size - position} invalid bytes at the end of {path.name}")
 
 
-def _dump_v2(data: bytes, position: int, deep: bool, print_data: bool, max_size: int) -> int:
+def _dump_v2(
+    data: bytes, position: int, deep: bool, print_data: bool, max_size: int, *, offsets: bool
+) -> int:
     try:
         header = BatchHeader.parse(data, position)
     except CorruptRecordError:
@@ -153,14 +176,12 @@ def _dump_v2(data: bytes, position: int, deep: bool, print_data: bool, max_size:
                 marker = "COMMIT" if kind is ControlRecordType.COMMIT else "ABORT"
                 line += f" endTxnMarker: {marker}"
             elif print_data:
-                if r.key is not None:
-                    line += f" key: {_text(r.key)}"
-                line += f" payload: {_text(r.value)}"
+                line += _contents(r.offset, r.key, r.value, offsets)
             print(line)
     return header.size_in_bytes
 
 
-def _dump_legacy(data: bytes, position: int, deep: bool, print_data: bool) -> int:
+def _dump_legacy(data: bytes, position: int, deep: bool, print_data: bool, *, offsets: bool) -> int:
     size = 12 + int.from_bytes(data[position + 8 : position + 12], "big", signed=True)
     if size < 12 + 14 or position + size > len(data):
         return 0
@@ -185,11 +206,73 @@ def _dump_legacy(data: bytes, position: int, deep: bool, print_data: bool) -> in
             f"crc: {m.crc}"
         )
         if print_data:
-            if m.key is not None:
-                line += f" key: {_text(m.key)}"
-            line += f" payload: {_text(m.value)}"
+            line += _contents(m.offset, m.key, m.value, offsets)
         print(line)
     return size
+
+
+def _contents(offset: int, key: bytes | None, value: bytes | None, offsets: bool) -> str:
+    """`` key: … payload: …`` of one record: as text, or decoded as __consumer_offsets."""
+    if offsets:
+        return _offsets_contents(offset, key, value)
+    shown = "" if key is None else f" key: {_text(key)}"
+    return f"{shown} payload: {_text(value)}"
+
+
+def _offsets_contents(offset: int, key: bytes | None, value: bytes | None) -> str:
+    # Kafka 2.8 stops the whole dump at the first record it cannot decode; like Kafka 3.x, we
+    # print the error in place of the key and carry on, which is what a debugging tool is for.
+    try:
+        if key is None:
+            raise CorruptRecordError(
+                "Failed to decode message using offset topic decoder (message had a missing key)"
+            )
+        parsed = decode_key(key)
+        if isinstance(parsed, OffsetKey):
+            shown = (
+                f"offset_commit::group={parsed.group},partition={parsed.topic}-{parsed.partition}"
+            )
+            payload = "<DELETE>" if value is None else _offset_payload(value)
+        else:
+            shown = f"group_metadata::group={parsed.group}"
+            payload = "<DELETE>" if value is None else _group_payload(value)
+    except KafkaError as e:
+        return f" key: Error at offset {offset}, skipping. {e.message}"
+    return f" key: {shown} payload: {payload}"
+
+
+def _offset_payload(value: bytes) -> str:
+    committed = decode_offset_value(value)
+    if committed.metadata:
+        return f"offset={committed.offset},metadata={committed.metadata}"
+    return f"offset={committed.offset}"
+
+
+def _group_payload(value: bytes) -> str:
+    """Kafka's JSON summary of a group: the consumer protocol's assignments decoded
+    (``member=[t-0, t-1]``, then ``:HEX`` of any user data), other protocols' as hex."""
+    group = decode_group_value(value)
+    assignments: list[str] = []
+    for member in group.members:
+        if group.protocol_type == PROTOCOL_TYPE:
+            assignment = decode_assignment(member.assignment)
+            shown = f"{member.member_id}=[{', '.join(map(str, assignment.partitions))}]"
+            user_data = _hex(assignment.user_data or b"")
+            assignments.append(f"{shown}:{user_data}" if user_data else shown)
+        else:
+            assignments.append(f"{member.member_id}={_hex(member.assignment)}")
+    summary = {
+        "protocolType": group.protocol_type,
+        "protocol": group.protocol,
+        "generationId": group.generation,
+        "assignment": "{" + ",".join(assignments) + "}",
+    }
+    return json.dumps(summary, separators=(",", ":"), ensure_ascii=False)
+
+
+def _hex(data: bytes) -> str:
+    # Kafka formats BigInt(1, bytes) with %X, which drops leading zero digits.
+    return format(int.from_bytes(data, "big"), "X") if data else ""
 
 
 def _open_index(cls: type[OffsetIndex] | type[TimeIndex], path: Path) -> Any:

@@ -10,8 +10,12 @@ from collections.abc import Sequence
 from cli import (
     broker,
     cluster,
+    configs,
     console_consumer,
     console_producer,
+    consumer_groups,
+    consumer_perf,
+    delete_records,
     demo,
     dump_log,
     leader_election,
@@ -37,8 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     console_producer.register(sub)
     console_consumer.register(sub)
     topics.register(sub)
+    consumer_groups.register(sub)
     leader_election.register(sub)
+    delete_records.register(sub)
+    configs.register(sub)
     producer_perf.register(sub)
+    consumer_perf.register(sub)
     return parser
 
 

@@ -1,9 +1,12 @@
-"""Kafka's admin client: topics, partitions, cluster, configs and leader elections.
+"""Kafka's admin client: topics, partitions, cluster, configs, leader elections and records.
 
 Reads (``list_topics``, ``describe_topics``, ``describe_cluster``, ``describe_configs``) go to
-any broker that answers; writes (create/delete topics, add partitions, elect leaders) go to the
-controller, found through the metadata and retried on NOT_CONTROLLER and retriable errors
-until ``delivery.timeout.ms`` has passed on the injected clock (``MinimalClient``'s policy).
+any broker that answers; writes (create/delete topics, add partitions, alter topic configs,
+elect leaders) go to the controller, found through the metadata and retried on NOT_CONTROLLER
+and retriable errors until ``delivery.timeout.ms`` has passed on the injected clock
+(``MinimalClient``'s policy).
+``delete_records`` goes to each partition's leader, refreshing the metadata and retrying the
+partitions whose leader moved, under the same policy.
 
 A failed item raises the :class:`~common.errors.KafkaError` subclass of its error code; the
 message names the topic. A write that succeeds has been recorded by the controller; the
@@ -15,17 +18,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import proto
-from client.minimal import MinimalClient
+from client.admin_groups import GroupAdmin
+from client.minimal import INVALID_METADATA_CODES, MinimalClient
 from common.clock import Clock
 from common.errors import KafkaError, error_for_code, error_for_name
-from common.rpc import Transport
+from common.rpc import RpcError, Transport
 from common.types import TopicPartition
 from proto import kafkasim_pb2 as pb
 
 UNKNOWN_TOPIC_OR_PARTITION = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
+LeaderNotAvailableError = error_for_name("LEADER_NOT_AVAILABLE")
 ELECTION_NOT_NEEDED = error_for_name("ELECTION_NOT_NEEDED").code
+NOT_CONTROLLER = error_for_name("NOT_CONTROLLER").code
+OP_SET, OP_DELETE = 0, 1  # Kafka's AlterConfigOp.OpType
+NO_CONFIGS: Mapping[str, str] = MappingProxyType({})
 RESOURCE_TYPE_TOPIC = 2  # Kafka's ConfigResource.Type.TOPIC
 ELECTION_PREFERRED = 0  # Kafka's ElectionType.PREFERRED
 ELECTION_UNCLEAN = 1
@@ -105,7 +114,7 @@ def _raise_for(code: int, message: str, topic: str) -> None:
     raise error_for_code(code)(message)
 
 
-class AdminClient:
+class AdminClient(GroupAdmin):
     """Kafka's ``Admin`` over any ``Transport``. ``bootstrap`` is ``host:port`` addresses;
     ``request_timeout_ms`` bounds one call, ``timeout_ms`` the whole retried operation."""
 
@@ -233,6 +242,38 @@ class AdminClient:
             )
         return sorted(out, key=lambda c: c.name)
 
+    async def alter_topic_configs(
+        self,
+        topic: str,
+        set: Mapping[str, str] = NO_CONFIGS,  # Kafka's op names: SET and DELETE
+        delete: Iterable[str] = (),
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Kafka's IncrementalAlterConfigs for one topic: SET each ``set`` key to its value,
+        DELETE each ``delete`` key (the broker default applies again). The controller writes
+        the overrides and every broker applies them to its logs without a restart. An
+        unknown key or a bad value raises INVALID_CONFIG naming it; an unknown topic
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        request = pb.IncrementalAlterConfigsRequest(validate_only=validate_only)
+        resource = request.resources.add(resource_type=RESOURCE_TYPE_TOPIC, resource_name=topic)
+        for name in delete:
+            resource.configs.add(name=name, config_operation=OP_DELETE)
+        for name, value in set.items():
+            resource.configs.add(name=name, config_operation=OP_SET, value=value)
+        response = pb.IncrementalAlterConfigsResponse()
+        async for attempt in self._client.retrying():
+            with attempt:
+                answer = await self._client.controller_call(
+                    proto.METHOD_INCREMENTAL_ALTER_CONFIGS, request
+                )
+                assert isinstance(answer, pb.IncrementalAlterConfigsResponse)
+                if any(r.error_code == NOT_CONTROLLER for r in answer.responses):
+                    raise error_for_code(NOT_CONTROLLER)("the controller moved")
+                response = answer
+        for result in response.responses:
+            _raise_for(result.error_code, result.error_message, topic)
+
     # -- leader election --------------------------------------------------------------------
 
     async def elect_leaders(
@@ -261,3 +302,106 @@ class AdminClient:
             tp = TopicPartition(r.topic, r.partition)
             results[tp] = error_for_code(r.error_code)(str(tp)) if r.error_code else None
         return results
+
+    # -- records ----------------------------------------------------------------------------
+
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int], timeout_ms: int = 30_000
+    ) -> dict[TopicPartition, int]:
+        """Delete the records below ``offsets[tp]`` (-1: the high watermark) in each partition;
+        returns each partition's low watermark once every live replica has moved its log start
+        offset there. A failed partition raises its error class (message naming it)."""
+        results = await self.delete_records_results(offsets, timeout_ms)
+        lows: dict[TopicPartition, int] = {}
+        for tp, result in results.items():
+            if isinstance(result, KafkaError):
+                raise result
+            lows[tp] = result
+        return lows
+
+    async def delete_records_results(
+        self, offsets: Mapping[TopicPartition, int], timeout_ms: int = 30_000
+    ) -> dict[TopicPartition, int | KafkaError]:
+        """As :meth:`delete_records`, but per partition: the low watermark or the error (for
+        tools that report each partition, as kafka-delete-records does). ``timeout_ms`` is
+        how long a leader waits for its followers (REQUEST_TIMED_OUT after)."""
+        results: dict[TopicPartition, int | KafkaError] = {}
+        pending = dict(offsets)
+        try:
+            async for attempt in self._client.retrying():
+                with attempt:
+                    retry = await self._delete_records_round(pending, results, timeout_ms)
+                    if retry is not None:
+                        raise retry
+        except (KafkaError, RpcError) as e:
+            # Out of time with partitions still retriable: each gets its last error.
+            for tp in pending:
+                results.setdefault(tp, e if isinstance(e, KafkaError) else _rpc_failure(tp, e))
+        return {tp: results[tp] for tp in offsets}
+
+    async def _delete_records_round(
+        self,
+        pending: dict[TopicPartition, int],
+        results: dict[TopicPartition, int | KafkaError],
+        timeout_ms: int,
+    ) -> KafkaError | RpcError | None:
+        """Send the ``pending`` partitions to their leaders; move each answered one to
+        ``results`` and return a retriable error if some must go again (leader moved)."""
+        metadata = await self._client.refresh_metadata(sorted({tp.topic for tp in pending}))
+        unknown_topics = {
+            t.name for t in metadata.topics if t.error_code == UNKNOWN_TOPIC_OR_PARTITION
+        }
+        by_leader: dict[int, list[TopicPartition]] = {}
+        retry: KafkaError | RpcError | None = None
+        for tp in sorted(pending):
+            leader = self._client.leaders.get(tp)
+            if tp.topic in unknown_topics or leader is None:
+                results[tp] = error_for_code(UNKNOWN_TOPIC_OR_PARTITION)(
+                    f"Partition {tp} does not exist."
+                )
+                del pending[tp]
+            elif leader < 0 or leader not in self._client.brokers:
+                retry = LeaderNotAvailableError(f"no leader for partition {tp}")
+            else:
+                by_leader.setdefault(leader, []).append(tp)
+        for leader, tps in sorted(by_leader.items()):
+            request = pb.DeleteRecordsRequest(timeout_ms=timeout_ms)
+            for tp in tps:
+                request.partitions.add(topic=tp.topic, partition=tp.partition, offset=pending[tp])
+            try:
+                response = await self._client.transport.call(
+                    self._client.brokers[leader],
+                    proto.METHOD_DELETE_RECORDS,
+                    request,
+                    timeout_s=timeout_ms / 1000 + self._client.timeout_s,
+                )
+            except RpcError as e:
+                retry = e
+                continue
+            assert isinstance(response, pb.DeleteRecordsResponse)
+            for r in response.partitions:
+                tp = TopicPartition(r.topic, r.partition)
+                if tp not in pending:
+                    continue
+                if r.error_code in INVALID_METADATA_CODES:
+                    retry = error_for_code(r.error_code)(_naming(r.error_message, tp))
+                    continue
+                del pending[tp]
+                results[tp] = (
+                    error_for_code(r.error_code)(_naming(r.error_message, tp))
+                    if r.error_code
+                    else r.low_watermark
+                )
+        return retry if pending else None
+
+
+def _naming(message: str, tp: TopicPartition) -> str:
+    """``message``, naming partition ``tp`` if it does not already."""
+    name = str(tp)
+    if name in message:
+        return message
+    return f"partition {name}: {message}" if message else f"partition {name}"
+
+
+def _rpc_failure(tp: TopicPartition, e: RpcError) -> KafkaError:
+    return error_for_name("NETWORK_EXCEPTION")(f"partition {tp}: {e}")

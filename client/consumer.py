@@ -1,15 +1,25 @@
-"""The consumer: Kafka's ``KafkaConsumer`` with manual assignment, over kafkasim's Rpc port.
+"""The consumer: Kafka's ``KafkaConsumer`` over kafkasim's Rpc port.
 
 Theory of operation
 -------------------
-The consumer owns a set of *assigned* partitions (``assign``) and, for each, a *position*:
-the offset of the next record ``poll`` will return. Everything runs on the caller's event
-loop; there is no background task between calls.
+The consumer owns a set of *assigned* partitions and, for each, a *position*: the offset of the
+next record ``poll`` will return. Partitions are assigned either by the caller (``assign``) or
+by the consumer group (``subscribe``; ``client.consumer_group`` has the protocol). Everything
+runs on the caller's event loop; the only background task is a group member's heartbeat.
 
-1. **Positions.** A newly assigned partition has no position. Without consumer groups there is
-   no committed offset to start from, so the first ``poll`` (or ``seek_to_beginning`` /
-   ``seek_to_end``) resolves it with a ListOffsets request to the leader: ``earliest`` is the
-   log start offset, ``latest`` the high watermark. ``seek`` sets a position directly.
+0. **Groups.** With ``subscribe``, each ``poll`` first makes sure the member is in the current
+   generation: when the heartbeat (or a failed commit) says the group is rebalancing, ``poll``
+   commits the positions (with ``enable.auto.commit``), tells the rebalance listener the
+   partitions are revoked, rejoins, and takes the new assignment (the eager protocol: every
+   partition is revoked, positions start again from the committed offsets). Auto commit also
+   commits the positions every ``auto.commit.interval.ms`` from ``poll``, and ``close``
+   commits once more before leaving the group. Records ``poll`` returned before a rebalance
+   are therefore committed before anyone else gets their partitions.
+1. **Positions.** A newly assigned partition has no position. With a ``group.id`` the first
+   ``poll`` asks the coordinator for the committed offsets; partitions without one (or
+   without a group) resolve per ``auto.offset.reset`` with a ListOffsets request to the
+   leader: ``earliest`` is the log start offset, ``latest`` the high watermark. ``seek``,
+   ``seek_to_beginning`` and ``seek_to_end`` set or reset a position directly.
 2. **Fetching.** ``poll`` sends one Fetch (``replica_id=-1``) per leader for every assigned
    partition that has a position, no buffered records and no fetch in flight, carrying the
    leader epoch from the metadata (KIP-320) and long-polling up to ``fetch.max.wait.ms`` for
@@ -35,13 +45,14 @@ Error tree (all from :mod:`common.errors` except the last)::
     │   ├── OffsetOutOfRangeError     auto.offset.reset=none and no valid position
     │   ├── InvalidConfigError        a bad or unknown config key (named)
     │   └── ...                       a ListOffsets error after its retries
-    └── ConsumerGroupsNotImplementedError   subscribe / commit / committed (a later issue)
+    ├── CommitFailedError             the group rebalanced before the commit (client.consumer_group)
+    └── ConsumerClosedError           used after close
 
-Deviations from Kafka: no consumer groups yet (``group.id`` is accepted and ignored), so no
-committed offsets and no auto commit; ``isolation.level`` is sent but both levels read up to the
-high watermark, because kafkasim has no transactions (the last stable offset *is* the high
+Deviations from Kafka: ``isolation.level`` is sent but both levels read up to the high
+watermark, because kafkasim has no transactions (the last stable offset *is* the high
 watermark); ``position`` never blocks: it is None while a reset is pending (the next ``poll``
-resolves it).
+resolves it); no pattern subscriptions and no cooperative rebalancing; a rebalance happens
+inside ``poll`` and may take longer than its timeout (until every member has rejoined).
 
 Not thread-safe: one event loop owns a consumer.
 """
@@ -53,13 +64,15 @@ import contextlib
 import itertools
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
 import proto
+from client.assignors import assignor_for
+from client.consumer_group import CommitFailedError, GroupMembership, GroupSettings
 from client.minimal import INVALID_METADATA_CODES, RETRY_BACKOFF_MAX_MS, MinimalClient
 from common.clock import Clock
 from common.config import Config, ConfigDef, ConfigKey, ConfigType
@@ -80,9 +93,10 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "CONSUMER_CONFIG",
+    "CommitFailedError",
     "Consumer",
     "ConsumerClosedError",
-    "ConsumerGroupsNotImplementedError",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
 ]
 
@@ -92,7 +106,13 @@ _OFFSET_OUT_OF_RANGE: Final = OffsetOutOfRangeError.code
 _ISOLATION_LEVELS: Final = {"read_uncommitted": 0, "read_committed": 1}
 _client_ids = itertools.count(1)
 
-_I, _L, _S, _LST = ConfigType.INT, ConfigType.LONG, ConfigType.STRING, ConfigType.LIST
+_I, _L, _S, _LST, _B = (
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.STRING,
+    ConfigType.LIST,
+    ConfigType.BOOLEAN,
+)
 
 CONSUMER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("bootstrap.servers", _LST, None, "host:port of brokers to ask for metadata."),
@@ -101,8 +121,48 @@ CONSUMER_KEYS: tuple[ConfigKey, ...] = (
         "group.id",
         _S,
         None,
-        "Accepted for compatibility; consumer groups (subscribe, commit) come with a later "
-        "issue, so it changes nothing yet.",
+        "The consumer group: needed by subscribe(), commit() and committed().",
+    ),
+    ConfigKey(
+        "session.timeout.ms",
+        _I,
+        10_000,
+        "A member silent this long is removed from the group (within the broker's "
+        "group.min/max.session.timeout.ms).",
+        low=1,
+    ),
+    ConfigKey("heartbeat.interval.ms", _I, 3000, "Time between heartbeats.", low=1),
+    ConfigKey(
+        "max.poll.interval.ms",
+        _I,
+        300_000,
+        "Longest time between polls before the member leaves the group; also the rebalance "
+        "timeout.",
+        low=1,
+    ),
+    ConfigKey("enable.auto.commit", _B, True, "Commit positions from poll() and close()."),
+    ConfigKey("auto.commit.interval.ms", _I, 5000, "Time between auto commits.", low=0),
+    ConfigKey(
+        "partition.assignment.strategy",
+        _LST,
+        ["range"],
+        "Assignors offered to the group, most preferred first: range, roundrobin (or "
+        "Kafka's class names).",
+    ),
+    ConfigKey(
+        "metadata.max.age.ms",
+        _L,
+        300_000,
+        "The group leader re-reads the subscribed topics this often and asks for a new "
+        "assignment when their partition counts changed.",
+        low=0,
+    ),
+    ConfigKey(
+        "allow.auto.create.topics",
+        _B,
+        True,
+        "Let the broker create subscribed topics that do not exist "
+        "(with its auto.create.topics.enable).",
     ),
     ConfigKey(
         "auto.offset.reset",
@@ -158,8 +218,18 @@ def _check_required(config: Config) -> None:
 CONSUMER_CONFIG = ConfigDef(CONSUMER_KEYS, rules=(_check_required,), kind="consumer configuration")
 
 
-class ConsumerGroupsNotImplementedError(KafkasimError):
-    """``subscribe``, ``commit`` and ``committed`` need consumer groups (a later issue)."""
+class ConsumerRebalanceListener:
+    """Told of partitions taken away before a rebalance and given after it (Kafka's
+    ``ConsumerRebalanceListener``); override either coroutine."""
+
+    async def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+        return None
+
+    async def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
+        return None
+
+
+CommitCallback = Callable[[dict[TopicPartition, int], BaseException | None], object]
 
 
 class ConsumerClosedError(KafkasimError):
@@ -230,6 +300,33 @@ class Consumer:
         self._metadata_stale = True
         self._fetch_error: KafkasimError | None = None  # raised by the next poll
         self._closed = False
+        self._subscription: tuple[str, ...] | None = None
+        self._listener = ConsumerRebalanceListener()
+        self._auto_commit: bool = cfg["enable.auto.commit"] and cfg["group.id"] is not None
+        self._next_auto_commit_ms = 0
+        self._next_metadata_check_ms = 0
+        self._commits: set[asyncio.Task[None]] = set()
+        self._group: GroupMembership | None = None
+        if cfg["group.id"] is not None:
+            if not cfg["group.id"]:
+                raise InvalidConfigError("group.id must not be empty")
+            self._group = GroupMembership(
+                GroupSettings(
+                    group_id=cfg["group.id"],
+                    client_id=self.client_id,
+                    session_timeout_ms=cfg["session.timeout.ms"],
+                    rebalance_timeout_ms=cfg["max.poll.interval.ms"],
+                    heartbeat_interval_ms=cfg["heartbeat.interval.ms"],
+                    retry_backoff_ms=cfg["retry.backoff.ms"],
+                    request_timeout_ms=cfg["request.timeout.ms"],
+                    api_timeout_ms=cfg["default.api.timeout.ms"],
+                    assignors=tuple(
+                        assignor_for(name) for name in cfg["partition.assignment.strategy"]
+                    ),
+                ),
+                self._client,
+                clock,
+            )
 
     async def __aenter__(self) -> Consumer:
         return self
@@ -243,6 +340,13 @@ class Consumer:
         """Read exactly these partitions (replacing the previous assignment; partitions kept
         from it keep their positions)."""
         self._check_open()
+        if self._subscription is not None:
+            raise KafkasimError(
+                "Subscription to topics, partitions and pattern are mutually exclusive"
+            )
+        self._set_assignment(partitions)
+
+    def _set_assignment(self, partitions: Iterable[TopicPartition]) -> None:
         wanted = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
         self._assignment = {tp: self._assignment.get(tp) or _PartitionState() for tp in wanted}
         self._ready = deque(tp for tp in self._ready if tp in self._assignment)
@@ -251,20 +355,105 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self._assignment)
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        raise ConsumerGroupsNotImplementedError(
-            "subscribe() needs consumer groups, which come with a later issue; use assign()"
-        )
+    def subscribe(
+        self, topics: Iterable[str], listener: ConsumerRebalanceListener | None = None
+    ) -> None:
+        """Read the partitions the group assigns from ``topics`` (joining at the next poll).
+        An empty list is ``unsubscribe`` (the next poll leaves the group)."""
+        self._check_open()
+        group = self._require_group()
+        wanted = list(topics)
+        for topic in wanted:
+            if not isinstance(topic, str) or not topic.strip():
+                raise error_for_name("INVALID_TOPIC_EXCEPTION")(
+                    f"Topic collection to subscribe to cannot contain null or empty topic: "
+                    f"{wanted!r}"
+                )
+        if self._subscription is None and self._assignment:
+            raise KafkasimError(
+                "Subscription to topics, partitions and pattern are mutually exclusive"
+            )
+        if not wanted:
+            self.unsubscribe()
+            return
+        subscription = tuple(sorted(set(wanted)))
+        if subscription != self._subscription:
+            group.need_rejoin = True
+        self._subscription = subscription
+        if listener is not None:
+            self._listener = listener
 
-    async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
-        raise ConsumerGroupsNotImplementedError(
-            "commit() needs consumer groups, which come with a later issue"
-        )
+    def subscription(self) -> set[str]:
+        return set(self._subscription or ())
 
-    async def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        raise ConsumerGroupsNotImplementedError(
-            "committed() needs consumer groups, which come with a later issue"
-        )
+    def unsubscribe(self) -> None:
+        """Stop reading subscribed topics; the group hears of it at the next poll or close."""
+        self._check_open()
+        self._subscription = None
+        self._set_assignment([])
+        if self._group is not None and self._group.member_id:
+            self._spawn(self._group.leave())
+
+    async def commit(
+        self,
+        offsets: Mapping[TopicPartition, int] | None = None,
+        *,
+        asynchronous: bool = False,
+        callback: CommitCallback | None = None,
+    ) -> None:
+        """Commit ``offsets`` (default: the position of every assigned partition) for the
+        group. Synchronous commits raise CommitFailedError when the group has rebalanced;
+        ``asynchronous`` returns at once and reports to ``callback(offsets, error)``."""
+        self._check_open()
+        group = self._require_group()
+        to_commit = dict(offsets) if offsets is not None else self._consumed()
+        if not to_commit:
+            return
+        for tp, offset in to_commit.items():
+            if offset < 0:
+                raise ValueError(f"committed offset must not be negative: {tp} {offset}")
+        if not asynchronous:
+            await group.commit(to_commit)
+            return
+
+        async def commit_in_background() -> None:
+            error: BaseException | None = None
+            try:
+                await group.commit(to_commit)
+            except (KafkasimError, RpcError) as e:
+                error = e
+                logger.info("%s: asynchronous commit failed: %s", self.client_id, e)
+            if callback is not None:
+                callback(to_commit, error)
+
+        self._spawn(commit_in_background())
+
+    async def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int | None]:
+        """The group's committed offset of each partition (None where it has none)."""
+        self._check_open()
+        return await self._require_group().committed(partitions)
+
+    def _require_group(self) -> GroupMembership:
+        if self._group is None:
+            raise error_for_name("INVALID_GROUP_ID")(
+                "To use the group management or offset commit APIs, you must provide a valid "
+                "group.id in the consumer configuration."
+            )
+        return self._group
+
+    def _consumed(self) -> dict[TopicPartition, int]:
+        return {
+            tp: state.position
+            for tp, state in self._assignment.items()
+            if state.position is not None
+        }
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._commits.add(task)
+        task.add_done_callback(self._commits.discard)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         """The next poll returns records of ``tp`` from ``offset`` on."""
@@ -329,12 +518,14 @@ class Consumer:
     async def poll(self, timeout_ms: int = 0) -> list[ConsumerRecord]:
         """Up to ``max.poll.records`` records, waiting up to ``timeout_ms`` for some."""
         self._check_open()
-        if not self._assignment:
+        if not self._assignment and self._subscription is None:
             raise KafkasimError(
                 "Consumer is not subscribed to any topics or assigned any partitions"
             )
         deadline = self.clock.monotonic_ms() + max(timeout_ms, 0)
         while True:
+            if self._subscription is not None:
+                await self._poll_group()
             self._raise_fetch_error()
             records = self._drain()
             if records:
@@ -357,9 +548,21 @@ class Consumer:
                 await asyncio.sleep(min(remaining, max(self._backoff_ms, 1)) / 1000)
 
     async def close(self) -> None:
-        """Stop in-flight fetches; the consumer cannot be used afterwards."""
+        """Commit (with auto commit), leave the group, stop in-flight fetches; the consumer
+        cannot be used afterwards."""
         if self._closed:
             return
+        group = self._group
+        if group is not None:
+            if self._auto_commit and group.in_generation:
+                await self._commit_quietly("close")
+            if self._subscription is not None and group.member_id:
+                await self._listener.on_partitions_revoked(sorted(self._assignment))
+            await group.stop_heartbeats()
+            await group.leave()
+        for task in list(self._commits):
+            with contextlib.suppress(asyncio.CancelledError, KafkasimError, RpcError):
+                await task
         self._closed = True
         for task in self._fetches:
             task.cancel()
@@ -367,6 +570,77 @@ class Consumer:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._fetches.clear()
+
+    # -- the group --------------------------------------------------------------------------
+
+    async def _poll_group(self) -> None:
+        """Rejoin when the group rebalances; auto commit; the leader watches partition counts."""
+        group = self._group
+        assert group is not None and self._subscription is not None
+        now = self.clock.monotonic_ms()
+        group.last_poll_ms = now
+        if group.is_leader and group.in_generation and now >= self._next_metadata_check_ms:
+            self._next_metadata_check_ms = now + self.config["metadata.max.age.ms"]
+            counts = await self._partition_counts(self._subscription)
+            if counts != group.assigned_counts:
+                logger.info(
+                    "%s: subscribed topics changed (%s → %s); asking for a new assignment",
+                    self.client_id,
+                    group.assigned_counts,
+                    counts,
+                )
+                group.need_rejoin = True
+        if group.need_rejoin:
+            if group.generation >= 0 and group.member_id:
+                if self._auto_commit:
+                    await self._commit_quietly("rebalance")
+                await self._listener.on_partitions_revoked(sorted(self._assignment))
+            self._set_assignment([])
+            partitions = await group.join(self._subscription, self._partition_counts)
+            self._set_assignment(partitions)
+            self._next_auto_commit_ms = (
+                self.clock.monotonic_ms() + self.config["auto.commit.interval.ms"]
+            )
+            self._next_metadata_check_ms = (
+                self.clock.monotonic_ms() + self.config["metadata.max.age.ms"]
+            )
+            await self._listener.on_partitions_assigned(list(partitions))
+        elif self._auto_commit and now >= self._next_auto_commit_ms:
+            self._next_auto_commit_ms = now + self.config["auto.commit.interval.ms"]
+            self.commit_async_quietly()
+
+    def commit_async_quietly(self) -> None:
+        consumed = self._consumed()
+        if consumed and self._group is not None:
+            group = self._group
+
+            async def commit() -> None:
+                try:
+                    await group.commit(consumed)
+                except (KafkasimError, RpcError) as e:
+                    logger.info("%s: auto commit failed: %s", self.client_id, e)
+
+            self._spawn(commit())
+
+    async def _commit_quietly(self, why: str) -> None:
+        """A synchronous commit of the positions before a rebalance or close; a failure is
+        logged (the records since the last commit will be read again by someone)."""
+        consumed = self._consumed()
+        if not consumed or self._group is None:
+            return
+        try:
+            await self._group.commit(consumed)
+        except (KafkasimError, RpcError) as e:
+            logger.warning("%s: commit before %s failed: %s", self.client_id, why, e)
+
+    async def _partition_counts(self, topics: Sequence[str]) -> dict[str, int]:
+        """Partition counts of the subscribed topics that exist (the leader's assignor input)."""
+        response = await self._client.refresh_metadata(
+            list(topics), allow_auto_topic_creation=self.config["allow.auto.create.topics"]
+        )
+        return {
+            t.name: len(t.partitions) for t in response.topics if t.partitions and t.name in topics
+        }
 
     # -- internals --------------------------------------------------------------------------
 
@@ -406,6 +680,22 @@ class Consumer:
         if not pending:
             return
         undefined = [tp for tp, s in pending.items() if s.reset_to is None]
+        if undefined and self._group is not None:
+            committed = await self._group.committed(undefined)
+            for tp, offset in committed.items():
+                state = self._assignment.get(tp)
+                if offset is not None and state is not None and state.position is None:
+                    state.position = offset
+                    logger.info(
+                        "%s: setting offset for %s to the committed offset %d",
+                        self.client_id,
+                        tp,
+                        offset,
+                    )
+            pending = {tp: s for tp, s in self._assignment.items() if s.position is None}
+            if not pending:
+                return
+            undefined = [tp for tp, s in pending.items() if s.reset_to is None]
         if undefined and self._auto_offset_reset == "none":
             raise OffsetOutOfRangeError(
                 "Undefined offset with no reset policy for partitions: "

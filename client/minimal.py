@@ -148,8 +148,14 @@ class MinimalClient:
         assert last is not None
         raise last
 
-    async def refresh_metadata(self, topics: Sequence[str] = ()) -> pb.MetadataResponse:
-        request = pb.MetadataRequest(topics=list(topics), all_topics=not topics)
+    async def refresh_metadata(
+        self, topics: Sequence[str] = (), *, allow_auto_topic_creation: bool = False
+    ) -> pb.MetadataResponse:
+        request = pb.MetadataRequest(
+            topics=list(topics),
+            all_topics=not topics,
+            allow_auto_topic_creation=allow_auto_topic_creation and bool(topics),
+        )
         response = await self.call_any(proto.METHOD_METADATA, request)
         assert isinstance(response, pb.MetadataResponse)
         self.brokers = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}

@@ -85,6 +85,10 @@ class LocalCluster:
             "log.dirs": str(broker.data_dir / "logs"),
             "zookeeper.connect": self.zookeeper.connect_string,
             "zookeeper.session.timeout.ms": 6000,
+            # As Kafka's shipped server.properties for a development cluster: the offsets
+            # topic fits the cluster, and a new group does not wait 3 s for more members.
+            "offsets.topic.replication.factor": min(3, len(self.brokers)),
+            "group.initial.rebalance.delay.ms": 0,
         }
         props.update(self.broker_props)
         lines = [f"{k}={v}" for k, v in props.items()]

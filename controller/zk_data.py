@@ -12,6 +12,7 @@ Pure: bytes in, values out. Used by the controller and by brokers (registration,
     /brokers/topics/<t>/partitions/<p>/state      {"controller_epoch":C,"leader":L,"version":1,
                                                    "leader_epoch":E,"isr":[...]}
     /config/topics/<t>                            {"version":1,"config":{...}}
+    /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<t>"}
     /admin/delete_topics/<t>                      deletion request (empty)
     /admin/preferred_replica_election             {"version":1,"partitions":[...]}
     /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic","partition"}]}
@@ -37,6 +38,7 @@ BROKER_TOPICS = "/brokers/topics"
 BROKER_SEQID = "/brokers/seqid"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
@@ -239,6 +241,35 @@ def encode_topic_config(config: dict[str, str]) -> bytes:
 def decode_topic_config(data: bytes) -> dict[str, str]:
     obj = _loads(data, "topic config")
     return {str(k): str(v) for k, v in obj.get("config", {}).items()}
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    """A config change notification: ``entity_path`` is ``<entity type>/<name>``, e.g.
+    ``topics/orders`` (Kafka's version 2 format)."""
+    return _dumps({"version": 2, "entity_path": entity_path})
+
+
+def decode_config_change(data: bytes) -> tuple[str, str]:
+    """(entity type, entity name) of a version 2 config change notification."""
+    obj = _loads(data, "config change notification")
+    if obj.get("version") != 2:
+        raise ValueError(f"unsupported config change notification version: {obj.get('version')}")
+    entity_type, sep, name = str(obj["entity_path"]).partition("/")
+    if not sep or not name:
+        raise ValueError(f"malformed config change entity_path: {obj['entity_path']!r}")
+    return entity_type, name
+
+
+def topic_entity_path(topic: str) -> str:
+    return f"topics/{topic}"
+
+
+def config_change_sequence(child: str) -> int:
+    """The sequence number of a ``config_change_<seq>`` child name (-1 if it is not one)."""
+    if not child.startswith(CONFIG_CHANGE_PREFIX):
+        return -1
+    digits = child[len(CONFIG_CHANGE_PREFIX) :]
+    return int(digits) if digits.isdigit() else -1
 
 
 def encode_isr_change(partitions: list[TopicPartition]) -> bytes:

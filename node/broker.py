@@ -36,17 +36,21 @@ from common.coordination import (
     NoNodeError,
     SessionState,
 )
-from common.errors import KafkaError, error_for_name
+from common.errors import KafkaError, error_for_code, error_for_name
 from common.rpc import RpcError, RpcServer, RpcStatus, Transport
 from common.types import TopicPartition
 from controller import zk_data
 from controller.controller import Controller, ControllerConfig
 from node.config import BrokerConfig
+from node.config_changes import TopicConfigChangeListener
 from node.fetcher import ReplicaFetcherManager
+from node.group_coordinator import GroupCoordinator
+from node.group_records import OFFSETS_TOPIC
 from node.metadata_cache import MetadataCache
 from node.metrics import BrokerMetrics
 from node.producer_ids import ProducerIdManager, handle_init_producer_id
 from node.replica_manager import FetchTarget, ReplicaManager
+from node.topic_creation import TopicCreator
 from proto import kafkasim_pb2 as pb
 from storage.config import LogConfig
 from storage.log_manager import LogManager, LogManagerSettings
@@ -92,6 +96,10 @@ class HostedController(Protocol):
     async def handle_elect_leaders(
         self, request: pb.ElectLeadersRequest
     ) -> pb.ElectLeadersResponse: ...
+
+    async def handle_incremental_alter_configs(
+        self, request: pb.IncrementalAlterConfigsRequest
+    ) -> pb.IncrementalAlterConfigsResponse: ...
 
     async def handle_controlled_shutdown(
         self, request: pb.ControlledShutdownRequest
@@ -166,11 +174,21 @@ class Broker:
         )
         self.replica_manager.on_become_follower = self._follow
         self.replica_manager.on_stop_following = self.fetchers.remove
+        self.replica_manager.is_broker_alive = lambda b: b in self.metadata.brokers
+        # Topic config changes (/config/changes) applied to the cache and the live logs.
+        self.config_changes = TopicConfigChangeListener(
+            self.broker_id, self.zk, config, self._topic_configs, self.log_manager
+        )
         self.server: RpcServer | None = None
         # Idempotent producers' ids; made in start(), once the ZooKeeper session exists.
         self.producer_ids: ProducerIdManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
+        # Consumer groups of the __consumer_offsets partitions this broker leads.
+        self.groups = GroupCoordinator(
+            self.broker_id, config, self.replica_manager, clock, self._rng
+        )
+        self.topic_creator = TopicCreator(config, self._create_topics_via_controller)
         self.metrics = BrokerMetrics(self)
 
     # -- configuration ----------------------------------------------------------------------
@@ -208,6 +226,7 @@ class Broker:
         await self.zk.start()
         self.zk.add_session_listener(self._on_session_state)
         await self._ensure_persistent_paths()
+        await self.config_changes.start()
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         host, port = self.config.listen_address
         self.server = self.transport.server(
@@ -225,6 +244,7 @@ class Broker:
             )
             await self.controller.start()
         self._running = True
+        self.groups.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(
@@ -315,6 +335,7 @@ class Broker:
             await self.zk.start()
             self.zk.add_session_listener(self._on_session_state)
             self.replica_manager.set_coordination(self.zk)
+            self.config_changes.replace_coordination(self.zk)
             if self.producer_ids is not None:
                 self.producer_ids.replace_coordination(self.zk)
             with contextlib.suppress(CoordinationError):
@@ -352,7 +373,9 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        await self.groups.stop()
         await self.fetchers.shutdown()
+        await self.config_changes.stop()
         if self.server is not None:
             await self.server.stop(0.0)
         if self.controller is not None:
@@ -401,6 +424,17 @@ class Broker:
     async def _request_controlled_shutdown(self) -> list[TopicPartition]:
         if self.controller is not None and self.controller.is_active:
             return await self.controller.controlled_shutdown(self.broker_id, self.broker_epoch)
+        response = await self._call_remote_controller(
+            proto.METHOD_CONTROLLED_SHUTDOWN,
+            pb.ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch),
+        )
+        assert isinstance(response, pb.ControlledShutdownResponse)
+        if response.error_code:
+            raise error_for_name("NOT_CONTROLLER")(f"controlled shutdown: {response.error_code}")
+        return [TopicPartition(p.topic, p.partition) for p in response.remaining_partitions]
+
+    async def _call_remote_controller(self, method: str, request: Any) -> Any:
+        """Send ``request`` to the active controller named in ``/controller``."""
         data, _ = await self.zk.get(zk_data.CONTROLLER)
         controller_id = zk_data.decode_controller(data)
         address = self.metadata.address_of(controller_id)
@@ -408,16 +442,28 @@ class Broker:
             raise RpcError(
                 RpcStatus.UNAVAILABLE, f"controller {controller_id}'s address is unknown"
             )
-        response = await self.transport.call(
-            address,
-            proto.METHOD_CONTROLLED_SHUTDOWN,
-            pb.ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch),
-            timeout_s=self.config["controller.socket.timeout.ms"] / 1000,
+        return await self.transport.call(
+            address, method, request, timeout_s=self.config["controller.socket.timeout.ms"] / 1000
         )
-        assert isinstance(response, pb.ControlledShutdownResponse)
-        if response.error_code:
-            raise error_for_name("NOT_CONTROLLER")(f"controlled shutdown: {response.error_code}")
-        return [TopicPartition(p.topic, p.partition) for p in response.remaining_partitions]
+
+    async def _create_topics_via_controller(
+        self, request: pb.CreateTopicsRequest
+    ) -> pb.CreateTopicsResponse:
+        """Topics created on a client's behalf (auto-creation, ``__consumer_offsets``)."""
+        if self.controller is not None and self.controller.is_active:
+            return await self.controller.handle_create_topics(request)
+        try:
+            response = await self._call_remote_controller(proto.METHOD_CREATE_TOPICS, request)
+        except (RpcError, CoordinationError) as e:
+            code = error_for_name("COORDINATOR_NOT_AVAILABLE").code
+            return pb.CreateTopicsResponse(
+                topics=[
+                    pb.TopicResult(name=t.name, error_code=code, error_message=str(e))
+                    for t in request.topics
+                ]
+            )
+        assert isinstance(response, pb.CreateTopicsResponse)
+        return response
 
     # -- follower plumbing ------------------------------------------------------------------
 
@@ -435,6 +481,7 @@ class Broker:
             proto.METHOD_PRODUCE: self._handle_produce,
             proto.METHOD_FETCH: self.replica_manager.fetch,
             proto.METHOD_LIST_OFFSETS: self._sync(self.replica_manager.list_offsets),
+            proto.METHOD_DELETE_RECORDS: self.replica_manager.delete_records,
             proto.METHOD_CREATE_TOPICS: self._admin(
                 pb.CreateTopicsResponse, "handle_create_topics"
             ),
@@ -447,6 +494,9 @@ class Broker:
             proto.METHOD_ELECT_LEADERS: self._admin(
                 pb.ElectLeadersResponse, "handle_elect_leaders"
             ),
+            proto.METHOD_INCREMENTAL_ALTER_CONFIGS: self._admin(
+                pb.IncrementalAlterConfigsResponse, "handle_incremental_alter_configs"
+            ),
             proto.METHOD_DESCRIBE_CLUSTER: self._handle_describe_cluster,
             proto.METHOD_INIT_PRODUCER_ID: self._handle_init_producer_id,
             proto.METHOD_DESCRIBE_REPLICAS: self._sync(self.replica_manager.describe_replicas),
@@ -456,8 +506,18 @@ class Broker:
             ),
             proto.METHOD_LEADER_AND_ISR: self._handle_leader_and_isr,
             proto.METHOD_UPDATE_METADATA: self._handle_update_metadata,
-            proto.METHOD_STOP_REPLICA: self._sync(self.replica_manager.stop_replica),
+            proto.METHOD_STOP_REPLICA: self._handle_stop_replica,
             proto.METHOD_CONTROLLED_SHUTDOWN: self._handle_controlled_shutdown,
+            proto.METHOD_FIND_COORDINATOR: self._handle_find_coordinator,
+            proto.METHOD_JOIN_GROUP: self.groups.join_group,
+            proto.METHOD_SYNC_GROUP: self.groups.sync_group,
+            proto.METHOD_HEARTBEAT: self.groups.heartbeat,
+            proto.METHOD_LEAVE_GROUP: self.groups.leave_group,
+            proto.METHOD_OFFSET_COMMIT: self.groups.offset_commit,
+            proto.METHOD_OFFSET_FETCH: self.groups.offset_fetch,
+            proto.METHOD_LIST_GROUPS: self.groups.list_groups,
+            proto.METHOD_DESCRIBE_GROUPS: self.groups.describe_groups,
+            proto.METHOD_DELETE_GROUPS: self.groups.delete_groups,
         }
 
     def _stream_handlers(self) -> dict[str, Callable[[AsyncIterator[Any]], AsyncIterator[Any]]]:
@@ -482,7 +542,59 @@ class Broker:
         return handler
 
     async def _handle_metadata(self, request: pb.MetadataRequest) -> pb.MetadataResponse:
-        return self.metadata.metadata(request)
+        response = self.metadata.metadata(request)
+        if not (request.allow_auto_topic_creation and self.topic_creator.auto_create_enabled):
+            return response
+        unknown = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
+        for entry in response.topics:
+            if entry.error_code != unknown:
+                continue
+            # Kafka creates the topic and answers LEADER_NOT_AVAILABLE until it has leaders.
+            code, message = await self.topic_creator.create(
+                self.topic_creator.auto_topic(entry.name)
+            )
+            entry.error_code = code or error_for_name("LEADER_NOT_AVAILABLE").code
+            if code:
+                logger.info("broker %d: auto-creating %s: %s", self.broker_id, entry.name, message)
+        return response
+
+    async def _handle_find_coordinator(
+        self, request: pb.FindCoordinatorRequest
+    ) -> pb.FindCoordinatorResponse:
+        if request.key_type != 0:
+            return pb.FindCoordinatorResponse(
+                error_code=error_for_name("INVALID_REQUEST").code,
+                error_message=f"key_type {request.key_type}: only groups (0) have coordinators "
+                "here (no transactions)",
+                node_id=-1,
+            )
+        if not request.key:
+            return pb.FindCoordinatorResponse(
+                error_code=error_for_name("INVALID_GROUP_ID").code,
+                error_message="the group id is empty",
+                node_id=-1,
+            )
+        not_available = error_for_name("COORDINATOR_NOT_AVAILABLE").code
+        partition = self.groups.partition_of(request.key)
+        if self.metadata.partition_count(OFFSETS_TOPIC) == 0:
+            code, message = await self.topic_creator.create(self.topic_creator.offsets_topic())
+            return pb.FindCoordinatorResponse(
+                error_code=not_available,
+                error_message=f"creating {OFFSETS_TOPIC}"
+                + (f": {error_for_code(code).error_name}: {message}" if code else ""),
+                node_id=-1,
+            )
+        state = self.metadata.partitions.get(TopicPartition(OFFSETS_TOPIC, partition))
+        endpoint = self.metadata.brokers.get(state.leader) if state is not None else None
+        if endpoint is None:
+            return pb.FindCoordinatorResponse(
+                error_code=not_available,
+                error_message=f"{OFFSETS_TOPIC}-{partition} has no live leader",
+                node_id=-1,
+            )
+        return pb.FindCoordinatorResponse(
+            node_id=endpoint.node_id, host=endpoint.host, port=endpoint.port
+        )
 
     async def _handle_produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
         # acks=0 producers do not wait for this answer (it comes back at once: no purgatory).
@@ -563,7 +675,23 @@ class Broker:
         for topic in sorted({s.topic for s in request.partition_states}):
             await self._load_topic_config(topic)
         self.metadata.add_brokers(list(request.live_leaders))
-        return self.replica_manager.leader_and_isr(request)
+        response = self.replica_manager.leader_and_isr(request)
+        failed = {(e.topic, e.partition) for e in response.partition_errors if e.error_code}
+        for state in request.partition_states:
+            if state.topic == OFFSETS_TOPIC and (state.topic, state.partition) not in failed:
+                if state.leader == self.broker_id:
+                    self.groups.elect(state.partition, state.leader_epoch)
+                else:
+                    self.groups.resign(state.partition)
+        return response
+
+    async def _handle_stop_replica(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
+        response = self.replica_manager.stop_replica(request)
+        if not response.error_code:
+            for part in request.partitions:
+                if part.topic == OFFSETS_TOPIC:
+                    self.groups.resign(part.partition)
+        return response
 
     async def _handle_update_metadata(
         self, request: pb.UpdateMetadataRequest
@@ -576,6 +704,7 @@ class Broker:
         for topic in request.deleted_topics:
             self._topic_configs.pop(topic, None)
         self.metadata.update(request)
+        self.replica_manager.maybe_complete_delete_records()  # live brokers may have changed
         return pb.UpdateMetadataResponse()
 
     async def _handle_controlled_shutdown(
@@ -602,6 +731,15 @@ def _not_controller_response(request: Any, response_cls: type[Any]) -> Any:
     response = response_cls()
     if hasattr(response, "error_code"):
         response.error_code = NOT_CONTROLLER
+        return response
+    if isinstance(request, pb.IncrementalAlterConfigsRequest):
+        for resource in request.resources:
+            response.responses.add(
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                error_code=NOT_CONTROLLER,
+                error_message="This is not the controller",
+            )
         return response
     items = getattr(request, "topics", None) or getattr(request, "topic_names", [])
     field = "topics" if hasattr(response, "topics") else "results"

@@ -79,6 +79,24 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("offsets.topic.num.partitions", I, 50, "Partitions of __consumer_offsets.", low=1),
     ConfigKey("offsets.topic.replication.factor", I, 3, "RF of __consumer_offsets.", low=1),
+    ConfigKey(
+        "offsets.topic.segment.bytes", I, 100 * 1024 * 1024, "__consumer_offsets segments.", low=1
+    ),
+    ConfigKey(
+        "offsets.commit.timeout.ms", I, 5000, "Offset commits wait this long for acks.", low=1
+    ),
+    ConfigKey("offset.metadata.max.bytes", I, 4096, "Largest commit metadata string.", low=0),
+    ConfigKey("group.min.session.timeout.ms", I, 6000, "Shortest member session allowed.", low=0),
+    ConfigKey(
+        "group.max.session.timeout.ms", I, 1_800_000, "Longest member session allowed.", low=0
+    ),
+    ConfigKey(
+        "group.initial.rebalance.delay.ms",
+        I,
+        3000,
+        "A new group's first rebalance waits this long for more members.",
+        low=0,
+    ),
     ConfigKey("metrics.port", I, -1, "Prometheus metrics port (-1: none).", low=-1),
 )
 

@@ -11,6 +11,10 @@ An ISR change the leader has proposed but ZooKeeper has not yet confirmed is a
 :class:`PendingIsrChange`, not a flag: only one is in flight at a time, and min.insync.replicas
 checks use the committed ISR only.
 
+DeleteRecords (as leader) moves the log start offset, never past the HW; the request is
+answered once the *low watermark* — the smallest log start offset over this log and the
+followers on live brokers, as their fetches report it — has reached the new start.
+
 Not thread-safe: everything runs on the broker's event loop.
 """
 
@@ -18,18 +22,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from common.errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
     error_for_name,
 )
 from common.types import TopicPartition
 from node.replication import (
     FollowerState,
     can_join_isr,
+    low_watermark,
     new_leader_high_watermark,
     out_of_sync_replicas,
     record_follower_fetch,
@@ -39,6 +45,8 @@ from storage.log import Log, LogAppendInfo
 logger = logging.getLogger(__name__)
 
 NO_LEADER = -1
+HIGH_WATERMARK_OFFSET = -1  # DeleteRecords: "up to the high watermark"
+PolicyViolationError = error_for_name("POLICY_VIOLATION")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +67,14 @@ class RoleChange:
 
 
 class Partition:
-    def __init__(self, tp: TopicPartition, broker_id: int, log: Log) -> None:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        broker_id: int,
+        log: Log,
+        *,
+        is_broker_alive: Callable[[int], bool] = lambda _broker_id: True,
+    ) -> None:
         self.tp = tp
         self.broker_id = broker_id
         self.log = log
@@ -74,6 +89,11 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self._hw_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._data_waiters: list[asyncio.Future[None]] = []
+        # DeleteRecords parked until the low watermark reaches their offset (the purgatory).
+        self._low_watermark_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # Whether a broker is alive (the metadata cache's view): the low watermark ignores
+        # followers on dead brokers.
+        self._is_broker_alive = is_broker_alive
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"
@@ -178,7 +198,8 @@ class Partition:
         return RoleChange(False, was_leader or leader_changed, leader_changed)
 
     def fail_waiters(self, error: Exception) -> None:
-        waiters, self._hw_waiters = self._hw_waiters, []
+        waiters = self._hw_waiters + self._low_watermark_waiters
+        self._hw_waiters, self._low_watermark_waiters = [], []
         for _, future in waiters:
             if not future.done():
                 future.set_exception(error)
@@ -203,13 +224,19 @@ class Partition:
         self._wake_data_waiters()
         return info
 
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
-        """A follower fetched at ``fetch_offset``: its LEO is now that; the HW may move."""
+    def record_follower_fetch(
+        self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1
+    ) -> None:
+        """A follower fetched at ``fetch_offset``: its LEO is now that; the HW may move. Its
+        ``log_start_offset`` (when given) may complete parked DeleteRecords."""
         state = self.followers.get(replica_id)
         if state is None:
             return
         record_follower_fetch(state, fetch_offset, self.log.log_end_offset, now_ms)
+        if log_start_offset >= 0:
+            state.log_start_offset = log_start_offset
         self.maybe_increment_high_watermark()
+        self.maybe_complete_delete_records()
 
     def maybe_increment_high_watermark(self) -> bool:
         if not self.is_leader:
@@ -252,6 +279,75 @@ class Partition:
         if len(self.isr) < self.log.config.min_insync_replicas:
             return error_for_name("NOT_ENOUGH_REPLICAS_AFTER_APPEND").code
         return 0
+
+    # -- leader: DeleteRecords and the low watermark ----------------------------------------
+
+    @property
+    def low_watermark(self) -> int:
+        """Kafka's ``lowWatermarkIfLeader``; NOT_LEADER_OR_FOLLOWER on a follower."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"Leader not local for partition {self.tp} on broker {self.broker_id}"
+            )
+        return low_watermark(
+            self.log.log_start_offset, self.followers.values(), self._is_broker_alive
+        )
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """Move the log start offset to ``offset`` (-1: the HW); returns that offset.
+
+        POLICY_VIOLATION when the topic's cleanup.policy lacks ``delete``; OFFSET_OUT_OF_RANGE
+        for an offset below 0 or past the HW. An offset at or below the current log start is
+        no change (the records are already gone). Segments below the new start go with the
+        next retention pass, on every replica.
+        """
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"Leader not local for partition {self.tp} on broker {self.broker_id}"
+            )
+        if not self.log.config.delete:
+            raise PolicyViolationError(
+                f"Records of partition {self.tp} can not be deleted due to the configured policy"
+            )
+        requested = self.log.high_watermark if offset == HIGH_WATERMARK_OFFSET else offset
+        if requested < 0:
+            raise OffsetOutOfRangeError(
+                f"The offset {requested} for partition {self.tp} is not valid"
+            )
+        if self.log.maybe_increment_log_start_offset(requested):
+            logger.info("%s: log start offset now %d (DeleteRecords)", self.tp, requested)
+            # Long-polling followers answer at once and learn the new start from the reply.
+            self._wake_data_waiters()
+        self.maybe_complete_delete_records()
+        return requested
+
+    def wait_for_low_watermark(self, required_offset: int) -> asyncio.Future[None]:
+        """A future that completes when the low watermark ≥ ``required_offset``; it fails
+        with NOT_LEADER_OR_FOLLOWER if this replica stops leading first."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self.is_leader:
+            future.set_exception(NotLeaderOrFollowerError(f"{self.tp}: not the leader"))
+        elif self.low_watermark >= required_offset:
+            future.set_result(None)
+        else:
+            self._low_watermark_waiters.append((required_offset, future))
+        return future
+
+    def maybe_complete_delete_records(self) -> None:
+        """Complete the parked DeleteRecords whose offset the low watermark has reached
+        (after a follower fetch, a local start move, or a change of live brokers)."""
+        if not self._low_watermark_waiters or not self.is_leader:
+            return
+        low = self.low_watermark
+        still_waiting = []
+        for required, future in self._low_watermark_waiters:
+            if future.done():
+                continue
+            if low >= required:
+                future.set_result(None)
+            else:
+                still_waiting.append((required, future))
+        self._low_watermark_waiters = still_waiting
 
     # -- leader: ISR ------------------------------------------------------------------------
 

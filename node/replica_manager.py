@@ -1,10 +1,11 @@
 """The replica manager: every partition replica on this broker, and the requests on them.
 
 It serves produce (with the acks=all purgatory), fetch (consumers below the HW; followers
-anything, with long-poll), ListOffsets and OffsetsForLeaderEpoch for partitions it leads, and
-applies the controller's LeaderAndIsr / StopReplica. It writes ISR changes to ZooKeeper as a
-version-checked update of the partition state znode plus an ``/isr_change_notification``
-entry (Kafka's ZooKeeper-mode ISR path), and checkpoints high watermarks.
+anything, with long-poll), ListOffsets, OffsetsForLeaderEpoch and DeleteRecords (with its
+low-watermark purgatory) for partitions it leads, and applies the controller's LeaderAndIsr /
+StopReplica. It writes ISR changes to ZooKeeper as a version-checked update of the partition
+state znode plus an ``/isr_change_notification`` entry (Kafka's ZooKeeper-mode ISR path), and
+checkpoints high watermarks.
 
 Every request path answers with Kafka's per-partition error codes; nothing here raises into
 the transport. Not thread-safe: one event loop.
@@ -32,6 +33,7 @@ from common.errors import (
 from common.types import TopicPartition
 from controller import zk_data
 from node.config import BrokerConfig
+from node.metadata_cache import INTERNAL_TOPICS
 from node.partition import Partition
 from proto import kafkasim_pb2 as pb
 from storage.config import LogConfig
@@ -42,6 +44,8 @@ logger = logging.getLogger(__name__)
 
 NONE = 0
 CONSUMER_REPLICA_ID = -1
+INVALID_LOW_WATERMARK = -1
+InvalidTopicError = error_for_name("INVALID_TOPIC_EXCEPTION")
 
 
 def _code(name: str) -> int:
@@ -53,6 +57,16 @@ def _error(e: BaseException) -> tuple[int, str]:
         return e.code, e.message
     logger.exception("unexpected error", exc_info=e)
     return -1, f"{type(e).__name__}: {e}"
+
+
+@dataclass(frozen=True, slots=True)
+class _DeleteRecordsWait:
+    """One partition of a DeleteRecords parked in the purgatory."""
+
+    result: pb.DeleteRecordsPartitionResult
+    partition: Partition
+    requested: int
+    future: asyncio.Future[None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +101,9 @@ class ReplicaManager:
         # Set by the broker: called with the partitions to follow / stop following.
         self.on_become_follower: Callable[[list[FetchTarget]], None] = lambda _targets: None
         self.on_stop_following: Callable[[list[TopicPartition]], None] = lambda _tps: None
+        # Set by the broker: whether a broker is alive (its metadata cache); DeleteRecords'
+        # low watermark leaves out followers on dead brokers, as Kafka's does.
+        self.is_broker_alive: Callable[[int], bool] = lambda _broker_id: True
         self.isr_shrinks = 0
         self.isr_expands = 0
         self._isr_tasks: set[asyncio.Task[None]] = set()
@@ -249,7 +266,9 @@ class ReplicaManager:
                         raise NotLeaderOrFollowerError(
                             f"broker {request.replica_id} is not a replica of {tp}"
                         )
-                    partition.record_follower_fetch(request.replica_id, part.fetch_offset, now_ms)
+                    partition.record_follower_fetch(
+                        request.replica_id, part.fetch_offset, now_ms, part.log_start_offset
+                    )
                     self._maybe_expand_isr(partition)
                     max_offset = None
                 else:
@@ -355,6 +374,67 @@ class ReplicaManager:
             )
         return response
 
+    # -- delete records ---------------------------------------------------------------------
+
+    async def delete_records(self, request: pb.DeleteRecordsRequest) -> pb.DeleteRecordsResponse:
+        """Kafka's DeleteRecords on the leader: move each log start offset, then answer once
+        every partition's low watermark has reached it (the delete-records purgatory), the
+        leader changes, or ``timeout_ms`` passes (REQUEST_TIMED_OUT)."""
+        response = pb.DeleteRecordsResponse()
+        waits: list[_DeleteRecordsWait] = []
+        for part in request.partitions:
+            tp = TopicPartition(part.topic, part.partition)
+            result = response.partitions.add(
+                topic=part.topic, partition=part.partition, low_watermark=INVALID_LOW_WATERMARK
+            )
+            try:
+                if tp.topic in INTERNAL_TOPICS:
+                    raise InvalidTopicError(f"Cannot delete records of internal topic {tp.topic}")
+                partition = self.leader_partition(tp)
+                requested = partition.delete_records_on_leader(part.offset)
+                result.low_watermark = partition.low_watermark
+            except Exception as e:
+                result.error_code, result.error_message = _error(e)
+                continue
+            if result.low_watermark < requested:
+                future = partition.wait_for_low_watermark(requested)
+                waits.append(_DeleteRecordsWait(result, partition, requested, future))
+        if waits:
+            await self._await_low_watermarks(waits, request.timeout_ms)
+        return response
+
+    async def _await_low_watermarks(self, waits: list[_DeleteRecordsWait], timeout_ms: int) -> None:
+        futures = [w.future for w in waits]
+        try:
+            _, pending = await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+        except asyncio.CancelledError:
+            for future in futures:
+                future.cancel()
+            raise
+        for w in waits:
+            result, partition = w.result, w.partition
+            if w.future in pending:
+                w.future.cancel()
+                with contextlib.suppress(KafkaError):
+                    result.low_watermark = partition.low_watermark
+                result.error_code = RequestTimedOutError.code
+                result.error_message = (
+                    f"{partition.tp}: the low watermark {result.low_watermark} did not reach "
+                    f"the new log start offset {w.requested} within {timeout_ms} ms"
+                )
+            elif w.future.exception() is not None:
+                result.error_code, result.error_message = _error(w.future.exception())  # type: ignore[arg-type]
+                result.low_watermark = INVALID_LOW_WATERMARK
+            else:
+                # Reached; it may have moved on since (or leadership moved: report the goal).
+                low = partition.low_watermark if partition.is_leader else w.requested
+                result.low_watermark = max(low, w.requested)
+
+    def maybe_complete_delete_records(self) -> None:
+        """Re-check parked DeleteRecords (the set of live brokers changed)."""
+        for partition in self.partitions.values():
+            partition.maybe_complete_delete_records()
+
     # -- controller requests ----------------------------------------------------------------
 
     def _check_controller_epoch(self, controller_epoch: int) -> bool:
@@ -423,10 +503,17 @@ class ReplicaManager:
         return response
 
     def _create_partition(self, tp: TopicPartition) -> Partition:
-        log = self.log_manager.get_or_create_log(tp, self._topic_config(tp.topic))
-        partition = Partition(tp, self.broker_id, log)
+        config = self._topic_config(tp.topic)
+        log = self.log_manager.get_or_create_log(tp, config)
+        if log.config != config:
+            # Loaded from disk at startup, before this topic's overrides were read.
+            log.update_config(config)
+        partition = Partition(tp, self.broker_id, log, is_broker_alive=self._is_broker_alive)
         self.partitions[tp] = partition
         return partition
+
+    def _is_broker_alive(self, broker_id: int) -> bool:
+        return self.is_broker_alive(broker_id)
 
     def stop_replica(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
         response = pb.StopReplicaResponse()

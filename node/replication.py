@@ -8,12 +8,14 @@ function so that the simulation and the tests can hold them to the invariants:
 * a follower leaves the ISR when it has not caught up for ``replica.lag.time.max.ms``,
   and rejoins when its LEO reaches the HW (and the start of the leader's epoch);
 * a new follower truncates to where its log and the leader's stop agreeing on leader epochs
-  (KIP-101/279), never to its own HW — unless there are no epochs to compare.
+  (KIP-101/279), never to its own HW — unless there are no epochs to compare;
+* the leader's low watermark (DeleteRecords) is the smallest log start offset over its own log
+  and the followers on live brokers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 UNDEFINED_EPOCH = -1
@@ -29,6 +31,7 @@ class FollowerState:
     last_caught_up_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = -1
     last_fetch_time_ms: int = 0
+    log_start_offset: int = -1  # as its last fetch said; unknown until then
 
 
 def record_follower_fetch(
@@ -93,6 +96,25 @@ def out_of_sync_replicas(
         if lagging and now_ms - follower.last_caught_up_time_ms > lag_time_max_ms:
             out.add(broker_id)
     return out
+
+
+def low_watermark(
+    leader_log_start_offset: int,
+    followers: Iterable[FollowerState],
+    is_alive: Callable[[int], bool],
+) -> int:
+    """Kafka's ``lowWatermarkIfLeader``: the smallest log start offset over the leader's log
+    and every follower on a live broker, ISR member or not.
+
+    A follower not heard from yet counts with -1 (unknown), which holds the low watermark
+    down: a DeleteRecords is only answered once each live replica has moved its own start.
+    A follower on a dead broker does not count (it catches up when it comes back).
+    """
+    low = leader_log_start_offset
+    for follower in followers:
+        if is_alive(follower.broker_id):
+            low = min(low, follower.log_start_offset)
+    return low
 
 
 def can_join_isr(

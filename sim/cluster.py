@@ -76,6 +76,8 @@ class SimCluster:
             "replica.fetch.backoff.ms": 200,
             "controlled.shutdown.retry.backoff.ms": 500,
             "auto.leader.rebalance.enable": False,
+            # As Kafka's single-node setups do: __consumer_offsets fits the cluster.
+            "offsets.topic.replication.factor": min(3, len(self.broker_ids)),
         }
         props.update(self.broker_props)
         return BrokerConfig.from_props(props)

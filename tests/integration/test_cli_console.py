@@ -160,7 +160,7 @@ def test_values_only_by_default_and_timeout_ends_an_idle_read(bootstrap: str) ->
         (["console-producer", "--producer-property", "acks=most"], "v\n", "acks"),
         (["console-producer", "--producer-property", "lingr.ms=5"], "v\n", "lingr.ms"),
         (["console-producer", "--property", "parse.keys=true"], "v\n", "parse.keys"),
-        (["console-consumer", "--group", "g"], "", "consumer groups come with a later issue"),
+        (["console-consumer", "--group", "g", "--offset", "1"], "", "group and offset cannot"),
         (["console-consumer", "--offset", "5"], "", "partition is required"),
         (["console-consumer", "--offset", "x", "--partition", "0"], "", "'x' is incorrect"),
         (["console-consumer", "--from-beginning", "--offset", "1"], "", "cannot be specified"),
@@ -181,3 +181,74 @@ def test_bad_input_gives_one_clear_line_and_a_non_zero_exit(
     assert out.stderr.count("\n") == 1, out.stderr
     assert message in out.stderr
     assert out.stderr.startswith(f"kafkasim {args[0]}: error: ")
+
+
+def groups(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return kafkasim("consumer-groups", "--bootstrap-server", bootstrap, *args)
+
+
+def table(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines() if line.strip()]
+
+
+def test_a_group_reads_on_from_its_committed_offset_and_describe_shows_the_lag(
+    bootstrap: str,
+) -> None:
+    """console-consumer --group commits what it printed; consumer-groups --describe shows
+    CURRENT-OFFSET, LOG-END-OFFSET and LAG; the next run of the group starts after it;
+    --reset-offsets and --delete work on the group once it is empty."""
+    first = consume(bootstrap, "--group", "readers", "--from-beginning", "--max-messages", "2")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "v1\nv2:with:colons\n"
+    described = groups(bootstrap, "--describe", "--group", "readers")
+    assert described.returncode == 0, described.stderr
+    rows = table(described.stdout)
+    assert rows[0] == ["Consumer", "group", "'readers'", "has", "no", "active", "members."]
+    assert rows[1] == [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]
+    assert rows[2] == ["readers", TOPIC, "0", "2", "3", "1", "-", "-", "-"]
+    listed = groups(bootstrap, "--list")
+    assert "readers" in listed.stdout.split(), listed.stdout + listed.stderr
+    state = groups(bootstrap, "--describe", "--group", "readers", "--state")
+    assert table(state.stdout)[1][-2:] == ["Empty", "0"], state.stdout
+    rest = consume(bootstrap, "--group", "readers", "--from-beginning", "--timeout-ms", "3000")
+    assert (rest.returncode, rest.stdout) == (0, "v3\n"), rest.stderr
+    reset = groups(bootstrap, "--reset-offsets", "--group", "readers", "--to-earliest", "--execute")
+    assert reset.returncode == 0, reset.stderr
+    assert table(reset.stdout)[1] == ["readers", TOPIC, "0", "0"]
+    again = consume(bootstrap, "--group", "readers", "--max-messages", "1")
+    assert (again.returncode, again.stdout) == (0, "v1\n"), again.stderr
+    deleted = groups(bootstrap, "--delete", "--group", "readers")
+    assert deleted.stdout.strip() == (
+        "Deletion of requested consumer groups ('readers') was successful."
+    ), deleted.stderr
+    gone = groups(bootstrap, "--describe", "--group", "readers")
+    assert gone.returncode == 1
+    assert gone.stderr == "Error: Consumer group 'readers' does not exist.\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--describe"], "requires --group"),
+        (["--list", "--describe", "--group", "g"], "exactly one action"),
+        (["--reset-offsets", "--group", "g"], "needs one of --to-earliest"),
+        (["--delete", "--group", "nobody-here"], "GROUP_ID_NOT_FOUND"),
+    ],
+)
+def test_consumer_groups_bad_input_gives_one_line_and_a_non_zero_exit(
+    bootstrap: str, args: list[str], message: str
+) -> None:
+    out = groups(bootstrap, *args)
+    assert out.returncode != 0
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert message in out.stderr

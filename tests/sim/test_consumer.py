@@ -3,7 +3,7 @@
 Each test names what it checks: that everything produced is read back per partition in offset
 order and never at or above the high watermark, that a leader change is followed, that seek and
 offsets_for_times land on the produced records, what each auto.offset.reset does, and that a
-bad config or a group call fails with an error that says so.
+bad config or a group call without a group id fails with an error that says so.
 """
 
 from __future__ import annotations
@@ -14,14 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from client.consumer import (
-    Consumer,
-    ConsumerClosedError,
-    ConsumerGroupsNotImplementedError,
-    ConsumerRecord,
-)
+from client.consumer import Consumer, ConsumerClosedError, ConsumerRecord
 from client.producer import Producer
-from common.errors import InvalidConfigError, OffsetOutOfRangeError
+from common.errors import InvalidConfigError, OffsetOutOfRangeError, error_for_name
 from common.types import TopicPartition
 from sim.cluster import SimCluster, broker_address
 from sim.network import SimTransport
@@ -29,6 +24,7 @@ from storage.records.batch import TimestampType
 from tests.sim.helpers import create, leader_of, partition_on, produce_all, simulate
 
 TOPIC = "events"
+InvalidGroupIdError = error_for_name("INVALID_GROUP_ID")
 TP = TopicPartition(TOPIC, 0)
 CONSUMER = "consumer"
 
@@ -258,14 +254,14 @@ def test_a_bad_config_names_the_key(props: dict[str, object], message: str) -> N
         Consumer(config, transport=None, clock=None)  # type: ignore[arg-type]
 
 
-def test_group_calls_say_consumer_groups_come_later(tmp_path: Path) -> None:
+def test_group_calls_without_a_group_id_name_it(tmp_path: Path) -> None:
     async def scenario(cluster: SimCluster) -> None:
-        async with consuming(cluster, {"group.id": "g", "client.id": "c"}) as consumer:
-            with pytest.raises(ConsumerGroupsNotImplementedError, match="later issue"):
+        async with consuming(cluster, {"client.id": "c"}) as consumer:
+            with pytest.raises(InvalidGroupIdError, match=r"group\.id"):
                 consumer.subscribe([TOPIC])
-            with pytest.raises(ConsumerGroupsNotImplementedError, match="later issue"):
-                await consumer.commit()
-            with pytest.raises(ConsumerGroupsNotImplementedError, match="later issue"):
+            with pytest.raises(InvalidGroupIdError, match=r"group\.id"):
+                await consumer.commit({TP: 1})
+            with pytest.raises(InvalidGroupIdError, match=r"group\.id"):
                 await consumer.committed([TP])
             with pytest.raises(Exception, match="not subscribed to any topics or assigned"):
                 await consumer.poll(0)

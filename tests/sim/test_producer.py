@@ -684,7 +684,21 @@ def test_a_topic_missing_from_metadata_fails_after_max_block_ms(tmp_path: Path) 
             ):
                 await producer.send("nope", b"v")
 
-    simulate(tmp_path, scenario)
+    simulate(tmp_path, scenario, **{"auto.create.topics.enable": False})
+
+
+def test_a_send_to_an_unknown_topic_creates_it_when_the_brokers_allow(tmp_path: Path) -> None:
+    """auto.create.topics.enable (Kafka's default): the broker creates the topic with
+    num.partitions and default.replication.factor and the send goes through."""
+
+    async def scenario(cluster: SimCluster) -> None:
+        async with producing(cluster) as producer:
+            metadata = await producer.send("fresh", b"v", key=b"k")
+            assert (metadata.topic, metadata.offset) == ("fresh", 0)
+        described = await cluster.client().refresh_metadata(["fresh"])
+        assert [len(p.replicas) for p in described.topics[0].partitions] == [3, 3]
+
+    simulate(tmp_path, scenario, **{"num.partitions": 2, "default.replication.factor": 3})
 
 
 def test_a_record_larger_than_max_request_size_fails_before_sending(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
-"""A small failover scenario that prints a hash of everything it observed (log lines, the
-final ZooKeeper tree, the virtual time). Run by test_determinism in fresh processes."""
+"""A small failover scenario, with a consumer group, that prints a hash of everything it
+observed (log lines, the final ZooKeeper tree, the virtual time). Run by test_determinism in
+fresh processes."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from client.consumer import Consumer
 from common.types import TopicPartition
-from sim.cluster import SimCluster
+from sim.cluster import SimCluster, broker_address
 from sim.loop import run_simulation
+from sim.network import SimTransport
 
 
 def main(seed: int) -> str:
@@ -38,6 +41,24 @@ def _run(root: Path, seed: int) -> str:
         await client.wait_for_leaders("t", 3)
         for i in range(15):
             await client.produce(TopicPartition("t", i % 3), [b"v%d" % i])
+        # A consumer group (member ids come from the brokers' seeded randomness).
+        transport = SimTransport(cluster.network, "member")
+        consumer = Consumer(
+            {
+                "bootstrap.servers": ",".join(broker_address(b) for b in cluster.broker_ids),
+                "group.id": "trace",
+                "client.id": "member",
+                "auto.offset.reset": "earliest",
+            },
+            transport=transport,
+            clock=cluster.clock,
+        )
+        consumer.subscribe(["t"])
+        read = 0
+        while read < 15:
+            read += len(await consumer.poll(1000))
+        await consumer.close()
+        await transport.close()
         await cluster.crash(cluster.controller_id())
         for i in range(15):
             await client.produce(TopicPartition("t", i % 3), [b"w%d" % i])

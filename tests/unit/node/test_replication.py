@@ -8,6 +8,7 @@ from node.replication import (
     FollowerState,
     can_join_isr,
     follower_high_watermark,
+    low_watermark,
     new_leader_high_watermark,
     out_of_sync_replicas,
     record_follower_fetch,
@@ -135,3 +136,21 @@ def test_truncation_never_goes_to_the_local_hw_while_epochs_exist() -> None:
             local_high_watermark=hw,
         )
         assert decision.offset == 100
+
+
+@pytest.mark.parametrize(
+    ("leader_start", "starts", "dead", "expected"),
+    [
+        (10, {2: 10, 3: 10}, set(), 10),  # everyone moved
+        (10, {2: 4, 3: 10}, set(), 4),  # the smallest live replica's start
+        (10, {2: -1, 3: 10}, set(), -1),  # a follower not heard from holds it at unknown
+        (10, {2: 4, 3: 10}, {2}, 10),  # a follower on a dead broker does not count
+        (3, {2: 10}, set(), 3),  # the leader's own start counts too
+    ],
+)
+def test_low_watermark_is_min_log_start_over_the_leader_and_live_followers(
+    leader_start: int, starts: dict[int, int], dead: set[int], expected: int
+) -> None:
+    """Kafka's lowWatermarkIfLeader: every replica on a live broker, ISR member or not."""
+    followers = [FollowerState(b, log_start_offset=s) for b, s in starts.items()]
+    assert low_watermark(leader_start, followers, lambda b: b not in dead) == expected

@@ -1,0 +1,264 @@
+"""``kafkasim consumer-groups``: kafka-consumer-groups.sh's --list, --describe (offsets,
+--members, --state), --delete and --reset-offsets.
+
+The tables are Kafka's: ``--describe --group G`` prints, per partition the group has a member
+on or a committed offset for, GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG
+CONSUMER-ID HOST CLIENT-ID; ``-`` where there is no commit or no member. LOG-END-OFFSET is the
+high watermark (what a consumer can read) and LAG its distance from the committed offset.
+Failures print ``Error: <message>`` on stderr and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from cli.connect import add_bootstrap_args, bootstrap_servers
+from client.admin import AdminClient
+from client.admin_groups import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, GroupDescription
+from common.clock import SystemClock
+from common.errors import KafkaError, KafkasimError
+from common.types import TopicPartition
+from node.rpc_grpc import GrpcTransport
+
+
+class GroupCommandError(KafkasimError):
+    """A group command that cannot be done as asked."""
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "consumer-groups",
+        help="list, describe, delete consumer groups and reset their offsets "
+        "(kafka-consumer-groups)",
+    )
+    add_bootstrap_args(p)
+    p.add_argument("--list", action="store_true", help="list every group")
+    p.add_argument("--describe", action="store_true", help="describe groups")
+    p.add_argument("--delete", action="store_true", help="delete empty groups")
+    p.add_argument("--reset-offsets", action="store_true", help="reset a group's offsets")
+    p.add_argument("--group", action="append", default=[], help="a group (repeatable)")
+    p.add_argument("--all-groups", action="store_true", help="every group")
+    p.add_argument("--members", action="store_true", help="--describe: the members")
+    p.add_argument("--state", action="store_true", help="--describe: the group's state")
+    p.add_argument("--offsets", action="store_true", help="--describe: offsets (the default)")
+    p.add_argument("--topic", help="--reset-offsets: TOPIC or TOPIC:P1,P2 (default: committed)")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--to-earliest", action="store_true")
+    target.add_argument("--to-latest", action="store_true")
+    target.add_argument("--to-offset", type=int, metavar="OFFSET")
+    target.add_argument("--shift-by", type=int, metavar="N")
+    p.add_argument("--execute", action="store_true", help="--reset-offsets: do it")
+    p.add_argument("--dry-run", action="store_true", help="--reset-offsets: only show (default)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    actions = [a for a in ("list", "describe", "delete", "reset_offsets") if getattr(args, a)]
+    if len(actions) != 1:
+        raise ValueError(
+            "Command must include exactly one action: --list, --describe, --delete, --reset-offsets"
+        )
+    action = actions[0]
+    if action != "list" and not args.group and not args.all_groups:
+        raise ValueError(f"--{action.replace('_', '-')} requires --group or --all-groups")
+    if action == "reset_offsets":
+        if not (args.to_earliest or args.to_latest or args.to_offset is not None) and (
+            args.shift_by is None
+        ):
+            raise ValueError(
+                "--reset-offsets needs one of --to-earliest, --to-latest, --to-offset, --shift-by"
+            )
+        if args.to_offset is not None and args.to_offset < 0:
+            raise ValueError(f"--to-offset must not be negative: {args.to_offset}")
+    bootstrap = bootstrap_servers(args)
+    try:
+        lines = asyncio.run(_run(action, args, bootstrap))
+    except (KafkaError, GroupCommandError) as e:
+        # A Kafka error with its name (GROUP_ID_NOT_FOUND: group 'g'), as Kafka's tool prints
+        # the exception class.
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    for line in lines:
+        print(line)
+    return 0
+
+
+async def _run(action: str, args: argparse.Namespace, bootstrap: list[str]) -> list[str]:
+    transport = GrpcTransport()
+    admin = AdminClient(bootstrap, transport=transport, clock=SystemClock(), timeout_ms=30_000)
+    try:
+        if action == "list":
+            return [g.group_id for g in await admin.list_groups()]
+        groups = list(args.group)
+        if args.all_groups:
+            groups = [g.group_id for g in await admin.list_groups()]
+        if action == "delete":
+            await admin.delete_groups(groups)
+            quoted = ", ".join(f"'{g}'" for g in groups)
+            return [f"Deletion of requested consumer groups ({quoted}) was successful."]
+        if action == "reset_offsets":
+            lines: list[str] = []
+            for group in groups:
+                lines.extend(await _reset(admin, group, args))
+            return lines
+        lines = []
+        for description in await admin.describe_groups(groups):
+            if args.members:
+                lines.extend(_members(description))
+            elif args.state:
+                lines.extend(await _state(admin, description))
+            else:
+                lines.extend(await _offsets(admin, description))
+        return lines
+    finally:
+        await transport.close()
+
+
+def _table(rows: Sequence[Sequence[str]], fixed: dict[int, int] | None = None) -> list[str]:
+    """Columns left-aligned, each as wide as its widest cell (Kafka's format strings)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for column, width in (fixed or {}).items():
+        widths[column] = max(widths[column], width)
+    return [
+        " ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])) + " " + row[-1]
+        for row in rows
+    ]
+
+
+def _missing(description: GroupDescription) -> None:
+    if description.state == "Dead":
+        raise GroupCommandError(f"Consumer group '{description.group_id}' does not exist.")
+
+
+async def _offsets(admin: AdminClient, description: GroupDescription) -> list[str]:
+    _missing(description)
+    group = description.group_id
+    committed = await admin.list_group_offsets(group)
+    owner: dict[TopicPartition, tuple[str, str, str]] = {}
+    for m in description.members:
+        for tp in m.assignment:
+            owner[tp] = (m.member_id, m.host, m.client_id)
+    partitions = sorted(set(committed) | set(owner))
+    ends = await admin.list_offsets(partitions, LATEST_TIMESTAMP) if partitions else {}
+    lines = [""]
+    if not description.members:
+        lines.append(f"Consumer group '{group}' has no active members.")
+        lines.append("")
+    header = (
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    )
+    rows: list[tuple[str, ...]] = [header]
+    for tp in partitions:
+        current = committed.get(tp)
+        end = ends.get(tp)
+        lag = "-" if current is None or end is None else str(max(0, end - current))
+        member_id, host, client_id = owner.get(tp, ("-", "-", "-"))
+        rows.append(
+            (
+                group,
+                tp.topic,
+                str(tp.partition),
+                "-" if current is None else str(current),
+                "-" if end is None else str(end),
+                lag,
+                member_id,
+                host,
+                client_id,
+            )
+        )
+    return lines + _table(rows, {2: 10, 3: 15, 4: 15, 5: 15})
+
+
+def _members(description: GroupDescription) -> list[str]:
+    _missing(description)
+    lines = [""]
+    if not description.members:
+        return [*lines, f"Consumer group '{description.group_id}' has no active members."]
+    rows: list[tuple[str, ...]] = [("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")]
+    for m in sorted(description.members, key=lambda m: m.member_id):
+        rows.append(
+            (description.group_id, m.member_id, m.host, m.client_id, str(len(m.assignment)))
+        )
+    return lines + _table(rows)
+
+
+async def _state(admin: AdminClient, description: GroupDescription) -> list[str]:
+    _missing(description)
+    cluster = await admin.describe_cluster()
+    host = next(
+        (f"{b.host}:{b.port}" for b in cluster.brokers if b.node_id == description.coordinator),
+        "-",
+    )
+    rows: list[tuple[str, ...]] = [
+        ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+        (
+            description.group_id,
+            f"{host} ({description.coordinator})",
+            description.assignor or "",
+            description.state,
+            str(len(description.members)),
+        ),
+    ]
+    return ["", *_table(rows)]
+
+
+async def _reset(admin: AdminClient, group: str, args: argparse.Namespace) -> list[str]:
+    [description] = await admin.describe_groups([group])
+    if description.state not in ("Empty", "Dead"):
+        raise GroupCommandError(
+            f"Assignments can only be reset if the group '{group}' is inactive, but the "
+            f"current state is {description.state}."
+        )
+    committed = await admin.list_group_offsets(group)
+    partitions = await _reset_partitions(admin, args.topic, committed)
+    if not partitions:
+        raise GroupCommandError(f"no partitions to reset for group '{group}' (give --topic)")
+    earliest = await admin.list_offsets(partitions, EARLIEST_TIMESTAMP)
+    latest = await admin.list_offsets(partitions, LATEST_TIMESTAMP)
+    new: dict[TopicPartition, int] = {}
+    for tp in partitions:
+        if args.to_earliest:
+            target = earliest[tp]
+        elif args.to_latest:
+            target = latest[tp]
+        elif args.to_offset is not None:
+            target = args.to_offset
+        else:
+            target = committed.get(tp, latest[tp]) + args.shift_by
+        # As Kafka: a target outside the log is moved to its nearest end.
+        new[tp] = min(max(target, earliest[tp]), latest[tp])
+    if args.execute:
+        await admin.alter_group_offsets(group, new)
+    rows: list[tuple[str, ...]] = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
+    rows += [(group, tp.topic, str(tp.partition), str(new[tp])) for tp in sorted(new)]
+    return ["", *_table(rows, {2: 10})]
+
+
+async def _reset_partitions(
+    admin: AdminClient, topic_arg: str | None, committed: dict[TopicPartition, int]
+) -> list[TopicPartition]:
+    if topic_arg is None:
+        return sorted(committed)
+    topic, _, listed = topic_arg.partition(":")
+    if listed:
+        try:
+            numbers = [int(p) for p in listed.split(",")]
+        except ValueError:
+            raise GroupCommandError(
+                f"--topic expects TOPIC or TOPIC:P1,P2, got {topic_arg!r}"
+            ) from None
+        return [TopicPartition(topic, p) for p in numbers]
+    [described] = await admin.describe_topics([topic])
+    return [TopicPartition(topic, p.partition) for p in described.partitions]

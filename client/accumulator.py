@@ -1,0 +1,463 @@
+"""The record accumulator: where ``send`` leaves a record (rule 1 of :mod:`client.producer`).
+
+Each partition has a queue of :class:`ProducerBatch` (a :class:`PartitionState`); a record goes
+into the newest batch of the partition the partitioner picks, encoded at once by a
+``RecordBatchBuilder``, so the per-record cost is that append and nothing else; header, CRC
+and compression are per batch. Records of a topic not in the metadata yet wait here too, in
+order, as :class:`PendingRecord` (up to ``max.block.ms``). What leaves the queues, when, and
+how each batch ends is the sender's business (:mod:`client.sender`); the accumulator only
+records which partitions have queued batches and which batches are unfinished.
+
+Not thread-safe: the producer's event loop owns it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from client.partitioner import Partitioner
+from client.producer_config import NEVER_MS, ProducerConfig
+from client.producer_errors import DeliveryTimeoutError
+from client.producer_metadata import ClusterMetadata, TopicMetadata
+from common.clock import Clock
+from common.errors import error_for_code, error_for_name
+from common.types import TopicPartition
+from storage.records.batch import (
+    CRC_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RecordBatchBuilder,
+    compute_crc,
+)
+from storage.records.compression import CompressionType
+
+__all__ = [
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "Headers",
+    "PartitionState",
+    "PendingRecord",
+    "ProducerBatch",
+    "RecordAccumulator",
+    "RecordMetadata",
+    "SendCallback",
+]
+
+SEQUENCE_MODULUS: Final = 2**31  # sequences wrap from 2**31 - 1 to 0
+NO_PRODUCER_ID: Final = -1
+NO_PRODUCER_EPOCH: Final = -1
+
+_UNKNOWN_TOPIC = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
+_LEADER_NOT_AVAILABLE = error_for_name("LEADER_NOT_AVAILABLE").code
+
+_PRODUCER_STATE = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence (offset 43)
+_CRC = struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where an acknowledged record landed.
+
+    ``offset`` is -1 with acks=0 and for a batch known to be written only because a later one
+    of the same producer was acknowledged (rule 4); ``timestamp`` is the broker's append time
+    for LogAppendTime topics, else the record's own.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+SendCallback = Callable[[RecordMetadata | None, BaseException | None], None]
+"""Kafka's ``Callback.onCompletion(metadata, exception)``: exactly one of them is set."""
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+class ProducerBatch:
+    """Records of one partition that travel together; encoded as they are appended.
+
+    Life: *open* (the newest batch of its partition takes appends) → *closed* (full, or
+    drained: its bytes are built and, with idempotence, stamped with producer id, epoch and
+    base sequence — never changed again except by a producer id reset) → sent, possibly
+    several times → *finished* (every future resolved, exactly once).
+    """
+
+    __slots__ = (
+        "attempts",
+        "base_sequence",
+        "builder",
+        "created_ms",
+        "data",
+        "deadline_ms",
+        "done",
+        "finished",
+        "futures",
+        "index",
+        "last_error",
+        "limit",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+        "retry_at_ms",
+        "sequence_index",
+        "size",
+        "timestamps",
+        "tp",
+    )
+
+    def __init__(
+        self,
+        *,
+        tp: TopicPartition,
+        index: int,
+        now_ms: int,
+        deadline_ms: int,
+        limit: int,
+        compression: CompressionType,
+        done: asyncio.Future[None],
+    ) -> None:
+        self.tp = tp
+        self.index = index  # creation order within the partition
+        self.builder: RecordBatchBuilder | None = RecordBatchBuilder(compression=compression)
+        self.created_ms = now_ms
+        self.deadline_ms = deadline_ms
+        self.limit = limit
+        self.size = RECORD_BATCH_OVERHEAD
+        self.record_count = 0
+        self.futures: list[asyncio.Future[RecordMetadata]] = []
+        self.timestamps: list[int] = []
+        self.data: bytes | None = None
+        self.attempts = 0  # sends so far
+        self.retry_at_ms = 0
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
+        self.base_sequence = -1
+        self.sequence_index = -1  # unwrapped sequence of the first record; -1: none yet
+        self.finished = False
+        self.last_error: BaseException | None = None  # of the last failed attempt
+        self.done = done  # resolved (never with an error) when the batch finishes: flush()
+
+    def try_append(  # noqa: PLR0917 -- the hot path: positional calls are cheaper
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+        size_upper_bound: int,
+        future: asyncio.Future[RecordMetadata],
+    ) -> bool:
+        """Append unless closed or the record might not fit (the first record always fits)."""
+        builder = self.builder
+        if builder is None or self.data is not None:
+            return False
+        if self.record_count and self.size + size_upper_bound > self.limit:
+            self.builder_close()
+            return False
+        builder.append(timestamp, key, value, headers)
+        self.size = builder.estimated_size_in_bytes()
+        self.record_count += 1
+        self.futures.append(future)
+        self.timestamps.append(timestamp)
+        return True
+
+    def builder_close(self) -> None:
+        """No more appends (the next record opens a new batch)."""
+        self.limit = 0
+
+    @property
+    def is_full(self) -> bool:
+        return self.size >= self.limit
+
+    @property
+    def last_sequence_index(self) -> int:
+        return self.sequence_index + self.record_count - 1
+
+    def build(self) -> bytes:
+        """Close the batch and encode it once (idempotent)."""
+        if self.data is None:
+            assert self.builder is not None
+            self.data = self.builder.build()
+            self.builder = None
+            self.limit = 0
+        return self.data
+
+    def stamp(self, producer_id: int, producer_epoch: int, sequence_index: int) -> None:
+        """Write the producer state into the batch header and recompute the CRC."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.sequence_index = sequence_index
+        self.base_sequence = sequence_index % SEQUENCE_MODULUS
+        buf = bytearray(self.build())
+        _PRODUCER_STATE.pack_into(
+            buf, PRODUCER_ID_OFFSET, producer_id, producer_epoch, self.base_sequence
+        )
+        _CRC.pack_into(buf, CRC_OFFSET, compute_crc(buf, 0, len(buf)))
+        self.data = bytes(buf)
+
+    def complete(self, base_offset: int, log_append_time_ms: int) -> None:
+        topic, partition = self.tp
+        for i, future in enumerate(self.futures):
+            if not future.done():
+                offset = base_offset + i if base_offset >= 0 else -1
+                timestamp = log_append_time_ms if log_append_time_ms >= 0 else self.timestamps[i]
+                future.set_result(RecordMetadata(topic, partition, offset, timestamp))
+
+    def fail(self, error: BaseException) -> None:
+        for future in self.futures:
+            if not future.done():
+                future.set_exception(error)
+
+
+class PartitionState:
+    """The accumulator's queue of one partition, and its idempotence bookkeeping.
+
+    Invariants: ``batches`` is in creation order (retries go back to their place); only
+    ``batches[-1]`` takes appends; ``unresolved`` (stamped, unfinished batches) is in sequence
+    order and its sequences are contiguous; ``next_sequence_index`` follows the last stamped
+    batch; ``last_acked_index`` is the highest sequence the broker acknowledged (-1: none).
+    """
+
+    __slots__ = (
+        "batches",
+        "in_flight",
+        "last_acked_index",
+        "next_batch_index",
+        "next_sequence_index",
+        "tp",
+        "unresolved",
+    )
+
+    def __init__(self, tp: TopicPartition) -> None:
+        self.tp = tp
+        self.batches: deque[ProducerBatch] = deque()
+        self.in_flight = 0  # batches of this partition sent and not yet answered
+        self.next_batch_index = 0
+        self.next_sequence_index = 0
+        self.last_acked_index = -1
+        self.unresolved: deque[ProducerBatch] = deque()
+
+    def reenqueue(self, batch: ProducerBatch) -> None:
+        """Put a batch back at its place (creation order), ahead of every younger batch."""
+        position = next(
+            (i for i, queued in enumerate(self.batches) if queued.index > batch.index),
+            len(self.batches),
+        )
+        self.batches.insert(position, batch)
+        self.sanity_check()
+
+    def sanity_check(self) -> None:
+        """Raise AssertionError naming the broken invariant (called on the rare paths:
+        a retry, a producer id reset)."""
+        indexes = [b.index for b in self.batches]
+        if indexes != sorted(indexes):
+            raise AssertionError(f"{self.tp}: batches out of creation order: {indexes}")
+        expected = self.unresolved[0].sequence_index if self.unresolved else -1
+        for batch in self.unresolved:
+            if batch.sequence_index != expected:
+                raise AssertionError(f"{self.tp}: unresolved sequences are not contiguous")
+            expected = batch.last_sequence_index + 1
+
+
+@dataclass(slots=True)
+class PendingRecord:
+    """A record whose topic is not in the metadata yet (waits up to max.block.ms)."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    partition: int | None
+    timestamp: int
+    size_upper_bound: int
+    future: asyncio.Future[RecordMetadata]
+    deadline_ms: int
+
+
+class RecordAccumulator:
+    """Every partition's queue of batches, and the records still waiting for their topic.
+
+    ``partitions`` holds a :class:`PartitionState` for every partition ever written to;
+    ``queued`` those with at least one batch in their queue (the sender drains them);
+    ``incomplete`` every batch not finished yet, queued or in flight (flush waits for them);
+    ``waiting`` the records of topics not in the metadata yet, per topic in send order.
+    ``wake`` is called when a batch may have become sendable (a new or full batch).
+    """
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        *,
+        partitioner: Partitioner,
+        clock: Clock,
+        metadata: ClusterMetadata,
+        wake: Callable[[], None],
+    ) -> None:
+        self._config = config
+        self._partitioner = partitioner
+        self._clock = clock
+        self._metadata = metadata
+        self._wake = wake
+        self.loop: asyncio.AbstractEventLoop | None = None  # set when the producer starts
+        self.partitions: dict[TopicPartition, PartitionState] = {}
+        # Per topic, its partitions' states by partition number (the hot path's lookup).
+        self._topic_states: dict[str, dict[int, PartitionState]] = {}
+        self.queued: dict[TopicPartition, PartitionState] = {}  # those with queued batches
+        self.waiting: dict[str, deque[PendingRecord]] = {}
+        self.incomplete: dict[ProducerBatch, None] = {}
+        self.flushes_in_progress = 0  # flush() calls running: every batch is sendable now
+
+    def append(  # noqa: PLR0917 -- the hot path: positional calls are cheaper
+        self,
+        topic: TopicMetadata,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+        partition: int | None,
+        timestamp: int,
+        upper: int,
+        future: asyncio.Future[RecordMetadata],
+    ) -> None:
+        """Append a record of a known topic to its partition's newest batch, or to a new one;
+        ValueError for a partition outside the topic."""
+        count = topic.num_partitions
+        if partition is None:
+            chosen = self._partitioner.partition(topic.name, key, value, count, topic.available)
+        elif 0 <= partition < count:
+            chosen = partition
+        else:
+            raise ValueError(
+                f"Invalid partition given with record: {partition} is not in the range "
+                f"[0...{count}]."
+            )
+        states = self._topic_states.get(topic.name)
+        state = states.get(chosen) if states is not None else None
+        if state is None:
+            state = self.partition_state(TopicPartition(topic.name, chosen))
+        batches = state.batches
+        if batches:
+            # ProducerBatch.try_append inlined: this is the per-record path.
+            batch = batches[-1]
+            builder = batch.builder
+            if builder is not None and batch.size + upper <= batch.limit:
+                builder.append(timestamp, key, value, headers)
+                batch.size = size = builder.estimated_size_in_bytes()
+                batch.record_count += 1
+                batch.futures.append(future)
+                batch.timestamps.append(timestamp)
+                if size >= batch.limit:
+                    self._wake()
+                return
+            batch.builder_close()
+        # A new batch is needed: KIP-480 moves the sticky partition first (Kafka's
+        # abortOnNewBatch), then the record goes where the partitioner now says.
+        self._partitioner.on_new_batch(topic.name, count, topic.available, chosen)
+        if partition is None:
+            again = self._partitioner.partition(topic.name, key, value, count, topic.available)
+            if again != chosen:
+                state = self.partition_state(TopicPartition(topic.name, again))
+                batches = state.batches
+                if batches and batches[-1].try_append(
+                    timestamp, key, value, headers, upper, future
+                ):
+                    if batches[-1].is_full:
+                        self._wake()
+                    return
+        now_ms = self._clock.monotonic_ms()
+        assert self.loop is not None
+        batch = ProducerBatch(
+            tp=state.tp,
+            index=state.next_batch_index,
+            now_ms=now_ms,
+            deadline_ms=now_ms + self._config.delivery_timeout_ms,
+            limit=max(self._config.batch_size, upper + RECORD_BATCH_OVERHEAD),
+            compression=self._config.compression,
+            done=self.loop.create_future(),
+        )
+        state.next_batch_index += 1
+        appended = batch.try_append(timestamp, key, value, headers, upper, future)
+        assert appended, "the first record always fits"
+        if batches:
+            batches[-1].builder_close()
+        batches.append(batch)
+        self.queued[state.tp] = state
+        self.incomplete[batch] = None
+        self._wake()
+
+    def partition_state(self, tp: TopicPartition) -> PartitionState:
+        state = self.partitions.get(tp)
+        if state is None:
+            state = self.partitions[tp] = PartitionState(tp)
+            self._topic_states.setdefault(tp.topic, {})[tp.partition] = state
+        return state
+
+    # -- records waiting for their topic's metadata ------------------------------------------------
+
+    def add_waiting(self, topic: str, record: PendingRecord) -> None:
+        self.waiting.setdefault(topic, deque()).append(record)
+
+    def release_waiting(self, errors: Mapping[str, int]) -> None:
+        """Records whose topic is now known go to their batches, in the order they were sent;
+        those of a topic that cannot exist fail."""
+        for topic in list(self.waiting):
+            code = errors.get(topic, 0)
+            if code and code not in (_UNKNOWN_TOPIC, _LEADER_NOT_AVAILABLE):
+                error = error_for_code(code)(f"topic {topic!r}")
+                for record in self.waiting.pop(topic):
+                    _fail_future(record.future, error)
+                continue
+            metadata = self._metadata.topics.get(topic)
+            if metadata is None:
+                continue
+            for record in self.waiting.pop(topic):
+                if record.future.done():
+                    continue
+                try:
+                    self.append(
+                        metadata,
+                        record.key,
+                        record.value,
+                        record.headers,
+                        record.partition,
+                        record.timestamp,
+                        record.size_upper_bound,
+                        record.future,
+                    )
+                except ValueError as e:
+                    _fail_future(record.future, e)
+
+    def expire_waiting(self, now_ms: int) -> int:
+        """Fail waiting records past max.block.ms; ms until the next one's deadline."""
+        next_ms = NEVER_MS
+        for topic in list(self.waiting):
+            queue = self.waiting[topic]
+            while queue and (queue[0].future.done() or queue[0].deadline_ms <= now_ms):
+                record = queue.popleft()
+                _fail_future(
+                    record.future,
+                    DeliveryTimeoutError(
+                        f"Topic {topic} not present in metadata after "
+                        f"{self._config.max_block_ms} ms."
+                    ),
+                )
+            if queue:
+                next_ms = min(next_ms, queue[0].deadline_ms - now_ms)
+            else:
+                del self.waiting[topic]
+        return next_ms
+
+    def fail_waiting(self, error: BaseException) -> None:
+        for queue in self.waiting.values():
+            for record in queue:
+                _fail_future(record.future, error)
+        self.waiting.clear()
+
+
+def _fail_future(future: asyncio.Future[Any], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)

@@ -1,0 +1,214 @@
+"""The producer's metadata: which broker leads each partition, and when that view is refreshed.
+
+:class:`ClusterMetadata` is the view itself, pure: it only applies Metadata responses (never
+going back to an older leader epoch, KIP-320) and answers leader lookups.
+:class:`MetadataRefresher` decides when to ask and asks (rule 6 of :mod:`client.producer`):
+on request (an invalid-metadata error, a broken connection, a partition without a leader, a
+topic not known yet) at most once per ``retry.backoff.ms``, and every ``metadata.max.age.ms``.
+It also sends the producer's other requests that any broker can answer (InitProducerId).
+
+Not thread-safe: the producer's event loop owns both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+
+from google.protobuf.message import Message
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
+
+import proto
+from client.minimal import RETRY_BACKOFF_MAX_MS
+from client.producer_config import NEVER_MS, ProducerConfig
+from client.producer_errors import log_task_error, logger, retriable
+from common.clock import Clock
+from common.errors import KafkaError
+from common.rpc import RpcError, Transport
+from common.types import TopicPartition
+from proto import kafkasim_pb2 as pb
+
+__all__ = ["ClusterMetadata", "MetadataRefresher", "TopicMetadata"]
+
+
+@dataclass(slots=True)
+class TopicMetadata:
+    name: str
+    leaders: list[int]
+    leader_epochs: list[int]
+    available: list[int]  # partitions with a live leader, ascending
+    num_partitions: int = 0
+
+    def __post_init__(self) -> None:
+        self.num_partitions = len(self.leaders)
+
+
+class ClusterMetadata:
+    """The producer's view of brokers and leaders, from Metadata responses."""
+
+    def __init__(self) -> None:
+        self.brokers: dict[int, str] = {}
+        self.topics: dict[str, TopicMetadata] = {}  # updated in place, never replaced
+        self.last_refresh_ms = -1
+        self.refreshes = 0
+
+    def leader(self, tp: TopicPartition) -> int:
+        topic = self.topics.get(tp.topic)
+        if topic is None or tp.partition >= topic.num_partitions:
+            return -1
+        leader = topic.leaders[tp.partition]
+        return leader if leader in self.brokers else -1
+
+    def update(self, response: pb.MetadataResponse, now_ms: int) -> dict[str, int]:
+        """Apply a response; returns topic-level errors (topic -> code)."""
+        self.brokers = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
+        errors: dict[str, int] = {}
+        for topic in response.topics:
+            if topic.error_code:
+                errors[topic.name] = topic.error_code
+                continue
+            old = self.topics.get(topic.name)
+            count = max((p.partition for p in topic.partitions), default=-1) + 1
+            leaders = [-1] * count
+            epochs = [-1] * count
+            for p in topic.partitions:
+                leader, epoch = p.leader, p.leader_epoch
+                # KIP-320: never go back to an older leader epoch (a stale broker's answer).
+                if (
+                    old is not None
+                    and p.partition < old.num_partitions
+                    and epoch < old.leader_epochs[p.partition]
+                ):
+                    leader, epoch = old.leaders[p.partition], old.leader_epochs[p.partition]
+                leaders[p.partition] = leader
+                epochs[p.partition] = epoch
+            available = [p for p, leader in enumerate(leaders) if leader in self.brokers]
+            self.topics[topic.name] = TopicMetadata(topic.name, leaders, epochs, available)
+        self.last_refresh_ms = now_ms
+        self.refreshes += 1
+        return errors
+
+
+class MetadataRefresher:
+    """Keeps a :class:`ClusterMetadata` fresh: one refresh task at a time, started by
+    :meth:`maybe_refresh` from the sender loop when one is wanted or due.
+
+    ``waiting`` holds the topics of records that wait for their metadata (they are asked for
+    too); ``on_update`` gets each successful refresh's topic errors (the producer releases or
+    fails those records); ``wake`` wakes the sender loop; ``stopped`` ends the retries (a
+    forced close).
+    """
+
+    def __init__(
+        self,
+        metadata: ClusterMetadata,
+        config: ProducerConfig,
+        *,
+        transport: Transport,
+        clock: Clock,
+        waiting: Collection[str],
+        on_update: Callable[[Mapping[str, int]], None],
+        wake: Callable[[], None],
+        stopped: Callable[[], bool],
+    ) -> None:
+        self._metadata = metadata
+        self._config = config
+        self._transport = transport
+        self._clock = clock
+        self._waiting = waiting
+        self._on_update = on_update
+        self._wake = wake
+        self._stopped = stopped
+        self.wanted = False
+        self.task: asyncio.Task[None] | None = None
+
+    def request(self) -> None:
+        """Refresh as soon as allowed (at most one per retry.backoff.ms)."""
+        self.wanted = True
+        self._wake()
+
+    def maybe_refresh(self, now_ms: int) -> int:
+        """Start a metadata refresh when one is wanted or due (at most one per
+        retry.backoff.ms); ms until the periodic one is due."""
+        config = self._config
+        last = self._metadata.last_refresh_ms
+        if last >= 0 and now_ms - last >= config.metadata_max_age_ms:
+            self.wanted = True
+        if not (self.task is None or self.task.done()):
+            return NEVER_MS  # its end wakes us
+        if self.wanted:
+            since_ms = now_ms - last if last >= 0 else config.retry_backoff_ms
+            if since_ms < config.retry_backoff_ms:
+                return config.retry_backoff_ms - since_ms
+            self.wanted = False
+            self.task = asyncio.get_running_loop().create_task(
+                self._refresh(), name=f"{config.client_id}-metadata"
+            )
+            self.task.add_done_callback(log_task_error)
+            return NEVER_MS
+        if last < 0 or not self._metadata.topics:
+            return NEVER_MS
+        return max(last + config.metadata_max_age_ms - now_ms, 0)
+
+    async def _refresh(self) -> None:
+        topics = sorted(set(self._metadata.topics) | set(self._waiting))
+        if not topics:
+            return
+        # As Kafka's producer: the broker creates unknown topics if auto.create.topics.enable.
+        request = pb.MetadataRequest(topics=topics, allow_auto_topic_creation=True)
+        errors: dict[str, int] = {}
+        try:
+            async for attempt in self.retrying():
+                with attempt:
+                    response = await self.call_any_broker(proto.METHOD_METADATA, request)
+                    assert isinstance(response, pb.MetadataResponse)
+                    errors = self._metadata.update(response, self._clock.monotonic_ms())
+        except (RpcError, KafkaError) as e:
+            logger.warning("%s: metadata refresh failed: %s", self._config.client_id, e)
+            self.wanted = True
+            self._wake()
+            return
+        if errors:
+            self.wanted = True  # topics being created, or not there (yet)
+        if any(-1 in t.leaders for t in self._metadata.topics.values()):
+            self.wanted = True
+        self._on_update(errors)
+        self._wake()
+
+    def retrying(self) -> AsyncRetrying:
+        """Metadata and InitProducerId: retry retriable errors with exponential backoff from
+        retry.backoff.ms, until they succeed or the producer is closed forcefully."""
+        stopped = self._stopped
+
+        def stop(_state: RetryCallState) -> bool:
+            return stopped()
+
+        return AsyncRetrying(
+            retry=retry_if_exception(retriable),
+            wait=wait_exponential(
+                multiplier=self._config.retry_backoff_ms / 1000,
+                max=RETRY_BACKOFF_MAX_MS / 1000,
+            ),
+            stop=stop,
+            reraise=True,
+        )
+
+    async def call_any_broker(self, method: str, request: Message) -> Message:
+        """The first broker that answers: known brokers (starting at a rotating one, so a dead
+        broker is not always asked first), then the bootstrap servers."""
+        metadata = self._metadata
+        known = [metadata.brokers[b] for b in sorted(metadata.brokers)]
+        if known:
+            shift = metadata.refreshes % len(known)
+            known = known[shift:] + known[:shift]
+        last: RpcError | None = None
+        for address in dict.fromkeys([*known, *self._config.bootstrap_servers]):
+            try:
+                return await self._transport.call(
+                    address, method, request, timeout_s=self._config.request_timeout_ms / 1000
+                )
+            except RpcError as e:
+                last = e
+        assert last is not None
+        raise last

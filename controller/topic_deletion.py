@@ -1,0 +1,168 @@
+"""Topic deletion (Kafka's ``TopicDeletionManager``).
+
+A deletion request is a ``/admin/delete_topics/<t>`` znode (written by DeleteTopics, see
+:mod:`controller.topic_admin`, or by hand). The controller queues the topic, waits until every
+replica's broker is live, tells every broker the topic is gone (UpdateMetadata) and sends
+StopReplica(delete) to each replica; when all have acknowledged, it deletes the topic's znodes
+(fenced, bottom up) and forgets it. A replica that fails is asked again when its broker
+restarts or a new controller takes over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from google.protobuf.message import Message
+
+from common.coordination import DeleteOp, NoNodeError, NotEmptyError, Watcher
+from common.types import TopicPartition
+from controller import zk_data
+from controller.channel import RequestBatch
+from controller.core import ControllerCore, _Event
+from proto import kafkasim_pb2 as pb
+
+_TOPIC_DELETE_ATTEMPTS_MAX = 5
+
+
+class TopicDeletion(ControllerCore):
+    """Queued topic deletions, driven to completion by StopReplica answers."""
+
+    # Made by Controller.__init__ (one watcher object per path).
+    _topic_deletion_watcher: Watcher
+
+    async def _process_topic_deletion(self) -> None:
+        """``/admin/delete_topics`` children: queue the existing topics and try deleting."""
+        ctx = self._require_ctx()
+        children = sorted(
+            await self._zk.get_children(zk_data.DELETE_TOPICS, self._topic_deletion_watcher)
+        )
+        if not children:
+            return
+        if not self._config.delete_topic_enable:
+            self._log.info("removing deletion requests for %s: topic deletion is off", children)
+            for topic in children:
+                await self._fenced_delete(zk_data.delete_topic_path(topic))
+            return
+        for topic in children:
+            if topic not in ctx.assignments:
+                self._log.warning("ignoring request to delete non-existing topic %s", topic)
+                await self._fenced_delete(zk_data.delete_topic_path(topic))
+            elif topic not in ctx.topics_to_delete:
+                self._log.info("topic %s queued for deletion", topic)
+                ctx.topics_to_delete.add(topic)
+        await self._try_topic_deletion()
+
+    async def _try_topic_deletion(self, restarted: Collection[int] = ()) -> None:
+        """Start the deletion of queued topics whose replicas are all on live brokers: tell
+        every broker the topic is gone, StopReplica(delete) to each replica; complete once all
+        replicas acknowledged. Pending replicas on ``restarted`` brokers are asked again."""
+        ctx = self._require_ctx()
+        batch = RequestBatch()
+        live = ctx.live_or_shutting_down_ids()
+        completed: list[str] = []
+        for topic in sorted(ctx.topics_to_delete):
+            pending = ctx.deletion_pending.get(topic)
+            if pending is None:
+                replicas = {(tp, b) for tp in ctx.partitions_of(topic) for b in ctx.replicas(tp)}
+                offline = sorted({b for _, b in replicas if b not in live})
+                if offline:
+                    self._log.info(
+                        "deletion of topic %s waits for brokers %s to come back", topic, offline
+                    )
+                    continue
+                ctx.deletion_pending[topic] = replicas
+                batch.add_deleted_topics(sorted(live), [topic])
+                resend = sorted(replicas)
+            else:
+                resend = sorted((tp, b) for tp, b in pending if b in restarted)
+            for tp, b in resend:
+                state = ctx.partition_states.get(tp)
+                batch.add_stop_replica(
+                    [b], tp, delete=True, leader_epoch=-1 if state is None else state.leader_epoch
+                )
+            if not ctx.deletion_pending[topic]:
+                completed.append(topic)
+        self._send(batch)
+        for topic in completed:
+            await self._complete_topic_deletion(topic)
+
+    def _on_stop_replica_response(
+        self, broker_id: int, request: Message, response: Message
+    ) -> None:
+        assert isinstance(request, pb.StopReplicaRequest)
+        assert isinstance(response, pb.StopReplicaResponse)
+
+        async def handler() -> None:
+            await self._process_stop_replica_response(broker_id, request, response)
+
+        self._enqueue(_Event("TopicDeletionStopReplicaResponseReceived", handler))
+
+    async def _process_stop_replica_response(
+        self, broker_id: int, request: pb.StopReplicaRequest, response: pb.StopReplicaResponse
+    ) -> None:
+        """A replica acknowledged its deletion (or failed: it is asked again when its broker
+        restarts or a new controller takes over). The topic completes when all did."""
+        ctx = self._require_ctx()
+        errors = {(e.topic, e.partition): e.error_code for e in response.partition_errors}
+        touched: set[str] = set()
+        for part in request.partitions:
+            pending = ctx.deletion_pending.get(part.topic)
+            if not part.delete_partition or pending is None:
+                continue
+            code = response.error_code or errors.get((part.topic, part.partition), 0)
+            if code:
+                self._log.warning(
+                    "broker %d could not delete %s-%d (error %d); retried when it restarts",
+                    broker_id,
+                    part.topic,
+                    part.partition,
+                    code,
+                )
+                continue
+            pending.discard((TopicPartition(part.topic, part.partition), broker_id))
+            touched.add(part.topic)
+        for topic in sorted(touched):
+            pending = ctx.deletion_pending.get(topic)
+            if pending is not None and not pending:
+                await self._complete_topic_deletion(topic)
+
+    async def _complete_topic_deletion(self, topic: str) -> None:
+        """Delete the topic's znodes (fenced, bottom up) and forget it."""
+        ctx = self._require_ctx()
+        for attempt in range(1, _TOPIC_DELETE_ATTEMPTS_MAX + 1):
+            paths: list[str] = []
+            try:
+                partitions = await self._zk.get_children(zk_data.partitions_path(topic))
+            except NoNodeError:
+                partitions = []
+            for p in sorted(partitions, key=lambda s: int(s) if s.isdigit() else -1):
+                tp_path = f"{zk_data.partitions_path(topic)}/{p}"
+                for child in await self._children_or_empty(tp_path):
+                    paths.append(f"{tp_path}/{child}")
+                paths.append(tp_path)
+            if partitions or await self._zk.exists(zk_data.partitions_path(topic)) is not None:
+                paths.append(zk_data.partitions_path(topic))
+            for path in (
+                zk_data.topic_path(topic),
+                zk_data.topic_config_path(topic),
+                zk_data.delete_topic_path(topic),
+            ):
+                if await self._zk.exists(path) is not None:
+                    paths.append(path)
+            try:
+                if paths:
+                    await self._fenced([DeleteOp(p) for p in paths])
+                break
+            except (NoNodeError, NotEmptyError) as e:
+                if attempt == _TOPIC_DELETE_ATTEMPTS_MAX:
+                    self._log.error("could not delete the znodes of topic %s: %s", topic, e)
+                    return
+        ctx.remove_topic(topic)
+        self._partition_watchers.pop(topic, None)
+        self._log.info("deletion of topic %s successfully completed", topic)
+
+    async def _children_or_empty(self, path: str) -> list[str]:
+        try:
+            return await self._zk.get_children(path)
+        except NoNodeError:
+            return []

@@ -1,0 +1,200 @@
+"""One consumer group as its coordinator holds it: members, generation, state, offsets.
+
+The state machine is Kafka's (``GroupMetadata.scala``)::
+
+    Empty ──join──► PreparingRebalance ──all joined / rebalance timeout──► CompletingRebalance
+      ▲                 ▲        │                                              │
+      │                 │        └─ no member left ─► Empty                     │ leader's
+      │                 └──── join / leave / member expired ◄──── Stable ◄──────┘ SyncGroup
+      └── last member leaves or expires (a rebalance with nobody completes to Empty)
+    any state ──group deleted / coordinator moves──► Dead
+
+Everything here is pure bookkeeping on values: no clock reads (times come in as arguments), no
+IO. The coordinator (``node.group_coordinator``) owns the futures that answer waiting JoinGroup
+and SyncGroup requests and decides when to write to ``__consumer_offsets``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass, field
+
+from common.types import TopicPartition
+from node.group_records import GroupValue, MemberValue, OffsetValue
+from proto import kafkasim_pb2 as pb
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass
+class Member:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    assignment: bytes = b""
+    # The member's session ends when no heartbeat (or join/sync) came before this time.
+    heartbeat_deadline_ms: int = 0
+    join_future: asyncio.Future[pb.JoinGroupResponse] | None = None
+    sync_future: asyncio.Future[pb.SyncGroupResponse] | None = None
+
+    @property
+    def awaiting_join(self) -> bool:
+        return self.join_future is not None and not self.join_future.done()
+
+    @property
+    def awaiting_sync(self) -> bool:
+        return self.sync_future is not None and not self.sync_future.done()
+
+    def metadata_for(self, protocol: str) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol:
+                return metadata
+        raise KeyError(f"member {self.member_id} does not support protocol {protocol}")
+
+    def same_protocols(self, protocols: tuple[tuple[str, bytes], ...]) -> bool:
+        return self.protocols == protocols
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    offsets: dict[TopicPartition, OffsetValue] = field(default_factory=dict)
+    # PreparingRebalance: the join phase ends by this time even if some members never rejoin.
+    rebalance_deadline_ms: int = 0
+    # An Empty group's first join waits group.initial.rebalance.delay.ms for others to come.
+    initial_delay_deadline_ms: int = 0
+    state_timestamp_ms: int = -1
+
+    # -- protocol selection -------------------------------------------------------------
+
+    def supports_protocols(
+        self, protocol_type: str, protocols: tuple[tuple[str, bytes], ...]
+    ) -> bool:
+        """A joining member fits when the type matches and it shares one protocol with all."""
+        if not protocols:
+            return False
+        if not self.members:
+            return bool(protocol_type)
+        if protocol_type != self.protocol_type:
+            return False
+        names = {name for name, _ in protocols}
+        return bool(names & self.candidate_protocols())
+
+    def candidate_protocols(self) -> set[str]:
+        """Protocols every member supports."""
+        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+    def select_protocol(self) -> str:
+        """Kafka's vote: each member votes for its most preferred candidate; most votes win
+        (ties go to the protocol named first by the earliest member)."""
+        candidates = self.candidate_protocols()
+        votes: dict[str, int] = {}
+        order: list[str] = []
+        for member in self.members.values():
+            for name, _ in member.protocols:
+                if name in candidates:
+                    votes[name] = votes.get(name, 0) + 1
+                    if name not in order:
+                        order.append(name)
+                    break
+        return max(order, key=lambda name: (votes[name], -order.index(name)))
+
+    # -- membership ---------------------------------------------------------------------
+
+    def all_members_joined(self) -> bool:
+        return all(m.awaiting_join for m in self.members.values())
+
+    def not_yet_rejoined(self) -> list[Member]:
+        return [m for m in self.members.values() if not m.awaiting_join]
+
+    def max_rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def add_member(self, member: Member) -> None:
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        self.members[member.member_id] = member
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+
+    def remove_member(self, member_id: str) -> Member | None:
+        member = self.members.pop(member_id, None)
+        if member is not None and self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+        return member
+
+    def transition(self, state: GroupState, now_ms: int) -> None:
+        self.state = state
+        self.state_timestamp_ms = now_ms
+
+    # -- persistence --------------------------------------------------------------------
+
+    def to_value(self, now_ms: int) -> GroupValue:
+        members = tuple(
+            MemberValue(
+                member_id=m.member_id,
+                group_instance_id=None,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                session_timeout_ms=m.session_timeout_ms,
+                subscription=m.metadata_for(self.protocol) if self.protocol else b"",
+                assignment=m.assignment,
+            )
+            for m in self.members.values()
+        )
+        return GroupValue(
+            protocol_type=self.protocol_type or "",
+            generation=self.generation,
+            protocol=self.protocol,
+            leader=self.leader_id,
+            current_state_timestamp=now_ms,
+            members=members,
+        )
+
+    @classmethod
+    def from_value(cls, group_id: str, value: GroupValue, now_ms: int) -> Group:
+        """A group loaded from the log: Stable with its members (who must heartbeat within
+        their session timeout from now) or Empty."""
+        group = cls(
+            group_id,
+            generation=value.generation,
+            protocol_type=value.protocol_type or None,
+            protocol=value.protocol,
+            leader_id=value.leader,
+        )
+        for m in value.members:
+            protocol = value.protocol or ""
+            group.members[m.member_id] = Member(
+                member_id=m.member_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                session_timeout_ms=m.session_timeout_ms,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                protocol_type=value.protocol_type,
+                protocols=((protocol, m.subscription),),
+                assignment=m.assignment,
+                heartbeat_deadline_ms=now_ms + m.session_timeout_ms,
+            )
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members), None)
+        group.transition(GroupState.STABLE if group.members else GroupState.EMPTY, now_ms)
+        return group

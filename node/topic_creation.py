@@ -1,0 +1,98 @@
+"""Topics a broker creates on a client's behalf, through the active controller:
+
+* ``__consumer_offsets``, when a FindCoordinator finds it missing (Kafka creates it on first
+  use: ``offsets.topic.num.partitions`` partitions, ``offsets.topic.replication.factor``
+  replicas, compacted);
+* a topic named in a Metadata request that allows auto-creation, when the broker's
+  ``auto.create.topics.enable`` is on (``num.partitions`` partitions of
+  ``default.replication.factor`` replicas).
+
+Kafka answers such a request at once with LEADER_NOT_AVAILABLE / COORDINATOR_NOT_AVAILABLE and
+the client retries until the topic's leaders are elected; so do we. One creation per topic is
+in flight at a time, however many requests ask for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from common.errors import KafkaError, error_for_name
+from node.config import BrokerConfig
+from node.group_records import OFFSETS_TOPIC
+from proto import kafkasim_pb2 as pb
+
+logger = logging.getLogger(__name__)
+
+TOPIC_ALREADY_EXISTS = error_for_name("TOPIC_ALREADY_EXISTS").code
+
+CreateTopicsCall = Callable[[pb.CreateTopicsRequest], Awaitable[pb.CreateTopicsResponse]]
+
+
+class TopicCreator:
+    def __init__(self, config: BrokerConfig, create_topics: CreateTopicsCall) -> None:
+        self._config = config
+        self._create_topics = create_topics
+        self._in_flight: dict[str, asyncio.Future[tuple[int, str]]] = {}
+
+    @property
+    def auto_create_enabled(self) -> bool:
+        enabled: bool = self._config["auto.create.topics.enable"]
+        return enabled
+
+    def offsets_topic(self) -> pb.CreatableTopic:
+        return pb.CreatableTopic(
+            name=OFFSETS_TOPIC,
+            num_partitions=self._config["offsets.topic.num.partitions"],
+            replication_factor=self._config["offsets.topic.replication.factor"],
+            configs={
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": str(self._config["offsets.topic.segment.bytes"]),
+            },
+        )
+
+    def auto_topic(self, name: str) -> pb.CreatableTopic:
+        if name == OFFSETS_TOPIC:
+            return self.offsets_topic()
+        return pb.CreatableTopic(
+            name=name,
+            num_partitions=self._config["num.partitions"],
+            replication_factor=self._config["default.replication.factor"],
+        )
+
+    async def create(self, topic: pb.CreatableTopic) -> tuple[int, str]:
+        """(0, "") once the controller has created ``topic`` (or it already existed), else
+        the controller's error code and message."""
+        pending = self._in_flight.get(topic.name)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[tuple[int, str]] = asyncio.get_running_loop().create_future()
+        self._in_flight[topic.name] = future
+        try:
+            result = await self._call(topic)
+            future.set_result(result)
+            return result
+        finally:
+            del self._in_flight[topic.name]
+            if not future.done():
+                future.set_result((error_for_name("UNKNOWN_SERVER_ERROR").code, "cancelled"))
+
+    async def _call(self, topic: pb.CreatableTopic) -> tuple[int, str]:
+        request = pb.CreateTopicsRequest(topics=[topic], timeout_ms=0)
+        try:
+            response = await self._create_topics(request)
+        except KafkaError as e:
+            return e.code, e.message
+        result = response.topics[0]
+        if result.error_code in (0, TOPIC_ALREADY_EXISTS):
+            if result.error_code == 0:
+                logger.info(
+                    "created topic %s (%d partitions, RF %d) on a client's behalf",
+                    topic.name,
+                    topic.num_partitions,
+                    topic.replication_factor,
+                )
+            return 0, ""
+        return result.error_code, result.error_message

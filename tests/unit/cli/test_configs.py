@@ -1,0 +1,54 @@
+"""kafka-configs' flags as ``kafkasim configs`` reads them: Kafka's ``--add-config`` grammar
+(brackets group a list value) and the flag combinations refused before anything is sent."""
+
+from __future__ import annotations
+
+import pytest
+
+from cli.configs import ConfigCommandError, parse_add_config
+from cli.main import main
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("retention.ms=1000", {"retention.ms": "1000"}),
+        (
+            "min.insync.replicas=2,cleanup.policy=[compact,delete],flush.ms=5",
+            {"min.insync.replicas": "2", "cleanup.policy": "compact,delete", "flush.ms": "5"},
+        ),
+        (" retention.ms = 7 ,", {"retention.ms": "7"}),
+        ("", {}),
+    ],
+)
+def test_add_config_pairs_split_on_commas_outside_brackets(
+    text: str, expected: dict[str, str]
+) -> None:
+    assert parse_add_config(text) == expected
+
+
+@pytest.mark.parametrize("text", ["retention.ms", "=5", "a=1,b"])
+def test_a_pair_without_key_and_value_is_refused(text: str) -> None:
+    with pytest.raises(ConfigCommandError, match='format "key=val"'):
+        parse_add_config(text)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--entity-type", "topics", "--entity-name", "t"], "exactly one action"),
+        (["--alter", "--describe", "--topic", "t"], "exactly one action"),
+        (["--describe"], "At least one entity type must be specified"),
+        (["--describe", "--entity-type", "brokers"], "Invalid entity type brokers"),
+        (["--alter", "--entity-type", "topics", "--add-config", "a=1"], "entity name must"),
+        (["--alter", "--topic", "t"], "At least one of --add-config"),
+        (["--describe", "--topic", "t", "--delete-config", "a"], "only valid with --alter"),
+        (["--describe", "--topic", "t", "--entity-name", "t"], "not both"),
+    ],
+)
+def test_bad_flag_combinations_print_one_line_and_exit_1(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["configs", "--bootstrap-server", "127.0.0.1:1", *args]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err

@@ -1,0 +1,131 @@
+"""One partition replica: DeleteRecords on the leader and its low-watermark purgatory.
+
+Why: a DeleteRecords answer promises that every live replica has dropped the records, so the
+leader must hold it until the followers' fetches report their new log start offsets, and
+refuse what Kafka refuses (followers, compacted topics, offsets past the HW).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from common.clock import ManualClock
+from common.errors import NotLeaderOrFollowerError, OffsetOutOfRangeError, error_for_name
+from common.types import TopicPartition
+from node.partition import Partition
+from storage.config import LogConfig
+from storage.log import Log
+from tests.unit.storage.logtools import T0, make_batch
+
+PolicyViolationError = error_for_name("POLICY_VIOLATION")
+TP = TopicPartition("topic", 0)
+NOW_MS = 1_000
+
+
+def leader(
+    tmp_path: Path, dead: frozenset[int] = frozenset(), props: dict[str, object] | None = None
+) -> Partition:
+    """Broker 1 leading with followers 2 and 3 in the ISR and 5 records, all replicated."""
+    log = Log.open(
+        tmp_path / "topic-0", LogConfig.from_props(props), ManualClock(T0), topic_partition=TP
+    )
+    partition = Partition(TP, 1, log, is_broker_alive=lambda b: b not in dead)
+    partition.make_leader(
+        leader_epoch=1, isr=[1, 2, 3], replicas=[1, 2, 3], zk_version=0, controller_epoch=1,
+        now_ms=NOW_MS,
+    )  # fmt: skip
+    values = [b"a", b"b", b"c", b"d", b"e"]
+    partition.append_records_to_leader(make_batch(values, keys=values), 1)
+    for follower in (2, 3):
+        partition.record_follower_fetch(follower, 5, NOW_MS, log_start_offset=0)
+    assert partition.high_watermark == 5
+    return partition
+
+
+def run(coro: object) -> None:
+    asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def test_delete_moves_the_leaders_start_and_waits_for_every_follower(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        partition = leader(tmp_path)
+        assert partition.delete_records_on_leader(3) == 3
+        assert partition.log.log_start_offset == 3
+        assert partition.low_watermark == 0
+        done = partition.wait_for_low_watermark(3)
+        partition.record_follower_fetch(2, 5, NOW_MS, log_start_offset=3)
+        assert not done.done() and partition.low_watermark == 0
+        partition.record_follower_fetch(3, 5, NOW_MS, log_start_offset=3)
+        assert done.done() and done.exception() is None
+        assert partition.low_watermark == 3
+
+    run(scenario())
+
+
+def test_minus_one_means_the_high_watermark(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        partition = leader(tmp_path)
+        assert partition.delete_records_on_leader(-1) == 5
+        assert partition.log.log_start_offset == 5
+
+    run(scenario())
+
+
+def test_a_follower_on_a_dead_broker_does_not_hold_the_low_watermark(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        partition = leader(tmp_path, dead=frozenset({3}))
+        partition.delete_records_on_leader(2)
+        done = partition.wait_for_low_watermark(2)
+        partition.record_follower_fetch(2, 5, NOW_MS, log_start_offset=2)
+        assert done.done()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("offset", "error", "match"),
+    [
+        (6, OffsetOutOfRangeError, "larger than the high watermark 5"),
+        (-2, OffsetOutOfRangeError, "The offset -2 for partition topic-0 is not valid"),
+    ],
+)
+def test_offsets_outside_zero_to_the_hw_are_out_of_range(
+    tmp_path: Path, offset: int, error: type[Exception], match: str
+) -> None:
+    async def scenario() -> None:
+        partition = leader(tmp_path)
+        with pytest.raises(error, match=match):
+            partition.delete_records_on_leader(offset)
+        assert partition.log.log_start_offset == 0
+
+    run(scenario())
+
+
+def test_a_topic_without_the_delete_policy_refuses_with_policy_violation(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        partition = leader(tmp_path, props={"cleanup.policy": "compact"})
+        with pytest.raises(PolicyViolationError, match="topic-0 can not be deleted"):
+            partition.delete_records_on_leader(1)
+
+    run(scenario())
+
+
+def test_a_follower_refuses_and_losing_leadership_fails_parked_deletes(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        partition = leader(tmp_path)
+        partition.delete_records_on_leader(2)
+        parked = partition.wait_for_low_watermark(2)
+        partition.make_follower(
+            leader_id=2, leader_epoch=2, isr=[1, 2, 3], replicas=[1, 2, 3], zk_version=1,
+            controller_epoch=1,
+        )  # fmt: skip
+        assert isinstance(parked.exception(), NotLeaderOrFollowerError)
+        with pytest.raises(NotLeaderOrFollowerError):
+            partition.delete_records_on_leader(3)
+        with pytest.raises(NotLeaderOrFollowerError):
+            _ = partition.low_watermark
+
+    run(scenario())
