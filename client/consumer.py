@@ -5,16 +5,18 @@ Theory of operation
 The consumer owns a set of *assigned* partitions and, for each, a *position*: the offset of the
 next record ``poll`` will return. Partitions are assigned either by the caller (``assign``) or
 by the consumer group (``subscribe``; ``client.consumer_group`` has the protocol). Everything
-runs on the caller's event loop; the only background task is a group member's heartbeat.
+runs on the caller's event loop; the only background tasks are a group member's heartbeat
+and a join that outlasts a poll.
 
 0. **Groups.** With ``subscribe``, each ``poll`` first makes sure the member is in the current
    generation: when the heartbeat (or a failed commit) says the group is rebalancing, ``poll``
    commits the positions (with ``enable.auto.commit``), tells the rebalance listener the
-   partitions are revoked, rejoins, and takes the new assignment (the eager protocol: every
-   partition is revoked, positions start again from the committed offsets). Auto commit also
-   commits the positions every ``auto.commit.interval.ms`` from ``poll``, and ``close``
-   commits once more before leaving the group. Records ``poll`` returned before a rebalance
-   are therefore committed before anyone else gets their partitions.
+   partitions are revoked, rejoins (a join outlasting the poll's timeout goes on in the
+   background; a later poll picks up its result), and takes the new assignment (the eager
+   protocol: every partition is revoked, positions start again from the committed offsets).
+   Auto commit also commits the positions every ``auto.commit.interval.ms`` from ``poll``,
+   and ``close`` commits once more before leaving the group. Records ``poll`` returned before
+   a rebalance are therefore committed before anyone else gets their partitions.
 1. **Positions.** A newly assigned partition has no position. With a ``group.id`` the first
    ``poll`` asks the coordinator for the committed offsets; partitions without one (or
    without a group) resolve per ``auto.offset.reset`` with a ListOffsets request to the
@@ -51,8 +53,7 @@ Error tree (all from :mod:`common.errors` except the last)::
 Deviations from Kafka: ``isolation.level`` is sent but both levels read up to the high
 watermark, because kafkasim has no transactions (the last stable offset *is* the high
 watermark); ``position`` never blocks: it is None while a reset is pending (the next ``poll``
-resolves it); no pattern subscriptions and no cooperative rebalancing; a rebalance happens
-inside ``poll`` and may take longer than its timeout (until every member has rejoined).
+resolves it); no pattern subscriptions and no cooperative rebalancing.
 
 Not thread-safe: one event loop owns a consumer.
 """
@@ -307,6 +308,7 @@ class Consumer:
         self._next_metadata_check_ms = 0
         self._commits: set[asyncio.Task[None]] = set()
         self._group: GroupMembership | None = None
+        self._join: asyncio.Task[list[TopicPartition]] | None = None
         if cfg["group.id"] is not None:
             if not cfg["group.id"]:
                 raise InvalidConfigError("group.id must not be empty")
@@ -387,10 +389,13 @@ class Consumer:
         return set(self._subscription or ())
 
     def unsubscribe(self) -> None:
-        """Stop reading subscribed topics; the group hears of it at the next poll or close."""
+        """Stop reading subscribed topics and leave the group (in the background)."""
         self._check_open()
         self._subscription = None
         self._set_assignment([])
+        if self._join is not None:
+            self._join.cancel()
+            self._join = None
         if self._group is not None and self._group.member_id:
             self._spawn(self._group.leave())
 
@@ -524,8 +529,8 @@ class Consumer:
             )
         deadline = self.clock.monotonic_ms() + max(timeout_ms, 0)
         while True:
-            if self._subscription is not None:
-                await self._poll_group()
+            if self._subscription is not None and not await self._poll_group(deadline):
+                return []  # still joining the group: the next poll waits on
             self._raise_fetch_error()
             records = self._drain()
             if records:
@@ -553,6 +558,11 @@ class Consumer:
         if self._closed:
             return
         group = self._group
+        if self._join is not None:
+            self._join.cancel()
+            with contextlib.suppress(asyncio.CancelledError, KafkasimError, RpcError):
+                await self._join
+            self._join = None
         if group is not None:
             if self._auto_commit and group.in_generation:
                 await self._commit_quietly("close")
@@ -573,8 +583,12 @@ class Consumer:
 
     # -- the group --------------------------------------------------------------------------
 
-    async def _poll_group(self) -> None:
-        """Rejoin when the group rebalances; auto commit; the leader watches partition counts."""
+    async def _poll_group(self, deadline_ms: int) -> bool:
+        """Rejoin when the group rebalances; auto commit; the leader watches partition counts.
+
+        False while a join is under way past ``deadline_ms``: as Kafka's poll, ours returns at
+        its timeout and the join goes on in the background until a later poll finds it done.
+        """
         group = self._group
         assert group is not None and self._subscription is not None
         now = self.clock.monotonic_ms()
@@ -590,13 +604,23 @@ class Consumer:
                     counts,
                 )
                 group.need_rejoin = True
-        if group.need_rejoin:
+        if group.need_rejoin and self._join is None:
             if group.generation >= 0 and group.member_id:
                 if self._auto_commit:
                     await self._commit_quietly("rebalance")
                 await self._listener.on_partitions_revoked(sorted(self._assignment))
             self._set_assignment([])
-            partitions = await group.join(self._subscription, self._partition_counts)
+            self._join = asyncio.get_running_loop().create_task(
+                group.join(self._subscription, self._partition_counts),
+                name=f"{self.client_id}-join",
+            )
+        if self._join is not None:
+            remaining_s = max(deadline_ms - self.clock.monotonic_ms(), 0) / 1000
+            await asyncio.wait({self._join}, timeout=remaining_s)
+            if not self._join.done():
+                return False
+            join, self._join = self._join, None
+            partitions = join.result()  # a join error (e.g. INVALID_SESSION_TIMEOUT) raises
             self._set_assignment(partitions)
             self._next_auto_commit_ms = (
                 self.clock.monotonic_ms() + self.config["auto.commit.interval.ms"]
@@ -607,9 +631,10 @@ class Consumer:
             await self._listener.on_partitions_assigned(list(partitions))
         elif self._auto_commit and now >= self._next_auto_commit_ms:
             self._next_auto_commit_ms = now + self.config["auto.commit.interval.ms"]
-            self.commit_async_quietly()
+            self._auto_commit_async()
+        return True
 
-    def commit_async_quietly(self) -> None:
+    def _auto_commit_async(self) -> None:
         consumed = self._consumed()
         if consumed and self._group is not None:
             group = self._group

@@ -289,3 +289,37 @@ def test_auto_commit_commits_positions_from_poll_and_on_close(tmp_path: Path) ->
             assert await other.committed([tp]) == {tp: 30}
 
     simulate(tmp_path, scenario, **FAST_GROUPS)
+
+
+def test_added_partitions_make_the_leader_ask_for_a_new_assignment(tmp_path: Path) -> None:
+    """The group leader re-reads the subscribed topics every metadata.max.age.ms; when the
+    partition count grew, it rejoins and the new partitions are assigned."""
+
+    async def scenario(cluster: SimCluster) -> None:
+        client = await create(cluster, TOPIC, partitions=2)
+        config = {"metadata.max.age.ms": 1000}
+        async with member(cluster, "a", config) as a, member(cluster, "b", config) as b:
+            a.subscribe([TOPIC])
+            b.subscribe([TOPIC])
+            for _ in range(10):
+                await asyncio.gather(a.poll(200), b.poll(200))
+                if len(a.assignment()) + len(b.assignment()) == 2 and a.assignment():
+                    break
+            assert a.assignment() | b.assignment() == {TopicPartition(TOPIC, p) for p in (0, 1)}
+            transport = SimTransport(cluster.network, "admin")
+            admin = AdminClient(
+                [broker_address(x) for x in cluster.broker_ids],
+                transport=transport,
+                clock=cluster.clock,
+            )
+            await admin.create_partitions(TOPIC, 4)
+            await client.wait_for_leaders(TOPIC, 4)
+            for _ in range(40):
+                await asyncio.gather(a.poll(200), b.poll(200))
+                if len(a.assignment() | b.assignment()) == 4:
+                    break
+            assert a.assignment() | b.assignment() == {TopicPartition(TOPIC, p) for p in range(4)}
+            assert len(a.assignment()) == len(b.assignment()) == 2
+            await transport.close()
+
+    simulate(tmp_path, scenario, **FAST_GROUPS)
