@@ -16,10 +16,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import proto
-from client.consumer_group import COORDINATOR_ERRORS, find_coordinator
+from client.consumer_group import COORDINATOR_ERRORS, find_coordinator, offset_commit_request
 from client.group_protocol import PROTOCOL_TYPE, decode_assignment
 from client.minimal import MinimalClient
-from common.errors import error_for_code, error_for_name
+from common.errors import error_for_code
 from common.types import TopicPartition
 from proto import kafkasim_pb2 as pb
 
@@ -170,14 +170,7 @@ class GroupAdmin:
     async def alter_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
         """Commit ``offsets`` for ``group_id`` from outside the group (generation -1, as
         Kafka's tools do): only while the group has no members (else UNKNOWN_MEMBER_ID)."""
-        request = pb.OffsetCommitRequest(group_id=group_id, generation_id=-1)
-        for tp in sorted(offsets):
-            request.partitions.add(
-                topic=tp.topic,
-                partition=tp.partition,
-                committed_offset=offsets[tp],
-                committed_leader_epoch=-1,
-            )
+        request = offset_commit_request(group_id, offsets)
         response = await self._coordinator_call(group_id, proto.METHOD_OFFSET_COMMIT, request)
         assert isinstance(response, pb.OffsetCommitResponse)
         for part in response.partitions:
@@ -205,40 +198,8 @@ class GroupAdmin:
     ) -> dict[TopicPartition, int]:
         """The offset per partition for ``timestamp`` (-1 latest: the high watermark; -2
         earliest: the log start offset), from each leader."""
-        result: dict[TopicPartition, int] = {}
-        todo = list(dict.fromkeys(partitions))
-        async for attempt in self._client.retrying():
-            with attempt:
-                await self._client.refresh_metadata(sorted({tp.topic for tp in todo}))
-                by_leader: dict[str, list[TopicPartition]] = {}
-                for tp in todo:
-                    address = self._client.brokers.get(self._client.leaders.get(tp, -1))
-                    if address is None:
-                        raise error_for_name("LEADER_NOT_AVAILABLE")(f"no leader known for {tp}")
-                    by_leader.setdefault(address, []).append(tp)
-                for address, tps in by_leader.items():
-                    request = pb.ListOffsetsRequest(replica_id=-1)
-                    for tp in tps:
-                        request.partitions.add(
-                            topic=tp.topic,
-                            partition=tp.partition,
-                            current_leader_epoch=-1,
-                            timestamp=timestamp,
-                        )
-                    response = await self._client.transport.call(
-                        address,
-                        proto.METHOD_LIST_OFFSETS,
-                        request,
-                        timeout_s=self._client.timeout_s,
-                    )
-                    assert isinstance(response, pb.ListOffsetsResponse)
-                    for part in response.partitions:
-                        tp = TopicPartition(part.topic, part.partition)
-                        if part.error_code:  # retried when retriable (a moved leader)
-                            raise error_for_code(part.error_code)(f"ListOffsets for {tp}")
-                        result[tp] = part.offset
-                        todo.remove(tp)
-        return result
+        found = await self._client.list_offsets(dict.fromkeys(partitions, timestamp))
+        return {tp: offset for tp, (offset, _) in found.items()}
 
 
 def _first_error(response: object) -> int:

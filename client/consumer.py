@@ -939,41 +939,8 @@ class Consumer:
     ) -> dict[TopicPartition, tuple[int, int]]:
         """ListOffsets to each partition's leader; (offset, timestamp) per partition."""
         self._check_open()
-        result: dict[TopicPartition, tuple[int, int]] = {}
-        todo = dict(timestamps)
-        async for attempt in self._retrying():
-            with attempt:
-                await self._client.refresh_metadata(sorted({tp.topic for tp in todo}))
-                by_leader: dict[str, list[TopicPartition]] = {}
-                for tp in todo:
-                    address = self._client.brokers.get(self._client.leaders.get(tp, -1))
-                    if address is None:
-                        raise error_for_name("LEADER_NOT_AVAILABLE")(f"no leader known for {tp}")
-                    by_leader.setdefault(address, []).append(tp)
-                for address, tps in by_leader.items():
-                    request = pb.ListOffsetsRequest(
-                        replica_id=-1,
-                        isolation_level=_ISOLATION_LEVELS[self.config["isolation.level"]],
-                    )
-                    for tp in tps:
-                        request.partitions.add(
-                            topic=tp.topic,
-                            partition=tp.partition,
-                            current_leader_epoch=self._client.leader_epochs.get(tp, -1),
-                            timestamp=todo[tp],
-                        )
-                    response = await self._client.transport.call(
-                        address,
-                        proto.METHOD_LIST_OFFSETS,
-                        request,
-                        timeout_s=self._request_timeout_s,
-                    )
-                    assert isinstance(response, pb.ListOffsetsResponse)
-                    for part in response.partitions:
-                        tp = TopicPartition(part.topic, part.partition)
-                        if part.error_code:
-                            raise error_for_code(part.error_code)(f"ListOffsets for {tp}")
-                        result[tp] = (part.offset, part.timestamp)
-                        todo.pop(tp, None)
-                return result
-        raise AssertionError("unreachable")  # pragma: no cover
+        return await self._client.list_offsets(
+            timestamps,
+            isolation_level=_ISOLATION_LEVELS[self.config["isolation.level"]],
+            retrying=self._retrying(),
+        )

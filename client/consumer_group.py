@@ -104,6 +104,30 @@ async def find_coordinator(client: MinimalClient, group_id: str) -> tuple[int, s
     return response.node_id, f"{response.host}:{response.port}"
 
 
+def offset_commit_request(
+    group_id: str,
+    offsets: Mapping[TopicPartition, int],
+    *,
+    generation: int = -1,
+    member_id: str = "",
+    metadata: str = "",
+) -> pb.OffsetCommitRequest:
+    """An OffsetCommit of ``offsets``; generation -1 and no member id commit from outside the
+    group (tools, assign-mode consumers), which the coordinator allows while it is empty."""
+    request = pb.OffsetCommitRequest(
+        group_id=group_id, generation_id=generation, member_id=member_id
+    )
+    for tp in sorted(offsets):
+        request.partitions.add(
+            topic=tp.topic,
+            partition=tp.partition,
+            committed_offset=offsets[tp],
+            committed_leader_epoch=-1,
+            committed_metadata=metadata,
+        )
+    return request
+
+
 @dataclass(frozen=True, slots=True)
 class GroupSettings:
     group_id: str
@@ -400,19 +424,13 @@ class GroupMembership:
         s = self.settings
         async for attempt in self._retrying():
             with attempt:
-                request = pb.OffsetCommitRequest(
-                    group_id=s.group_id,
-                    generation_id=self.generation if self.member_id else -1,
+                request = offset_commit_request(
+                    s.group_id,
+                    offsets,
+                    generation=self.generation if self.member_id else -1,
                     member_id=self.member_id,
+                    metadata=metadata,
                 )
-                for tp in sorted(offsets):
-                    request.partitions.add(
-                        topic=tp.topic,
-                        partition=tp.partition,
-                        committed_offset=offsets[tp],
-                        committed_leader_epoch=-1,
-                        committed_metadata=metadata,
-                    )
                 response = await self._call(proto.METHOD_OFFSET_COMMIT, request)
                 assert isinstance(response, pb.OffsetCommitResponse)
                 for part in response.partitions:

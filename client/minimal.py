@@ -9,7 +9,7 @@ same calls. Retries go through tenacity with a bounded count and backoff.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tenacity import (
@@ -166,6 +166,50 @@ class MinimalClient:
                 self.leaders[tp] = p.leader
                 self.leader_epochs[tp] = p.leader_epoch
         return response
+
+    async def list_offsets(
+        self,
+        timestamps: Mapping[TopicPartition, int],
+        *,
+        isolation_level: int = 0,
+        retrying: AsyncRetrying | None = None,
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets to each partition's leader: (offset, timestamp) per partition, for a
+        timestamp, -1 (latest: the high watermark) or -2 (earliest: the log start offset).
+        Retriable errors (a moved leader) refresh the metadata and ask again for the
+        partitions still missing, under ``retrying`` (default: this client's policy)."""
+        result: dict[TopicPartition, tuple[int, int]] = {}
+        todo = dict(timestamps)
+        async for attempt in retrying or self.retrying():
+            with attempt:
+                await self.refresh_metadata(sorted({tp.topic for tp in todo}))
+                by_leader: dict[str, list[TopicPartition]] = {}
+                for tp in todo:
+                    address = self.brokers.get(self.leaders.get(tp, -1))
+                    if address is None:
+                        raise error_for_name("LEADER_NOT_AVAILABLE")(f"no leader known for {tp}")
+                    by_leader.setdefault(address, []).append(tp)
+                for address, tps in by_leader.items():
+                    request = pb.ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level)
+                    for tp in tps:
+                        request.partitions.add(
+                            topic=tp.topic,
+                            partition=tp.partition,
+                            current_leader_epoch=self.leader_epochs.get(tp, -1),
+                            timestamp=todo[tp],
+                        )
+                    response = await self.transport.call(
+                        address, proto.METHOD_LIST_OFFSETS, request, timeout_s=self.timeout_s
+                    )
+                    assert isinstance(response, pb.ListOffsetsResponse)
+                    for part in response.partitions:
+                        tp = TopicPartition(part.topic, part.partition)
+                        if part.error_code:
+                            raise error_for_code(part.error_code)(f"ListOffsets for {tp}")
+                        result[tp] = (part.offset, part.timestamp)
+                        todo.pop(tp, None)
+                return result
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def leader_address(self, tp: TopicPartition) -> str:
         leader = self.leaders.get(tp, -1)

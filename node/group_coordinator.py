@@ -227,6 +227,23 @@ class GroupCoordinator:
             return _code("NOT_COORDINATOR")
         return NONE
 
+    def _member_of(
+        self, group_id: str, member_id: str, generation: int
+    ) -> tuple[int, Group | None, Member | None]:
+        """The group and member a SyncGroup or Heartbeat speaks for, with its session renewed;
+        else the error: not this coordinator, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION."""
+        code = self._check(group_id)
+        if code:
+            return code, None, None
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None:
+            return _code("UNKNOWN_MEMBER_ID"), None, None
+        if generation != group.generation:
+            return _code("ILLEGAL_GENERATION"), None, None
+        member.heartbeat_deadline_ms = self._clock.monotonic_ms() + member.session_timeout_ms
+        return NONE, group, member
+
     # -- JoinGroup ----------------------------------------------------------------------
 
     async def join_group(self, request: pb.JoinGroupRequest) -> pb.JoinGroupResponse:
@@ -412,17 +429,11 @@ class GroupCoordinator:
     # -- SyncGroup ----------------------------------------------------------------------
 
     async def sync_group(self, request: pb.SyncGroupRequest) -> pb.SyncGroupResponse:
-        code = self._check(request.group_id)
-        if code:
+        code, group, member = self._member_of(
+            request.group_id, request.member_id, request.generation_id
+        )
+        if code or group is None or member is None:
             return pb.SyncGroupResponse(error_code=code)
-        group = self.groups.get(request.group_id)
-        member = group.members.get(request.member_id) if group is not None else None
-        if group is None or member is None:
-            return pb.SyncGroupResponse(error_code=_code("UNKNOWN_MEMBER_ID"))
-        if request.generation_id != group.generation:
-            return pb.SyncGroupResponse(error_code=_code("ILLEGAL_GENERATION"))
-        now = self._clock.monotonic_ms()
-        member.heartbeat_deadline_ms = now + member.session_timeout_ms
         if group.state is GroupState.PREPARING_REBALANCE:
             return pb.SyncGroupResponse(error_code=_code("REBALANCE_IN_PROGRESS"))
         if group.state is GroupState.STABLE:
@@ -472,16 +483,9 @@ class GroupCoordinator:
     # -- Heartbeat / LeaveGroup ---------------------------------------------------------
 
     async def heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
-        code = self._check(request.group_id)
-        if code:
+        code, group, _ = self._member_of(request.group_id, request.member_id, request.generation_id)
+        if code or group is None:
             return pb.HeartbeatResponse(error_code=code)
-        group = self.groups.get(request.group_id)
-        member = group.members.get(request.member_id) if group is not None else None
-        if group is None or member is None:
-            return pb.HeartbeatResponse(error_code=_code("UNKNOWN_MEMBER_ID"))
-        if request.generation_id != group.generation:
-            return pb.HeartbeatResponse(error_code=_code("ILLEGAL_GENERATION"))
-        member.heartbeat_deadline_ms = self._clock.monotonic_ms() + member.session_timeout_ms
         if group.state is GroupState.PREPARING_REBALANCE:
             return pb.HeartbeatResponse(error_code=_code("REBALANCE_IN_PROGRESS"))
         return pb.HeartbeatResponse()
