@@ -20,7 +20,8 @@ Byte format (Kafka's ``ConsumerProtocolSubscription.json`` and
                     user_data:nullable bytes
 
     string = int16 length + UTF-8 (never null here); bytes = int32 length, -1 for null;
-    [x] = int32 count + the entries (never null here).
+    [x] = int32 count + the entries (never null here). The primitives are read and written by
+    ``common.wire_format``.
 
 Versions, as Kafka's ``ConsumerProtocol`` handles them: :func:`encode_subscription` writes
 version 0, or version 1 when there are owned partitions (the field version 0 lacks);
@@ -39,12 +40,11 @@ null, invalid UTF-8 or trailing bytes after a version this module knows all rais
 from __future__ import annotations
 
 import itertools
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from common.errors import CorruptRecordError, KafkaError
 from common.types import TopicPartition
+from common.wire_format import WireReader, WireWriter
 
 PROTOCOL_TYPE = "consumer"
 
@@ -53,10 +53,6 @@ SUBSCRIPTION_VERSION_MAX = 1
 that the assignors here do not use)."""
 ASSIGNMENT_VERSION_MAX = 2
 """The highest assignment version Kafka has defined; versions 1 and 2 add no fields."""
-
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
-_INT16_MAX = 2**15 - 1
 
 
 @dataclass(frozen=True)
@@ -84,59 +80,41 @@ def encode_subscription(subscription: Subscription) -> bytes:
     """The subscription as Kafka's consumer protocol bytes: version 0, or 1 with owned
     partitions."""
     version = 1 if subscription.owned_partitions else 0
-    out = bytearray(_INT16.pack(version))
-    _put_count(out, len(subscription.topics), "topics")
+    w = WireWriter()
+    w.int16(version, "version")
+    w.count(len(subscription.topics), "topics")
     for topic in subscription.topics:
-        _put_string(out, topic, "topics[]")
-    _put_nullable_bytes(out, subscription.user_data)
+        w.string(topic, "topics[]")
+    w.nullable_bytes(subscription.user_data, "user_data")
     if version >= 1:
-        _put_topic_partitions(out, subscription.owned_partitions, "owned_partitions")
-    return bytes(out)
+        _write_topic_partitions(w, subscription.owned_partitions, "owned_partitions")
+    return w.getvalue()
 
 
 def encode_assignment(assignment: Assignment) -> bytes:
     """The assignment as Kafka's consumer protocol bytes, version 0."""
-    out = bytearray(_INT16.pack(0))
-    _put_topic_partitions(out, assignment.partitions, "assigned_partitions")
-    _put_nullable_bytes(out, assignment.user_data)
-    return bytes(out)
+    w = WireWriter()
+    w.int16(0, "version")
+    _write_topic_partitions(w, assignment.partitions, "assigned_partitions")
+    w.nullable_bytes(assignment.user_data, "user_data")
+    return w.getvalue()
 
 
-def _put_count(out: bytearray, count: int, field: str) -> None:
-    if count > 2**31 - 1:
-        raise ValueError(f"{field} has {count} entries, more than an int32 count holds")
-    out += _INT32.pack(count)
-
-
-def _put_string(out: bytearray, value: str, field: str) -> None:
-    data = value.encode("utf-8")
-    if len(data) > _INT16_MAX:
-        raise ValueError(f"{field} is {len(data)} UTF-8 bytes, more than {_INT16_MAX}")
-    out += _INT16.pack(len(data))
-    out += data
-
-
-def _put_nullable_bytes(out: bytearray, value: bytes | None) -> None:
-    if value is None:
-        out += _INT32.pack(-1)
-    else:
-        _put_count(out, len(value), "user_data")
-        out += value
-
-
-def _put_topic_partitions(out: bytearray, partitions: Iterable[TopicPartition], field: str) -> None:
+def _write_topic_partitions(
+    w: WireWriter, partitions: Iterable[TopicPartition], field: str
+) -> None:
     by_topic = [
         (topic, [tp.partition for tp in group])
         for topic, group in itertools.groupby(sorted(partitions), key=lambda tp: tp.topic)
     ]
-    _put_count(out, len(by_topic), field)
+    w.count(len(by_topic), field)
     for topic, numbers in by_topic:
-        _put_string(out, topic, f"{field}[].topic")
-        _put_count(out, len(numbers), f"{field}[{topic}].partitions")
+        w.string(topic, f"{field}[].topic")
+        w.count(len(numbers), f"{field}[{topic}].partitions")
         for number in numbers:
             if not -(2**31) <= number < 2**31:
                 raise ValueError(f"{field}: partition {number} of {topic!r} is not an int32")
-            out += _INT32.pack(number)
+            w.int32(number, f"{field}[{topic}].partitions[]")
 
 
 # --- decoding -------------------------------------------------------------------------------
@@ -144,7 +122,7 @@ def _put_topic_partitions(out: bytearray, partitions: Iterable[TopicPartition], 
 
 def decode_subscription(data: bytes) -> Subscription:
     """Parse a subscription of any version >= 0 (above 1, the version-1 fields are read)."""
-    reader = _Reader(data, "consumer protocol subscription")
+    reader = WireReader(data, "consumer protocol subscription")
     version = reader.int16("version")
     if version < 0:
         raise reader.corrupt(f"unsupported version {version}")
@@ -154,20 +132,20 @@ def decode_subscription(data: bytes) -> Subscription:
     user_data = reader.nullable_bytes("user_data")
     owned = _read_topic_partitions(reader, "owned_partitions") if version >= 1 else ()
     if version <= SUBSCRIPTION_VERSION_MAX:
-        reader.expect_end()
+        reader.done()
     return Subscription(topics, user_data, owned)
 
 
 def decode_assignment(data: bytes) -> Assignment:
     """Parse an assignment of any version >= 0 (all known versions share version 0's fields)."""
-    reader = _Reader(data, "consumer protocol assignment")
+    reader = WireReader(data, "consumer protocol assignment")
     version = reader.int16("version")
     if version < 0:
         raise reader.corrupt(f"unsupported version {version}")
     partitions = _read_topic_partitions(reader, "assigned_partitions")
     user_data = reader.nullable_bytes("user_data")
     if version <= ASSIGNMENT_VERSION_MAX:
-        reader.expect_end()
+        reader.done()
     return Assignment(partitions, user_data)
 
 
@@ -175,7 +153,7 @@ _STRING_MIN = 2  # bytes of the shortest string (its int16 length)
 _TOPIC_PARTITIONS_MIN = _STRING_MIN + 4  # a topic and an empty partition array
 
 
-def _read_topic_partitions(reader: _Reader, field: str) -> tuple[TopicPartition, ...]:
+def _read_topic_partitions(reader: WireReader, field: str) -> tuple[TopicPartition, ...]:
     result: list[TopicPartition] = []
     for i in range(reader.count(field, _TOPIC_PARTITIONS_MIN)):
         topic = reader.string(f"{field}[{i}].topic")
@@ -184,70 +162,3 @@ def _read_topic_partitions(reader: _Reader, field: str) -> tuple[TopicPartition,
             TopicPartition(topic, reader.int32(f"{field}[{i}].partitions[{j}]")) for j in range(n)
         )
     return tuple(result)
-
-
-class _Reader:
-    """A cursor over Kafka-encoded bytes; every failure is CORRUPT_MESSAGE naming the field."""
-
-    def __init__(self, data: bytes, what: str) -> None:
-        self._data = data
-        self._position = 0
-        self._what = what
-
-    def corrupt(self, problem: str) -> KafkaError:
-        return CorruptRecordError(f"{self._what}: {problem}")
-
-    def _take(self, size: int, field: str) -> bytes:
-        left = len(self._data) - self._position
-        if size > left:
-            raise self.corrupt(
-                f"truncated at {field}: needs {size} bytes at byte {self._position}, {left} left"
-            )
-        start = self._position
-        self._position += size
-        return self._data[start : self._position]
-
-    def int16(self, field: str) -> int:
-        value: int = _INT16.unpack(self._take(2, field))[0]
-        return value
-
-    def int32(self, field: str) -> int:
-        value: int = _INT32.unpack(self._take(4, field))[0]
-        return value
-
-    def string(self, field: str) -> str:
-        length = self.int16(f"{field} length")
-        if length < 0:
-            raise self.corrupt(f"{field} has length {length}; it cannot be null")
-        raw = self._take(length, field)
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise self.corrupt(f"{field} is not valid UTF-8 ({e.reason})") from None
-
-    def nullable_bytes(self, field: str) -> bytes | None:
-        length = self.int32(f"{field} length")
-        if length == -1:
-            return None
-        if length < 0:
-            raise self.corrupt(f"{field} has length {length}")
-        return self._take(length, field)
-
-    def count(self, field: str, entry_size_min: int) -> int:
-        """An array's int32 count, checked against the bytes left so that garbage cannot make
-        us loop (or allocate) billions of times."""
-        n = self.int32(f"{field} count")
-        if n < 0:
-            raise self.corrupt(f"{field} has count {n}; it cannot be null")
-        left = len(self._data) - self._position
-        if n * entry_size_min > left:
-            raise self.corrupt(
-                f"{field} claims {n} entries but only {left} bytes are left at byte "
-                f"{self._position}"
-            )
-        return n
-
-    def expect_end(self) -> None:
-        left = len(self._data) - self._position
-        if left:
-            raise self.corrupt(f"{left} unexpected bytes after the last field")

@@ -36,7 +36,8 @@ Kafka does for commits that carry a retention time), group values as version 3.
 
 Errors: truncated or garbage bytes, unknown versions, a null where the format has none,
 invalid UTF-8 and trailing bytes raise ``CORRUPT_MESSAGE`` naming what was wrong. Encoding a
-value the format cannot hold raises ``ValueError`` (our own misuse).
+value the format cannot hold raises ``ValueError`` (our own misuse). The primitives are read
+and written by ``common.wire_format``.
 
 Which partition of ``__consumer_offsets`` holds a group: :func:`partition_for`, Kafka's
 ``Utils.abs(groupId.hashCode) % partitions`` over Java's ``String.hashCode``.
@@ -47,7 +48,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from common.errors import CorruptRecordError, KafkaError
+from common.wire_format import WireReader, WireWriter
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -58,12 +59,6 @@ OFFSET_VALUE_VERSION_WITH_EXPIRE = 1
 GROUP_VALUE_VERSION = 3
 NO_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1
-
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
-_INT16_MAX = 2**15 - 1
-_INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -127,7 +122,7 @@ class GroupValue:
 
 def encode_offset_key(key: OffsetKey) -> bytes:
     """An offset commit's key, version 1."""
-    w = _Writer()
+    w = WireWriter()
     w.int16(OFFSET_KEY_VERSION, "version")
     w.string(key.group, "group")
     w.string(key.topic, "topic")
@@ -137,7 +132,7 @@ def encode_offset_key(key: OffsetKey) -> bytes:
 
 def encode_group_key(key: GroupKey) -> bytes:
     """A group metadata record's key, version 2."""
-    w = _Writer()
+    w = WireWriter()
     w.int16(GROUP_KEY_VERSION, "version")
     w.string(key.group, "group")
     return w.getvalue()
@@ -154,7 +149,7 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey:
         key = GroupKey(r.string("group"))
     else:
         raise r.corrupt(f"unknown group metadata message version {version}")
-    r.expect_end()
+    r.done()
     return key
 
 
@@ -163,7 +158,7 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey:
 
 def encode_offset_value(value: OffsetValue) -> bytes:
     """An offset commit's value: version 3, or version 1 when it has an expire timestamp."""
-    w = _Writer()
+    w = WireWriter()
     if value.expire_timestamp != NO_TIMESTAMP:
         if value.leader_epoch != NO_LEADER_EPOCH:
             # Version 1 is the only one with an expire timestamp and it has no leader epoch;
@@ -197,7 +192,7 @@ def decode_offset_value(data: bytes) -> OffsetValue:
     metadata = r.string("metadata")
     commit_timestamp = r.int64("commit_timestamp")
     expire_timestamp = r.int64("expire_timestamp") if version == 1 else NO_TIMESTAMP
-    r.expect_end()
+    r.done()
     return OffsetValue(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
 
 
@@ -206,7 +201,7 @@ def decode_offset_value(data: bytes) -> OffsetValue:
 
 def encode_group_value(value: GroupValue) -> bytes:
     """A group's value, version 3."""
-    w = _Writer()
+    w = WireWriter()
     w.int16(GROUP_VALUE_VERSION, "version")
     w.string(value.protocol_type, "protocol_type")
     w.int32(value.generation, "generation")
@@ -266,7 +261,7 @@ def decode_group_value(data: bytes) -> GroupValue:
                 assignment=r.bytes_(f"{field}.assignment"),
             )
         )
-    r.expect_end()
+    r.done()
     return GroupValue(
         protocol_type, generation, protocol, leader, current_state_timestamp, tuple(members)
     )
@@ -298,125 +293,13 @@ def partition_for(group_id: str, partitions: int) -> int:
 # --- primitives -----------------------------------------------------------------------------
 
 
-class _Writer:
-    """Kafka's big-endian primitives; a value out of its type's range is a ``ValueError``."""
-
-    def __init__(self) -> None:
-        self._out = bytearray()
-
-    def getvalue(self) -> bytes:
-        return bytes(self._out)
-
-    def _int(self, fmt: struct.Struct, bits: int, value: int, field: str) -> None:
-        if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
-            raise ValueError(f"{field} {value} does not fit in an int{bits}")
-        self._out += fmt.pack(value)
-
-    def int16(self, value: int, field: str) -> None:
-        self._int(_INT16, 16, value, field)
-
-    def int32(self, value: int, field: str) -> None:
-        self._int(_INT32, 32, value, field)
-
-    def int64(self, value: int, field: str) -> None:
-        self._int(_INT64, 64, value, field)
-
-    def count(self, n: int, field: str) -> None:
-        if n > _INT32_MAX:
-            raise ValueError(f"{field} has {n} entries, more than an int32 holds")
-        self._out += _INT32.pack(n)
-
-    def string(self, value: str, field: str) -> None:
-        data = value.encode("utf-8")
-        if len(data) > _INT16_MAX:
-            raise ValueError(f"{field} is {len(data)} UTF-8 bytes, more than {_INT16_MAX}")
-        self._out += _INT16.pack(len(data))
-        self._out += data
-
-    def nullable_string(self, value: str | None, field: str) -> None:
-        if value is None:
-            self._out += _INT16.pack(-1)
-        else:
-            self.string(value, field)
-
-    def bytes_(self, value: bytes, field: str) -> None:
-        self.count(len(value), f"{field} length")
-        self._out += value
-
-
-class _Reader:
-    """A cursor over the bytes of one key or value; every failure is CORRUPT_MESSAGE naming
-    the record kind and the field."""
-
-    def __init__(self, data: bytes, what: str) -> None:
-        self._data = data
-        self._position = 0
-        self._what = what
-
-    def corrupt(self, problem: str) -> KafkaError:
-        return CorruptRecordError(f"{self._what}: {problem}")
-
-    def _take(self, size: int, field: str) -> bytes:
-        left = len(self._data) - self._position
-        if size > left:
-            raise self.corrupt(
-                f"truncated at {field}: needs {size} bytes at byte {self._position}, {left} left"
-            )
-        start = self._position
-        self._position += size
-        return self._data[start : self._position]
-
-    def int16(self, field: str) -> int:
-        value: int = _INT16.unpack(self._take(2, field))[0]
-        return value
-
-    def int32(self, field: str) -> int:
-        value: int = _INT32.unpack(self._take(4, field))[0]
-        return value
-
-    def int64(self, field: str) -> int:
-        value: int = _INT64.unpack(self._take(8, field))[0]
-        return value
-
-    def nullable_string(self, field: str) -> str | None:
-        length = self.int16(f"{field} length")
-        if length == -1:
-            return None
-        if length < 0:
-            raise self.corrupt(f"{field} has length {length}")
-        raw = self._take(length, field)
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise self.corrupt(f"{field} is not valid UTF-8 ({e.reason})") from None
+class _Reader(WireReader):
+    """The shared cursor, except that a string which cannot be null keeps this module's own
+    messages: "<field> is null; it cannot be" for length -1, "<field> has length <n>" for any
+    other negative length."""
 
     def string(self, field: str) -> str:
         value = self.nullable_string(field)
         if value is None:
             raise self.corrupt(f"{field} is null; it cannot be")
         return value
-
-    def bytes_(self, field: str) -> bytes:
-        length = self.int32(f"{field} length")
-        if length < 0:
-            raise self.corrupt(f"{field} has length {length}; it cannot be null")
-        return self._take(length, field)
-
-    def count(self, field: str, entry_size_min: int) -> int:
-        """An array's int32 count, checked against the bytes left so that garbage cannot make
-        us loop billions of times."""
-        n = self.int32(f"{field} count")
-        if n < 0:
-            raise self.corrupt(f"{field} has count {n}; it cannot be null")
-        left = len(self._data) - self._position
-        if n * entry_size_min > left:
-            raise self.corrupt(
-                f"{field} claims {n} entries but only {left} bytes are left at byte "
-                f"{self._position}"
-            )
-        return n
-
-    def expect_end(self) -> None:
-        left = len(self._data) - self._position
-        if left:
-            raise self.corrupt(f"{left} unexpected bytes after the last field")
