@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from cli import (
     broker,
+    check,
     cluster,
     configs,
     console_consumer,
@@ -20,6 +21,7 @@ from cli import (
     dump_log,
     leader_election,
     producer_perf,
+    sim,
     topics,
     verify_log,
 )
@@ -46,7 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     delete_records.register(sub)
     configs.register(sub)
     producer_perf.register(sub)
+    sim.register(sub)
     consumer_perf.register(sub)
+    check.register(sub)
     return parser
 
 

@@ -124,7 +124,10 @@ class MetadataRefresher:
         self.task: asyncio.Task[None] | None = None
 
     def request(self) -> None:
-        """Refresh as soon as allowed (at most one per retry.backoff.ms)."""
+        """Refresh as soon as allowed (at most one per retry.backoff.ms); wakes the sender
+        only if no refresh was wanted yet."""
+        if self.wanted:
+            return
         self.wanted = True
         self._wake()
 

@@ -220,7 +220,11 @@ class Sender:
             # a full one must itself be sendable (linger.ms) to go in the next request.
             ready, next_ms, leaderless = self._ready(now_ms)
             if leaderless:
-                self.refresher.request()
+                # No wake-up: this very loop asks maybe_refresh next. Waking ourselves here
+                # would make the next wait return at once, forever, without ever yielding to
+                # the refresh (a hang found by the simulation: kafkasim sim run leader-crash
+                # --random-faults --seed 2).
+                self.refresher.wanted = True
             sent = False
             for broker_id in ready:
                 address = self._metadata.brokers[broker_id]

@@ -371,6 +371,7 @@ class ReplicaManager:
                 log_start_offset=log.log_start_offset,
                 isr=sorted(partition.isr),
                 size_bytes=log.size_in_bytes,
+                replicas=list(partition.assigned_replicas),
             )
         return response
 

@@ -1057,6 +1057,7 @@ class ReplicaState(_message.Message):
     LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
     ISR_FIELD_NUMBER: _builtins.int
     SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     broker_id: _builtins.int
@@ -1070,6 +1071,10 @@ class ReplicaState(_message.Message):
     @_builtins.property
     def isr(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """as the leader knows it (followers: last told)"""
+
+    @_builtins.property
+    def replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the assigned replicas, as last told"""
 
     def __init__(
         self,
@@ -1085,10 +1090,11 @@ class ReplicaState(_message.Message):
         log_start_offset: _builtins.int = ...,
         isr: _abc.Iterable[_builtins.int] | None = ...,
         size_bytes: _builtins.int = ...,
+        replicas: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "high_watermark", b"high_watermark", "is_leader", b"is_leader", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "size_bytes", b"size_bytes", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "high_watermark", b"high_watermark", "is_leader", b"is_leader", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "replicas", b"replicas", "size_bytes", b"size_bytes", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

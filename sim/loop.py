@@ -246,7 +246,8 @@ class VirtualClock:
 
     ``monotonic_ms`` is loop time in whole milliseconds, ``time_ms`` adds ``epoch_ms``. Loop time
     is rounded to the microsecond before flooring to the millisecond, so binary float noise
-    (``1.001 * 1000 == 1000.9999999999999``) cannot lose a millisecond. Both only grow.
+    (``1.001 * 1000 == 1000.9999999999999``) cannot lose a millisecond. Both only grow, unless
+    a simulated clock jump (``jump_ms``) moves ``time_ms``.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, epoch_ms: int = 1_700_000_000_000) -> None:
@@ -258,6 +259,11 @@ class VirtualClock:
 
     def time_ms(self) -> int:
         return self._epoch_ms + self.monotonic_ms()
+
+    def jump_ms(self, delta_ms: int) -> None:
+        """A wall-clock jump (an NTP step, a bad clock): ``time_ms`` moves by ``delta_ms``
+        (backwards if negative); ``monotonic_ms`` does not."""
+        self._epoch_ms += delta_ms
 
 
 def _close(loop: VirtualTimeLoop, *, raise_errors: bool) -> None:

@@ -765,3 +765,35 @@ def test_close_with_a_timeout_fails_what_is_left(tmp_path: Path) -> None:
         await transport.close()
 
     simulate(tmp_path, scenario)
+
+
+def test_a_partition_without_a_leader_does_not_freeze_the_producer(tmp_path: Path) -> None:
+    """Regression: with a record queued for a leaderless partition, the sender used to wake
+    itself on every loop (asking for metadata) and never yield, so the refresh never ran and
+    the whole event loop hung (virtual time stopped). A wall-clock alarm turns a hang into a
+    failure; the record must be written once the leader is back."""
+    import signal
+
+    def hung(_signum: int, _frame: object) -> None:
+        raise AssertionError("the event loop hung: the producer spins without yielding")
+
+    async def scenario(cluster: SimCluster) -> None:
+        await create(cluster, TOPIC, partitions=1, rf=1)
+        leader = leader_of(cluster, TopicPartition(TOPIC, 0))
+        async with producing(cluster) as producer:
+            assert (await producer.send(TOPIC, b"first", partition=0)).offset == 0
+            await cluster.crash(leader)
+            await cluster.sleep(8)  # the session expires: the partition goes offline
+            pending = producer.send(TOPIC, b"second", partition=0)
+            await cluster.sleep(5)
+            assert not pending.done()
+            await cluster.start_broker(leader)
+            assert (await pending).offset == 1
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        simulate(tmp_path, scenario)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -1,0 +1,164 @@
+"""``kafkasim sim``: failure-injection runs in the deterministic simulation.
+
+* ``sim list``: the scenario catalog.
+* ``sim run SCENARIO --seed N``: one run; prints the faults as they happen (virtual time), then
+  the checker's verdict; writes the history (JSON lines) and, with ``--report``, an HTML report.
+  The same scenario and seed replay the same history, byte for byte.
+* ``sim sweep SCENARIO --seeds 1..100``: one run per seed, each with a fault schedule drawn at
+  random from the scenario's ``seed_faults`` section (its fixed schedule when it has none);
+  lists every seed whose run the checker rejects (for a ``may-lose`` scenario: every seed that
+  lost data), and shrinks the first one to a minimal fault schedule, printed as a scenario file
+  that replays it.
+
+SCENARIO is a catalog name (``leader-crash``) or a path to a TOML file. Exit status: 0 when
+every run met the scenario's expectation, 1 when one did not (or for bad input: one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from common.clock import SystemClock
+from sim import checker, runner, scenario
+from sim import report as html_report
+from sim.history import History
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "sim", help="failure-injection runs in the deterministic simulation"
+    )
+    verbs = p.add_subparsers(dest="sim_command", required=True, metavar="VERB")
+    listing = verbs.add_parser("list", help="the scenario catalog")
+    listing.set_defaults(func=cmd_list)
+    one = verbs.add_parser("run", help="run a scenario with one seed")
+    one.add_argument("scenario", help="a catalog name or a TOML file")
+    one.add_argument("--seed", type=int, default=1)
+    one.add_argument("--history", type=Path, help="write the history here (JSON lines)")
+    one.add_argument("--report", type=Path, help="write an HTML report here")
+    one.add_argument("--random-faults", action="store_true", help="draw the faults from the seed")
+    one.set_defaults(func=cmd_run)
+    sweep = verbs.add_parser("sweep", help="run many seeds with random fault schedules")
+    sweep.add_argument("scenario", help="a catalog name or a TOML file")
+    sweep.add_argument("--seeds", default="1..20", help="FIRST..LAST (inclusive)")
+    sweep.add_argument("--no-shrink", action="store_true", help="do not shrink a failing seed")
+    sweep.add_argument("--save", type=Path, help="write the shrunk failing scenario here")
+    sweep.set_defaults(func=cmd_sweep)
+
+
+def parse_seeds(text: str) -> range:
+    first, sep, last = text.partition("..")
+    try:
+        lo = int(first)
+        hi = int(last) if sep else lo
+    except ValueError:
+        raise ValueError(f"--seeds expects FIRST..LAST, got {text!r}") from None
+    if hi < lo:
+        raise ValueError(f"--seeds {text}: the last seed is below the first")
+    return range(lo, hi + 1)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    del args
+    for name, path in sorted(scenario.catalog().items()):
+        loaded = scenario.load(path)
+        summary = loaded.description.strip().splitlines()[0] if loaded.description else ""
+        print(f"{name:<28} {loaded.expect:<9} {summary}")
+    return 0
+
+
+def _quiet_logs() -> None:
+    # The brokers' INFO lines would drown the run's own progress lines.
+    logging.getLogger().setLevel(logging.ERROR)
+
+
+def run_once(chosen: scenario.Scenario, seed: int) -> History:
+    with tempfile.TemporaryDirectory(prefix="kafkasim-sim-") as tmp:
+        return runner.run(chosen, seed, Path(tmp))
+
+
+def meets_expectation(chosen: scenario.Scenario, report: checker.CheckReport) -> bool:
+    """A safe scenario must check clean; an unsafe one is run to show its loss, so any
+    outcome is as expected (the verdict says which)."""
+    return report.ok if chosen.expect == "safe" else True
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    chosen = scenario.load(scenario.find(args.scenario))
+    if args.random_faults:
+        chosen = scenario.randomize(chosen, random.Random(args.seed))
+    _quiet_logs()
+    print(f"scenario {chosen.name} (expect: {chosen.expect}), seed {args.seed}", flush=True)
+    wall = SystemClock()
+    started = wall.monotonic_ms()
+    history = run_once(chosen, args.seed)
+    wall_s = max(wall.monotonic_ms() - started, 1) / 1000
+    for fault in history.faults:
+        until = "" if fault.end_ms is None else f" until {fault.end_ms / 1000:.1f} s"
+        print(f"  {fault.start_ms / 1000:6.1f} s  {fault.action} {fault.target}{until}")
+    report = checker.check(history)
+    for line in report.verdict_lines():
+        print(line)
+    sim_s = max((op.time_ms for op in history.ops), default=0) / 1000
+    print(f"simulated {sim_s:.0f} s in {wall_s:.1f} s of wall time ({sim_s / wall_s:.0f}x)")
+    if args.history is not None:
+        history.write(args.history)
+        print(f"history: {args.history}")
+    if args.report is not None:
+        args.report.write_text(html_report.render(history, report))
+        print(f"report: {args.report}")
+    return 0 if meets_expectation(chosen, report) else 1
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    base = scenario.load(scenario.find(args.scenario))
+    seeds = parse_seeds(args.seeds)
+    _quiet_logs()
+    print(f"sweeping {base.name} (expect: {base.expect}) over seeds {args.seeds}", flush=True)
+    failing: list[tuple[int, scenario.Scenario]] = []
+    lossy = 0
+    wall = SystemClock()
+    started = wall.monotonic_ms()
+    for seed in seeds:
+        chosen = scenario.randomize(base, random.Random(seed)) if base.seed_faults else base
+        report = checker.check(run_once(chosen, seed))
+        lossy += not report.ok
+        verdict = "ok" if report.ok else report.verdict_lines()[0]
+        print(f"  seed {seed}: {verdict}", flush=True)
+        if not meets_expectation(chosen, report):
+            failing.append((seed, chosen))
+    minutes = max(wall.monotonic_ms() - started, 1) / 60_000
+    print(
+        f"{len(seeds)} seeds in {minutes * 60:.0f} s ({len(seeds) / minutes:.0f} seeds/min): "
+        f"{lossy} with anomalies"
+    )
+    if base.expect != "safe":
+        return 0
+    if not failing:
+        print("no failing seed")
+        return 0
+    print("failing seeds: " + ", ".join(str(seed) for seed, _ in failing))
+    if args.no_shrink:
+        return 1
+    seed, chosen = failing[0]
+
+    def fails(faults: tuple[scenario.Fault, ...]) -> bool:
+        trial = dataclasses.replace(chosen, faults=faults, seed_faults=None)
+        return not checker.check(run_once(trial, seed)).ok
+
+    minimal = scenario.shrink(chosen.faults, fails)
+    shrunk = dataclasses.replace(chosen, faults=minimal, seed_faults=None)
+    text = scenario.dump(shrunk)
+    print(f"seed {seed} shrunk from {len(chosen.faults)} to {len(minimal)} faults; replay with")
+    print(f"  kafkasim sim run FILE --seed {seed}   where FILE holds:")
+    print(text)
+    if args.save is not None:
+        args.save.write_text(text)
+        print(f"saved: {args.save}")
+    return 1

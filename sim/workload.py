@@ -1,0 +1,305 @@
+"""A scenario's workload, recorded into a :class:`~sim.history.History`: the same code for the
+deterministic simulation (``sim.runner``) and for real runs (``cluster.chaos``) — only the
+transport, the clock and the bootstrap addresses differ.
+
+* **Producers** send unique values (``<producer>-<n>``) at the scenario's rate, round robin
+  over the topic's partitions (explicit partitions, so every partition gets a stream), through
+  the real ``client.producer.Producer`` with the scenario's acks and idempotence. Each send is
+  an ``invoke`` op, then ``ok`` (with its offset) or ``info`` (the outcome is unknown: a
+  timeout, a lost connection, an error after which the record may still have been written) or
+  ``fail`` (refused before any append, such as a record that is too large).
+* **Consumers** fetch every partition from offset 0 as a consumer (never past the HW) and
+  record each record read with the high watermark of its fetch response.
+* **The sampler** asks every broker for its replicas (DescribeReplicas) every
+  ``sample_interval_ms`` and records leader, epoch, HW, LEO and ISR per replica.
+* **The final read**, once the faults have healed, reads every partition from its log start to
+  its high watermark: what the checker compares the acknowledged sends with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import proto
+from client.minimal import MinimalClient
+from client.producer import Producer
+from common.clock import Clock
+from common.errors import KafkaError, KafkasimError, error_for_name
+from common.rpc import RpcError, Transport
+from common.types import TopicPartition
+from proto import kafkasim_pb2 as pb
+from sim.history import History, Op, OpType, ReplicaSample
+from sim.scenario import ProducerSpec, Scenario
+
+logger = logging.getLogger(__name__)
+
+# Errors after which the record was certainly not appended (Kafka refuses before writing).
+_DEFINITELY_NOT_WRITTEN = frozenset(
+    error_for_name(name).code
+    for name in (
+        "MESSAGE_TOO_LARGE",
+        "RECORD_LIST_TOO_LARGE",
+        "INVALID_RECORD",
+        "INVALID_TOPIC_EXCEPTION",
+        "INVALID_REQUIRED_ACKS",
+        "CORRUPT_MESSAGE",
+        "UNSUPPORTED_FOR_MESSAGE_FORMAT",
+    )
+)
+OffsetOutOfRangeError = error_for_name("OFFSET_OUT_OF_RANGE")
+
+
+@dataclass
+class Workload:
+    """Runs ``scenario.workload`` against a cluster reachable at ``bootstrap``."""
+
+    scenario: Scenario
+    history: History
+    clock: Clock
+    transport_for: Callable[[str], Transport]
+    bootstrap: list[str]
+    start_ms: int
+    broker_addresses: Callable[[], list[str]]
+    sample_interval_ms: int = 500
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _producers: list[Producer] = field(default_factory=list)
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    _pending: set[asyncio.Future[object]] = field(default_factory=set)
+
+    def now(self) -> int:
+        return self.clock.monotonic_ms() - self.start_ms
+
+    def partitions_of(self, topic: str) -> int:
+        for spec in self.scenario.cluster.topics:
+            if spec.name == topic:
+                return spec.partitions
+        raise KafkasimError(f"topic {topic} is not declared in the scenario")
+
+    # -- running ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        for spec in self.scenario.workload.producers:
+            self._tasks.append(loop.create_task(self._produce(spec), name=f"wl-{spec.name}"))
+        for consumer in self.scenario.workload.consumers:
+            for p in range(self.partitions_of(consumer.topic)):
+                tp = TopicPartition(consumer.topic, p)
+                self._tasks.append(
+                    loop.create_task(self._consume(consumer.name, tp), name=f"wl-{consumer.name}")
+                )
+        self._tasks.append(loop.create_task(self._sample(), name="wl-sampler"))
+
+    async def stop_producers(self, timeout_s: float = 30.0) -> None:
+        """Stop sending; wait (bounded) for outstanding sends; the rest stay unknown."""
+        self._stopping.set()
+        if self._pending:
+            await asyncio.wait(set(self._pending), timeout=timeout_s)
+        for producer in self._producers:
+            with contextlib.suppress(KafkasimError, RpcError, asyncio.TimeoutError):
+                await producer.close(timeout_s=0)
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    # -- producers --------------------------------------------------------------------------
+
+    async def _produce(self, spec: ProducerSpec) -> None:
+        config: dict[str, object] = {
+            "bootstrap.servers": ",".join(self.bootstrap),
+            "acks": spec.acks,
+            "enable.idempotence": spec.idempotent,
+            "client.id": spec.name,
+            "linger.ms": 5,
+            "delivery.timeout.ms": 30_000,
+            "request.timeout.ms": 5_000,
+            **spec.config,
+        }
+        producer = Producer(config, transport=self.transport_for(spec.name), clock=self.clock)
+        self._producers.append(producer)
+        partitions = self.partitions_of(spec.topic)
+        interval_s = 1.0 / spec.rate
+        n = 0
+        while not self._stopping.is_set():
+            value = f"{spec.name}-{n}"
+            partition = n % partitions
+            n += 1
+            self._record(spec, OpType.INVOKE, partition, value)
+            try:
+                future = producer.send(spec.topic, value.encode(), partition=partition)
+            except KafkasimError as e:
+                self._record(spec, OpType.FAIL, partition, value, error=str(e))
+            else:
+                self._pending.add(future)  # type: ignore[arg-type]
+                future.add_done_callback(
+                    lambda f, p=partition, v=value: self._sent(spec, p, v, f)  # type: ignore[misc]
+                )
+            await asyncio.sleep(interval_s)
+
+    def _sent(self, spec: ProducerSpec, partition: int, value: str, future: asyncio.Future) -> None:  # type: ignore[type-arg]
+        self._pending.discard(future)
+        if future.cancelled():
+            self._record(spec, OpType.INFO, partition, value, error="cancelled")
+            return
+        error = future.exception()
+        if error is None:
+            self._record(spec, OpType.OK, partition, value, offset=future.result().offset)
+        elif isinstance(error, KafkaError) and error.code in _DEFINITELY_NOT_WRITTEN:
+            self._record(spec, OpType.FAIL, partition, value, error=str(error))
+        else:
+            self._record(spec, OpType.INFO, partition, value, error=str(error))
+
+    def _record(
+        self,
+        spec: ProducerSpec,
+        type_: OpType,
+        partition: int,
+        value: str,
+        *,
+        offset: int | None = None,
+        error: str | None = None,
+    ) -> None:
+        self.history.add(
+            Op(
+                type=type_,
+                f="send",
+                process=spec.name,
+                time_ms=self.now(),
+                topic=spec.topic,
+                partition=partition,
+                value=value,
+                offset=offset if offset is not None and offset >= 0 else None,
+                error=error,
+                idempotent=spec.idempotent,
+                acks=spec.acks,
+            )
+        )
+
+    # -- consumers --------------------------------------------------------------------------
+
+    def _reader(self, name: str) -> MinimalClient:
+        return MinimalClient(
+            self.transport_for(name),
+            self.bootstrap,
+            self.clock,
+            request_timeout_ms=5_000,
+            delivery_timeout_ms=5_000,
+        )
+
+    async def _consume(self, name: str, tp: TopicPartition) -> None:
+        client = self._reader(f"{name}-{tp.partition}")
+        position = 0
+        while True:
+            try:
+                position = await self._read_once(client, name, tp, position, max_wait_ms=500)
+            except OffsetOutOfRangeError:
+                position = await self._log_start(client, tp, position)
+            except (KafkaError, RpcError) as e:
+                logger.debug("%s: read of %s failed: %s", name, tp, e)
+                await asyncio.sleep(0.5)
+
+    async def _read_once(
+        self,
+        client: MinimalClient,
+        name: str,
+        tp: TopicPartition,
+        position: int,
+        *,
+        max_wait_ms: int,
+    ) -> int:
+        """One fetch from ``position``: each record read becomes an op; the next position."""
+        result = await client.fetch(tp, position, max_wait_ms=max_wait_ms)
+        now = self.now()
+        for record in result.records:
+            if record.offset < position:
+                continue  # the batch began before the position
+            self.history.add(
+                Op(
+                    type=OpType.OK,
+                    f="read",
+                    process=name,
+                    time_ms=now,
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    value=(record.value or b"").decode(errors="replace"),
+                    offset=record.offset,
+                    hw=result.high_watermark,
+                )
+            )
+            position = record.offset + 1
+        return position
+
+    async def _log_start(self, client: MinimalClient, tp: TopicPartition, position: int) -> int:
+        with contextlib.suppress(KafkaError, RpcError):
+            found = await client.list_offsets({tp: -2})
+            return max(found[tp][0], 0)
+        return position
+
+    async def final_read(self, name: str = "final-reader", *, timeout_s: float = 60.0) -> None:
+        """Read every partition of every topic from its log start to its high watermark."""
+        client = self._reader(name)
+        for spec in self.scenario.cluster.topics:
+            for p in range(spec.partitions):
+                tp = TopicPartition(spec.name, p)
+                await asyncio.wait_for(self._read_to_hw(client, name, tp), timeout_s)
+
+    async def _read_to_hw(self, client: MinimalClient, name: str, tp: TopicPartition) -> None:
+        position = await self._log_start(client, tp, 0)
+        while True:
+            try:
+                end = (await client.list_offsets({tp: -1}))[tp][0]
+                if position >= end:
+                    return
+                position = await self._read_once(client, name, tp, position, max_wait_ms=0)
+            except OffsetOutOfRangeError:
+                position = await self._log_start(client, tp, position)
+            except (KafkaError, RpcError) as e:
+                logger.info("%s: final read of %s: %s; retrying", name, tp, e)
+                await asyncio.sleep(0.5)
+
+    # -- the sampler ------------------------------------------------------------------------
+
+    async def _sample(self) -> None:
+        transport = self.transport_for("sampler")
+        topics = {t.name for t in self.scenario.cluster.topics}
+        while True:
+            for address in self.broker_addresses():
+                try:
+                    response = await transport.call(
+                        address,
+                        proto.METHOD_DESCRIBE_REPLICAS,
+                        pb.DescribeReplicasRequest(),
+                        timeout_s=1.0,
+                    )
+                except RpcError:
+                    continue
+                assert isinstance(response, pb.DescribeReplicasResponse)
+                now = self.now()
+                for r in response.replicas:
+                    if r.topic not in topics:
+                        continue
+                    self.history.samples.append(
+                        ReplicaSample(
+                            time_ms=now,
+                            broker=r.broker_id,
+                            topic=r.topic,
+                            partition=r.partition,
+                            is_leader=r.is_leader,
+                            leader=r.leader,
+                            leader_epoch=r.leader_epoch,
+                            high_watermark=r.high_watermark,
+                            log_end_offset=r.log_end_offset,
+                            isr=tuple(sorted(r.isr)),
+                            replicas=tuple(r.replicas),
+                        )
+                    )
+            await asyncio.sleep(self.sample_interval_ms / 1000)
