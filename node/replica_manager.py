@@ -353,7 +353,7 @@ class ReplicaManager:
     def describe_replicas(self, request: pb.DescribeReplicasRequest) -> pb.DescribeReplicasResponse:
         """What this broker holds of each partition (kafkasim's own admin call)."""
         wanted = {TopicPartition(p.topic, p.partition) for p in request.partitions}
-        response = pb.DescribeReplicasResponse()
+        response = pb.DescribeReplicasResponse(monotonic_ms=self._clock.monotonic_ms())
         for tp in sorted(self.partitions):
             if wanted and tp not in wanted:
                 continue

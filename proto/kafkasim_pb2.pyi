@@ -1105,16 +1105,20 @@ class DescribeReplicasResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     REPLICAS_FIELD_NUMBER: _builtins.int
+    MONOTONIC_MS_FIELD_NUMBER: _builtins.int
+    monotonic_ms: _builtins.int
+    """the broker's monotonic clock when it answered"""
     @_builtins.property
     def replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicaState]: ...
     def __init__(
         self,
         *,
         replicas: _abc.Iterable[Global___ReplicaState] | None = ...,
+        monotonic_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["replicas", b"replicas"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["monotonic_ms", b"monotonic_ms", "replicas", b"replicas"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -14,8 +14,11 @@ linear scan: a history of 10^6 operations checks in seconds. Per partition (topi
 2. The *final state* is the final leader's log below the final HW plus every record an ``ok``
    read returned (once read, a record existed, as in Jepsen's queue checkers).
 3. lost: an acknowledged send (``ok``, acks "1" or "all") whose value is absent from the final
-   state. Sends whose outcome is ``info`` (unknown) or ``fail``, and acks=0 sends (nothing was
-   acknowledged), are never lost.
+   leader's log below the final HW — what any consumer reading the partition from now on
+   gets. A record a consumer read earlier but that is gone from the log is lost too (acks=1
+   and unclean election do that). Only when no replica log was captured does the final state
+   of rule 2 stand in for the log. Sends whose outcome is ``info`` (unknown) or ``fail``, and
+   acks=0 sends (nothing was acknowledged), are never lost.
 4. unexpected: a value in the final state that no send to this partition carried.
 5. duplicated: a value at more than one offset of the final state. Invariant 7 when the
    producer was idempotent; without idempotence Kafka's retries may duplicate, so it is
@@ -509,6 +512,7 @@ def _check_partition(
     report.read = len(read_values)
 
     # Rules 3 and 6: lost and reordered acknowledged values, in send order.
+    in_log = {v for _, v in committed} if leader is not None else None
     running_max: dict[str, tuple[int, str]] = {}  # process -> (highest offset so far, value)
     for value, send in ops.sends.items():
         ack = send.ack
@@ -516,9 +520,14 @@ def _check_partition(
             continue
         report.acknowledged += 1
         position = first.get(value)
+        gone = (
+            value not in in_log
+            if in_log is not None
+            else position is None and value not in seen_without_offset
+        )
+        if gone:
+            report.lost.append(LostRecord(value, ack.process, ack.offset, ack.time_ms))
         if position is None:
-            if value not in seen_without_offset:
-                report.lost.append(LostRecord(value, ack.process, ack.offset, ack.time_ms))
             continue
         if value in more:
             position = min(more[value])

@@ -283,7 +283,9 @@ class Workload:
                 except RpcError:
                     continue
                 assert isinstance(response, pb.DescribeReplicasResponse)
-                now = self.now()
+                # The broker's own time of the state (same monotonic clock: one host, or the
+                # simulation's), not when the answer arrived: a slow network would skew it.
+                now = response.monotonic_ms - self.start_ms
                 for r in response.replicas:
                     if r.topic not in topics:
                         continue
