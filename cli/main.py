@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from cli import (
     broker,
+    chaos,
     check,
     cluster,
     configs,
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     configs.register(sub)
     producer_perf.register(sub)
     sim.register(sub)
+    chaos.register(sub)
     consumer_perf.register(sub)
     check.register(sub)
     return parser

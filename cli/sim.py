@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import random
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +79,11 @@ def _quiet_logs() -> None:
     logging.getLogger().setLevel(logging.ERROR)
 
 
-def run_once(chosen: scenario.Scenario, seed: int) -> History:
+def run_once(
+    chosen: scenario.Scenario, seed: int, *, on_event: Callable[[str], None] | None = None
+) -> History:
     with tempfile.TemporaryDirectory(prefix="kafkasim-sim-") as tmp:
-        return runner.run(chosen, seed, Path(tmp))
+        return runner.run(chosen, seed, Path(tmp), on_event=on_event)
 
 
 def meets_expectation(chosen: scenario.Scenario, report: checker.CheckReport) -> bool:
@@ -97,11 +100,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"scenario {chosen.name} (expect: {chosen.expect}), seed {args.seed}", flush=True)
     wall = SystemClock()
     started = wall.monotonic_ms()
-    history = run_once(chosen, args.seed)
+    history = run_once(chosen, args.seed, on_event=lambda line: print(line, flush=True))
     wall_s = max(wall.monotonic_ms() - started, 1) / 1000
-    for fault in history.faults:
-        until = "" if fault.end_ms is None else f" until {fault.end_ms / 1000:.1f} s"
-        print(f"  {fault.start_ms / 1000:6.1f} s  {fault.action} {fault.target}{until}")
     report = checker.check(history)
     for line in report.verdict_lines():
         print(line)

@@ -204,12 +204,14 @@ class ControllerCore(ABC):
         )
         await self._submit("Startup", self._process_startup, requires_active=False)
 
-    async def stop(self) -> None:
+    async def stop(self, *, clean: bool = True) -> None:
         """Stop handling events and resign; pending admin calls get NOT_CONTROLLER.
 
-        If this broker is the active controller, ``/controller`` is deleted (when it is still
-        this session's) so that another broker takes over without waiting for the session to
-        close. The Coordination session itself belongs to the broker and stays open.
+        If this broker is the active controller and ``clean``, ``/controller`` is deleted
+        (when it is still this session's) so that another broker takes over without waiting
+        for the session to close. A crash (``clean=False``, kill -9) writes nothing: the
+        znode goes with the session. The Coordination session itself belongs to the broker
+        and stays open.
         """
         task, self._task = self._task, None
         if task is None:
@@ -226,7 +228,7 @@ class ControllerCore(ABC):
             self._queue.task_done()
         was_active = self.is_active
         await self._resign()
-        if was_active:
+        if was_active and clean:
             await self._delete_own_controller_znode()
         self._notify_changed()
 

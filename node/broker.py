@@ -73,7 +73,7 @@ class HostedController(Protocol):
 
     async def start(self) -> None: ...
 
-    async def stop(self) -> None: ...
+    async def stop(self, *, clean: bool = True) -> None: ...
 
     async def replace_session(self, coordination: Coordination) -> None: ...
 
@@ -379,7 +379,7 @@ class Broker:
         if self.server is not None:
             await self.server.stop(0.0)
         if self.controller is not None:
-            await self.controller.stop()
+            await self.controller.stop(clean=clean)
         await self.replica_manager.close()
         if clean:
             self.log_manager.shutdown()

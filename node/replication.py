@@ -19,6 +19,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 UNDEFINED_EPOCH = -1
+# Test-only: a leader that moves its HW to its own log end offset without waiting for the ISR
+# (so acks=all acknowledges records no follower has). The failure-injection sweep tests switch
+# it on to show that a sweep catches a broken replication rule.
+HW_IGNORES_FOLLOWERS_BUG = False
 UNDEFINED_EPOCH_OFFSET = -1
 
 
@@ -64,6 +68,8 @@ def new_leader_high_watermark(
     A follower in the ISR whose LEO is unknown (-1) holds the HW where it is.
     """
     candidate = leader_log_end_offset
+    if HW_IGNORES_FOLLOWERS_BUG:
+        return max(current_hw, candidate)
     for broker_id in isr:
         if broker_id == leader_id:
             continue

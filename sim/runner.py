@@ -69,6 +69,9 @@ SUPPORTED = frozenset(
 )
 
 
+BASE_LATENCY_MS = (1.0, 2.0)  # base, jitter: a message takes 1-3 ms
+
+
 class UnsupportedFaultError(KafkasimError):
     """A fault this runtime cannot inject; named before the run starts."""
 
@@ -81,10 +84,19 @@ def check_supported(scenario: Scenario, supported: frozenset[str] = SUPPORTED) -
         )
 
 
-def run(scenario: Scenario, seed: int, root: Path, *, time_limit_s: float = 7200.0) -> History:
-    """Run ``scenario`` with ``seed`` on a fresh virtual-time loop; the history."""
+def run(
+    scenario: Scenario,
+    seed: int,
+    root: Path,
+    *,
+    time_limit_s: float = 7200.0,
+    on_event: Callable[[str], None] | None = None,
+) -> History:
+    """Run ``scenario`` with ``seed`` on a fresh virtual-time loop; the history.
+    ``on_event`` hears one line per phase and per fault, as they happen (virtual seconds)."""
     check_supported(scenario)
-    return run_simulation(_Run(scenario, seed, root).main(), time_limit_s=time_limit_s)
+    state = _Run(scenario, seed, root, on_event=on_event)
+    return run_simulation(state.main(), time_limit_s=time_limit_s)
 
 
 @dataclass
@@ -92,9 +104,12 @@ class _Run:
     scenario: Scenario
     seed: int
     root: Path
+    on_event: Callable[[str], None] | None = None
     history: History = field(default_factory=History)
     crashed: set[int] = field(default_factory=set)
-    _undo: list[tuple[float, Callable[[], Awaitable[None]]]] = field(default_factory=list)
+    _undo: list[tuple[float, Callable[[], Awaitable[None]], str]] = field(default_factory=list)
+    _healing: set[asyncio.Task[None]] = field(default_factory=set)
+    _locks: dict[int, asyncio.Lock] = field(default_factory=dict)
 
     async def main(self) -> History:
         s = self.scenario
@@ -117,6 +132,10 @@ class _Run:
         self.rng = random.Random(f"faults/{self.seed}")
         cluster = self.cluster
         self.history.meta = {"scenario": s.name, "seed": self.seed, "runtime": "simulation"}
+        # Every message takes BASE_LATENCY_MS plus a seeded jitter: without it, a follower's
+        # long-poll would copy every append at the same virtual instant, and the windows in
+        # which replicas differ (where replication bugs live) would never open.
+        cluster.network.set_latency(*BASE_LATENCY_MS)
         await cluster.start()
         try:
             await cluster.wait_for(lambda: cluster.controller_id() > 0, what="a controller")
@@ -140,11 +159,15 @@ class _Run:
                 broker_addresses=lambda: [broker_address(b) for b in sorted(cluster.brokers)],
             )
             workload.start()
+            self._event(f"workload started ({len(s.workload.producers)} producers)")
             await self._run_faults(s.workload.duration_s)
             await workload.stop_producers()
+            self._event("producers stopped; healing every fault")
             await self._heal_everything()
+            self._event(f"settling for {s.workload.settle_s:g} s")
             await asyncio.sleep(s.workload.settle_s)
             await workload.final_read()
+            self._event("final read done")
             await workload.stop()
             self._snapshot_logs()
         finally:
@@ -153,6 +176,10 @@ class _Run:
 
     def now_ms(self) -> int:
         return self.cluster.clock.monotonic_ms() - self.start_ms
+
+    def _event(self, text: str) -> None:
+        if self.on_event is not None:
+            self.on_event(f"{self.now_ms() / 1000:7.1f} s  {text}")
 
     # -- the schedule -----------------------------------------------------------------------
 
@@ -163,8 +190,11 @@ class _Run:
             now = loop.time() - self.t0
             due_undo = [u for u in self._undo if u[0] <= now]
             for item in due_undo:
+                # In the background: a restarting broker may wait out its old session's
+                # registration, and the schedule must not slip behind it.
                 self._undo.remove(item)
-                await item[1]()
+                task = loop.create_task(self._heal(item[1], item[2]))
+                self._healing.add(task)
             while pending and pending[0].at_s <= now:
                 await self._inject(pending.pop(0))
             if now >= duration_s:
@@ -176,27 +206,35 @@ class _Run:
         targets = self._resolve(fault)
         label = f"{fault.target or 'cluster'} → " + ",".join(map(str, targets))
         logger.info("fault at %.1f s: %s %s", fault.at_s, fault.action, label)
+        until = "" if fault.duration_s is None else f" for {fault.duration_s:g} s"
+        self._event(f"{fault.action} {label}{until}")
         start = self.now_ms()
         end = None if fault.duration_s is None else start + int(fault.duration_s * 1000)
         self.history.faults.append(FaultEvent(start, fault.action, label, end))
         undo = await getattr(self, f"_{fault.action}")(fault, targets)
         if undo is not None and fault.duration_s is not None:
             now = asyncio.get_running_loop().time() - self.t0
-            self._undo.append((now + fault.duration_s, undo))
+            self._undo.append((now + fault.duration_s, undo, f"{fault.action} {label}"))
+
+    async def _heal(self, undo: Callable[[], Awaitable[None]], label: str) -> None:
+        await undo()
+        self._event("healed: " + label)
 
     async def _heal_everything(self) -> None:
-        for _, undo in sorted(self._undo, key=lambda u: u[0]):
+        if self._healing:
+            await asyncio.wait(self._healing)
+            self._healing.clear()
+        for _, undo, _label in sorted(self._undo, key=lambda u: u[0]):
             await undo()
         self._undo.clear()
         self.cluster.network.heal_all()
-        self.cluster.network.set_latency(0.0)
+        self.cluster.network.set_latency(*BASE_LATENCY_MS)
         for broker_id in sorted(self.cluster.brokers):
             zk = self.cluster.brokers[broker_id].zk
             if isinstance(zk, SimZooKeeperClient):
                 zk.reconnect()
         for broker_id in sorted(self.crashed):
-            await self.cluster.start_broker(broker_id)
-        self.crashed.clear()
+            await self._start(broker_id)
 
     # -- targets ----------------------------------------------------------------------------
 
@@ -238,61 +276,68 @@ class _Run:
     # -- the faults -------------------------------------------------------------------------
     # Each applies the fault and returns how to undo it (or None).
 
-    async def _crash(self, fault: Fault, targets: list[int]) -> Callable[[], Awaitable[None]]:
-        lose = bool(fault.params.get("lose_unflushed", False))
-        for broker_id in targets:
-            if broker_id in self.cluster.brokers:
-                await self._crash_one(broker_id, lose_unflushed=lose)
+    # Broker lifecycle steps hold that broker's lock, so a restart still waiting out its old
+    # registration and a later fault on the same broker never overlap.
 
+    def _lock(self, broker_id: int) -> asyncio.Lock:
+        return self._locks.setdefault(broker_id, asyncio.Lock())
+
+    async def _start(self, broker_id: int) -> None:
+        async with self._lock(broker_id):
+            if broker_id in self.crashed:
+                self.crashed.discard(broker_id)
+                await self.cluster.start_broker(broker_id)
+
+    async def _crash_one(self, broker_id: int, *, lose_unflushed: bool) -> None:
+        async with self._lock(broker_id):
+            broker = self.cluster.brokers.pop(broker_id, None)
+            if broker is None:
+                return
+            zk = broker.zk
+            if isinstance(zk, SimZooKeeperClient):
+                zk.disconnect()
+            self.cluster.network.crash(broker_node(broker_id))
+            await broker.crash(drop_unflushed=lose_unflushed)
+            self.crashed.add(broker_id)
+
+    async def _stop_controlled(self, broker_id: int) -> None:
+        async with self._lock(broker_id):
+            if broker_id in self.cluster.brokers:
+                await self.cluster.stop_broker(broker_id)
+                self.crashed.add(broker_id)
+
+    def _restarter(self, targets: list[int]) -> Callable[[], Awaitable[None]]:
         async def restart() -> None:
             for broker_id in targets:
-                if broker_id in self.crashed:
-                    self.crashed.discard(broker_id)
-                    await self.cluster.start_broker(broker_id)
+                await self._start(broker_id)
 
         return restart
 
-    async def _crash_one(self, broker_id: int, *, lose_unflushed: bool) -> None:
-        broker = self.cluster.brokers.pop(broker_id)
-        zk = broker.zk
-        if isinstance(zk, SimZooKeeperClient):
-            zk.disconnect()
-        self.cluster.network.crash(broker_node(broker_id))
-        await broker.crash(drop_unflushed=lose_unflushed)
-        self.crashed.add(broker_id)
+    async def _crash(self, fault: Fault, targets: list[int]) -> Callable[[], Awaitable[None]]:
+        lose = bool(fault.params.get("lose_unflushed", False))
+        for broker_id in targets:
+            await self._crash_one(broker_id, lose_unflushed=lose)
+        return self._restarter(targets)
 
     async def _restart(self, fault: Fault, targets: list[int]) -> None:
         del fault
         for broker_id in targets:
-            if broker_id in self.cluster.brokers:
-                await self._crash_one(broker_id, lose_unflushed=False)
-            self.crashed.discard(broker_id)
-            await self.cluster.start_broker(broker_id)
+            await self._crash_one(broker_id, lose_unflushed=False)
+            await self._start(broker_id)
 
     async def _controlled_shutdown(
         self, fault: Fault, targets: list[int]
     ) -> Callable[[], Awaitable[None]]:
         del fault
         for broker_id in targets:
-            if broker_id in self.cluster.brokers:
-                await self.cluster.stop_broker(broker_id)
-                self.crashed.add(broker_id)
-
-        async def restart() -> None:
-            for broker_id in targets:
-                if broker_id in self.crashed:
-                    self.crashed.discard(broker_id)
-                    await self.cluster.start_broker(broker_id)
-
-        return restart
+            await self._stop_controlled(broker_id)
+        return self._restarter(targets)
 
     async def _rolling_restart(self, fault: Fault, targets: list[int]) -> None:
         interval_s = float(fault.params.get("interval_s", 10.0))
         for broker_id in targets:
-            if broker_id not in self.cluster.brokers:
-                continue
-            await self.cluster.stop_broker(broker_id)
-            await self.cluster.start_broker(broker_id)
+            await self._stop_controlled(broker_id)
+            await self._start(broker_id)
             await asyncio.sleep(interval_s)
 
     def _zk_of(self, broker_id: int) -> SimZooKeeperClient | None:
@@ -370,7 +415,7 @@ class _Run:
         self.cluster.network.set_latency(latency, jitter)
 
         async def heal() -> None:
-            self.cluster.network.set_latency(0.0)
+            self.cluster.network.set_latency(*BASE_LATENCY_MS)
 
         return heal
 

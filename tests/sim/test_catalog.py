@@ -3,9 +3,12 @@
 * every safe scenario (acks=all, min ISR 2, clean election) finds nothing, with its own fault
   schedule and with random schedules drawn from several seeds;
 * every unsafe scenario shows the loss it is there to show;
-* a deliberately injected bug (followers truncating to their high watermark instead of the
-  leader-epoch boundary, ``node.fetcher.TRUNCATE_TO_HIGH_WATERMARK_BUG``) is caught by a sweep
-  within ten seeds, and the failing schedule shrinks to one that still fails;
+* a deliberately injected bug (a leader moving its high watermark without waiting for the ISR,
+  ``node.replication.HW_IGNORES_FOLLOWERS_BUG``, so acks=all acknowledges records no follower
+  has) is caught by a sweep of ``leader-crash`` within ten seeds, and the failing schedule
+  shrinks to one that still fails (and is safe without the bug). The pre-KIP-101 truncation
+  bug has its own targeted scenarios in ``test_cluster_core.py``: the catalog's faults cannot
+  reach it, because a restarted follower here rejoins the ISR only once caught up;
 * a run replays exactly: the same scenario and seed give the same history, line for line.
 """
 
@@ -18,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-import node.fetcher
+import node.replication
 from sim import checker, runner, scenario
 from sim.history import History
 
 SAFE = sorted(n for n, p in scenario.catalog().items() if scenario.load(p).expect == "safe")
 UNSAFE = sorted(n for n, p in scenario.catalog().items() if scenario.load(p).expect != "safe")
-RANDOM_SEEDS = (1, 2, 3)
+RANDOM_SEEDS = (1, 2)  # more seeds: kafkasim sim sweep, ./dev bench sim
 
 
 @pytest.fixture(autouse=True)
@@ -63,11 +66,11 @@ def test_an_unsafe_scenario_shows_its_loss(name: str, tmp_path: Path) -> None:
     assert report.verdict == "DATA LOST"
 
 
-def test_an_injected_truncation_bug_is_caught_by_a_sweep_and_shrinks(
+def test_an_injected_replication_bug_is_caught_by_a_sweep_and_shrinks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(node.fetcher, "TRUNCATE_TO_HIGH_WATERMARK_BUG", True)
-    base = scenario.load(scenario.find("kip101-case1"))
+    monkeypatch.setattr(node.replication, "HW_IGNORES_FOLLOWERS_BUG", True)
+    base = scenario.load(scenario.find("leader-crash"))
     failing = None
     for seed in range(1, 11):
         chosen = scenario.randomize(base, random.Random(seed))
@@ -85,7 +88,7 @@ def test_an_injected_truncation_bug_is_caught_by_a_sweep_and_shrinks(
     assert 1 <= len(minimal) <= len(chosen.faults)
     assert fails(minimal)
     # The same schedule is safe once the bug is gone: it is the bug that loses the data.
-    monkeypatch.setattr(node.fetcher, "TRUNCATE_TO_HIGH_WATERMARK_BUG", False)
+    monkeypatch.setattr(node.replication, "HW_IGNORES_FOLLOWERS_BUG", False)
     assert not fails(minimal)
 
 
