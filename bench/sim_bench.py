@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from common.clock import SystemClock
-from sim import checker, runner, scenario
+from sim import checker, runner, scenario, schedules
 
 
 def main() -> None:
@@ -30,7 +30,7 @@ def main() -> None:
     anomalies = 0
     started = wall.monotonic_ms()
     for seed in seeds:
-        chosen = scenario.randomize(base, random.Random(seed)) if base.seed_faults else base
+        chosen = schedules.randomize(base, random.Random(seed)) if base.seed_faults else base
         with tempfile.TemporaryDirectory(prefix="kafkasim-sim-bench-") as tmp:
             history = runner.run(chosen, seed, Path(tmp))
         simulated_s += max((op.time_ms for op in history.ops), default=0) / 1000

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from common.clock import SystemClock
-from sim import checker, runner, scenario
+from sim import checker, runner, scenario, schedules
 from sim import report as html_report
 from sim.history import History
 
@@ -95,7 +95,7 @@ def meets_expectation(chosen: scenario.Scenario, report: checker.CheckReport) ->
 def cmd_run(args: argparse.Namespace) -> int:
     chosen = scenario.load(scenario.find(args.scenario))
     if args.random_faults:
-        chosen = scenario.randomize(chosen, random.Random(args.seed))
+        chosen = schedules.randomize(chosen, random.Random(args.seed))
     _quiet_logs()
     print(f"scenario {chosen.name} (expect: {chosen.expect}), seed {args.seed}", flush=True)
     wall = SystemClock()
@@ -126,7 +126,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     wall = SystemClock()
     started = wall.monotonic_ms()
     for seed in seeds:
-        chosen = scenario.randomize(base, random.Random(seed)) if base.seed_faults else base
+        chosen = schedules.randomize(base, random.Random(seed)) if base.seed_faults else base
         report = checker.check(run_once(chosen, seed))
         lossy += not report.ok
         verdict = "ok" if report.ok else report.verdict_lines()[0]
@@ -152,7 +152,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         trial = dataclasses.replace(chosen, faults=faults, seed_faults=None)
         return not checker.check(run_once(trial, seed)).ok
 
-    minimal = scenario.shrink(chosen.faults, fails)
+    minimal = schedules.shrink(chosen.faults, fails)
     shrunk = dataclasses.replace(chosen, faults=minimal, seed_faults=None)
     text = scenario.dump(shrunk)
     print(f"seed {seed} shrunk from {len(chosen.faults)} to {len(minimal)} faults; replay with")

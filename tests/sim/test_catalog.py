@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import node.replication
-from sim import checker, runner, scenario
+from sim import checker, runner, scenario, schedules
 from sim.history import History
 
 SAFE = sorted(n for n, p in scenario.catalog().items() if scenario.load(p).expect == "safe")
@@ -52,7 +52,7 @@ def test_a_safe_scenario_finds_nothing_with_its_own_and_random_schedules(
     name: str, tmp_path: Path
 ) -> None:
     base = scenario.load(scenario.find(name))
-    runs = [(base, 1)] + [(scenario.randomize(base, random.Random(s)), s) for s in RANDOM_SEEDS]
+    runs = [(base, 1)] + [(schedules.randomize(base, random.Random(s)), s) for s in RANDOM_SEEDS]
     for chosen, seed in runs:
         report = checker.check(run(chosen, seed, tmp_path))
         assert report.ok, (name, seed, chosen.faults, report.verdict_lines())
@@ -73,7 +73,7 @@ def test_an_injected_replication_bug_is_caught_by_a_sweep_and_shrinks(
     base = scenario.load(scenario.find("leader-crash"))
     failing = None
     for seed in range(1, 11):
-        chosen = scenario.randomize(base, random.Random(seed))
+        chosen = schedules.randomize(base, random.Random(seed))
         if not checker.check(run(chosen, seed, tmp_path)).ok:
             failing = (seed, chosen)
             break
@@ -84,7 +84,7 @@ def test_an_injected_replication_bug_is_caught_by_a_sweep_and_shrinks(
         trial = dataclasses.replace(chosen, faults=faults, seed_faults=None)
         return not checker.check(run(trial, seed, tmp_path)).ok
 
-    minimal = scenario.shrink(chosen.faults, fails)
+    minimal = schedules.shrink(chosen.faults, fails)
     assert 1 <= len(minimal) <= len(chosen.faults)
     assert fails(minimal)
     # The same schedule is safe once the bug is gone: it is the bug that loses the data.
@@ -93,7 +93,7 @@ def test_an_injected_replication_bug_is_caught_by_a_sweep_and_shrinks(
 
 
 def test_a_run_replays_exactly_from_its_seed(tmp_path: Path) -> None:
-    chosen = scenario.randomize(scenario.load(scenario.find("leader-crash")), random.Random(5))
+    chosen = schedules.randomize(scenario.load(scenario.find("leader-crash")), random.Random(5))
     first = list(run(chosen, 5, tmp_path).lines())
     second = list(run(chosen, 5, tmp_path).lines())
     assert first == second

@@ -36,9 +36,8 @@ from sim.scenario import (
     load,
     parse,
     parse_target,
-    randomize,
-    shrink,
 )
+from sim.schedules import randomize, shrink
 
 REQUIRED = {
     "leader-crash",

@@ -1,0 +1,195 @@
+"""Fault schedules for sweeps: random ones drawn from a scenario's ``[seed_faults]``, and a
+failing one shrunk to a minimal one. The scenario language itself is ``sim.scenario``, which
+re-exports ``randomize`` and ``shrink``.
+
+Theory of operation
+-------------------
+1. ``randomize`` draws a new schedule from ``seed_faults`` with the rng it is given (one seed,
+   one schedule). It never loses unflushed data (``lose_unflushed = false``): process kills,
+   pauses and partitions are within Kafka's promise for acks=all, min ISR 2 and clean election
+   whatever their number, so a safe scenario's sweep must find nothing; losing the unflushed
+   tail of more than RF-1 replicas is not, and is only scheduled by hand.
+2. ``shrink`` is pure apart from calling the predicate: ddmin over the fault list, then halving
+   each duration while the run still fails, until neither changes anything. The result is saved
+   with ``sim.scenario.dump`` and replays with ``kafkasim sim run FILE --seed N``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from sim.scenario import (
+    ACTIONS,
+    DURATION_S_MIN,
+    ActionSpec,
+    Duration,
+    Fault,
+    RandomFaults,
+    Scenario,
+    ScenarioError,
+    Target,
+    TargetKind,
+    _ms_at_most,
+    _start_range_ms,
+    check,
+)
+
+__all__ = ["randomize", "shrink"]
+
+# -- random schedules ------------------------------------------------------------------------
+
+
+def randomize(scenario: Scenario, rng: random.Random) -> Scenario:
+    """``scenario`` with its faults replaced by ``seed_faults.count`` random ones (time order),
+    drawn with ``rng`` only: the same rng state gives the same schedule. Each fault starts
+    within the window on a 1 ms grid, lasts between a tenth of and ``max_duration_s`` (cut to
+    heal within the run), and targets a kind its action takes. Crashes and controlled
+    shutdowns always come back (they get a duration) and never lose unflushed data."""
+    spec = scenario.seed_faults
+    if spec is None:
+        raise ScenarioError(
+            "no [seed_faults]: nothing says what to randomise", source=scenario.name
+        )
+    check(scenario)  # a window without room would otherwise fail deep in the draw
+    faults = [_random_fault(scenario, spec, rng) for _ in range(spec.count)]
+    faults.sort(key=lambda f: f.at_s)  # stable: equal times keep the order drawn
+    return replace(scenario, faults=tuple(faults))
+
+
+def _random_fault(scenario: Scenario, spec: RandomFaults, rng: random.Random) -> Fault:
+    action = ACTIONS[rng.choice(spec.actions)]
+    run_ms = _ms_at_most(scenario.workload.duration_s)
+    at_ms = rng.randint(*_start_range_ms(scenario, spec, action.name))
+    max_ms = max(1, _ms_at_most(spec.max_duration_s))
+    span_ms = min(rng.randint(max(1, max_ms // 10), max_ms), run_ms - at_ms)
+
+    params: dict[str, Any] = {}
+    duration_s: float | None = None
+    if action.duration is not Duration.NONE:
+        duration_s = span_ms / 1000
+    if action.name == "crash":
+        params["lose_unflushed"] = False  # see the module doc, rule 1
+    elif action.name == "slow_network":
+        latency_ms = rng.randint(10, 1000)
+        params["latency_ms"] = float(latency_ms)
+        params["jitter_ms"] = float(rng.randint(0, latency_ms // 2))
+    elif action.name == "clock_jump":
+        params["seconds"] = float(rng.choice((-1, 1)) * rng.randint(1, 600))
+    elif action.name == "rolling_restart":
+        brokers = scenario.cluster.brokers
+        interval_ms = max(1, min(span_ms, (run_ms - at_ms) // brokers))
+        params["interval_s"] = interval_ms / 1000
+
+    target = ""
+    if action.name == "split" and rng.random() < 0.5:
+        params["groups"] = _random_groups(scenario.cluster.brokers, rng)
+    elif action.targets:
+        target = _random_target(scenario, action, rng)
+    return Fault(
+        at_s=at_ms / 1000, action=action.name, target=target, duration_s=duration_s, params=params
+    )
+
+
+def _random_groups(brokers: int, rng: random.Random) -> list[list[int]]:
+    ids = list(range(1, brokers + 1))
+    rng.shuffle(ids)
+    cut = rng.randint(1, brokers - 1)
+    return [sorted(ids[:cut]), sorted(ids[cut:])]
+
+
+def _random_target(scenario: Scenario, action: ActionSpec, rng: random.Random) -> str:
+    followed = [t for t in scenario.cluster.topics if t.replication_factor >= 2]
+    kinds = [
+        k
+        for k in TargetKind  # declaration order: the draw does not depend on set order
+        if k in action.targets and (k is not TargetKind.FOLLOWER or followed)
+    ]
+    kind = rng.choice(kinds)
+    if kind is TargetKind.BROKER:
+        return str(Target(kind, broker_id=rng.randint(1, scenario.cluster.brokers)))
+    if kind in (TargetKind.LEADER, TargetKind.FOLLOWER):
+        topic = rng.choice(followed if kind is TargetKind.FOLLOWER else scenario.cluster.topics)
+        return str(Target(kind, topic=topic.name, partition=rng.randrange(topic.partitions)))
+    return str(Target(kind))
+
+
+# -- shrinking -------------------------------------------------------------------------------
+
+Faults = tuple[Fault, ...]
+
+
+def shrink(faults: Sequence[Fault], fails: Callable[[Faults], bool]) -> Faults:
+    """A 1-minimal failing sub-schedule of ``faults``: removing any one fault, or halving any
+    one duration (down to 1 ms), makes ``fails`` false. Faults keep their order.
+
+    Delta debugging (Zeller's ddmin) over the list, then each duration halved while the run
+    still fails; repeated until neither changes anything (a shorter fault can make another
+    one unnecessary). ``fails`` is called at most once per distinct schedule; ``fails(faults)``
+    must be true (ValueError otherwise: there is nothing to shrink)."""
+    seen: dict[str, bool] = {}
+
+    def test(candidate: Faults) -> bool:
+        key = repr(candidate)
+        if key not in seen:
+            seen[key] = bool(fails(candidate))
+        return seen[key]
+
+    current = tuple(faults)
+    if not test(current):
+        raise ValueError("shrink needs a failing schedule: fails(faults) is false")
+    while True:
+        smaller = _shorten_durations(_ddmin(current, test), test)
+        if smaller == current:
+            return current
+        current = smaller
+
+
+def _ddmin(faults: Faults, test: Callable[[Faults], bool]) -> Faults:
+    if test(()):
+        return ()
+    n = 2
+    while len(faults) >= 2:
+        size, extra = divmod(len(faults), n)
+        chunks: list[Faults] = []
+        start = 0
+        for i in range(n):
+            end = start + size + (1 if i < extra else 0)
+            chunks.append(faults[start:end])
+            start = end
+        reduced = next((chunk for chunk in chunks if test(chunk)), None)
+        if reduced is not None:
+            faults, n = reduced, 2
+            continue
+        if n > 2:  # with two chunks each complement is the other chunk, tried above
+            complements = (
+                tuple(f for j, chunk in enumerate(chunks) if j != i for f in chunk)
+                for i in range(n)
+            )
+            reduced = next((c for c in complements if test(c)), None)
+            if reduced is not None:
+                faults, n = reduced, max(n - 1, 2)
+                continue
+        if n >= len(faults):
+            break
+        n = min(2 * n, len(faults))
+    return faults
+
+
+def _shorten_durations(faults: Faults, test: Callable[[Faults], bool]) -> Faults:
+    current = list(faults)
+    for i in range(len(current)):
+        while True:
+            duration = current[i].duration_s
+            if duration is None:
+                break
+            halved = round(duration / 2, 3)
+            if halved < DURATION_S_MIN or halved >= duration:
+                break
+            candidate = [*current[:i], replace(current[i], duration_s=halved), *current[i + 1 :]]
+            if not test(tuple(candidate)):
+                break
+            current = candidate
+    return tuple(current)
