@@ -409,14 +409,20 @@ class _Run:
     async def _run_faults(self, duration_s: float) -> None:
         loop = asyncio.get_running_loop()
         pending = sorted(self.scenario.faults, key=lambda f: f.at_s)
+
+        def elapsed_s() -> float:
+            return loop.time() - self.t0
+
         while True:
-            now = loop.time() - self.t0
-            for item in [u for u in self._undo if u.due_s <= now]:
+            for item in [u for u in self._undo if u.due_s <= elapsed_s()]:
                 self._undo.remove(item)
                 await item.undo()
                 self.event("healed: " + item.label)
-            while pending and pending[0].at_s <= now:
+            # Time is read again after every injection: a rolling restart alone lasts
+            # brokers * interval_s, and what fell due meanwhile fires right after it.
+            while pending and pending[0].at_s <= elapsed_s():
                 await self._inject(pending.pop(0))
+            now = elapsed_s()
             if now >= duration_s:
                 return
             upcoming = [duration_s, *(f.at_s for f in pending), *(u.due_s for u in self._undo)]
@@ -524,14 +530,12 @@ class _Run:
         if not self.cluster.brokers[broker_id].running:
             return
         serving = self._serving.pop(broker_id, None)
-        if serving is not None and not serving.done():
-            serving.cancel()
-        elif serving is not None and not serving.cancelled() and serving.exception() is not None:
-            raise serving.exception()  # type: ignore[misc]
-        if broker_id in self.paused:
-            # A stopped process would hold SIGTERM until resumed; SIGKILL needs no resume, but
-            # the pause is over either way.
-            self._resume(broker_id)
+        if serving is not None:
+            _forget(serving)  # a start that went wrong no longer matters: it goes down now
+        if sig == signal.SIGKILL:
+            self.paused.discard(broker_id)  # dies where it stands, without running again
+        else:
+            self._resume(broker_id)  # a stopped process holds SIGTERM until it runs
         await asyncio.to_thread(self.cluster.kill, broker_id, sig)
         self.down.add(broker_id)
 
@@ -655,9 +659,10 @@ class _Run:
             if checkpoint.is_file():
                 with contextlib.suppress(KafkaError, OSError):
                     for tp, hw in OffsetCheckpointFile(checkpoint).read().items():
+                        # A follower's HW never exceeds its leader's: the highest is the
+                        # last leader's.
                         key = (tp.topic, tp.partition)
                         checkpointed[key] = max(hw, checkpointed.get(key, -1))
-        # A follower's HW never exceeds the leader's: the highest checkpoint is the leader's.
         leaders = _last_leader_hw(self.history.samples)
         for topic in topics:
             for p in range(topic.partitions):
@@ -675,6 +680,15 @@ def _describe_topics(s: Scenario) -> list[str]:
         f"min ISR {t.min_insync_replicas})"
         for t in s.cluster.topics
     ]
+
+
+def _forget(task: asyncio.Task[None]) -> None:
+    """Cancel a background task, or take its outcome if it has one (so that asyncio does not
+    report an exception nobody retrieved)."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
 
 
 def _serving_marks(log_path: Path, broker_id: int) -> int:

@@ -33,6 +33,8 @@ class BrokerProcess:
     process: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     log_path: Path = field(init=False)
+    # Where this start's output begins in broker.log (the file is appended to across starts).
+    log_start: int = 0
 
     def __post_init__(self) -> None:
         self.log_path = self.data_dir / "broker.log"
@@ -134,6 +136,7 @@ class LocalCluster:
         self._write_config(broker)
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
         log = open(broker.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+        broker.log_start = log.tell()
         try:
             broker.process = subprocess.Popen(
                 [sys.executable, "-m", "cli", "-v", "broker", "--config", str(broker.config_path)],
@@ -156,7 +159,11 @@ class LocalCluster:
         deadline = time.monotonic() + timeout_s
         marker = f"kafkasim broker {broker_id} serving on".encode()
         while time.monotonic() < deadline:
-            if broker.log_path.exists() and marker in broker.log_path.read_bytes():
+            # Only this start's lines: an earlier start's "serving on" must not count.
+            if (
+                broker.log_path.exists()
+                and marker in broker.log_path.read_bytes()[broker.log_start :]
+            ):
                 return
             if not broker.running:
                 if self._retry_on_new_port(broker_id):

@@ -100,3 +100,42 @@ def test_a_run_replays_exactly_from_its_seed(tmp_path: Path) -> None:
     assert any('"kind": "fault"' in line for line in first)
     other = list(run(chosen, 6, tmp_path).lines())
     assert other != first
+
+
+def test_the_schedule_keeps_time_while_a_rolling_restart_goes_on(tmp_path: Path) -> None:
+    """A rolling restart takes interval_s per broker; faults after its start still fire on
+    time, and the workload ends at its duration (regression: they used to wait for it)."""
+    text = """
+name = "timing"
+description = "a rolling restart, then a crash"
+expect = "safe"
+[cluster]
+brokers = 3
+[[cluster.topics]]
+name = "events"
+[workload]
+duration_s = 16.0
+settle_s = 10.0
+[[workload.producers]]
+name = "p1"
+topic = "events"
+rate = 50.0
+[[faults]]
+at_s = 2.0
+action = "rolling_restart"
+params = { interval_s = 3.0 }
+[[faults]]
+at_s = 12.0
+action = "crash"
+target = "leader:events-0"
+duration_s = 3.0
+"""
+    chosen = scenario.parse(text, source="timing.toml")
+    history = run(chosen, 1, tmp_path)
+    starts = {f.action: f.start_ms for f in history.faults}
+    assert 12_000 <= starts["crash"] < 12_100
+    last_send = max(
+        op.time_ms for op in history.ops if op.f == "send" and op.type.value == "invoke"
+    )
+    assert last_send < 16_100
+    assert checker.check(history).ok

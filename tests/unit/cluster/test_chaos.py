@@ -4,6 +4,7 @@ brokers report, the brokers' settings, and reading a replica's log from its segm
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -243,3 +244,40 @@ def test_a_zero_filled_tail_ends_a_segment_quietly(tmp_path: Path) -> None:
     path = write_segment(tmp_path, 0, [["a", "b"]])
     path.write_bytes(path.read_bytes() + b"\0" * 512)  # a preallocated segment's unused end
     assert chaos.read_replica_log(tmp_path) == ([(0, "a"), (1, "b")], None)
+
+
+# -- the schedule --------------------------------------------------------------------------------
+
+
+def test_a_fault_due_during_a_long_injection_fires_right_after_it(tmp_path: Path) -> None:
+    """A rolling restart takes brokers * interval_s; a fault that fell due meanwhile fires as
+    soon as it ends, not after a sleep computed from the time before it began."""
+    base = load(find("leader-crash"))
+    chosen = replace(
+        base,
+        workload=replace(base.workload, duration_s=2.0),
+        faults=(
+            Fault(0.0, "rolling_restart", params={"interval_s": 1.0 / 3}),
+            Fault(0.5, "crash", "broker:2"),
+        ),
+    )
+    state = chaos._Run(chosen, tmp_path, None)
+    fired: list[tuple[str, float]] = []
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        state.t0 = loop.time()
+
+        async def inject(fault: Fault) -> None:
+            fired.append((fault.action, loop.time() - state.t0))
+            if fault.action == "rolling_restart":
+                await asyncio.sleep(1.0)  # three brokers, 1/3 s apart
+
+        state._inject = inject  # type: ignore[method-assign]
+        await state._run_faults(chosen.workload.duration_s)
+        return loop.time() - state.t0
+
+    ended_s = asyncio.run(main())
+    assert [action for action, _ in fired] == ["rolling_restart", "crash"]
+    assert 1.0 <= fired[1][1] < 1.25, fired  # not 1.5: 0.5 s slept from the stale start
+    assert 2.0 <= ended_s < 2.25
