@@ -22,11 +22,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from cli.sim import meets_expectation
+from cli.sim import meets_expectation, save_outputs
 from cluster import chaos
 from common.clock import SystemClock
 from sim import checker, scenario
-from sim import report as html_report
 from sim.history import History
 
 
@@ -67,12 +66,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"ran {run_s:g} s of workload and settling in {wall_s:.1f} s of wall time")
     if args.dir is not None:
         print(f"cluster files: {args.dir}")
-    if args.history is not None:
-        history.write(args.history)
-        print(f"history: {args.history}")
-    if args.report is not None:
-        args.report.write_text(html_report.render(history, report))
-        print(f"report: {args.report}")
+    save_outputs(args, history, report)
     return 0 if meets_expectation(chosen, report) else 1
 
 

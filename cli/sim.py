@@ -107,13 +107,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(line)
     sim_s = max((op.time_ms for op in history.ops), default=0) / 1000
     print(f"simulated {sim_s:.0f} s in {wall_s:.1f} s of wall time ({sim_s / wall_s:.0f}x)")
+    save_outputs(args, history, report)
+    return 0 if meets_expectation(chosen, report) else 1
+
+
+def save_outputs(args: argparse.Namespace, history: History, report: checker.CheckReport) -> None:
+    """--history (JSON lines) and --report (HTML), when asked for."""
     if args.history is not None:
         history.write(args.history)
         print(f"history: {args.history}")
     if args.report is not None:
         args.report.write_text(html_report.render(history, report))
         print(f"report: {args.report}")
-    return 0 if meets_expectation(chosen, report) else 1
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

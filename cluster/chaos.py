@@ -506,19 +506,7 @@ class _Run:
                 continue
             assert isinstance(response, pb.DescribeReplicasResponse)
             found.extend(
-                ReplicaSample(
-                    time_ms=response.monotonic_ms - self.start_ms,
-                    broker=r.broker_id,
-                    topic=r.topic,
-                    partition=r.partition,
-                    is_leader=r.is_leader,
-                    leader=r.leader,
-                    leader_epoch=r.leader_epoch,
-                    high_watermark=r.high_watermark,
-                    log_end_offset=r.log_end_offset,
-                    isr=tuple(sorted(r.isr)),
-                    replicas=tuple(r.replicas),
-                )
+                ReplicaSample.from_state(response.monotonic_ms - self.start_ms, r)
                 for r in response.replicas
             )
         return tuple(found)

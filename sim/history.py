@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proto import kafkasim_pb2 as pb
+
 
 class OpType(enum.Enum):
     INVOKE = "invoke"
@@ -65,6 +67,23 @@ class ReplicaSample:
     log_end_offset: int
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
+
+    @classmethod
+    def from_state(cls, time_ms: int, r: pb.ReplicaState) -> ReplicaSample:
+        """A sample from a DescribeReplicas answer's replica state."""
+        return cls(
+            time_ms=time_ms,
+            broker=r.broker_id,
+            topic=r.topic,
+            partition=r.partition,
+            is_leader=r.is_leader,
+            leader=r.leader,
+            leader_epoch=r.leader_epoch,
+            high_watermark=r.high_watermark,
+            log_end_offset=r.log_end_offset,
+            isr=tuple(sorted(r.isr)),
+            replicas=tuple(r.replicas),
+        )
 
 
 @dataclass(frozen=True, slots=True)

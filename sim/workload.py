@@ -289,19 +289,5 @@ class Workload:
                 for r in response.replicas:
                     if r.topic not in topics:
                         continue
-                    self.history.samples.append(
-                        ReplicaSample(
-                            time_ms=now,
-                            broker=r.broker_id,
-                            topic=r.topic,
-                            partition=r.partition,
-                            is_leader=r.is_leader,
-                            leader=r.leader,
-                            leader_epoch=r.leader_epoch,
-                            high_watermark=r.high_watermark,
-                            log_end_offset=r.log_end_offset,
-                            isr=tuple(sorted(r.isr)),
-                            replicas=tuple(r.replicas),
-                        )
-                    )
+                    self.history.samples.append(ReplicaSample.from_state(now, r))
             await asyncio.sleep(self.sample_interval_ms / 1000)
