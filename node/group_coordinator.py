@@ -58,7 +58,7 @@ from node.group_records import (
 )
 from node.replica_manager import ReplicaManager
 from proto import kafkasim_pb2 as pb
-from storage.records.batch import decode_batch, encode_batch, iter_batches
+from storage.records.batch import encode_batch
 
 logger = logging.getLogger(__name__)
 
@@ -178,31 +178,23 @@ class GroupCoordinator:
         now = self._clock.monotonic_ms()
         offsets: dict[str, dict[TopicPartition, OffsetValue | None]] = {}
         groups: dict[str, Group | None] = {}
-        position = log.log_start_offset
-        end = log.log_end_offset
-        while position < end:
-            data = log.read(position, 1 << 20).records
-            if not data:
-                break
-            for pos, header in iter_batches(data):
-                position = header.next_offset
-                if header.is_control:
+        for header, records in log.batches():
+            if header.is_control:
+                continue
+            for record in records:
+                if record.key is None:
                     continue
-                _, records = decode_batch(data, pos)
-                for record in records:
-                    if record.key is None:
-                        continue
-                    key = decode_key(record.key)
-                    if isinstance(key, OffsetKey):
-                        tp = TopicPartition(key.topic, key.partition)
-                        value = decode_offset_value(record.value) if record.value else None
-                        offsets.setdefault(key.group, {})[tp] = value
-                    elif isinstance(key, GroupKey):
-                        groups[key.group] = (
-                            Group.from_value(key.group, decode_group_value(record.value), now)
-                            if record.value
-                            else None
-                        )
+                key = decode_key(record.key)
+                if isinstance(key, OffsetKey):
+                    tp = TopicPartition(key.topic, key.partition)
+                    value = decode_offset_value(record.value) if record.value else None
+                    offsets.setdefault(key.group, {})[tp] = value
+                elif isinstance(key, GroupKey):
+                    groups[key.group] = (
+                        Group.from_value(key.group, decode_group_value(record.value), now)
+                        if record.value
+                        else None
+                    )
         for group_id in sorted(set(groups) | set(offsets)):
             group = groups.get(group_id)
             committed = {tp: v for tp, v in offsets.get(group_id, {}).items() if v is not None}

@@ -48,7 +48,6 @@ from sim.network import SimTransport
 from sim.scenario import Fault, Scenario
 from sim.workload import Workload
 from sim.zookeeper import SimZooKeeperClient
-from storage.records.batch import decode_batch, iter_batches
 
 logger = logging.getLogger(__name__)
 
@@ -441,18 +440,11 @@ class _Run:
                     continue
                 partition = rm.partitions[tp]
                 log = partition.log
-                entries: list[tuple[int, str]] = []
-                position = log.log_start_offset
-                while position < log.log_end_offset:
-                    data = log.read(position, 1 << 20).records
-                    if not data:
-                        break
-                    for pos, header in iter_batches(data):
-                        position = header.next_offset
-                        for record in decode_batch(data, pos)[1]:
-                            entries.append(
-                                (record.offset, (record.value or b"").decode(errors="replace"))
-                            )
+                entries = [
+                    (record.offset, (record.value or b"").decode(errors="replace"))
+                    for _, records in log.batches()
+                    for record in records
+                ]
                 self.history.final_logs[(tp.topic, tp.partition, broker_id)] = entries
                 if partition.is_leader:
                     self.history.final_hw[(tp.topic, tp.partition)] = log.high_watermark

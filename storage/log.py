@@ -19,7 +19,7 @@ import random
 import shutil
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -49,8 +49,10 @@ from storage.records.batch import (
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
+    Record,
     compute_crc,
     decode_batch,
+    iter_batches,
     rebuild_batch,
     set_base_offset,
     set_log_append_time,
@@ -637,6 +639,20 @@ class Log:
                 return info
             segment = next_segment
         return empty
+
+    def batches(self, max_bytes: int = 1 << 20) -> Iterator[tuple[BatchHeader, list[Record]]]:
+        """Every batch from the log start offset to the log end, decoded, read ``max_bytes``
+        at a time: for rebuilding state from a whole log (the group coordinator loading
+        ``__consumer_offsets``, a simulation's snapshot of each replica)."""
+        position = self.log_start_offset
+        end = self.log_end_offset
+        while position < end:
+            data = self.read(position, max_bytes).records
+            if not data:
+                return
+            for pos, header in iter_batches(data):
+                position = header.next_offset
+                yield header, decode_batch(data, pos)[1]
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP (-3) or a timestamp ≥ 0.

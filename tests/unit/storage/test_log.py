@@ -532,3 +532,21 @@ def test_roll_when_the_time_index_is_full_before_the_offset_index(tmp_path: Path
     assert first.offset_index.entries == 2
     assert first.time_index.entries == 2
     log.close()
+
+
+def test_batches_walks_every_segment_from_the_log_start_in_small_reads(tmp_path: Path) -> None:
+    """Log.batches: every batch, decoded, across segments, from the log start to the end, even
+    when one read holds a single batch."""
+    log, _ = open_log(tmp_path, **{"segment.bytes": 300})
+    for i in range(12):
+        log.append_as_leader(make_batch([b"v%d" % i, b"w%d" % i]), leader_epoch=0)
+    assert log.num_segments > 1
+    log.update_high_watermark(log.log_end_offset)
+    log.maybe_increment_log_start_offset(4)
+    seen = [
+        (record.offset, record.value)
+        for _, records in log.batches(max_bytes=1)
+        for record in records
+    ]
+    assert [offset for offset, _ in seen] == list(range(4, 24))
+    assert seen[0] == (4, b"v2") and seen[-1] == (23, b"w11")
