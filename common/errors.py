@@ -95,6 +95,7 @@ _ERROR_TABLE: tuple[tuple[int, str, bool], ...] = (
     (59, "UNKNOWN_PRODUCER_ID", False),
     (68, "NON_EMPTY_GROUP", False),
     (69, "GROUP_ID_NOT_FOUND", False),
+    (72, "LISTENER_NOT_FOUND", True),
     (74, "FENCED_LEADER_EPOCH", True),
     (75, "UNKNOWN_LEADER_EPOCH", True),
     (76, "UNSUPPORTED_COMPRESSION_TYPE", False),
@@ -165,6 +166,7 @@ UnknownLeaderEpochError = error_for_name("UNKNOWN_LEADER_EPOCH")
 StaleControllerEpochError = error_for_name("STALE_CONTROLLER_EPOCH")
 NotControllerError = error_for_name("NOT_CONTROLLER")
 LeaderNotAvailableError = error_for_name("LEADER_NOT_AVAILABLE")
+ListenerNotFoundError = error_for_name("LISTENER_NOT_FOUND")
 InvalidRequiredAcksError = error_for_name("INVALID_REQUIRED_ACKS")
 
 

@@ -64,6 +64,9 @@ class ControllerConfig:
     zk_attempts_max: int = 10  # attempts of one ZooKeeper operation on connection loss
     zk_backoff_max_ms: int = 2_000
     cluster_id: str = ""  # used when /cluster/id is absent
+    # inter.broker.listener.name: the listener of each registration the controller sends to
+    # (and tells brokers to replicate over); resolved by BrokerConfig.inter_broker_listener.
+    inter_broker_listener_name: str = "PLAINTEXT"
 
     _BROKER_KEYS = MappingProxyType(
         {

@@ -63,8 +63,17 @@ class _BrokerQueue:
 
 
 def broker_endpoint(info: BrokerInfo) -> pb.BrokerEndpoint:
+    """A broker as brokers see it: its inter-broker address, and every advertised listener
+    (which clients on each listener are told)."""
     return pb.BrokerEndpoint(
-        node_id=info.broker_id, host=info.host, port=info.port, rack=info.rack or ""
+        node_id=info.broker_id,
+        host=info.host,
+        port=info.port,
+        rack=info.rack or "",
+        listeners=[
+            pb.ListenerEndpoint(name=name, host=host, port=port)
+            for name, host, port in info.endpoints
+        ],
     )
 
 

@@ -100,7 +100,9 @@ class ClusterChanges(Leadership, TopicDeletion):
             try:
                 broker_id = int(child)
                 data, stat = await self._zk.get(zk_data.broker_path(broker_id))
-                brokers[broker_id] = zk_data.decode_broker(broker_id, data, stat.czxid)
+                brokers[broker_id] = zk_data.decode_broker(
+                    broker_id, data, stat.czxid, self._config.inter_broker_listener_name
+                )
             except NoNodeError:
                 continue
             except (ValueError, KeyError, IndexError) as e:

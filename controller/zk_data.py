@@ -130,29 +130,40 @@ def decode_controller_epoch(data: bytes) -> int:
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
-    """A broker registration: id, where clients and replicas reach it, rack, and its epoch
-    (the czxid of its ephemeral znode, KIP-380: a restarted broker gets a higher one)."""
+    """A broker registration: id, where the controller and replicas reach it (``host``,
+    ``port``: its inter-broker listener), rack, its epoch (the czxid of its ephemeral znode,
+    KIP-380: a restarted broker gets a higher one), and every advertised listener as
+    ``(name, host, port)`` (empty: the one endpoint ``host:port``, named PLAINTEXT)."""
 
     broker_id: int
     host: str
     port: int
     rack: str | None = None
     epoch: int = -1
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def listeners(self) -> tuple[tuple[str, str, int], ...]:
+        return self.endpoints or (("PLAINTEXT", self.host, self.port),)
+
 
 def encode_broker(info: BrokerInfo, timestamp_ms: int) -> bytes:
+    """Kafka's version-5 registration: every listener under ``endpoints`` with its protocol
+    (always PLAINTEXT here); ``host``/``port`` name the PLAINTEXT-protocol endpoint Kafka
+    keeps for old clients, which is the first listener."""
+    listeners = info.listeners
     obj: dict[str, Any] = {
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-        "endpoints": [f"PLAINTEXT://{info.host}:{info.port}"],
+        "listener_security_protocol_map": {name: "PLAINTEXT" for name, _, _ in listeners},
+        "endpoints": [f"{name}://{host}:{port}" for name, host, port in listeners],
         "jmx_port": -1,
         "features": {},
-        "host": info.host,
+        "host": listeners[0][1],
         "timestamp": str(timestamp_ms),
-        "port": info.port,
+        "port": listeners[0][2],
         "version": 5,
     }
     if info.rack is not None:
@@ -160,14 +171,26 @@ def encode_broker(info: BrokerInfo, timestamp_ms: int) -> bytes:
     return _dumps(obj)
 
 
-def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerInfo:
+def decode_broker(
+    broker_id: int, data: bytes, epoch: int = -1, listener: str = "PLAINTEXT"
+) -> BrokerInfo:
+    """A registration read back; ``host``/``port`` are those of ``listener`` (the reader's
+    ``inter.broker.listener.name``, as Kafka's controller picks each broker's endpoint).
+    A registration without that listener is a ValueError naming what it has."""
     obj = _loads(data, "broker registration")
-    host, port = obj.get("host"), obj.get("port")
-    if not host or port in (None, -1):
-        endpoint = obj["endpoints"][0]  # "PLAINTEXT://host:port"
-        host, _, port_s = endpoint.split("://", 1)[1].rpartition(":")
-        port = int(port_s)
-    return BrokerInfo(broker_id, str(host), int(port), obj.get("rack"), epoch)
+    endpoints: list[tuple[str, str, int]] = []
+    for endpoint in obj.get("endpoints") or []:
+        name, _, address = str(endpoint).partition("://")
+        host, _, port_s = address.rpartition(":")
+        endpoints.append((name, host, int(port_s)))
+    if not endpoints:
+        endpoints.append(("PLAINTEXT", str(obj["host"]), int(obj["port"])))
+    chosen = [e for e in endpoints if e[0] == listener]
+    if not chosen:
+        names = ", ".join(e[0] for e in endpoints)
+        raise ValueError(f"broker {broker_id} has no listener {listener} (it has {names})")
+    _, host, port = chosen[0]
+    return BrokerInfo(broker_id, host, port, obj.get("rack"), epoch, tuple(endpoints))
 
 
 # -- /brokers/topics/<t> ----------------------------------------------------------------------

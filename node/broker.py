@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import logging
 import random
 import uuid
@@ -121,7 +122,9 @@ def controller_factory(rng_for: Callable[[int], random.Random]) -> ControllerFac
             zk,
             transport,
             clock,
-            config=ControllerConfig.from_broker_config(config.config),
+            config=ControllerConfig.from_broker_config(
+                config.config, inter_broker_listener_name=config.inter_broker_listener
+            ),
             rng=rng_for(broker_id),
         )
 
@@ -179,7 +182,8 @@ class Broker:
         self.config_changes = TopicConfigChangeListener(
             self.broker_id, self.zk, config, self._topic_configs, self.log_manager
         )
-        self.server: RpcServer | None = None
+        self.server: RpcServer | None = None  # the inter-broker listener's
+        self.servers: dict[str, RpcServer] = {}  # every listener's, by name
         # Idempotent producers' ids; made in start(), once the ZooKeeper session exists.
         self.producer_ids: ProducerIdManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -228,13 +232,20 @@ class Broker:
         await self._ensure_persistent_paths()
         await self.config_changes.start()
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
-        host, port = self.config.listen_address
-        self.server = self.transport.server(
-            f"{host}:{port}",
-            self.metrics.instrument(self._unary_handlers()),
-            self.metrics.instrument_streams(self._stream_handlers()),
-        )
-        await self.server.start()
+        # One server per listener (Kafka's listeners): the same handlers, except that the
+        # answers naming brokers name them by the listener the request came in on.
+        inter_broker = self.config.inter_broker_listener
+        for name, (host, port) in self.config.listeners.items():
+            server = self.transport.server(
+                f"{host}:{port}",
+                self.metrics.instrument(self._unary_handlers(name)),
+                self.metrics.instrument_streams(self._stream_handlers()),
+            )
+            await server.start()
+            self.servers[name] = server
+            if name == inter_broker:
+                self.server = server
+        host, _ = self.config.listen_address
         if self.config["metrics.port"] >= 0:
             self.metrics.serve(host, self.config["metrics.port"])
         await self._register()
@@ -296,11 +307,17 @@ class Broker:
 
     async def _register(self) -> None:
         """Create /brokers/ids/<id>, waiting out a previous session's registration."""
-        host, port = self.config.advertised_address
-        if self.server is not None:
-            served_port = int(self.server.address.rpartition(":")[2])
-            port = served_port if port == 0 else port
-        info = zk_data.BrokerInfo(self.broker_id, host, port, self.config["broker.rack"])
+        endpoints: list[tuple[str, str, int]] = []
+        for name, (host, advertised_port) in self.config.advertised_listeners.items():
+            server = self.servers.get(name)
+            port = advertised_port
+            if port == 0 and server is not None:  # an ephemeral port: the one it got
+                port = int(server.address.rpartition(":")[2])
+            endpoints.append((name, host, port))
+        _, host, port = next(e for e in endpoints if e[0] == self.config.inter_broker_listener)
+        info = zk_data.BrokerInfo(
+            self.broker_id, host, port, self.config["broker.rack"], endpoints=tuple(endpoints)
+        )
         path = zk_data.broker_path(self.broker_id)
         data = zk_data.encode_broker(info, self.clock.time_ms())
         deadline = self.clock.monotonic_ms() + self.config["zookeeper.session.timeout.ms"] * 2
@@ -376,8 +393,9 @@ class Broker:
         await self.groups.stop()
         await self.fetchers.shutdown()
         await self.config_changes.stop()
-        if self.server is not None:
-            await self.server.stop(0.0)
+        for server in self.servers.values():
+            await server.stop(0.0)
+        self.servers = {}
         if self.controller is not None:
             await self.controller.stop(clean=clean)
         await self.replica_manager.close()
@@ -475,9 +493,9 @@ class Broker:
 
     # -- request handlers -------------------------------------------------------------------
 
-    def _unary_handlers(self) -> dict[str, Callable[[Any], Awaitable[Any]]]:
+    def _unary_handlers(self, listener: str) -> dict[str, Callable[[Any], Awaitable[Any]]]:
         return {
-            proto.METHOD_METADATA: self._handle_metadata,
+            proto.METHOD_METADATA: functools.partial(self._handle_metadata, listener=listener),
             proto.METHOD_PRODUCE: self._handle_produce,
             proto.METHOD_FETCH: self.replica_manager.fetch,
             proto.METHOD_LIST_OFFSETS: self._sync(self.replica_manager.list_offsets),
@@ -497,7 +515,9 @@ class Broker:
             proto.METHOD_INCREMENTAL_ALTER_CONFIGS: self._admin(
                 pb.IncrementalAlterConfigsResponse, "handle_incremental_alter_configs"
             ),
-            proto.METHOD_DESCRIBE_CLUSTER: self._handle_describe_cluster,
+            proto.METHOD_DESCRIBE_CLUSTER: functools.partial(
+                self._handle_describe_cluster, listener=listener
+            ),
             proto.METHOD_INIT_PRODUCER_ID: self._handle_init_producer_id,
             proto.METHOD_DESCRIBE_REPLICAS: self._sync(self.replica_manager.describe_replicas),
             proto.METHOD_DESCRIBE_CONFIGS: self._handle_describe_configs,
@@ -508,7 +528,9 @@ class Broker:
             proto.METHOD_UPDATE_METADATA: self._handle_update_metadata,
             proto.METHOD_STOP_REPLICA: self._handle_stop_replica,
             proto.METHOD_CONTROLLED_SHUTDOWN: self._handle_controlled_shutdown,
-            proto.METHOD_FIND_COORDINATOR: self._handle_find_coordinator,
+            proto.METHOD_FIND_COORDINATOR: functools.partial(
+                self._handle_find_coordinator, listener=listener
+            ),
             proto.METHOD_JOIN_GROUP: self.groups.join_group,
             proto.METHOD_SYNC_GROUP: self.groups.sync_group,
             proto.METHOD_HEARTBEAT: self.groups.heartbeat,
@@ -541,8 +563,10 @@ class Broker:
 
         return handler
 
-    async def _handle_metadata(self, request: pb.MetadataRequest) -> pb.MetadataResponse:
-        response = self.metadata.metadata(request)
+    async def _handle_metadata(
+        self, request: pb.MetadataRequest, *, listener: str
+    ) -> pb.MetadataResponse:
+        response = self.metadata.metadata(request, listener)
         if not (request.allow_auto_topic_creation and self.topic_creator.auto_create_enabled):
             return response
         unknown = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
@@ -559,7 +583,7 @@ class Broker:
         return response
 
     async def _handle_find_coordinator(
-        self, request: pb.FindCoordinatorRequest
+        self, request: pb.FindCoordinatorRequest, *, listener: str
     ) -> pb.FindCoordinatorResponse:
         if request.key_type != 0:
             return pb.FindCoordinatorResponse(
@@ -585,7 +609,7 @@ class Broker:
                 node_id=-1,
             )
         state = self.metadata.partitions.get(TopicPartition(OFFSETS_TOPIC, partition))
-        endpoint = self.metadata.brokers.get(state.leader) if state is not None else None
+        endpoint = self.metadata.endpoint_for(state.leader, listener) if state is not None else None
         if endpoint is None:
             return pb.FindCoordinatorResponse(
                 error_code=not_available,
@@ -606,13 +630,15 @@ class Broker:
         return await handle_init_producer_id(self.producer_ids, request)
 
     async def _handle_describe_cluster(
-        self, _request: pb.DescribeClusterRequest
+        self, _request: pb.DescribeClusterRequest, *, listener: str
     ) -> pb.DescribeClusterResponse:
         response = pb.DescribeClusterResponse(
             cluster_id=self.metadata.cluster_id, controller_id=self.metadata.controller_id
         )
         for broker_id in sorted(self.metadata.brokers):
-            response.brokers.append(self.metadata.brokers[broker_id])
+            endpoint = self.metadata.endpoint_for(broker_id, listener)
+            if endpoint is not None:
+                response.brokers.append(endpoint)
         return response
 
     async def _handle_describe_configs(

@@ -30,6 +30,18 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("broker.rack", S, None, "Rack of this broker (reported in metadata)."),
     ConfigKey("listeners", LST, ["PLAINTEXT://127.0.0.1:9092"], "Where to listen."),
     ConfigKey("advertised.listeners", LST, None, "Where others reach us (default: listeners)."),
+    ConfigKey(
+        "listener.security.protocol.map",
+        LST,
+        None,
+        "Listener name → security protocol (default: each listener named after one).",
+    ),
+    ConfigKey(
+        "inter.broker.listener.name",
+        S,
+        None,
+        "The listener brokers and the controller use among themselves (default: PLAINTEXT).",
+    ),
     ConfigKey("zookeeper.connect", S, None, "ZooKeeper connect string host:port[,…][/chroot]."),
     ConfigKey("zookeeper.session.timeout.ms", I, 18_000, "ZooKeeper session timeout.", low=1),
     ConfigKey("zookeeper.connection.timeout.ms", I, None, "Connect timeout (default: session)."),
@@ -106,8 +118,41 @@ def _check_broker_rules(config: Config) -> None:
         raise InvalidConfigError("broker.id must be set when broker.id.generation.enable is false")
     if config["zookeeper.connect"] in (None, ""):
         raise InvalidConfigError("Missing required configuration zookeeper.connect")
-    for listener in config["listeners"]:
-        parse_listener(listener)
+    listeners = parse_listeners(config["listeners"], "listeners")
+    advertised = (
+        parse_listeners(config["advertised.listeners"], "advertised.listeners")
+        if config["advertised.listeners"]
+        else listeners
+    )
+    protocols = security_protocol_map(config["listener.security.protocol.map"])
+    for name in listeners:
+        protocol = protocols.get(name)
+        if protocol is None:
+            raise InvalidConfigError(
+                f"No security protocol defined for listener {name} "
+                "in listener.security.protocol.map"
+            )
+        if protocol != "PLAINTEXT":
+            raise InvalidConfigError(
+                f"Listener {name} uses security protocol {protocol}: only PLAINTEXT is supported"
+            )
+    for name, (host, _port) in advertised.items():
+        if name not in listeners:
+            raise InvalidConfigError(
+                f"advertised.listeners listener names must be equal to or a subset of the ones "
+                f"defined in listeners: {name} is not in listeners"
+            )
+        if host == "0.0.0.0":
+            raise InvalidConfigError(
+                "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
+                "Use a routable IP address."
+            )
+    inter_broker = config["inter.broker.listener.name"] or DEFAULT_LISTENER
+    if inter_broker not in advertised:
+        raise InvalidConfigError(
+            f"inter.broker.listener.name must be a listener name defined in "
+            f"advertised.listeners: {inter_broker} is not ({', '.join(advertised)})"
+        )
 
 
 BROKER_CONFIG_DEF = ConfigDef(
@@ -117,15 +162,52 @@ BROKER_CONFIG_DEF = ConfigDef(
 )
 
 
-def parse_listener(listener: str) -> tuple[str, str, int]:
+DEFAULT_LISTENER = "PLAINTEXT"
+# Kafka's default listener.security.protocol.map: each protocol is also a listener name.
+_DEFAULT_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def parse_listeners(values: list[str], key: str) -> dict[str, tuple[str, int]]:
+    """``NAME://host:port`` entries → {name: (host, port)}, in order; INVALID_CONFIG naming
+    the value on a malformed entry or a name or port used twice (as Kafka refuses them)."""
+    out: dict[str, tuple[str, int]] = {}
+    ports: set[int] = set()
+    for value in values:
+        name, host, port = parse_listener(value, key)
+        if name in out:
+            raise InvalidConfigError(f"Each listener must have a different name, {key}: {value}")
+        if key == "listeners" and port != 0 and port in ports:
+            raise InvalidConfigError(f"Each listener must have a different port, {key}: {value}")
+        ports.add(port)
+        out[name] = (host, port)
+    return out
+
+
+def security_protocol_map(values: list[str] | None) -> dict[str, str]:
+    """``NAME:PROTOCOL`` entries → {name: protocol}; None gives Kafka's default map."""
+    if not values:
+        return {p: p for p in _DEFAULT_PROTOCOLS}
+    out: dict[str, str] = {}
+    for value in values:
+        name, sep, protocol = value.partition(":")
+        if not sep or not name or not protocol:
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration listener.security.protocol.map: "
+                "expected NAME:PROTOCOL"
+            )
+        out[name.strip().upper()] = protocol.strip().upper()
+    return out
+
+
+def parse_listener(listener: str, key: str = "listeners") -> tuple[str, str, int]:
     """``PLAINTEXT://host:port`` → (name, host, port); INVALID_CONFIG naming the value."""
     name, sep, rest = listener.partition("://")
     host, colon, port = rest.rpartition(":")
     if not sep or not colon or not port.isdigit():
         raise InvalidConfigError(
-            f"Invalid value {listener} for configuration listeners: expected NAME://host:port"
+            f"Invalid value {listener} for configuration {key}: expected NAME://host:port"
         )
-    return name, host or "0.0.0.0", int(port)
+    return name.upper(), host or "0.0.0.0", int(port)
 
 
 @dataclass(frozen=True)
@@ -151,15 +233,31 @@ class BrokerConfig:
         return value
 
     @property
+    def listeners(self) -> dict[str, tuple[str, int]]:
+        """Where this broker listens: {listener name: (host, port)}, in the config's order."""
+        return parse_listeners(self.config["listeners"], "listeners")
+
+    @property
+    def advertised_listeners(self) -> dict[str, tuple[str, int]]:
+        """Where others reach each listener (``advertised.listeners``, else ``listeners``)."""
+        advertised = self.config["advertised.listeners"]
+        return parse_listeners(advertised, "advertised.listeners") if advertised else self.listeners
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener replicas and the controller use (``inter.broker.listener.name``)."""
+        name: str = self.config["inter.broker.listener.name"] or DEFAULT_LISTENER
+        return name.upper()
+
+    @property
     def listen_address(self) -> tuple[str, int]:
-        _, host, port = parse_listener(self.config["listeners"][0])
-        return host, port
+        """The inter-broker listener's bind address."""
+        return self.listeners[self.inter_broker_listener]
 
     @property
     def advertised_address(self) -> tuple[str, int]:
-        listeners = self.config["advertised.listeners"] or self.config["listeners"]
-        _, host, port = parse_listener(listeners[0])
-        return host, port
+        """Where other brokers reach this one (the inter-broker listener, advertised)."""
+        return self.advertised_listeners[self.inter_broker_listener]
 
     @property
     def log_dirs(self) -> list[Path]:

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.errors import LeaderNotAvailableError, UnknownTopicOrPartitionError
+from common.errors import (
+    LeaderNotAvailableError,
+    ListenerNotFoundError,
+    UnknownTopicOrPartitionError,
+)
 from common.types import TopicPartition
 from proto import kafkasim_pb2 as pb
 
@@ -72,10 +76,36 @@ class MetadataCache:
     def partition_count(self, topic: str) -> int:
         return sum(1 for tp in self.partitions if tp.topic == topic)
 
-    def metadata(self, request: pb.MetadataRequest) -> pb.MetadataResponse:
+    def endpoint_for(self, broker_id: int, listener: str | None) -> pb.BrokerEndpoint | None:
+        """Broker ``broker_id`` as a client on ``listener`` reaches it (None: that broker is
+        not live, or has no such listener). ``listener`` None: its inter-broker endpoint."""
+        endpoint = self.brokers.get(broker_id)
+        if endpoint is None:
+            return None
+        if listener is None or not endpoint.listeners:
+            return pb.BrokerEndpoint(
+                node_id=endpoint.node_id, host=endpoint.host, port=endpoint.port, rack=endpoint.rack
+            )
+        for named in endpoint.listeners:
+            if named.name == listener:
+                return pb.BrokerEndpoint(
+                    node_id=endpoint.node_id, host=named.host, port=named.port, rack=endpoint.rack
+                )
+        return None
+
+    def metadata(
+        self, request: pb.MetadataRequest, listener: str | None = None
+    ) -> pb.MetadataResponse:
+        """Kafka's Metadata answer for a request that came in on ``listener``: brokers are
+        listed with that listener's address; a partition whose leader lacks the listener
+        answers LISTENER_NOT_FOUND (Kafka's behaviour with mismatched listeners)."""
         response = pb.MetadataResponse(cluster_id=self.cluster_id, controller_id=self.controller_id)
+        reachable: set[int] = set()
         for broker_id in sorted(self.brokers):
-            response.brokers.append(self.brokers[broker_id])
+            endpoint = self.endpoint_for(broker_id, listener)
+            if endpoint is not None:
+                response.brokers.append(endpoint)
+                reachable.add(broker_id)
         wanted = self.topics() if request.all_topics or not request.topics else list(request.topics)
         by_topic: dict[str, list[tuple[int, CachedPartition]]] = {}
         for tp, state in self.partitions.items():
@@ -92,6 +122,8 @@ class MetadataCache:
                 code = 0
                 if state.leader < 0 or state.leader not in self.brokers:
                     code = LeaderNotAvailableError.code
+                elif state.leader not in reachable:
+                    code = ListenerNotFoundError.code
                 entry.partitions.add(
                     error_code=code,
                     partition=partition,

@@ -46,16 +46,25 @@ Global___TopicPartitionId: _TypeAlias = TopicPartitionId  # noqa: Y015
 
 @_typing.final
 class BrokerEndpoint(_message.Message):
+    """A broker as the controller tells brokers of it (UpdateMetadata, LeaderAndIsr): host and
+    port of its inter-broker listener, and every advertised listener. In answers to clients
+    (Metadata, DescribeCluster) host and port are those of the listener the request came in
+    on, and listeners is empty.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NODE_ID_FIELD_NUMBER: _builtins.int
     HOST_FIELD_NUMBER: _builtins.int
     PORT_FIELD_NUMBER: _builtins.int
     RACK_FIELD_NUMBER: _builtins.int
+    LISTENERS_FIELD_NUMBER: _builtins.int
     node_id: _builtins.int
     host: _builtins.str
     port: _builtins.int
     rack: _builtins.str
+    @_builtins.property
+    def listeners(self) -> _containers.RepeatedCompositeFieldContainer[Global___ListenerEndpoint]: ...
     def __init__(
         self,
         *,
@@ -63,14 +72,40 @@ class BrokerEndpoint(_message.Message):
         host: _builtins.str = ...,
         port: _builtins.int = ...,
         rack: _builtins.str = ...,
+        listeners: _abc.Iterable[Global___ListenerEndpoint] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "node_id", b"node_id", "port", b"port", "rack", b"rack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "listeners", b"listeners", "node_id", b"node_id", "port", b"port", "rack", b"rack"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BrokerEndpoint: _TypeAlias = BrokerEndpoint  # noqa: Y015
+
+@_typing.final
+class ListenerEndpoint(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    HOST_FIELD_NUMBER: _builtins.int
+    PORT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    host: _builtins.str
+    port: _builtins.int
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        host: _builtins.str = ...,
+        port: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "name", b"name", "port", b"port"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListenerEndpoint: _TypeAlias = ListenerEndpoint  # noqa: Y015
 
 @_typing.final
 class MetadataRequest(_message.Message):

@@ -79,7 +79,11 @@ class SimCluster:
             # As Kafka's single-node setups do: __consumer_offsets fits the cluster.
             "offsets.topic.replication.factor": min(3, len(self.broker_ids)),
         }
-        props.update(self.broker_props)
+        # A string value may name the broker as "{broker_id}" (per-broker listeners).
+        for key, value in self.broker_props.items():
+            props[key] = (
+                value.replace("{broker_id}", str(broker_id)) if isinstance(value, str) else value
+            )
         return BrokerConfig.from_props(props)
 
     def _coordination_factory(self, broker_id: int) -> Coordination:
