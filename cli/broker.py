@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import random
 import signal
 from pathlib import Path
@@ -52,6 +53,14 @@ def load_config(path: Path, overrides: list[str]) -> BrokerConfig:
     return BrokerConfig.from_props(props)
 
 
+def _halt(reason: str) -> None:
+    """Kafka's Exit.halt(1) after a fatal storage failure: no shutdown hooks, no controlled
+    shutdown (the broker already logged why)."""
+    del reason
+    logging.shutdown()
+    os._exit(1)
+
+
 async def serve(config: BrokerConfig) -> None:
     session_timeout_ms = config["zookeeper.session.timeout.ms"]
     connect_timeout_ms = config["zookeeper.connection.timeout.ms"] or session_timeout_ms
@@ -63,6 +72,7 @@ async def serve(config: BrokerConfig) -> None:
         ),
         clock=SystemClock(),
         controller_factory=controller_factory(lambda _broker_id: random.Random()),
+        halt=_halt,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -26,6 +26,7 @@ import logging
 import random
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import proto
@@ -141,8 +142,13 @@ class Broker:
         clock: Clock,
         controller_factory: ControllerFactory | None = None,
         rng: random.Random | None = None,
+        halt: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
+        # What a fatal storage failure does (Kafka's Exit.halt(1)): the broker process exits at
+        # once (cli.broker), or the simulation crashes this broker. None: it crashes itself.
+        self._halt = halt
+        self._halting: asyncio.Task[None] | None = None
         # Randomness (the cluster id) comes from here: seeded in the simulation.
         self._rng = rng or random.Random()
         self.broker_id = config.broker_id
@@ -164,6 +170,7 @@ class Broker:
             broker_id=self.broker_id,
             topic_config=self.topic_config,
         )
+        self.log_manager.on_dir_failure = self._on_log_dir_failure
         self.replica_manager = ReplicaManager(
             self.broker_id,
             config,
@@ -372,6 +379,21 @@ class Broker:
         if self.config["controlled.shutdown.enable"]:
             await self._controlled_shutdown()
         await self._stop(clean=True)
+
+    def _on_log_dir_failure(self, log_dir: Path, reason: str) -> None:
+        """A log dir went offline (an I/O error: a full or failed disk). Kafka halts the broker
+        when no log dir is left; kafkasim halts it on any failed dir, since it does not move
+        a failed dir's replicas elsewhere while the broker runs (Kafka's JBOD handling). The
+        controller then sees the broker gone and elects new leaders from the ISR; once the disk
+        is mended the broker restarts and recovers its logs."""
+        message = f"Halting broker {self.broker_id} because log dir {log_dir} has failed ({reason})"
+        logger.critical(message)
+        if self._halt is not None:
+            self._halt(message)
+        elif self._running and self._halting is None:
+            self._halting = asyncio.get_running_loop().create_task(
+                self.crash(), name=f"broker-{self.broker_id}-halt"
+            )
 
     async def crash(self, *, drop_unflushed: bool = False) -> None:
         """Stop at once: no controlled shutdown, no flush, no checkpoints (like kill -9).

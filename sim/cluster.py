@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,10 @@ class SimCluster:
         self.brokers: dict[int, Broker] = {}
         self._zk_clients: dict[int, list[SimZooKeeperClient]] = {}
         self._clients: list[SimTransport] = []
+        # Who hears that a broker halted itself (sim.runner tracks its crashed brokers);
+        # None: the cluster crashes it.
+        self.on_halt: Callable[[int], None] | None = None
+        self._halts: set[asyncio.Task[None]] = set()
 
     # -- brokers ----------------------------------------------------------------------------
 
@@ -112,10 +116,24 @@ class SimCluster:
                 lambda b: random.Random(f"controller/{self.seed}/{b}")
             ),
             rng=random.Random(f"broker/{self.seed}/{broker_id}"),
+            halt=lambda _reason: self._halt(broker_id),
         )
         self.brokers[broker_id] = broker
         await broker.start()
         return broker
+
+    def _halt(self, broker_id: int) -> None:
+        """A broker halts itself (a failed log dir): the process is gone, as after kill -9
+        (the page cache survives a process exit: nothing unflushed is lost)."""
+        if self.on_halt is not None:
+            self.on_halt(broker_id)
+        elif broker_id in self.brokers:
+            task = self.loop.create_task(self.crash(broker_id), name=f"halt-{broker_id}")
+            self._halts.add(task)
+            task.add_done_callback(self._halts.discard)
+
+    def log_dirs(self, broker_id: int) -> list[Path]:
+        return self._config(broker_id).log_dirs
 
     async def crash(self, broker_id: int) -> None:
         """kill -9: the process is gone; its ZooKeeper session expires on its own later."""

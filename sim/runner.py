@@ -27,7 +27,10 @@ How faults map onto the simulation (``FAULTS``):
 * ``clock_jump``: the wall clock (``time_ms``) of the whole simulation jumps; durations
   (``monotonic_ms``) do not.
 * ``rolling_restart``: a controlled shutdown and restart of each broker in turn.
-* ``disk_full``: not simulated (``UnsupportedFaultError`` says so before the run starts).
+* ``disk_full``: every append under the broker's log dirs fails with ENOSPC
+  (``storage.disk_faults``); the append answers KAFKA_STORAGE_ERROR, the dir goes offline and
+  the broker halts (as Kafka does when its log dirs have failed); the controller moves
+  leadership. When the duration ends the disk has room again and the broker is restarted.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from sim.network import SimTransport
 from sim.scenario import Fault, Scenario
 from sim.workload import Workload
 from sim.zookeeper import SimZooKeeperClient
+from storage import disk_faults
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +68,7 @@ SUPPORTED = frozenset(
         "clock_jump",
         "rolling_restart",
         "controlled_shutdown",
+        "disk_full",
     }
 )
 
@@ -135,6 +140,8 @@ class _Run:
         # long-poll would copy every append at the same virtual instant, and the windows in
         # which replicas differ (where replication bugs live) would never open.
         cluster.network.set_latency(*BASE_LATENCY_MS)
+        # A broker that halts itself (a full disk) is down like a crashed one.
+        cluster.on_halt = self._on_halt
         await cluster.start()
         try:
             await cluster.wait_for(lambda: cluster.controller_id() > 0, what="a controller")
@@ -170,6 +177,7 @@ class _Run:
             await workload.stop()
             self._snapshot_logs()
         finally:
+            disk_faults.free(d for b in cluster.broker_ids for d in cluster.log_dirs(b))
             await cluster.stop()
         return self.history
 
@@ -310,6 +318,27 @@ class _Run:
             if broker_id in self.cluster.brokers:
                 await self.cluster.stop_broker(broker_id)
                 self.crashed.add(broker_id)
+
+    def _on_halt(self, broker_id: int) -> None:
+        self._event(f"broker {broker_id} halted (log dir failed)")
+        task = asyncio.get_running_loop().create_task(
+            self._crash_one(broker_id, lose_unflushed=False)
+        )
+        self._healing.add(task)
+
+    async def _disk_full(self, fault: Fault, targets: list[int]) -> Callable[[], Awaitable[None]]:
+        """The targets' disks fill: their next append fails and they halt. Undo: room again,
+        and the halted brokers restarted (by their operator)."""
+        del fault
+        dirs = [d for broker_id in targets for d in self.cluster.log_dirs(broker_id)]
+        disk_faults.fill(dirs)
+
+        async def undo() -> None:
+            disk_faults.free(dirs)
+            for broker_id in targets:
+                await self._start(broker_id)
+
+        return undo
 
     def _restarter(self, targets: list[int]) -> Callable[[], Awaitable[None]]:
         async def restart() -> None:

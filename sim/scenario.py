@@ -492,7 +492,9 @@ _ACTION_LIST: Final = (
     ),
     ActionSpec(
         "disk_full",
-        "Every write to the broker's log directories fails (no space) for duration_s.",
+        "Every append under the broker's log directories fails (no space) for duration_s: "
+        "the broker answers KAFKA_STORAGE_ERROR and halts; when the disk has room again it "
+        "is restarted.",
         _ANY,
         Duration.REQUIRED,
     ),

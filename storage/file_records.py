@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from storage import disk_faults
 from storage.records.batch import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -92,6 +93,7 @@ class FileRecords:
         (rewritten offsets) goes out beside the untouched body without copying it.
         """
         position = self._size
+        disk_faults.check_space(self.path)
         written = os.pwritev(self.fd, chunks, position)
         while written < total_bytes:  # short writes are legal; finish the job
             joined = b"".join(bytes(c) for c in chunks)

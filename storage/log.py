@@ -129,6 +129,9 @@ class Log:
         self.last_flush_ms = clock.time_ms()
         self._pending_deletions: list[tuple[int, LogSegment]] = []
         self._closed = False
+        # Told of an I/O error on an append (Kafka's LogDirFailureChannel): the log manager
+        # takes the log dir offline. The append itself fails with KAFKA_STORAGE_ERROR.
+        self.on_io_error: Callable[[OSError], None] | None = None
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -451,7 +454,17 @@ class Log:
             )
         ):
             segment = self.roll(first_offset)
-        segment.append(chunks, batches, total)
+        try:
+            segment.append(chunks, batches, total)
+        except OSError as e:
+            # Nothing was counted as appended (sizes move only after a write succeeds); the
+            # dir is as suspect as Kafka deems it: the handler takes it offline.
+            if self.on_io_error is not None:
+                self.on_io_error(e)
+            raise KafkaStorageError(
+                f"Error while appending records to {self.topic_partition} in dir "
+                f"{self.dir.parent}: {e}"
+            ) from e
         cache = self.epoch_cache
         for epoch, start in epochs:
             latest = cache.latest_epoch

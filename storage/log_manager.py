@@ -14,6 +14,7 @@ recovery from the recovery-point checkpoint on the next start.
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import uuid
@@ -98,6 +99,10 @@ class LogManager:
         self._topic_config = topic_config
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        # Log dirs taken offline by an I/O error (Kafka's LogDirFailureChannel), and who is
+        # told: the broker, which halts (see Broker._on_log_dir_failure).
+        self.offline_dirs: set[Path] = set()
+        self.on_dir_failure: Callable[[Path, str], None] | None = None
         self._cleaner = LogCleaner(self.settings.dedupe_buffer_size)
         self._cleaner_checkpoints: dict[TopicPartition, int] = {}
         now = clock.time_ms()
@@ -177,8 +182,7 @@ class LogManager:
                 had_clean_shutdown=clean,
             )
             log.update_high_watermark(hws.get(tp, log.log_start_offset))
-            self._logs[tp] = log
-            self._dir_of[tp] = d
+            self._adopt(tp, log, d)
         # From now on, a crash must be seen as one.
         remove_clean_shutdown_marker(d)
 
@@ -221,13 +225,29 @@ class LogManager:
         if existing is not None:
             return existing
         d = self.next_log_dir()
+        if d in self.offline_dirs:
+            raise KafkaStorageError(f"Can not create log for {tp}: log dir {d} is offline")
         log = Log.open(
             d / tp.dir_name(), config or self.config_for(tp.topic), self._clock, topic_partition=tp
         )
-        self._logs[tp] = log
-        self._dir_of[tp] = d
+        self._adopt(tp, log, d)
         logger.info("created log for %s in %s", tp, d)
         return log
+
+    def _adopt(self, tp: TopicPartition, log: Log, d: Path) -> None:
+        self._logs[tp] = log
+        self._dir_of[tp] = d
+        log.on_io_error = functools.partial(self._dir_failed, d)
+
+    def _dir_failed(self, d: Path, error: OSError) -> None:
+        """An I/O error in ``d``: the dir is offline from now on (reported once)."""
+        if d in self.offline_dirs:
+            return
+        self.offline_dirs.add(d)
+        reason = f"Error while writing to log dir {d}: {error}"
+        logger.error("%s; the dir is offline", reason)
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(d, reason)
 
     def delete_log(self, tp: TopicPartition) -> bool:
         """Rename the partition dir to ``<tp>.<uuid>-delete``, then remove it."""
