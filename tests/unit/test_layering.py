@@ -14,7 +14,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["common", "storage", "node", "controller", "client", "sim", "cluster", "cli", "proto"]
+PACKAGES = [
+    "common",
+    "storage",
+    "node",
+    "controller",
+    "client",
+    "sim",
+    "cluster",
+    "cli",
+    "proto",
+    "spark",
+]
 
 ALLOWED = {
     "grpc": {"node/rpc_grpc.py"},

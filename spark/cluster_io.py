@@ -1,0 +1,350 @@
+"""Talking to the cluster from Spark's synchronous callbacks.
+
+Spark calls the data source from plain Python functions, on the driver (planning, offsets)
+and in executors' Python workers (``read``/``write``). kafkasim's clients are asyncio, so each
+of those calls opens a :class:`ClusterConnection`: its own event loop (``asyncio.Runner``),
+a gRPC transport made as the CLI makes one (``node.rpc_grpc.GrpcTransport``, the wall
+``SystemClock``), and a :class:`~client.minimal.MinimalClient` for metadata, ListOffsets and
+fetches. Nothing here is pickled: connections are opened where they are used and closed there.
+
+Reading one offset range (:func:`read_range`) fetches from the partition's leader, straight
+as a consumer (``replica_id=-1``, so never at or above the high watermark), one fetch of up to
+``FETCH_MAX_BYTES`` at a time, decoding whole batches and keeping the records inside the range.
+Failures and what they do:
+
+==============================  ===============================================================
+broker down, NOT_LEADER, ...    forget the leader, refresh metadata, fetch again (tenacity,
+                                up to ``delivery.timeout.ms`` of the client) — failover
+OFFSET_OUT_OF_RANGE below the   records were deleted (retention, delete_records): DataLossError
+log start offset                with failOnDataLoss, else a warning and a skip to the log start
+range end above the HW          the leader's HW is behind (just after a failover): wait and
+                                fetch again; past the deadline it is data loss, as above
+==============================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final, TypeVar
+
+import proto
+from client.minimal import INVALID_METADATA_CODES, MinimalClient
+from common.clock import SystemClock
+from common.errors import KafkaError, KafkasimError, OffsetOutOfRangeError, error_for_code
+from common.rpc import RpcError
+from common.types import TopicPartition
+from node.rpc_grpc import GrpcTransport
+from proto import kafkasim_pb2 as pb
+from spark.options import (
+    EARLIEST,
+    LATEST,
+    Assign,
+    OffsetSpec,
+    ReadSettings,
+    Subscribe,
+    Subscription,
+    TimestampSpec,
+)
+from spark.planning import OffsetRange
+from storage.records.batch import decode_batch, iter_batches
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+FETCH_MAX_BYTES: Final = 4 * 1024 * 1024
+# How long a read waits for a lagging leader's HW (after a failover) or for a leader at all.
+READ_TIMEOUT_MS: Final = 60_000
+_OFFSET_OUT_OF_RANGE: Final = OffsetOutOfRangeError.code
+
+
+class DataLossError(KafkasimError):
+    """Records a query should read are gone (deleted, or the partition vanished) and
+    ``failOnDataLoss`` is true."""
+
+
+class UnknownPartitionsError(KafkasimError):
+    """``assign`` names partitions the cluster does not have."""
+
+
+class _NotYetReadableError(KafkasimError):
+    """The leader's HW is still below the range being read (retried until the deadline)."""
+
+
+def data_loss(message: str, fail_on_data_loss: bool) -> None:
+    """Raise DataLossError or log a warning, per ``failOnDataLoss``."""
+    hint = (
+        "Some records were deleted (retention or delete_records) or a partition vanished "
+        "before the query read them. Set the source option 'failOnDataLoss' to 'false' to "
+        "skip such records with a warning instead of failing."
+    )
+    if fail_on_data_loss:
+        raise DataLossError(f"{message}. {hint}")
+    logger.warning("%s; skipped (failOnDataLoss=false)", message)
+
+
+class ClusterConnection:
+    """A synchronous handle on the cluster for one Spark callback (see the module doc).
+
+    Use as ``with ClusterConnection(servers) as c: c.run(coro_using(c.client))``. Not
+    thread-safe; never pickled.
+    """
+
+    def __init__(self, bootstrap_servers: Sequence[str]) -> None:
+        self._runner = asyncio.Runner()
+        self.transport = GrpcTransport()
+        self.client = MinimalClient(
+            self.transport,
+            list(bootstrap_servers),
+            SystemClock(),
+            delivery_timeout_ms=READ_TIMEOUT_MS,
+        )
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._runner.run(coro)
+
+    def close(self) -> None:
+        try:
+            self._runner.run(self.transport.close())
+        finally:
+            self._runner.close()
+
+    def __enter__(self) -> ClusterConnection:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+# -- partitions and offsets ----------------------------------------------------------------
+
+
+async def topic_partitions(
+    client: MinimalClient, subscription: Subscription
+) -> list[TopicPartition]:
+    """The partitions a subscription names now. Topics that do not exist (yet) have none;
+    assigned partitions that do not exist are an error naming them."""
+    if isinstance(subscription, Subscribe):
+        response = await client.refresh_metadata(list(subscription.topics))
+        wanted = set(subscription.topics)
+        return sorted(
+            TopicPartition(t.name, p.partition)
+            for t in response.topics
+            if t.name in wanted and not t.error_code
+            for p in t.partitions
+        )
+    if isinstance(subscription, Assign):
+        topics = sorted({tp.topic for tp in subscription.partitions})
+        response = await client.refresh_metadata(topics)
+        known = {TopicPartition(t.name, p.partition) for t in response.topics for p in t.partitions}
+        missing = sorted(set(subscription.partitions) - known)
+        if missing:
+            raise UnknownPartitionsError(
+                "option 'assign' names partitions that do not exist: "
+                + ", ".join(str(tp) for tp in missing)
+            )
+        return sorted(subscription.partitions)
+    pattern = re.compile(subscription.pattern)
+    response = await client.refresh_metadata()
+    return sorted(
+        TopicPartition(t.name, p.partition)
+        for t in response.topics
+        if not t.is_internal and pattern.fullmatch(t.name)
+        for p in t.partitions
+    )
+
+
+async def list_offsets(
+    client: MinimalClient, timestamps: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """Offsets for EARLIEST (-2: the log start offset), LATEST (-1: the HW) or a timestamp
+    (-1 when no record is that recent), from each partition's leader."""
+    if not timestamps:
+        return {}
+    found = await client.list_offsets(timestamps)
+    return {tp: offset for tp, (offset, _) in found.items()}
+
+
+async def resolve_offsets(
+    client: MinimalClient, partitions: Iterable[TopicPartition], spec: OffsetSpec
+) -> dict[TopicPartition, int]:
+    """Absolute offsets per partition for an OffsetSpec (EARLIEST/LATEST looked up)."""
+    wanted = {tp: spec.offsets.get(tp, spec.default) for tp in partitions}
+    lookups = {tp: o for tp, o in wanted.items() if o in (EARLIEST, LATEST)}
+    resolved = await list_offsets(client, lookups)
+    return {tp: resolved.get(tp, o) for tp, o in wanted.items()}
+
+
+async def resolve_timestamps(
+    client: MinimalClient, partitions: Iterable[TopicPartition], spec: TimestampSpec
+) -> dict[TopicPartition, int]:
+    """Per partition, the first offset at or after its start timestamp. A partition with
+    no such record starts at its HW with strategy ``latest``; else it is an error. With
+    ``startingOffsetsByTimestamp``, partitions it does not name start at the latest offset,
+    as in Spark."""
+    tps = list(partitions)
+    if spec.timestamp_ms is not None:
+        targets = dict.fromkeys(tps, spec.timestamp_ms)
+    else:
+        targets = {tp: spec.per_partition.get(tp, LATEST) for tp in tps}
+    found = await list_offsets(client, targets)
+    missing = sorted(tp for tp, offset in found.items() if offset < 0 and targets[tp] != LATEST)
+    if missing and not spec.strategy_latest:
+        raise DataLossError(
+            "No record at or after the starting timestamp in "
+            + ", ".join(f"{tp} (timestamp {targets[tp]})" for tp in missing)
+            + "; set 'startingOffsetsByTimestampStrategy' to 'latest' to start those "
+            "partitions at their latest offset instead"
+        )
+    if missing:
+        latest = await list_offsets(client, dict.fromkeys(missing, LATEST))
+        found.update(latest)
+    return found
+
+
+# -- reading one range ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class RecordColumns:
+    """Decoded records of one partition, column by column, in offset order."""
+
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    timestamps_ms: list[int] = field(default_factory=list)
+    timestamp_types: list[int] = field(default_factory=list)
+    headers: list[list[tuple[str, bytes | None]]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+def _retriable_read(e: BaseException) -> bool:
+    if isinstance(e, _NotYetReadableError):
+        return True
+    if isinstance(e, RpcError):
+        return e.retriable
+    return isinstance(e, KafkaError) and (e.retriable or e.code in INVALID_METADATA_CODES)
+
+
+async def _fetch(
+    client: MinimalClient, tp: TopicPartition, offset: int
+) -> pb.FetchPartitionResponse:
+    """One fetch at ``offset`` from the leader; leader problems raise (for the retry)."""
+    request = pb.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=FETCH_MAX_BYTES)
+    request.partitions.add(
+        topic=tp.topic,
+        partition=tp.partition,
+        fetch_offset=offset,
+        current_leader_epoch=-1,
+        partition_max_bytes=FETCH_MAX_BYTES,
+    )
+    address = await client.leader_address(tp)
+    try:
+        response = await client.transport.call(
+            address, proto.METHOD_FETCH, request, timeout_s=client.timeout_s
+        )
+    except RpcError:
+        client.leaders.pop(tp, None)  # the leader may be gone: look it up again
+        raise
+    assert isinstance(response, pb.FetchResponse)
+    part = response.partitions[0]
+    if part.error_code and part.error_code != _OFFSET_OUT_OF_RANGE:
+        client.leaders.pop(tp, None)
+        raise error_for_code(part.error_code)(f"fetch {tp} at {offset}: {part.error_message}")
+    return part
+
+
+async def read_range(
+    client: MinimalClient, r: OffsetRange, settings: ReadSettings
+) -> AsyncIterator[RecordColumns]:
+    """The records of ``r``, one chunk per fetch, skipping control batches (see module doc)."""
+    tp = r.topic_partition
+    position = r.from_offset
+    while position < r.until_offset:
+        part: pb.FetchPartitionResponse | None = None
+        try:
+            async for attempt in client.retrying(retry_on=_retriable_read):
+                with attempt:
+                    part = await _fetch(client, tp, position)
+                    if part.error_code == _OFFSET_OUT_OF_RANGE:
+                        break
+                    if not part.records and part.high_watermark < r.until_offset:
+                        raise _NotYetReadableError(
+                            f"{tp}: the leader's high watermark {part.high_watermark} is "
+                            f"below the end {r.until_offset} of the range being read"
+                        )
+        except _NotYetReadableError:
+            part = None  # still not readable at the deadline
+        if part is None or part.error_code == _OFFSET_OUT_OF_RANGE or not part.records:
+            position = await _after_missing_records(client, r, position, settings)
+            continue
+        chunk = RecordColumns(headers=[] if settings.include_headers else None)
+        position = _decode_into(chunk, part.records, position, r.until_offset)
+        if chunk:
+            yield chunk
+
+
+async def next_chunk(chunks: AsyncIterator[RecordColumns]) -> RecordColumns | None:
+    """The next chunk of :func:`read_range`, None at its end (a coroutine, for ``run``)."""
+    return await anext(chunks, None)
+
+
+async def _after_missing_records(
+    client: MinimalClient, r: OffsetRange, position: int, settings: ReadSettings
+) -> int:
+    """Where to go on after ``position`` could not be read: the log start offset when the
+    records were deleted, the range end when they are past the HW for good."""
+    tp = r.topic_partition
+    bounds = await list_offsets(client, {tp: EARLIEST})
+    log_start = bounds[tp]
+    if position < log_start:
+        data_loss(
+            f"Cannot read offsets {position} to {min(log_start, r.until_offset)} of {tp}: the "
+            f"log now starts at offset {log_start}",
+            settings.fail_on_data_loss,
+        )
+        return min(log_start, r.until_offset)
+    data_loss(
+        f"Cannot read offsets {position} to {r.until_offset} of {tp}: they are not below "
+        "the high watermark of the partition's leader",
+        settings.fail_on_data_loss,
+    )
+    return r.until_offset
+
+
+def _decode_into(chunk: RecordColumns, data: bytes, position: int, until: int) -> int:
+    """Append the records in ``[position, until)`` of fetched ``data``; the next position."""
+    keys, values, offsets = chunk.keys, chunk.values, chunk.offsets
+    timestamps, types, headers = chunk.timestamps_ms, chunk.timestamp_types, chunk.headers
+    next_position = position
+    for pos, header in iter_batches(data, verify_crc=False):
+        if header.base_offset >= until:
+            break
+        next_position = max(next_position, min(header.next_offset, until))
+        if header.is_control or header.next_offset <= position:
+            continue
+        _, records = decode_batch(data, pos, verify_crc=True)
+        timestamp_type = int(header.timestamp_type)
+        for rec in records:
+            if rec.offset < position or rec.offset >= until:
+                continue
+            keys.append(rec.key)
+            values.append(rec.value)
+            offsets.append(rec.offset)
+            timestamps.append(rec.timestamp)
+            types.append(timestamp_type)
+            if headers is not None:
+                headers.append([(h.key, h.value) for h in rec.headers])
+    return next_position
