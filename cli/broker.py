@@ -20,6 +20,7 @@ from common.clock import SystemClock
 from common.config import read_properties
 from controller.zk_kazoo import KazooCoordination
 from node.broker import Broker, controller_factory
+from node.broker_id import resolve_broker_id
 from node.config import BrokerConfig
 from node.rpc_grpc import GrpcTransport
 
@@ -64,12 +65,18 @@ def _halt(reason: str) -> None:
 async def serve(config: BrokerConfig) -> None:
     session_timeout_ms = config["zookeeper.session.timeout.ms"]
     connect_timeout_ms = config["zookeeper.connection.timeout.ms"] or session_timeout_ms
+
+    def coordination() -> KazooCoordination:
+        return KazooCoordination(
+            config["zookeeper.connect"], session_timeout_ms, connect_timeout_ms=connect_timeout_ms
+        )
+
+    # broker.id=-1: the id stored in meta.properties, or a new one from ZooKeeper.
+    config = await resolve_broker_id(config, coordination)
     broker = Broker(
         config,
         transport=GrpcTransport(),
-        coordination_factory=lambda: KazooCoordination(
-            config["zookeeper.connect"], session_timeout_ms, connect_timeout_ms=connect_timeout_ms
-        ),
+        coordination_factory=coordination,
         clock=SystemClock(),
         controller_factory=controller_factory(lambda _broker_id: random.Random()),
         halt=_halt,

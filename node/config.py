@@ -6,6 +6,7 @@ One declaration per key; the storage keys (``log.dirs``, ``log.segment.bytes`` â
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +117,14 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
 def _check_broker_rules(config: Config) -> None:
     if config["broker.id"] < 0 and not config["broker.id.generation.enable"]:
         raise InvalidConfigError("broker.id must be set when broker.id.generation.enable is false")
+    reserved = config["reserved.broker.max.id"]
+    if config["broker.id.generation.enable"] and config["broker.id"] > reserved:
+        # Kafka's rule: generated ids start above reserved.broker.max.id, configured ones stay
+        # at or below it, so that the two never collide.
+        raise InvalidConfigError(
+            "broker.id must be greater than or equal to -1 and not greater than "
+            f"reserved.broker.max.id ({reserved}), got {config['broker.id']}"
+        )
     if config["zookeeper.connect"] in (None, ""):
         raise InvalidConfigError("Missing required configuration zookeeper.connect")
     listeners = parse_listeners(config["listeners"], "listeners")
@@ -226,6 +235,13 @@ class BrokerConfig:
 
     def __getitem__(self, key: str) -> Any:
         return self.config[key]
+
+    def with_broker_id(self, broker_id: int) -> BrokerConfig:
+        """This config running as ``broker_id`` (a stored or generated id: not re-checked
+        against the rules, which apply to the configured value)."""
+        values = dict(self.config.values)
+        values["broker.id"] = broker_id
+        return BrokerConfig(dataclasses.replace(self.config, values=values))
 
     @property
     def broker_id(self) -> int:

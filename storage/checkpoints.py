@@ -461,16 +461,9 @@ def _broker_metadata(log_dir: Path, props: Mapping[str, str]) -> BrokerMetadata:
     return BrokerMetadata(broker_id, props.get("cluster.id"))
 
 
-def check_broker_metadata(log_dirs: Iterable[Path], broker_id: int) -> BrokerMetadata | None:
-    """Check that the log dirs' ``meta.properties`` agree with each other and with ``broker_id``.
-
-    Returns the agreed metadata, or ``None`` when no dir has the file yet (a new broker).
-    Dirs without the file are skipped: the broker writes it to them at start-up.
-    Raises InconsistentBrokerMetadataError listing every dir when two dirs disagree (the same
-    broker id and cluster id are required, as Kafka compares the whole record), or when the
-    stored broker.id is not ``broker_id``; KAFKA_STORAGE_ERROR when a file is unreadable or
-    malformed.
-    """
+def stored_broker_metadata(log_dirs: Iterable[Path]) -> BrokerMetadata | None:
+    """What the log dirs' ``meta.properties`` agree on (None: no dir has the file yet).
+    InconsistentBrokerMetadataError listing every dir when two disagree."""
     found: dict[Path, BrokerMetadata] = {}
     for log_dir in log_dirs:
         props = read_meta_properties(log_dir)
@@ -487,7 +480,25 @@ def check_broker_metadata(log_dirs: Iterable[Path], broker_id: int) -> BrokerMet
             f"from another broker. Found:\n{listing}"
         )
     (stored,) = distinct
+    return stored
+
+
+def check_broker_metadata(log_dirs: Iterable[Path], broker_id: int) -> BrokerMetadata | None:
+    """Check that the log dirs' ``meta.properties`` agree with each other and with ``broker_id``.
+
+    Returns the agreed metadata, or ``None`` when no dir has the file yet (a new broker).
+    Dirs without the file are skipped: the broker writes it to them at start-up.
+    Raises InconsistentBrokerMetadataError listing every dir when two dirs disagree (the same
+    broker id and cluster id are required, as Kafka compares the whole record), or when the
+    stored broker.id is not ``broker_id``; KAFKA_STORAGE_ERROR when a file is unreadable or
+    malformed.
+    """
+    dirs = list(log_dirs)
+    stored = stored_broker_metadata(dirs)
+    if stored is None:
+        return None
     if stored.broker_id != broker_id:
+        found = [d for d in dirs if (Path(d) / META_PROPERTIES_FILE).exists()]
         raise InconsistentBrokerMetadataError(
             f"Configured broker.id {broker_id} doesn't match stored broker.id "
             f"{stored.broker_id} in meta.properties of {sorted(str(d) for d in found)}. "
