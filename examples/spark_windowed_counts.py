@@ -3,9 +3,14 @@
 Reads ``--input`` as a stream (``format("kafkasim")``), counts records per key in tumbling
 event-time windows of ``--window`` (by the records' timestamps, with a watermark of the same
 length so that closed windows are emitted once, in append mode), and writes one JSON record
-per closed window to ``--output``, keyed by the record key::
+per closed window to ``--output``, keyed by the record key, with the window's bounds in UTC
+(whatever the time zone of the machine running the driver)::
 
     {"window_start": "2026-01-01T10:00:00.000Z", "window_end": "...", "key": "k1", "count": 42}
+
+A window is written once the watermark (the latest timestamp read, minus ``--window``) has
+passed its end, so the newest window(s) wait for later records; records older than the
+watermark are dropped.
 
 Run it locally (a cluster from ``kafkasim cluster up``; Spark in this process)::
 
@@ -52,14 +57,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--available-now", action="store_true", help="process what is there, then exit"
     )
+    parser.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        help="spark.sql.shuffle.partitions: tasks per stateful step (default: Spark's 200; "
+        "a few suffice on one machine)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    builder = SparkSession.builder.appName("kafkasim-windowed-counts")
+    # The output labels window bounds with "Z": format them in UTC, not in the JVM's zone.
+    builder = SparkSession.builder.appName("kafkasim-windowed-counts").config(
+        "spark.sql.session.timeZone", "UTC"
+    )
     if args.master:
         builder = builder.master(args.master)
+    if args.shuffle_partitions is not None:
+        # Also fixed in the checkpoint by the first run: a restart keeps the first run's value.
+        builder = builder.config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
     spark = builder.getOrCreate()
     spark.dataSource.register(KafkasimDataSource)
 
