@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import proto
 from common.clock import Clock
-from common.errors import InvalidOffsetError, error_for_code, error_for_name
+from common.errors import InvalidOffsetError, KafkaStorageError, error_for_code, error_for_name
 from common.rpc import BidiStream, RpcError, RpcStatus, Transport
 from common.types import TopicPartition
 from node.config import BrokerConfig
@@ -130,6 +130,16 @@ class ReplicaFetcher:
                     self.backoff_ms,
                 )
                 self._healthy = False
+                await self._close_stream()
+                await asyncio.sleep(self.backoff_ms / 1000)
+            except KafkaStorageError as e:
+                # The log dir has failed and the broker is halting (Broker._on_log_dir_failure).
+                logger.error(
+                    "broker %d: fetch from leader %d not appended: %s",
+                    self.broker_id,
+                    self.leader_id,
+                    e.message,
+                )
                 await self._close_stream()
                 await asyncio.sleep(self.backoff_ms / 1000)
             except Exception:
