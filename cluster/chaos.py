@@ -36,6 +36,16 @@ A restarted broker serves only once its previous ZooKeeper registration is gone 
 the schedule does not slip behind it.
 
 Everything started here is stopped here, by pid (``LocalCluster.stop`` in a ``finally``).
+
+Backends
+--------
+``_Run`` reaches the cluster only through ``ChaosBackend`` (start/stop, addresses, kill with a
+signal, start, pause/resume, isolate/reconnect, "serving again", the controller, each broker's
+log directory on the host). What a backend can inject is known before anything starts, from
+its ``BackendSpec`` (``LOCAL`` here: ``LocalBackend`` over ``LocalCluster``; ``COMPOSE`` in
+``cluster.compose``: the containers of compose/docker-compose.yml). ``run(..., spec=...)``
+picks one; ``check_supported(scenario, spec)`` refuses, in one line naming the spec's runtime,
+every fault it cannot inject and a cluster it cannot run.
 """
 
 from __future__ import annotations
@@ -49,7 +59,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final
+from typing import Final, Protocol
 
 import proto
 from client.minimal import MinimalClient
@@ -73,10 +83,14 @@ from storage.records.batch import decode_batch, iter_batches
 
 __all__ = [
     "INJECTABLE",
+    "LOCAL",
     "NOT_INJECTABLE",
     "RUNTIME",
+    "BackendSpec",
+    "ChaosBackend",
     "ChaosError",
     "ClusterView",
+    "LocalBackend",
     "UnsupportedFaultError",
     "broker_props",
     "check_supported",
@@ -121,29 +135,233 @@ LOSE_UNFLUSHED_REASON: Final = (
 _SERVING_GRACE_S: Final = 60.0
 _SERVING_POLL_S: Final = 0.1
 _DESCRIBE_TIMEOUT_S: Final = 2.0
-_ZK_SESSION_TIMEOUT_MS_DEFAULT: Final = 6000  # LocalCluster's default for the brokers
+ZK_SESSION_TIMEOUT_MS_DEFAULT: Final = 6000  # LocalCluster's default for the brokers
 
 
 class ChaosError(KafkasimError):
     """A real run that cannot go on (a directory in the way, a broker that never serves)."""
 
 
+# -- backends -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BackendSpec:
+    """What a backend is and can do, known before anything starts. ``name``: its
+    ``--backend`` value; ``runtime``: what it runs on, in messages and the history's meta;
+    ``injectable`` / ``not_injectable``: every action of ``sim.scenario.ACTIONS`` on one side,
+    the refused ones with a reason (one clause); ``lose_unflushed``: why a crash that loses
+    unflushed data is refused; ``brokers``: the only broker count it runs (None: any);
+    ``serving_grace_s``: how much longer than the ZooKeeper session timeout a started broker
+    may take to serve; ``create``: the backend for a scenario under a run directory."""
+
+    name: str
+    runtime: str
+    injectable: frozenset[str]
+    not_injectable: Mapping[str, str]
+    lose_unflushed: str
+    create: Callable[[Scenario, Path], ChaosBackend]
+    brokers: int | None = None
+    brokers_reason: str = ""
+    serving_grace_s: float = _SERVING_GRACE_S
+    serving_poll_s: float = _SERVING_POLL_S
+
+    def __post_init__(self) -> None:
+        if self.injectable | set(self.not_injectable) != set(ACTIONS) or (
+            self.injectable & set(self.not_injectable)
+        ):
+            raise ValueError(f"backend {self.name}: every action injectable or refused, once")
+
+
+class ChaosBackend(Protocol):
+    """What ``_Run`` needs from a cluster. Blocking methods are called from a worker thread
+    (``asyncio.to_thread``) while the workload runs, except the cheap ones (``running``,
+    ``address``, ``bootstrap``, ``broker_ids``)."""
+
+    @property
+    def spec(self) -> BackendSpec: ...
+
+    @property
+    def broker_ids(self) -> tuple[int, ...]: ...
+
+    @property
+    def bootstrap(self) -> list[str]: ...
+
+    def start(self) -> None:
+        """Start ZooKeeper and every broker, until all serve."""
+
+    def describe(self) -> str:
+        """Where the cluster is, for the "cluster up" line."""
+
+    def stop(self) -> None:
+        """Stop every broker cleanly (a controlled shutdown each) and ZooKeeper; their data
+        stays readable through ``log_dir``. Idempotent."""
+
+    def close(self) -> None:
+        """Release everything the backend started (after ``stop``, or on an error)."""
+
+    def running(self, broker_id: int) -> bool:
+        """Alive (paused too), as the backend last knew it (cheap: no engine call)."""
+
+    def refresh(self) -> None:
+        """Learn again which brokers run (one may have exited by itself)."""
+
+    def address(self, broker_id: int) -> str:
+        """The broker's listener as clients of the run reach it."""
+
+    def kill(self, broker_id: int, sig: signal.Signals) -> None:
+        """SIGKILL: a crash; SIGTERM: a controlled shutdown. Returns once it exited."""
+
+    def start_broker(self, broker_id: int) -> None:
+        """Start a broker that is down."""
+
+    def serving_again(self, broker_id: int) -> bool:
+        """Whether the broker serves since its last ``start_broker``."""
+
+    def exit_note(self, broker_id: int) -> str:
+        """Its exit status and where its log is, for messages."""
+
+    def pause(self, broker_id: int) -> None: ...
+
+    def resume(self, broker_id: int) -> None: ...
+
+    def isolate(self, broker_id: int) -> None:
+        """Cut the broker off its peers and ZooKeeper (where ``isolate`` is injectable)."""
+
+    def reconnect(self, broker_id: int) -> None:
+        """Undo ``isolate``."""
+
+    async def controller_id(self) -> int:
+        """The active controller (-1: none right now)."""
+
+    def log_dir(self, broker_id: int) -> Path | None:
+        """The broker's log directory on this host, after ``stop`` (None: unreadable)."""
+
+
+class LocalBackend:
+    """``LocalCluster``: ZooKeeper and broker processes on loopback, faults by signal."""
+
+    def __init__(self, scenario: Scenario, root: Path) -> None:
+        self.scenario = scenario
+        self.root = root
+        self._cluster: LocalCluster | None = None
+        self._marks: dict[int, int] = {}
+
+    @property
+    def spec(self) -> BackendSpec:
+        return LOCAL
+
+    @property
+    def cluster(self) -> LocalCluster:
+        if self._cluster is None:
+            self._cluster = LocalCluster(
+                self.root,
+                brokers=self.scenario.cluster.brokers,
+                broker_props=broker_props(self.scenario),
+            )
+        return self._cluster
+
+    @property
+    def broker_ids(self) -> tuple[int, ...]:
+        return tuple(sorted(self.cluster.brokers))
+
+    @property
+    def bootstrap(self) -> list[str]:
+        return self.cluster.bootstrap
+
+    def start(self) -> None:
+        self.cluster.start()
+
+    def describe(self) -> str:
+        return f"ZooKeeper at {self.cluster.zookeeper.connect_string}"
+
+    def stop(self) -> None:
+        if self._cluster is not None:
+            self._cluster.stop()
+
+    def close(self) -> None:
+        self.stop()
+
+    def running(self, broker_id: int) -> bool:
+        return self.cluster.brokers[broker_id].running
+
+    def refresh(self) -> None:
+        pass  # running() asks the process itself
+
+    def address(self, broker_id: int) -> str:
+        return self.cluster.brokers[broker_id].address
+
+    def kill(self, broker_id: int, sig: signal.Signals) -> None:
+        self.cluster.kill(broker_id, sig)
+
+    def start_broker(self, broker_id: int) -> None:
+        broker = self.cluster.brokers[broker_id]
+        self._marks[broker_id] = _serving_marks(broker.log_path, broker_id)
+        self.cluster.start_broker(broker_id)
+
+    def serving_again(self, broker_id: int) -> bool:
+        broker = self.cluster.brokers[broker_id]
+        return _serving_marks(broker.log_path, broker_id) > self._marks.get(broker_id, 0)
+
+    def exit_note(self, broker_id: int) -> str:
+        broker = self.cluster.brokers[broker_id]
+        status = broker.process.returncode if broker.process is not None else None
+        return f"status {status}; log: {broker.log_path}"
+
+    def pause(self, broker_id: int) -> None:
+        self.cluster.pause(broker_id)
+
+    def resume(self, broker_id: int) -> None:
+        self.cluster.resume(broker_id)
+
+    def isolate(self, broker_id: int) -> None:
+        raise ChaosError(f"{RUNTIME} cannot isolate broker {broker_id}: {_NO_NETNS}")
+
+    def reconnect(self, broker_id: int) -> None:
+        raise ChaosError(f"{RUNTIME} cannot isolate broker {broker_id}: {_NO_NETNS}")
+
+    async def controller_id(self) -> int:
+        zk = KazooCoordination(self.cluster.zookeeper.connect_string, 6000)
+        await zk.start()
+        try:
+            data, _ = await zk.get(zk_data.CONTROLLER)
+            return zk_data.decode_controller(data)
+        except NoNodeError:
+            return -1
+        finally:
+            await zk.close()
+
+    def log_dir(self, broker_id: int) -> Path:
+        return self.cluster.brokers[broker_id].data_dir / "logs"
+
+
+LOCAL: Final = BackendSpec(
+    name="local",
+    runtime=RUNTIME,
+    injectable=INJECTABLE,
+    not_injectable=NOT_INJECTABLE,
+    lose_unflushed=LOSE_UNFLUSHED_REASON,
+    create=LocalBackend,
+)
+"""Local processes (``LocalBackend``): the default."""
+
+
 # -- what can be injected ----------------------------------------------------------------------
 
 
-def unsupported_faults(scenario: Scenario) -> list[str]:
-    """One clause per kind of fault of ``scenario`` this runner cannot inject: what (with the
-    indexes in ``faults``) and why. Empty when every fault can be injected."""
+def unsupported_faults(scenario: Scenario, spec: BackendSpec = LOCAL) -> list[str]:
+    """One clause per kind of fault of ``scenario`` the backend of ``spec`` cannot inject:
+    what (with the indexes in ``faults``) and why. Empty when every fault can be injected."""
     where: dict[str, list[int]] = {}
     reasons: dict[str, str] = {}
     for i, fault in enumerate(scenario.faults):
-        if fault.action in NOT_INJECTABLE:
+        if fault.action in spec.not_injectable:
             what = fault.action
-            reasons[what] = NOT_INJECTABLE[fault.action]
+            reasons[what] = spec.not_injectable[fault.action]
         elif fault.action == "crash" and fault.params.get("lose_unflushed", False):
             what = "crash with lose_unflushed"
-            reasons[what] = LOSE_UNFLUSHED_REASON
-        elif fault.action in INJECTABLE:
+            reasons[what] = spec.lose_unflushed
+        elif fault.action in spec.injectable:
             continue
         else:  # a scenario that loaded names only known actions; guard a hand-made value
             what = fault.action
@@ -156,12 +374,18 @@ def unsupported_faults(scenario: Scenario) -> list[str]:
     return clauses
 
 
-def check_supported(scenario: Scenario) -> None:
-    """UnsupportedFaultError, one line naming every fault that cannot be injected and why."""
-    clauses = unsupported_faults(scenario)
+def check_supported(scenario: Scenario, spec: BackendSpec = LOCAL) -> None:
+    """UnsupportedFaultError, one line naming ``spec``'s runtime, every fault it cannot inject
+    and why (and the broker count, for a backend that runs only one)."""
+    parts = []
+    if spec.brokers is not None and scenario.cluster.brokers != spec.brokers:
+        parts.append(f"run cluster.brokers = {scenario.cluster.brokers}: {spec.brokers_reason}")
+    clauses = unsupported_faults(scenario, spec)
     if clauses:
+        parts.append("inject " + "; ".join(clauses))
+    if parts:
         raise UnsupportedFaultError(
-            f"scenario {scenario.name}: {RUNTIME} cannot inject " + "; ".join(clauses)
+            f"scenario {scenario.name}: {spec.runtime} cannot " + "; ".join(parts)
         )
 
 
@@ -178,7 +402,7 @@ def broker_props(scenario: Scenario) -> dict[str, object]:
 
 def _session_timeout_s(scenario: Scenario) -> float:
     raw = scenario.cluster.broker_config.get(
-        "zookeeper.session.timeout.ms", _ZK_SESSION_TIMEOUT_MS_DEFAULT
+        "zookeeper.session.timeout.ms", ZK_SESSION_TIMEOUT_MS_DEFAULT
     )
     return int(raw) / 1000
 
@@ -272,15 +496,20 @@ def read_replica_log(partition_dir: Path) -> tuple[list[tuple[int, str]], str | 
 
 
 def run(
-    scenario: Scenario, root: Path, *, on_event: Callable[[str], None] | None = None
+    scenario: Scenario,
+    root: Path,
+    *,
+    on_event: Callable[[str], None] | None = None,
+    spec: BackendSpec = LOCAL,
 ) -> History:
-    """Run ``scenario`` on real processes under ``root`` (a new or empty directory, left in
-    place: broker logs, data, ZooKeeper); the history. ``on_event`` hears one line per phase
-    and per fault as it happens, prefixed with the wall seconds since the run began."""
-    check_supported(scenario)
+    """Run ``scenario`` on ``spec``'s backend (default: local processes) under ``root`` (a
+    new or empty directory, left in place: broker logs, data, ZooKeeper, the compose
+    override); the history. ``on_event`` hears one line per phase and per fault as it
+    happens, prefixed with the wall seconds since the run began."""
+    check_supported(scenario, spec)
     if root.exists() and any(root.iterdir()):
         raise ChaosError(f"{root} is not empty: a real run needs a new or empty directory")
-    return _Run(scenario, root, on_event).run()
+    return _Run(scenario, root, on_event, spec).run()
 
 
 @dataclass
@@ -295,10 +524,12 @@ class _Run:
     scenario: Scenario
     root: Path
     on_event: Callable[[str], None] | None
+    spec: BackendSpec = LOCAL
     history: History = field(default_factory=History)
     clock: SystemClock = field(default_factory=SystemClock)
     paused: set[int] = field(default_factory=set)
     down: set[int] = field(default_factory=set)
+    isolated: set[int] = field(default_factory=set)
     _undo: list[_Undo] = field(default_factory=list)
     _serving: dict[int, asyncio.Task[None]] = field(default_factory=dict)
     _transports: list[GrpcTransport] = field(default_factory=list)
@@ -308,7 +539,11 @@ class _Run:
         self.began_ms = self.clock.monotonic_ms()
         self.start_ms = self.began_ms  # the workload's start, set when it starts
         self.rng = random.Random(f"chaos/{self.scenario.name}")
-        self.history.meta = {"scenario": self.scenario.name, "seed": None, "runtime": RUNTIME}
+        self.history.meta = {
+            "scenario": self.scenario.name,
+            "seed": None,
+            "runtime": self.spec.runtime,
+        }
 
     def event(self, text: str) -> None:
         logger.info("%s", text)
@@ -322,29 +557,30 @@ class _Run:
 
     def run(self) -> History:
         s = self.scenario
-        self.event(f"starting ZooKeeper and {s.cluster.brokers} brokers under {self.root}")
-        self.cluster = LocalCluster(
-            self.root, brokers=s.cluster.brokers, broker_props=broker_props(s)
+        self.event(
+            f"starting ZooKeeper and {s.cluster.brokers} brokers ({self.spec.runtime}) "
+            f"under {self.root}"
         )
+        self.backend = self.spec.create(s, self.root)
         try:
-            self.cluster.start()
+            self.backend.start()
             self.event(
-                f"cluster up: brokers {', '.join(map(str, self.cluster.brokers))} serving, "
-                f"ZooKeeper at {self.cluster.zookeeper.connect_string}"
+                f"cluster up: brokers {', '.join(map(str, self.backend.broker_ids))} serving, "
+                + self.backend.describe()
             )
             asyncio.run(self.main())
             self.event("stopping the cluster (a controlled shutdown of every broker)")
-            self.cluster.stop()
+            self.backend.stop()
             self._read_final_logs()
         finally:
-            self.cluster.stop()
+            self.backend.close()
         return self.history
 
     async def main(self) -> None:
         s = self.scenario
         workload: Workload | None = None
         try:
-            admin = MinimalClient(self.transport_for("setup"), self.cluster.bootstrap, self.clock)
+            admin = MinimalClient(self.transport_for("setup"), self.backend.bootstrap, self.clock)
             for topic in s.cluster.topics:
                 configs = {"min.insync.replicas": str(topic.min_insync_replicas), **topic.configs}
                 await admin.create_topic(
@@ -359,7 +595,7 @@ class _Run:
                 history=self.history,
                 clock=self.clock,
                 transport_for=self.transport_for,
-                bootstrap=self.cluster.bootstrap,
+                bootstrap=self.backend.bootstrap,
                 start_ms=self.start_ms,
                 broker_addresses=self._answering_addresses,
             )
@@ -397,12 +633,12 @@ class _Run:
         return transport
 
     def _running(self) -> list[int]:
-        return sorted(b for b, p in self.cluster.brokers.items() if p.running)
+        return [b for b in self.backend.broker_ids if self.backend.running(b)]
 
     def _answering_addresses(self) -> list[str]:
         """Brokers that can answer now: running and not paused (a stopped one only times
         out)."""
-        return [self.cluster.brokers[b].address for b in self._running() if b not in self.paused]
+        return [self.backend.address(b) for b in self._running() if b not in self.paused]
 
     # -- the schedule -------------------------------------------------------------------------
 
@@ -450,17 +686,19 @@ class _Run:
             self.event("healed: " + item.label)
         self._undo.clear()
         for broker_id in sorted(self.paused):
-            self._resume(broker_id)
-        for broker_id, broker in sorted(self.cluster.brokers.items()):
-            if broker_id not in self.down and not broker.running:
-                status = broker.process.returncode if broker.process is not None else None
+            await self._resume(broker_id)
+        for broker_id in sorted(self.isolated):
+            await self._reconnect(broker_id)
+        await asyncio.to_thread(self.backend.refresh)
+        for broker_id in self.backend.broker_ids:
+            if broker_id not in self.down and not self.backend.running(broker_id):
                 self.event(
-                    f"broker {broker_id} had exited by itself (status {status}; log: "
-                    f"{broker.log_path}); starting it again"
+                    f"broker {broker_id} had exited by itself "
+                    f"({self.backend.exit_note(broker_id)}); starting it again"
                 )
                 self.down.add(broker_id)
         for broker_id in sorted(self.down):
-            self._start(broker_id)
+            await self._start(broker_id)
         for broker_id in sorted(self._serving):
             await self._serving[broker_id]
 
@@ -470,23 +708,12 @@ class _Run:
         kind = parse_target(fault.target).kind if fault.target else TargetKind.ALL
         controller = -1
         replicas: tuple[ReplicaSample, ...] = ()
+        await asyncio.to_thread(self.backend.refresh)
         if kind is TargetKind.CONTROLLER:
-            controller = await self._controller_id()
+            controller = await self.backend.controller_id()
         elif kind in (TargetKind.LEADER, TargetKind.FOLLOWER):
             replicas = await self._describe_replicas()
         return ClusterView(tuple(self._running()), tuple(sorted(self.down)), controller, replicas)
-
-    async def _controller_id(self) -> int:
-        """The active controller as ZooKeeper knows it (-1: none right now)."""
-        zk = KazooCoordination(self.cluster.zookeeper.connect_string, 6000)
-        await zk.start()
-        try:
-            data, _ = await zk.get(zk_data.CONTROLLER)
-            return zk_data.decode_controller(data)
-        except NoNodeError:
-            return -1
-        finally:
-            await zk.close()
 
     async def _describe_replicas(self) -> tuple[ReplicaSample, ...]:
         if self._lookup is None:
@@ -515,7 +742,7 @@ class _Run:
     # Blocking waits for an exit run in a thread: the workload shares this event loop.
 
     async def _kill(self, broker_id: int, sig: signal.Signals) -> None:
-        if not self.cluster.brokers[broker_id].running:
+        if not self.backend.running(broker_id):
             return
         serving = self._serving.pop(broker_id, None)
         if serving is not None:
@@ -523,58 +750,59 @@ class _Run:
         if sig == signal.SIGKILL:
             self.paused.discard(broker_id)  # dies where it stands, without running again
         else:
-            self._resume(broker_id)  # a stopped process holds SIGTERM until it runs
-        await asyncio.to_thread(self.cluster.kill, broker_id, sig)
+            await self._resume(broker_id)  # a stopped process holds SIGTERM until it runs
+        await asyncio.to_thread(self.backend.kill, broker_id, sig)
         self.down.add(broker_id)
 
-    def _start(self, broker_id: int) -> None:
-        """Start the broker's process again; a background task waits until it serves."""
-        broker = self.cluster.brokers[broker_id]
-        if broker.running:
+    async def _start(self, broker_id: int) -> None:
+        """Start the broker again; a background task waits until it serves."""
+        if self.backend.running(broker_id):
             return
-        seen = _serving_marks(broker.log_path, broker_id)
-        self.cluster.start_broker(broker_id)
+        await asyncio.to_thread(self.backend.start_broker, broker_id)
         self.down.discard(broker_id)
         self._serving[broker_id] = asyncio.get_running_loop().create_task(
-            self._wait_serving(broker_id, seen), name=f"chaos-serving-{broker_id}"
+            self._wait_serving(broker_id), name=f"chaos-serving-{broker_id}"
         )
 
-    async def _wait_serving(self, broker_id: int, seen: int) -> None:
-        broker = self.cluster.brokers[broker_id]
+    async def _wait_serving(self, broker_id: int) -> None:
         started = self.clock.monotonic_ms()
-        limit_s = _session_timeout_s(self.scenario) + _SERVING_GRACE_S
-        while _serving_marks(broker.log_path, broker_id) <= seen:
+        limit_s = _session_timeout_s(self.scenario) + self.spec.serving_grace_s
+        while not await asyncio.to_thread(self.backend.serving_again, broker_id):
             waited_s = (self.clock.monotonic_ms() - started) / 1000
-            if not broker.running:
-                status = broker.process.returncode if broker.process is not None else None
+            if not self.backend.running(broker_id):
                 raise ChaosError(
-                    f"broker {broker_id} exited while starting (status {status}); "
-                    f"log: {broker.log_path}"
+                    f"broker {broker_id} exited while starting "
+                    f"({self.backend.exit_note(broker_id)})"
                 )
             if waited_s > limit_s:
                 raise ChaosError(
-                    f"broker {broker_id} not serving {limit_s:g} s after its start; "
-                    f"log: {broker.log_path}"
+                    f"broker {broker_id} not serving {limit_s:g} s after its start "
+                    f"({self.backend.exit_note(broker_id)})"
                 )
-            await asyncio.sleep(_SERVING_POLL_S)
+            await asyncio.sleep(self.spec.serving_poll_s)
         waited_s = (self.clock.monotonic_ms() - started) / 1000
         self.event(f"broker {broker_id} serving again ({waited_s:.1f} s after its start)")
 
-    def _pause_one(self, broker_id: int) -> None:
-        if self.cluster.brokers[broker_id].running and broker_id not in self.paused:
-            self.cluster.pause(broker_id)
+    async def _pause_one(self, broker_id: int) -> None:
+        if self.backend.running(broker_id) and broker_id not in self.paused:
+            await asyncio.to_thread(self.backend.pause, broker_id)
             self.paused.add(broker_id)
 
-    def _resume(self, broker_id: int) -> None:
+    async def _resume(self, broker_id: int) -> None:
         if broker_id in self.paused:
             self.paused.discard(broker_id)
-            self.cluster.resume(broker_id)
+            await asyncio.to_thread(self.backend.resume, broker_id)
+
+    async def _reconnect(self, broker_id: int) -> None:
+        if broker_id in self.isolated:
+            self.isolated.discard(broker_id)
+            await asyncio.to_thread(self.backend.reconnect, broker_id)
 
     def _restarter(self, targets: list[int]) -> Callable[[], Awaitable[None]]:
         async def restart() -> None:
             for broker_id in targets:
                 if broker_id in self.down:
-                    self._start(broker_id)
+                    await self._start(broker_id)
 
         return restart
 
@@ -590,18 +818,31 @@ class _Run:
     async def _restart(self, fault: Fault, targets: list[int]) -> None:
         del fault
         for broker_id in targets:
-            self._start(broker_id)  # one that runs is left alone (ACTIONS["restart"])
+            await self._start(broker_id)  # one that runs is left alone (ACTIONS["restart"])
 
     async def _pause(self, fault: Fault, targets: list[int]) -> Callable[[], Awaitable[None]]:
         del fault
         for broker_id in targets:
-            self._pause_one(broker_id)
+            await self._pause_one(broker_id)
 
         async def resume() -> None:
             for broker_id in targets:
-                self._resume(broker_id)
+                await self._resume(broker_id)
 
         return resume
+
+    async def _isolate(self, fault: Fault, targets: list[int]) -> Callable[[], Awaitable[None]]:
+        del fault
+        for broker_id in targets:
+            if self.backend.running(broker_id) and broker_id not in self.isolated:
+                await asyncio.to_thread(self.backend.isolate, broker_id)
+                self.isolated.add(broker_id)
+
+        async def reconnect() -> None:
+            for broker_id in targets:
+                await self._reconnect(broker_id)
+
+        return reconnect
 
     async def _controlled_shutdown(
         self, fault: Fault, targets: list[int]
@@ -618,7 +859,7 @@ class _Run:
             began = loop.time()
             await self._kill(broker_id, signal.SIGTERM)
             self.event(f"rolling restart: broker {broker_id} shut down")
-            self._start(broker_id)
+            await self._start(broker_id)
             serving = self._serving.get(broker_id)
             if serving is not None:
                 await serving
@@ -630,8 +871,11 @@ class _Run:
     def _read_final_logs(self) -> None:
         topics = self.scenario.cluster.topics
         checkpointed: dict[tuple[str, int], int] = {}
-        for broker_id, broker in sorted(self.cluster.brokers.items()):
-            log_dir = broker.data_dir / "logs"
+        for broker_id in self.backend.broker_ids:
+            log_dir = self.backend.log_dir(broker_id)
+            if log_dir is None:
+                self.event(f"broker {broker_id}: its log directory cannot be read, left out")
+                continue
             for topic in topics:
                 for p in range(topic.partitions):
                     partition_dir = log_dir / f"{topic.name}-{p}"

@@ -1,0 +1,113 @@
+"""The chaos runner's compose backend (``cluster.compose.ComposeBackend``) on real containers:
+the catalog's leader-partition scenario, shortened, with its fault made an ``isolate`` of the
+leader (the catalog's ``split`` keeps ZooKeeper on both sides, which a container network
+cannot give; ``docker network disconnect`` from the ``cluster`` network cuts the leader off
+the other brokers and ZooKeeper, while the producer on the host still reaches it). The checker
+must judge it SAFE, the isolation must have happened (a fault event on a broker, a new leader
+epoch), the simulation must judge the same scenario the same way, and the run's compose
+project must be gone afterwards.
+
+One run takes a few minutes on a slow engine: the project starts (containers under vfs),
+25 s of workload, 15 s of settling, a clean stop of every broker, ``down -v``. No assertion
+is on how long anything takes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+import pytest
+
+from tests.compose.conftest import compose_unavailable
+
+_REASON = compose_unavailable()
+if _REASON is not None:
+    pytest.skip(_REASON, allow_module_level=True)
+
+from cluster import chaos, compose  # noqa: E402 - after the skip: nothing runs without an engine
+from sim import checker, runner, scenario  # noqa: E402
+from sim.history import History  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+FAULT_AT_S = 6.0
+FAULT_FOR_S = 15.0  # past the 6 s ZooKeeper session timeout: another leader is elected
+
+
+def leader_isolation() -> scenario.Scenario:
+    """leader-partition with its fault an isolate of the same target, in less time."""
+    base = scenario.load(scenario.find("leader-partition"))
+    (fault,) = base.faults
+    assert (fault.action, fault.target) == ("split", "leader:events-0")
+    chosen = dataclasses.replace(
+        base,
+        workload=dataclasses.replace(base.workload, duration_s=25.0, settle_s=15.0),
+        faults=(
+            dataclasses.replace(
+                fault, action="isolate", at_s=FAULT_AT_S, duration_s=FAULT_FOR_S, params={}
+            ),
+        ),
+        seed_faults=None,
+    )
+    scenario.check(chosen)
+    return chosen
+
+
+def leader_epochs(history: History, before_ms: int | None = None) -> set[int]:
+    return {
+        s.leader_epoch
+        for s in history.samples
+        if s.is_leader and (before_ms is None or s.time_ms < before_ms)
+    }
+
+
+def project_leftovers(project: str) -> list[str]:
+    label = f"label=com.docker.compose.project={project}"
+    found = []
+    for kind in (["ps", "-a", "-q"], ["network", "ls", "-q"], ["volume", "ls", "-q"]):
+        done = compose.run_command(["docker", *kind, "--filter", label], timeout_s=60)
+        found += done.stdout.split()
+    return found
+
+
+def test_an_isolated_leader_loses_nothing_acknowledged_and_agrees_with_the_simulation(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR)
+    chosen = leader_isolation()
+    events: list[str] = []
+    try:
+        history = chaos.run(chosen, tmp_path / "real", on_event=events.append, spec=compose.COMPOSE)
+    finally:
+        print("\n".join(events))  # shown when the test fails
+    real = checker.check(history)
+    simulated = checker.check(runner.run(chosen, 1, tmp_path / "sim"))
+
+    assert real.ok, real.verdict_lines()
+    assert real.verdict == simulated.verdict == "SAFE"
+    assert (real.lost, simulated.lost) == (0, 0)
+    assert real.acknowledged > 500 and real.read >= real.acknowledged
+    # The isolation happened, to the leader, and another leader was elected meanwhile.
+    (fault,) = history.faults
+    assert fault.action == "isolate" and fault.end_ms is not None
+    isolated = fault.target.split(" → ")[1]
+    assert isolated in {"1", "2", "3"}, fault.target
+    before = leader_epochs(history, fault.start_ms)
+    assert before and max(leader_epochs(history)) > max(before), "no new leader epoch"
+    assert any(
+        s.is_leader and s.leader != int(isolated) and s.leader_epoch > max(before)
+        for s in history.samples
+    ), "no other broker led after the isolation"
+    assert {broker for _, _, broker in history.final_logs} == {1, 2, 3}
+    assert history.meta["runtime"] == "the compose cluster"
+    for phase in ("cluster up", "isolate leader:events-0 → ", "healed: isolate", "final read"):
+        assert any(phase in line for line in events), (phase, events)
+    # The run's own project, and nothing of it left.
+    (up,) = [line for line in events if "cluster up" in line]
+    project = up.split("compose project ", 1)[1].split(" ", 1)[0]
+    assert project.startswith("kafkasim-chaos-")
+    assert project_leftovers(project) == []
+    override = (tmp_path / "real" / "compose-override.yml").read_text()
+    assert 'KAFKASIM_CFG_REPLICA_LAG_TIME_MAX_MS: "5000"' in override
