@@ -414,7 +414,15 @@ class RecordAccumulator:
             metadata = self._metadata.topics.get(topic)
             if metadata is None:
                 continue
-            for record in self.waiting.pop(topic):
+            queue = self.waiting[topic]
+            while queue:
+                record = queue[0]
+                if record.partition is not None and record.partition >= metadata.num_partitions:
+                    # As Kafka's producer: a partition the metadata does not show yet (just
+                    # added) is waited for, up to max.block.ms; the records after it wait too,
+                    # so that they stay in the order they were sent.
+                    break
+                queue.popleft()
                 if record.future.done():
                     continue
                 try:
@@ -430,6 +438,8 @@ class RecordAccumulator:
                     )
                 except ValueError as e:
                     _fail_future(record.future, e)
+            if not queue:
+                del self.waiting[topic]
 
     def expire_waiting(self, now_ms: int) -> int:
         """Fail waiting records past max.block.ms; ms until the next one's deadline."""
@@ -438,13 +448,19 @@ class RecordAccumulator:
             queue = self.waiting[topic]
             while queue and (queue[0].future.done() or queue[0].deadline_ms <= now_ms):
                 record = queue.popleft()
-                _fail_future(
-                    record.future,
-                    DeliveryTimeoutError(
+                known = self._metadata.topics.get(topic)
+                if known is not None and record.partition is not None:
+                    message = (
+                        f"Partition {record.partition} of topic {topic} with partition count "
+                        f"{known.num_partitions} is not present in metadata after "
+                        f"{self._config.max_block_ms} ms."
+                    )
+                else:
+                    message = (
                         f"Topic {topic} not present in metadata after "
                         f"{self._config.max_block_ms} ms."
-                    ),
-                )
+                    )
+                _fail_future(record.future, DeliveryTimeoutError(message))
             if queue:
                 next_ms = min(next_ms, queue[0].deadline_ms - now_ms)
             else:

@@ -369,7 +369,11 @@ class Producer:
             )
             return future
         topic_metadata = self._topics.get(topic)
-        if topic_metadata is None or topic in self._waiting:
+        if (
+            topic_metadata is None
+            or topic in self._waiting
+            or (partition is not None and partition >= topic_metadata.num_partitions)
+        ):
             self._accumulator.add_waiting(
                 topic,
                 PendingRecord(

@@ -177,6 +177,8 @@ class MetadataRefresher:
         if any(-1 in t.leaders for t in self._metadata.topics.values()):
             self.wanted = True
         self._on_update(errors)
+        if self._waiting:  # records still wait (a partition not shown yet): ask again
+            self.wanted = True
         self._wake()
 
     def retrying(self) -> AsyncRetrying:

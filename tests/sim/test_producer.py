@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import proto
+from client.admin import AdminClient
 from client.partitioner import PartitionFunction, partition_for_key
 from client.producer import (
     DeliveryTimeoutError,
@@ -687,6 +688,36 @@ def test_a_topic_missing_from_metadata_fails_after_max_block_ms(tmp_path: Path) 
     simulate(tmp_path, scenario, **{"auto.create.topics.enable": False})
 
 
+def test_a_send_to_a_partition_not_in_metadata_yet_waits_for_it(tmp_path: Path) -> None:
+    """As Kafka's producer: a record for a partition the producer's metadata does not show
+    (just added) waits for a metadata refresh that shows it, up to max.block.ms, and the
+    records sent after it stay behind it; one that never appears fails with Kafka's message.
+    (It used to fail at once, which broke a send right after create_partitions.)"""
+
+    async def scenario(cluster: SimCluster) -> None:
+        await create(cluster, TOPIC, partitions=2)
+        async with producing(cluster, {"max.block.ms": 5000}) as producer:
+            await producer.send(TOPIC, b"first", partition=0)  # metadata: 2 partitions
+            admin = AdminClient(
+                [broker_address(b) for b in cluster.broker_ids],
+                transport=SimTransport(cluster.network, "admin"),
+                clock=cluster.clock,
+            )
+            await admin.create_partitions(TOPIC, 3)
+            new = producer.send(TOPIC, b"new", partition=2)
+            after = producer.send(TOPIC, b"after", partition=0)
+            assert (await new).partition == 2
+            assert (await after).offset == 1
+            with pytest.raises(
+                DeliveryTimeoutError,
+                match=f"Partition 7 of topic {TOPIC} with partition count 3 is not present "
+                "in metadata after 5000 ms",
+            ):
+                await producer.send(TOPIC, b"never", partition=7)
+
+    simulate(tmp_path, scenario)
+
+
 def test_a_send_to_an_unknown_topic_creates_it_when_the_brokers_allow(tmp_path: Path) -> None:
     """auto.create.topics.enable (Kafka's default): the broker creates the topic with
     num.partitions and default.replication.factor and the send goes through."""
@@ -735,8 +766,10 @@ def test_misuse_raises_at_once(tmp_path: Path) -> None:
         await create(cluster, TOPIC, partitions=2)
         async with producing(cluster) as producer:
             await warm_up(producer)
-            with pytest.raises(ValueError, match=r"not in the range \[0\.\.\.2\]"):
-                producer.send(TOPIC, b"v", partition=2)
+            # (A partition above the known count waits for metadata, as in Kafka: see
+            # test_a_send_to_a_partition_not_in_metadata_yet_waits_for_it.)
+            with pytest.raises(ValueError, match=r"-1 is not in the range \[0\.\.\.2\]"):
+                producer.send(TOPIC, b"v", partition=-1)
             with pytest.raises(ValueError, match="Invalid timestamp"):
                 producer.send(TOPIC, b"v", timestamp=-5)
             with pytest.raises(TypeError, match="value must be bytes"):
