@@ -4,14 +4,15 @@ runtime), or a run where there is no engine. No container is needed: these run e
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import functools
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cli_run import kafkasim as run_kafkasim
+
+kafkasim = functools.partial(run_kafkasim, timeout=60)
+
 
 SCENARIO = (
     'name = "refused"\ndescription = ""\nexpect = "safe"\n'
@@ -19,18 +20,6 @@ SCENARIO = (
     "[workload]\nduration_s = 5.0\n"
     '[[workload.producers]]\nname = "p1"\ntopic = "events"\nrate = 10.0\n'
 )
-
-
-def kafkasim(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,8 +21,7 @@ from cluster import chaos
 from controller.zk_process import zookeeper_available
 from sim import checker, runner, scenario
 from sim.history import History
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cli_run import kafkasim
 
 
 def needs_zookeeper() -> None:
@@ -47,19 +43,6 @@ def shortened(name: str, *, at_s: float, duration_s: float) -> scenario.Scenario
     )
     scenario.check(chosen)
     return chosen
-
-
-def kafkasim(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def leader_epochs(history: History) -> set[int]:

@@ -13,22 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from controller.zk_process import zookeeper_available
-from tests.integration.test_cli_cluster import kafkasim
+from tests.cli_run import cluster_up, kafkasim
 
 
 @pytest.fixture(scope="module")
 def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    reason = zookeeper_available()
-    if reason is not None:
-        pytest.skip(f"real ZooKeeper unavailable: {reason}")
-    root = tmp_path_factory.mktemp("admin") / "c"
-    up = kafkasim("cluster", "up", "--brokers", "3", "--dir", str(root))
-    try:
-        assert up.returncode == 0, up.stdout + up.stderr
+    with cluster_up(tmp_path_factory.mktemp("admin") / "c", "--brokers", "3") as root:
         yield root
-    finally:
-        kafkasim("cluster", "down", "--dir", str(root))
 
 
 @pytest.fixture(scope="module")

@@ -3,29 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from controller.zk_process import zookeeper_available
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def kafkasim(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=timeout,
-        check=False,
-    )
+from tests.cli_run import kafkasim
 
 
 @pytest.fixture(autouse=True)

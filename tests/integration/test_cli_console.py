@@ -4,13 +4,11 @@ cluster (``kafkasim cluster up``) shared by the module and stopped at its end.""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,24 +16,12 @@ from client.minimal import MinimalClient
 from common.clock import SystemClock
 from controller.zk_process import zookeeper_available
 from node.rpc_grpc import GrpcTransport
+from tests.cli_run import kafkasim as run_kafkasim
 
-ROOT = Path(__file__).resolve().parents[2]
+kafkasim = functools.partial(run_kafkasim, timeout=60)
+
 TOPIC = "lines"
 SCRATCH = "scratch"  # where the failing producer runs write
-
-
-def kafkasim(*args: str, stdin: str = "", timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=timeout,
-        check=False,
-    )
 
 
 async def _create_topic(bootstrap: list[str], topics: list[str]) -> None:

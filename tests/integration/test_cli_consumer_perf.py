@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from cli.consumer_perf import DETAILED_HEADER, SUMMARY_HEADER
-from controller.zk_process import zookeeper_available
+from tests.cli_run import cluster_up, kafkasim
 from tests.integration.test_cli_admin import describe_until_led
-from tests.integration.test_cli_cluster import kafkasim
 
 TOPIC = "perf"
 RECORDS = 3000
@@ -32,16 +31,8 @@ PROGRESS = re.compile(
 
 @pytest.fixture(scope="module")
 def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    reason = zookeeper_available()
-    if reason is not None:
-        pytest.skip(f"real ZooKeeper unavailable: {reason}")
-    root = tmp_path_factory.mktemp("consumer-perf") / "c"
-    up = kafkasim("cluster", "up", "--brokers", "1", "--dir", str(root))
-    try:
-        assert up.returncode == 0, up.stdout + up.stderr
+    with cluster_up(tmp_path_factory.mktemp("consumer-perf") / "c", "--brokers", "1") as root:
         yield root
-    finally:
-        kafkasim("cluster", "down", "--dir", str(root))
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,8 @@ from client.minimal import MinimalClient
 from common.clock import SystemClock
 from common.errors import error_for_name
 from common.types import TopicPartition
-from controller.zk_process import zookeeper_available
 from node.rpc_grpc import GrpcTransport
+from tests.cli_run import cluster_up
 from tests.integration.test_cli_admin import describe_until_led, one_error_line
 from tests.integration.test_cli_console import kafkasim
 
@@ -30,19 +30,10 @@ NOT_ENOUGH_REPLICAS = error_for_name("NOT_ENOUGH_REPLICAS").code
 
 @pytest.fixture(scope="module")
 def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    reason = zookeeper_available()
-    if reason is not None:
-        pytest.skip(f"real ZooKeeper unavailable: {reason}")
     root = tmp_path_factory.mktemp("records") / "c"
-    up = kafkasim(
-        "cluster", "up", "--brokers", "3", "--dir", str(root),
-        "--override", "log.retention.check.interval.ms=1000", timeout=180,
-    )  # fmt: skip
-    try:
-        assert up.returncode == 0, up.stdout + up.stderr
-        yield root
-    finally:
-        kafkasim("cluster", "down", "--dir", str(root), timeout=180)
+    override = ("--override", "log.retention.check.interval.ms=1000")
+    with cluster_up(root, "--brokers", "3", *override) as up:
+        yield up
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,7 @@ way Kafka's DumpLogSegments prints them, run as a user runs it."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import functools
 from pathlib import Path
 
 from client.group_protocol import Assignment, encode_assignment
@@ -23,21 +21,10 @@ from node.group_records import (
 )
 from storage.records.batch import RecordBatchBuilder
 from storage.records.legacy import encode_legacy
+from tests.cli_run import kafkasim
 from tests.unit.storage.logtools import T0
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+run = functools.partial(kafkasim, timeout=120)
 
 
 def _member(member_id: str, assignment: bytes) -> MemberValue:

@@ -3,25 +3,14 @@ replay of a run from its seed in fresh processes under different hash seeds."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.cli_run import kafkasim as run_kafkasim
 
 
 def kafkasim(*args: str, hash_seed: str = "0") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": hash_seed}
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=600,
-        check=False,
-    )
+    return run_kafkasim(*args, env={"PYTHONHASHSEED": hash_seed}, timeout=600)
 
 
 def test_list_names_every_catalog_scenario_with_its_expectation() -> None:

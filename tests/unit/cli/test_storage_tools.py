@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import functools
 from pathlib import Path
 
 import pytest
@@ -12,17 +10,10 @@ import pytest
 from storage.records.batch import RecordBatchBuilder
 from storage.records.compression import CompressionType
 from storage.records.legacy import encode_legacy
+from tests.cli_run import kafkasim
 from tests.unit.storage.logtools import T0, make_batch, open_log
 
-KAFKASIM = [sys.executable, "-m", "cli"]
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [*KAFKASIM, *args], capture_output=True, text=True, env=env, timeout=120, check=False
-    )
+run = functools.partial(kafkasim, timeout=120)
 
 
 @pytest.fixture

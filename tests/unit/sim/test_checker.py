@@ -4,11 +4,9 @@ failure-injection verdict rests on, so each rule has a history that trips it."""
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -19,10 +17,12 @@ from hypothesis import strategies as st
 
 from sim.checker import CheckReport, Violation, check
 from sim.history import FaultEvent, History, Op, OpType, ReplicaSample
+from tests.cli_run import kafkasim as run_kafkasim
+
+kafkasim = functools.partial(run_kafkasim, timeout=120)
 
 T, P = "t", 0
 BROKERS = (1, 2, 3)
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def sends(
@@ -503,18 +503,6 @@ def test_any_history_of_a_correct_partition_checks_ok(h: History) -> None:
 
 
 # -- the command --------------------------------------------------------------------------------
-
-
-def kafkasim(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_check_command_exits_0_on_a_clean_history(tmp_path: Path) -> None:

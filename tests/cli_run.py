@@ -1,0 +1,53 @@
+"""The `kafkasim` command as the tests run it: a subprocess of this interpreter
+(``python -m cli``) with the repository on PYTHONPATH, output captured as text, a non-zero exit
+returned rather than raised; and a `kafkasim cluster up` cluster for a test module."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from controller.zk_process import zookeeper_available
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def kafkasim(
+    *args: str,
+    stdin: str = "",
+    env: Mapping[str, str] | None = None,
+    timeout: float = 180.0,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``kafkasim ARGS`` with ``stdin`` as its input (``env`` adds variables to this
+    process's environment)."""
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        cwd=ROOT,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@contextlib.contextmanager
+def cluster_up(root: Path, *up_args: str, timeout: float = 180.0) -> Iterator[Path]:
+    """`kafkasim cluster up --dir ROOT UP_ARGS`, and `cluster down` after, whatever happens;
+    skips the test when a real ZooKeeper cannot run here."""
+    reason = zookeeper_available()
+    if reason is not None:
+        pytest.skip(f"real ZooKeeper unavailable: {reason}")
+    up = kafkasim("cluster", "up", *up_args, "--dir", str(root), timeout=timeout)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        yield root
+    finally:
+        kafkasim("cluster", "down", "--dir", str(root), timeout=timeout)
