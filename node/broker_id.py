@@ -1,10 +1,11 @@
 """The id a broker runs under, as Kafka's ZooKeeper-era start-up decides it
 (``KafkaServer.getOrGenerateBrokerId``):
 
-1. the id stored in the log dirs' ``meta.properties`` (a broker that ran here before) — a
-   configured ``broker.id`` that differs is InconsistentBrokerMetadataError;
-2. else the configured ``broker.id``;
-3. else (``broker.id=-1`` with ``broker.id.generation.enable``) a new one from ZooKeeper:
+1. a configured ``broker.id`` (the log manager's start-up refuses one that differs from the
+   id stored in ``meta.properties``: InconsistentBrokerMetadataError);
+2. else (``broker.id=-1``) the id stored in the log dirs' ``meta.properties`` (a broker that
+   ran here before);
+3. else (``broker.id.generation.enable``) a new one from ZooKeeper:
    ``/brokers/seqid`` is written unconditionally and its new znode version, plus
    ``reserved.broker.max.id``, is the id (1001, 1002, … with the default 1000). Configured ids
    stay at or below ``reserved.broker.max.id`` (a config rule), so the two never meet.
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from common.coordination import Coordination, NodeExistsError
 from controller import zk_data
 from node.config import BrokerConfig
-from storage.checkpoints import check_broker_metadata, stored_broker_metadata
+from storage.checkpoints import stored_broker_metadata
 
 
 async def generate_broker_id(zk: Coordination, reserved_max_id: int) -> int:
@@ -37,14 +38,11 @@ async def resolve_broker_id(
 ) -> BrokerConfig:
     """``config`` with the broker id to run under (see the module doc); a ZooKeeper session
     from ``coordination_factory`` is opened only to generate a new id, and closed after."""
-    stored = stored_broker_metadata(config.log_dirs)
-    if stored is not None:
-        if config.broker_id >= 0:
-            check_broker_metadata(config.log_dirs, config.broker_id)  # raises on a mismatch
-            return config
-        return config.with_broker_id(stored.broker_id)
     if config.broker_id >= 0:
         return config
+    stored = stored_broker_metadata(config.log_dirs)
+    if stored is not None:
+        return config.with_broker_id(stored.broker_id)
     zk = coordination_factory()
     await zk.start()
     try:

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from common.clock import ManualClock
 from common.errors import InconsistentBrokerMetadataError, InvalidConfigError
 from node.broker_id import generate_broker_id, resolve_broker_id
 from node.config import BrokerConfig
 from sim.loop import run_simulation
 from sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
 from storage.checkpoints import write_meta_properties
+from storage.log_manager import LogManager
 
 
 def config(tmp_path: Path, **props: object) -> BrokerConfig:
@@ -58,10 +60,18 @@ def test_a_configured_id_that_differs_from_the_stored_one_is_refused(tmp_path: P
     write_meta_properties(tmp_path / "logs", 3, None)
 
     async def main() -> None:
-        await resolve_broker_id(
+        # The configured id is kept; the log manager's start-up checks it against the dirs.
+        resolved = await resolve_broker_id(
             config(tmp_path, broker_id=4),
             lambda: SimZooKeeperClient(SimZooKeeperServer(), 6000),
         )
+        manager = LogManager(
+            resolved.log_dirs,
+            resolved.log_config(),
+            ManualClock(0),
+            broker_id=resolved.broker_id,
+        )
+        manager.startup()
 
     with pytest.raises(
         InconsistentBrokerMetadataError, match=r"Configured broker\.id 4 doesn't match stored"
