@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from bench import record_sizes
-from cluster.local import REPO_ROOT, LocalCluster
+from kafkasim.cluster.local import REPO_ROOT, LocalCluster
 
 TOPIC = "perf"
 SUMMARY = re.compile(
@@ -35,7 +35,7 @@ SUMMARY = re.compile(
 
 def kafkasim(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-m", "kafkasim.cli", *args],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,

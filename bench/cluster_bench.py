@@ -28,17 +28,17 @@ from pathlib import Path
 
 import grpc
 
-import proto
-from client.minimal import MinimalClient
-from cluster.local import REPO_ROOT, LocalCluster
-from common.clock import SystemClock
-from common.types import TopicPartition
-from controller import zk_data
-from controller.zk_kazoo import KazooCoordination
-from controller.zk_process import free_loopback_port
-from node.rpc_grpc import GrpcTransport
-from proto import kafkasim_pb2 as pb
-from storage.records.batch import RecordBatchBuilder
+from kafkasim import proto
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.cluster.local import REPO_ROOT, LocalCluster
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.controller.zk_kazoo import KazooCoordination
+from kafkasim.controller.zk_process import free_loopback_port
+from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.storage.records.batch import RecordBatchBuilder
 
 RECORD = b"r" * 1024
 PER_BATCH = 16

@@ -20,7 +20,7 @@ import struct
 import timeit
 from collections.abc import Callable
 
-from storage.records import (
+from kafkasim.storage.records import (
     RECORD_BATCH_OVERHEAD,
     CompressionType,
     RecordBatchBuilder,

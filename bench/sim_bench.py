@@ -13,8 +13,8 @@ import random
 import tempfile
 from pathlib import Path
 
-from common.clock import SystemClock
-from sim import checker, runner, scenario, schedules
+from kafkasim.common.clock import SystemClock
+from kafkasim.sim import checker, runner, scenario, schedules
 
 
 def main() -> None:

@@ -32,12 +32,12 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from client.minimal import MinimalClient
-from client.producer import Producer
-from cluster.local import REPO_ROOT, LocalCluster
-from common.clock import Clock, SystemClock
-from node.rpc_grpc import GrpcTransport
-from spark import KafkasimDataSource
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.producer import Producer
+from kafkasim.cluster.local import REPO_ROOT, LocalCluster
+from kafkasim.common.clock import Clock, SystemClock
+from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.spark import KafkasimDataSource
 
 TOPIC = "spark-bench"
 VALUE_BYTES = 100

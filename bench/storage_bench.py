@@ -29,11 +29,11 @@ from pathlib import Path
 
 import crc32c
 
-from common.clock import ManualClock
-from common.types import TopicPartition
-from storage.config import LogConfig
-from storage.log import Log
-from storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, RecordBatchBuilder
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log import Log
+from kafkasim.storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, RecordBatchBuilder
 
 TP = TopicPartition("bench", 0)
 T0 = 1_700_000_000_000

@@ -16,13 +16,13 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from common.clock import SystemClock
-from common.config import read_properties
-from controller.zk_kazoo import KazooCoordination
-from node.broker import Broker, controller_factory
-from node.broker_id import resolve_broker_id
-from node.config import BrokerConfig
-from node.rpc_grpc import GrpcTransport
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.config import read_properties
+from kafkasim.controller.zk_kazoo import KazooCoordination
+from kafkasim.node.broker import Broker, controller_factory
+from kafkasim.node.broker_id import resolve_broker_id
+from kafkasim.node.config import BrokerConfig
+from kafkasim.node.rpc_grpc import GrpcTransport
 
 logger = logging.getLogger(__name__)
 

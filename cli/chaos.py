@@ -28,11 +28,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from cli.sim import meets_expectation, save_outputs
-from cluster import chaos, compose
-from common.clock import SystemClock
-from sim import checker, scenario
-from sim.history import History
+from kafkasim.cli.sim import meets_expectation, save_outputs
+from kafkasim.cluster import chaos, compose
+from kafkasim.common.clock import SystemClock
+from kafkasim.sim import checker, scenario
+from kafkasim.sim.history import History
 
 BACKENDS: dict[str, chaos.BackendSpec] = {"local": chaos.LOCAL, "compose": compose.COMPOSE}
 

@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli.status import describe_cluster
-from cluster.local import LocalCluster
-from common.coordination import NoNodeError
-from controller import zk_data
-from controller.zk_kazoo import KazooCoordination
-from controller.zk_process import zookeeper_available
+from kafkasim.cli.status import describe_cluster
+from kafkasim.cluster.local import LocalCluster
+from kafkasim.common.coordination import NoNodeError
+from kafkasim.controller import zk_data
+from kafkasim.controller.zk_kazoo import KazooCoordination
+from kafkasim.controller.zk_process import zookeeper_available
 
 STATE_FILE = "cluster.json"
 DEFAULT_DIR = Path("kafkasim-cluster")

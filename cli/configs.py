@@ -24,12 +24,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cli.connect import add_bootstrap_args, bootstrap_servers
-from client.admin import AdminClient
-from common.clock import SystemClock
-from common.config import read_properties
-from common.errors import InvalidConfigError, KafkaError, KafkasimError
-from node.rpc_grpc import GrpcTransport
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.client.admin import AdminClient
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.config import read_properties
+from kafkasim.common.errors import InvalidConfigError, KafkaError, KafkasimError
+from kafkasim.node.rpc_grpc import GrpcTransport
 
 ENTITY_TYPES = ("topics",)
 DYNAMIC_TOPIC_CONFIG = 1  # Kafka's DescribeConfigs ConfigSource number

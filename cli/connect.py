@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from cli.cluster import STATE_FILE
+from kafkasim.cli.cluster import STATE_FILE
 
 
 def add_bootstrap_args(parser: argparse.ArgumentParser) -> None:

@@ -23,13 +23,13 @@ import contextlib
 import sys
 from typing import Any, TextIO
 
-from cli.connect import add_bootstrap_args, bootstrap_servers
-from cli.console_producer import parse_properties
-from client.consumer import Consumer, ConsumerRecord
-from common.clock import SystemClock
-from common.types import TopicPartition
-from node.rpc_grpc import GrpcTransport
-from storage.records.batch import TimestampType
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.cli.console_producer import parse_properties
+from kafkasim.client.consumer import Consumer, ConsumerRecord
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.storage.records.batch import TimestampType
 
 FORMATTER_PROPERTIES = (
     "print.timestamp",

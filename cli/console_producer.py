@@ -14,11 +14,11 @@ import asyncio
 import sys
 from typing import Any, TextIO
 
-from cli.connect import add_bootstrap_args, bootstrap_servers
-from client.producer import Producer, RecordMetadata
-from common.clock import SystemClock
-from common.errors import KafkasimError
-from node.rpc_grpc import GrpcTransport
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.client.producer import Producer, RecordMetadata
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.errors import KafkasimError
+from kafkasim.node.rpc_grpc import GrpcTransport
 
 READER_PROPERTIES = ("parse.key", "key.separator", "ignore.error")
 

@@ -16,13 +16,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from cli.connect import add_bootstrap_args, bootstrap_servers
-from client.admin import AdminClient
-from client.admin_groups import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, GroupDescription
-from common.clock import SystemClock
-from common.errors import KafkaError, KafkasimError
-from common.types import TopicPartition
-from node.rpc_grpc import GrpcTransport
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.client.admin import AdminClient
+from kafkasim.client.admin_groups import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, GroupDescription
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.errors import KafkaError, KafkasimError
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.rpc_grpc import GrpcTransport
 
 
 class GroupCommandError(KafkasimError):

@@ -35,14 +35,14 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from cli.connect import add_bootstrap_args, bootstrap_servers
-from cli.console_producer import parse_properties
-from client.admin import AdminClient
-from client.consumer import Consumer, ConsumerRebalanceListener
-from common.clock import Clock, SystemClock
-from common.config import read_properties
-from common.types import TopicPartition
-from node.rpc_grpc import GrpcTransport
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.cli.console_producer import parse_properties
+from kafkasim.client.admin import AdminClient
+from kafkasim.client.consumer import Consumer, ConsumerRebalanceListener
+from kafkasim.common.clock import Clock, SystemClock
+from kafkasim.common.config import read_properties
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.rpc_grpc import GrpcTransport
 
 _TIMING_FIELDS = (
     "rebalance.time.ms",

@@ -23,12 +23,12 @@ import json
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from cli.connect import add_bootstrap_args, bootstrap_servers
-from client.admin import AdminClient
-from common.clock import SystemClock
-from common.errors import KafkaError, KafkasimError
-from common.types import TopicPartition
-from node.rpc_grpc import GrpcTransport
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.client.admin import AdminClient
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.errors import KafkaError, KafkasimError
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.rpc_grpc import GrpcTransport
 
 SUPPORTED_VERSIONS = (1,)
 

@@ -16,14 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from cli import demo_cluster
-from cli.dump_log import dump_log_file
-from common.clock import ManualClock
-from common.types import TopicPartition
-from storage.config import LogConfig
-from storage.log import Log
-from storage.records.batch import RecordBatchBuilder, decode_batch
-from storage.verify import verify
+from kafkasim.cli import demo_cluster
+from kafkasim.cli.dump_log import dump_log_file
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log import Log
+from kafkasim.storage.records.batch import RecordBatchBuilder, decode_batch
+from kafkasim.storage.verify import verify
 
 
 def register(sub: Any) -> None:

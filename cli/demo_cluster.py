@@ -19,15 +19,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from client.minimal import MinimalClient
-from client.producer import Producer, RecordMetadata
-from cluster.local import LocalCluster
-from common.clock import SystemClock
-from common.coordination import NoNodeError
-from common.types import TopicPartition
-from controller import zk_data
-from controller.zk_kazoo import KazooCoordination
-from node.rpc_grpc import GrpcTransport
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.producer import Producer, RecordMetadata
+from kafkasim.cluster.local import LocalCluster
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.coordination import NoNodeError
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.controller.zk_kazoo import KazooCoordination
+from kafkasim.node.rpc_grpc import GrpcTransport
 
 
 @dataclass

@@ -19,13 +19,18 @@ import os
 from pathlib import Path
 from typing import Any
 
-from client.group_protocol import PROTOCOL_TYPE, decode_assignment
-from common.errors import CorruptIndexError, CorruptRecordError, KafkaError
-from node.group_records import OffsetKey, decode_group_value, decode_key, decode_offset_value
-from storage import file_names
-from storage.offset_index import OffsetIndex
-from storage.producer_state import decode_snapshot
-from storage.records.batch import (
+from kafkasim.client.group_protocol import PROTOCOL_TYPE, decode_assignment
+from kafkasim.common.errors import CorruptIndexError, CorruptRecordError, KafkaError
+from kafkasim.node.group_records import (
+    OffsetKey,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+)
+from kafkasim.storage import file_names
+from kafkasim.storage.offset_index import OffsetIndex
+from kafkasim.storage.producer_state import decode_snapshot
+from kafkasim.storage.records.batch import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     ControlRecordType,
@@ -33,8 +38,8 @@ from storage.records.batch import (
     decode_batch,
     parse_control_key,
 )
-from storage.records.legacy import decode_legacy
-from storage.time_index import TimeIndex
+from kafkasim.storage.records.legacy import decode_legacy
+from kafkasim.storage.time_index import TimeIndex
 
 
 def register(sub: Any) -> None:

@@ -14,12 +14,12 @@ import asyncio
 import sys
 from typing import Any
 
-from cli.connect import add_bootstrap_args, bootstrap_servers
-from client.admin import AdminClient
-from common.clock import SystemClock
-from common.errors import KafkaError, error_for_name
-from common.types import TopicPartition
-from node.rpc_grpc import GrpcTransport
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.client.admin import AdminClient
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.errors import KafkaError, error_for_name
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.rpc_grpc import GrpcTransport
 
 ElectionNotNeededError = error_for_name("ELECTION_NOT_NEEDED")
 

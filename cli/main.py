@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from cli import (
+from kafkasim.cli import (
     broker,
     chaos,
     check,
@@ -26,7 +26,7 @@ from cli import (
     topics,
     verify_log,
 )
-from common.errors import KafkasimError
+from kafkasim.common.errors import KafkasimError
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from client.producer import Producer, RecordMetadata, SendCallback
-from common.clock import Clock, SystemClock
-from node.rpc_grpc import GrpcTransport
+from kafkasim.client.producer import Producer, RecordMetadata, SendCallback
+from kafkasim.common.clock import Clock, SystemClock
+from kafkasim.node.rpc_grpc import GrpcTransport
 
 REPORTING_INTERVAL_MS = 5_000
 # Kafka's send() blocks once buffer.memory (32 MiB) is full; this bounds what is unacknowledged.

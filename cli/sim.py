@@ -25,10 +25,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.clock import SystemClock
-from sim import checker, runner, scenario, schedules
-from sim import report as html_report
-from sim.history import History
+from kafkasim.common.clock import SystemClock
+from kafkasim.sim import checker, runner, scenario, schedules
+from kafkasim.sim import report as html_report
+from kafkasim.sim.history import History
 
 
 def register(sub: Any) -> None:

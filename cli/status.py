@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
-import proto
-from common.coordination import NoNodeError
-from common.rpc import RpcError
-from common.types import TopicPartition
-from controller import zk_data
-from controller.zk_kazoo import KazooCoordination
-from node.rpc_grpc import GrpcTransport
-from proto import kafkasim_pb2 as pb
+from kafkasim import proto
+from kafkasim.common.coordination import NoNodeError
+from kafkasim.common.rpc import RpcError
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.controller.zk_kazoo import KazooCoordination
+from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.proto import kafkasim_pb2 as pb
 
 
 async def describe_cluster(

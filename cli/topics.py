@@ -13,11 +13,11 @@ import asyncio
 import sys
 from typing import Any
 
-from cli.connect import add_bootstrap_args, bootstrap_servers
-from client.admin import AdminClient, NewTopic, TopicDescription
-from common.clock import SystemClock
-from common.errors import KafkaError, KafkasimError, error_for_name
-from node.rpc_grpc import GrpcTransport
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.client.admin import AdminClient, NewTopic, TopicDescription
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.errors import KafkaError, KafkasimError, error_for_name
+from kafkasim.node.rpc_grpc import GrpcTransport
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 TopicAlreadyExistsError = error_for_name("TOPIC_ALREADY_EXISTS")

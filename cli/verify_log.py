@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from storage.verify import verify
+from kafkasim.storage.verify import verify
 
 
 def register(sub: Any) -> None:

@@ -20,21 +20,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from client.partitioner import Partitioner
-from client.producer_config import NEVER_MS, ProducerConfig
-from client.producer_errors import DeliveryTimeoutError
-from client.producer_metadata import ClusterMetadata, TopicMetadata
-from common.clock import Clock
-from common.errors import error_for_code, error_for_name
-from common.types import TopicPartition
-from storage.records.batch import (
+from kafkasim.client.partitioner import Partitioner
+from kafkasim.client.producer_config import NEVER_MS, ProducerConfig
+from kafkasim.client.producer_errors import DeliveryTimeoutError
+from kafkasim.client.producer_metadata import ClusterMetadata, TopicMetadata
+from kafkasim.common.clock import Clock
+from kafkasim.common.errors import error_for_code, error_for_name
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage.records.batch import (
     CRC_OFFSET,
     PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
     RecordBatchBuilder,
     compute_crc,
 )
-from storage.records.compression import CompressionType
+from kafkasim.storage.records.compression import CompressionType
 
 __all__ = [
     "NO_PRODUCER_EPOCH",

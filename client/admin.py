@@ -20,14 +20,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-import proto
-from client.admin_groups import GroupAdmin
-from client.minimal import INVALID_METADATA_CODES, MinimalClient
-from common.clock import Clock
-from common.errors import KafkaError, error_for_code, error_for_name
-from common.rpc import RpcError, Transport
-from common.types import TopicPartition
-from proto import kafkasim_pb2 as pb
+from kafkasim import proto
+from kafkasim.client.admin_groups import GroupAdmin
+from kafkasim.client.minimal import INVALID_METADATA_CODES, MinimalClient
+from kafkasim.common.clock import Clock
+from kafkasim.common.errors import KafkaError, error_for_code, error_for_name
+from kafkasim.common.rpc import RpcError, Transport
+from kafkasim.common.types import TopicPartition
+from kafkasim.proto import kafkasim_pb2 as pb
 
 UNKNOWN_TOPIC_OR_PARTITION = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
 LeaderNotAvailableError = error_for_name("LEADER_NOT_AVAILABLE")

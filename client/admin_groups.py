@@ -15,13 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import proto
-from client.consumer_group import COORDINATOR_ERRORS, find_coordinator, offset_commit_request
-from client.group_protocol import PROTOCOL_TYPE, decode_assignment
-from client.minimal import MinimalClient
-from common.errors import error_for_code
-from common.types import TopicPartition
-from proto import kafkasim_pb2 as pb
+from kafkasim import proto
+from kafkasim.client.consumer_group import (
+    COORDINATOR_ERRORS,
+    find_coordinator,
+    offset_commit_request,
+)
+from kafkasim.client.group_protocol import PROTOCOL_TYPE, decode_assignment
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.common.errors import error_for_code
+from kafkasim.common.types import TopicPartition
+from kafkasim.proto import kafkasim_pb2 as pb
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2

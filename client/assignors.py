@@ -29,9 +29,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import ClassVar
 
-from client.group_protocol import Assignment, Subscription
-from common.errors import InvalidConfigError
-from common.types import TopicPartition
+from kafkasim.client.group_protocol import Assignment, Subscription
+from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.types import TopicPartition
 
 
 class AbstractPartitionAssignor(ABC):

@@ -71,13 +71,13 @@ from typing import Any, Final
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
-import proto
-from client.assignors import assignor_for
-from client.consumer_group import CommitFailedError, GroupMembership, GroupSettings
-from client.minimal import INVALID_METADATA_CODES, RETRY_BACKOFF_MAX_MS, MinimalClient
-from common.clock import Clock
-from common.config import Config, ConfigDef, ConfigKey, ConfigType
-from common.errors import (
+from kafkasim import proto
+from kafkasim.client.assignors import assignor_for
+from kafkasim.client.consumer_group import CommitFailedError, GroupMembership, GroupSettings
+from kafkasim.client.minimal import INVALID_METADATA_CODES, RETRY_BACKOFF_MAX_MS, MinimalClient
+from kafkasim.common.clock import Clock
+from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
+from kafkasim.common.errors import (
     InvalidConfigError,
     KafkaError,
     KafkasimError,
@@ -85,10 +85,10 @@ from common.errors import (
     error_for_code,
     error_for_name,
 )
-from common.rpc import RpcError, Transport
-from common.types import TopicPartition
-from proto import kafkasim_pb2 as pb
-from storage.records.batch import TimestampType, decode_batch, iter_batches
+from kafkasim.common.rpc import RpcError, Transport
+from kafkasim.common.types import TopicPartition
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.storage.records.batch import TimestampType, decode_batch, iter_batches
 
 logger = logging.getLogger(__name__)
 

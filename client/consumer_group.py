@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
-import proto
-from client.assignors import AbstractPartitionAssignor
-from client.group_protocol import (
+from kafkasim import proto
+from kafkasim.client.assignors import AbstractPartitionAssignor
+from kafkasim.client.group_protocol import (
     PROTOCOL_TYPE,
     Assignment,
     Subscription,
@@ -49,12 +49,12 @@ from client.group_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from client.minimal import RETRY_BACKOFF_MAX_MS, MinimalClient
-from common.clock import Clock
-from common.errors import KafkaError, KafkasimError, error_for_code, error_for_name
-from common.rpc import RpcError
-from common.types import TopicPartition
-from proto import kafkasim_pb2 as pb
+from kafkasim.client.minimal import RETRY_BACKOFF_MAX_MS, MinimalClient
+from kafkasim.common.clock import Clock
+from kafkasim.common.errors import KafkaError, KafkasimError, error_for_code, error_for_name
+from kafkasim.common.rpc import RpcError
+from kafkasim.common.types import TopicPartition
+from kafkasim.proto import kafkasim_pb2 as pb
 
 logger = logging.getLogger(__name__)
 

@@ -43,8 +43,8 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from common.types import TopicPartition
-from common.wire_format import WireReader, WireWriter
+from kafkasim.common.types import TopicPartition
+from kafkasim.common.wire_format import WireReader, WireWriter
 
 PROTOCOL_TYPE = "consumer"
 

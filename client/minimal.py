@@ -21,13 +21,13 @@ from tenacity import (
     wait_fixed,
 )
 
-import proto
-from common.clock import Clock
-from common.errors import KafkaError, KafkasimError, error_for_code, error_for_name
-from common.rpc import RpcError, Transport
-from common.types import TopicPartition
-from proto import kafkasim_pb2 as pb
-from storage.records.batch import Record, RecordBatchBuilder, decode_batch, iter_batches
+from kafkasim import proto
+from kafkasim.common.clock import Clock
+from kafkasim.common.errors import KafkaError, KafkasimError, error_for_code, error_for_name
+from kafkasim.common.rpc import RpcError, Transport
+from kafkasim.common.types import TopicPartition
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.storage.records.batch import Record, RecordBatchBuilder, decode_batch, iter_batches
 
 logger = logging.getLogger(__name__)
 

@@ -86,7 +86,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from client.accumulator import (
+from kafkasim.client.accumulator import (
     Headers,
     PartitionState,
     PendingRecord,
@@ -94,17 +94,17 @@ from client.accumulator import (
     RecordMetadata,
     SendCallback,
 )
-from client.partitioner import PARTITIONERS, FunctionPartitioner, PartitionFunction
-from client.producer_config import PRODUCER_CONFIG, PRODUCER_KEYS, ProducerConfig
-from client.producer_connection import BrokerConnection
-from client.producer_errors import DeliveryTimeoutError, ProducerClosedError, logger
-from client.producer_metadata import ClusterMetadata
-from client.sender import Sender
-from common.clock import Clock
-from common.errors import RecordTooLargeError
-from common.rpc import Transport
-from common.types import TopicPartition
-from storage.records.batch import (
+from kafkasim.client.partitioner import PARTITIONERS, FunctionPartitioner, PartitionFunction
+from kafkasim.client.producer_config import PRODUCER_CONFIG, PRODUCER_KEYS, ProducerConfig
+from kafkasim.client.producer_connection import BrokerConnection
+from kafkasim.client.producer_errors import DeliveryTimeoutError, ProducerClosedError, logger
+from kafkasim.client.producer_metadata import ClusterMetadata
+from kafkasim.client.sender import Sender
+from kafkasim.common.clock import Clock
+from kafkasim.common.errors import RecordTooLargeError
+from kafkasim.common.rpc import Transport
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage.records.batch import (
     MAX_RECORD_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     record_size_upper_bound,

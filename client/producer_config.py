@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from client.partitioner import PARTITIONERS
-from common.config import Config, ConfigDef, ConfigKey, ConfigType
-from common.errors import InvalidConfigError
-from storage.records.compression import CompressionType
+from kafkasim.client.partitioner import PARTITIONERS
+from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
+from kafkasim.common.errors import InvalidConfigError
+from kafkasim.storage.records.compression import CompressionType
 
 __all__ = [
     "MAX_IN_FLIGHT_FOR_IDEMPOTENCE",

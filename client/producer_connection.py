@@ -17,12 +17,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
-import proto
-from client.accumulator import ProducerBatch
-from client.producer_errors import log_task_error, logger
-from common.clock import Clock
-from common.rpc import BidiStream, RpcError, RpcStatus, Transport
-from proto import kafkasim_pb2 as pb
+from kafkasim import proto
+from kafkasim.client.accumulator import ProducerBatch
+from kafkasim.client.producer_errors import log_task_error, logger
+from kafkasim.common.clock import Clock
+from kafkasim.common.rpc import BidiStream, RpcError, RpcStatus, Transport
+from kafkasim.proto import kafkasim_pb2 as pb
 
 __all__ = ["BrokerConnection", "ConnectionListener", "InFlightRequest"]
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from common.errors import KafkaError, KafkasimError, error_for_name
-from common.rpc import RpcError
+from kafkasim.common.errors import KafkaError, KafkasimError, error_for_name
+from kafkasim.common.rpc import RpcError
 
 # Every producer module logs as "client.producer", the one name users filter on.
 logger = logging.getLogger("client.producer")

@@ -19,15 +19,15 @@ from dataclasses import dataclass
 from google.protobuf.message import Message
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
-import proto
-from client.minimal import RETRY_BACKOFF_MAX_MS
-from client.producer_config import NEVER_MS, ProducerConfig
-from client.producer_errors import log_task_error, logger, retriable
-from common.clock import Clock
-from common.errors import KafkaError
-from common.rpc import RpcError, Transport
-from common.types import TopicPartition
-from proto import kafkasim_pb2 as pb
+from kafkasim import proto
+from kafkasim.client.minimal import RETRY_BACKOFF_MAX_MS
+from kafkasim.client.producer_config import NEVER_MS, ProducerConfig
+from kafkasim.client.producer_errors import log_task_error, logger, retriable
+from kafkasim.common.clock import Clock
+from kafkasim.common.errors import KafkaError
+from kafkasim.common.rpc import RpcError, Transport
+from kafkasim.common.types import TopicPartition
+from kafkasim.proto import kafkasim_pb2 as pb
 
 __all__ = ["ClusterMetadata", "MetadataRefresher", "TopicMetadata"]
 

@@ -27,28 +27,28 @@ import itertools
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, stop_any, wait_fixed
 from tenacity.stop import stop_base
 
-import proto
-from client.accumulator import (
+from kafkasim import proto
+from kafkasim.client.accumulator import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     PartitionState,
     ProducerBatch,
     RecordAccumulator,
 )
-from client.minimal import INVALID_METADATA_CODES
-from client.producer_config import NEVER_MS, ProducerConfig
-from client.producer_connection import BrokerConnection, InFlightRequest
-from client.producer_errors import DeliveryTimeoutError, log_task_error, logger, retriable
-from client.producer_metadata import ClusterMetadata, MetadataRefresher
-from common.clock import Clock
-from common.errors import (
+from kafkasim.client.minimal import INVALID_METADATA_CODES
+from kafkasim.client.producer_config import NEVER_MS, ProducerConfig
+from kafkasim.client.producer_connection import BrokerConnection, InFlightRequest
+from kafkasim.client.producer_errors import DeliveryTimeoutError, log_task_error, logger, retriable
+from kafkasim.client.producer_metadata import ClusterMetadata, MetadataRefresher
+from kafkasim.common.clock import Clock
+from kafkasim.common.errors import (
     KafkaError,
     OutOfOrderSequenceNumberError,
     error_for_code,
     error_for_name,
 )
-from common.rpc import RpcError, RpcStatus, Transport
-from proto import kafkasim_pb2 as pb
+from kafkasim.common.rpc import RpcError, RpcStatus, Transport
+from kafkasim.proto import kafkasim_pb2 as pb
 
 __all__ = ["Sender"]
 

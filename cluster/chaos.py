@@ -61,25 +61,25 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final, Protocol
 
-import proto
-from client.minimal import MinimalClient
-from cluster.local import LocalCluster
-from common.clock import SystemClock
-from common.coordination import NoNodeError
-from common.errors import KafkaError, KafkasimError
-from common.rpc import RpcError
-from common.types import TopicPartition
-from controller import zk_data
-from controller.zk_kazoo import KazooCoordination
-from node.rpc_grpc import GrpcTransport
-from proto import kafkasim_pb2 as pb
-from sim.history import FaultEvent, History, ReplicaSample
-from sim.runner import UnsupportedFaultError
-from sim.scenario import ACTIONS, Fault, Scenario, TargetKind, parse_target
-from sim.workload import Workload
-from storage import file_names
-from storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
-from storage.records.batch import decode_batch, iter_batches
+from kafkasim import proto
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.cluster.local import LocalCluster
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.coordination import NoNodeError
+from kafkasim.common.errors import KafkaError, KafkasimError
+from kafkasim.common.rpc import RpcError
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.controller.zk_kazoo import KazooCoordination
+from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.history import FaultEvent, History, ReplicaSample
+from kafkasim.sim.runner import UnsupportedFaultError
+from kafkasim.sim.scenario import ACTIONS, Fault, Scenario, TargetKind, parse_target
+from kafkasim.sim.workload import Workload
+from kafkasim.storage import file_names
+from kafkasim.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
+from kafkasim.storage.records.batch import decode_batch, iter_batches
 
 __all__ = [
     "INJECTABLE",

@@ -56,17 +56,17 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
-import proto
-from client.minimal import MinimalClient
-from cluster import chaos
-from cluster.chaos import BackendSpec, ChaosError
-from common.clock import SystemClock
-from common.rpc import RpcError
-from controller.zk_process import free_loopback_port
-from node.rpc_grpc import GrpcTransport
-from proto import kafkasim_pb2 as pb
-from sim.history import ReplicaSample
-from sim.scenario import Scenario
+from kafkasim import proto
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.cluster import chaos
+from kafkasim.cluster.chaos import BackendSpec, ChaosError
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.rpc import RpcError
+from kafkasim.controller.zk_process import free_loopback_port
+from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.history import ReplicaSample
+from kafkasim.sim.scenario import Scenario
 
 __all__ = [
     "BROKER_IDS",

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.zk_process import ZooKeeperProcess, free_loopback_port
+from kafkasim.controller.zk_process import ZooKeeperProcess, free_loopback_port
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +139,15 @@ class LocalCluster:
         broker.log_start = log.tell()
         try:
             broker.process = subprocess.Popen(
-                [sys.executable, "-m", "cli", "-v", "broker", "--config", str(broker.config_path)],
+                [
+                    sys.executable,
+                    "-m",
+                    "kafkasim.cli",
+                    "-v",
+                    "broker",
+                    "--config",
+                    str(broker.config_path),
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from common.errors import InvalidConfigError
+from kafkasim.common.errors import InvalidConfigError
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from common.errors import KafkasimError
+from kafkasim.common.errors import KafkasimError
 
 
 class CoordinationError(KafkasimError):

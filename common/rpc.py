@@ -20,7 +20,7 @@ from typing import Protocol
 
 from google.protobuf.message import Message
 
-from common.errors import KafkasimError
+from kafkasim.common.errors import KafkasimError
 
 
 class RpcStatus(Enum):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from common.errors import error_for_name
+from kafkasim.common.errors import error_for_name
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 TOPIC_NAME_MAX_LENGTH = 249

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 
-from common.errors import CorruptRecordError, KafkaError
+from kafkasim.common.errors import CorruptRecordError, KafkaError
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")

@@ -13,10 +13,10 @@ from enum import IntEnum
 from types import MappingProxyType
 from typing import Any
 
-from common.config import Config
-from common.errors import KafkasimError, error_for_name
-from controller import zk_data
-from controller.topic_configs import AlterConfigOp
+from kafkasim.common.config import Config
+from kafkasim.common.errors import KafkasimError, error_for_name
+from kafkasim.controller import zk_data
+from kafkasim.controller.topic_configs import AlterConfigOp
 
 NotControllerError = error_for_name("NOT_CONTROLLER")
 StaleBrokerEpochError = error_for_name("STALE_BROKER_EPOCH")

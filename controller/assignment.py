@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from common.errors import error_for_name
+from kafkasim.common.errors import error_for_name
 
 InvalidPartitionsError = error_for_name("INVALID_PARTITIONS")
 InvalidReplicationFactorError = error_for_name("INVALID_REPLICATION_FACTOR")

@@ -36,11 +36,11 @@ from types import MappingProxyType
 from google.protobuf.message import Message
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
 
-from common.rpc import RpcError, Transport
-from common.types import TopicPartition
-from controller.zk_data import BrokerInfo, LeaderAndIsr
-from proto import METHOD_LEADER_AND_ISR, METHOD_STOP_REPLICA, METHOD_UPDATE_METADATA
-from proto import kafkasim_pb2 as pb
+from kafkasim.common.rpc import RpcError, Transport
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller.zk_data import BrokerInfo, LeaderAndIsr
+from kafkasim.proto import METHOD_LEADER_AND_ISR, METHOD_STOP_REPLICA, METHOD_UPDATE_METADATA
+from kafkasim.proto import kafkasim_pb2 as pb
 
 logger = logging.getLogger(__name__)
 

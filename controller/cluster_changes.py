@@ -13,14 +13,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 
-from common.coordination import EventType, NoNodeError, Watcher, WatchEvent
-from common.types import TopicPartition
-from controller import zk_data
-from controller.channel import ControllerChannel, RequestBatch
-from controller.core import _Event
-from controller.leadership import Leadership
-from controller.topic_deletion import TopicDeletion
-from controller.zk_data import BrokerInfo
+from kafkasim.common.coordination import EventType, NoNodeError, Watcher, WatchEvent
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.controller.channel import ControllerChannel, RequestBatch
+from kafkasim.controller.core import _Event
+from kafkasim.controller.leadership import Leadership
+from kafkasim.controller.topic_deletion import TopicDeletion
+from kafkasim.controller.zk_data import BrokerInfo
 
 
 class ClusterChanges(Leadership, TopicDeletion):

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from common.types import TopicPartition
-from controller import zk_data
-from controller.zk_data import BrokerInfo, LeaderAndIsr
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.controller.zk_data import BrokerInfo, LeaderAndIsr
 
 
 @dataclass(frozen=True, slots=True)

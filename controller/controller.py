@@ -63,10 +63,10 @@ from __future__ import annotations
 
 import random
 
-from common.clock import Clock
-from common.coordination import Coordination
-from common.rpc import Transport
-from controller.api import (
+from kafkasim.common.clock import Clock
+from kafkasim.common.coordination import Coordination
+from kafkasim.common.rpc import Transport
+from kafkasim.controller.api import (
     BrokerNotAvailableError,
     ControllerConfig,
     ControllerMovedError,
@@ -85,10 +85,10 @@ from controller.api import (
     TopicResult,
     UnknownTopicOrPartitionError,
 )
-from controller.cluster_changes import ClusterChanges
-from controller.context import ControllerContext, ControllerSnapshot, PartitionView
-from controller.core import UNCLEAN_LEADER_ELECTION_ENABLE, logger
-from controller.topic_admin import RESOURCE_TYPE_TOPIC, TopicAdmin
+from kafkasim.controller.cluster_changes import ClusterChanges
+from kafkasim.controller.context import ControllerContext, ControllerSnapshot, PartitionView
+from kafkasim.controller.core import UNCLEAN_LEADER_ELECTION_ENABLE, logger
+from kafkasim.controller.topic_admin import RESOURCE_TYPE_TOPIC, TopicAdmin
 
 __all__ = [
     "RESOURCE_TYPE_TOPIC",

@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
-from common.clock import Clock
-from common.coordination import (
+from kafkasim.common.clock import Clock
+from kafkasim.common.coordination import (
     BadVersionError,
     CheckOp,
     Coordination,
@@ -54,16 +54,16 @@ from common.coordination import (
     Watcher,
     WatchEvent,
 )
-from common.errors import KafkaError
-from common.rpc import Transport
-from common.types import TopicPartition
-from controller import zk_data
-from controller.api import ControllerConfig, ControllerMovedError, NotControllerError
-from controller.channel import ControllerChannel, RequestBatch, partition_state
-from controller.context import ControllerContext, ControllerSnapshot, PartitionView
-from controller.zk_access import RetryingCoordination
-from controller.zk_data import LeaderAndIsr
-from proto import kafkasim_pb2 as pb
+from kafkasim.common.errors import KafkaError
+from kafkasim.common.rpc import Transport
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.controller.api import ControllerConfig, ControllerMovedError, NotControllerError
+from kafkasim.controller.channel import ControllerChannel, RequestBatch, partition_state
+from kafkasim.controller.context import ControllerContext, ControllerSnapshot, PartitionView
+from kafkasim.controller.zk_access import RetryingCoordination
+from kafkasim.controller.zk_data import LeaderAndIsr
+from kafkasim.proto import kafkasim_pb2 as pb
 
 # The controller's log lines keep one logger name whichever room writes them.
 logger = logging.getLogger("controller.controller")

@@ -30,8 +30,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from common.errors import KafkasimError
-from controller.zk_data import NO_LEADER, LeaderAndIsr
+from kafkasim.common.errors import KafkasimError
+from kafkasim.controller.zk_data import NO_LEADER, LeaderAndIsr
 
 _K = TypeVar("_K")  # a partition key (TopicPartition in the controller)
 

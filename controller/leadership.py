@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from common.coordination import NoNodeError, Watcher
-from common.errors import KafkaError, error_for_name
-from common.types import TopicPartition
-from controller import zk_data
-from controller.api import (
+from kafkasim.common.coordination import NoNodeError, Watcher
+from kafkasim.common.errors import KafkaError, error_for_name
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.controller.api import (
     BrokerNotAvailableError,
     ElectionOutcome,
     ElectionType,
@@ -24,9 +24,9 @@ from controller.api import (
     StaleBrokerEpochError,
     UnknownTopicOrPartitionError,
 )
-from controller.channel import RequestBatch
-from controller.core import _Event
-from controller.election import (
+from kafkasim.controller.channel import RequestBatch
+from kafkasim.controller.core import _Event
+from kafkasim.controller.election import (
     ELECTION_NOT_NEEDED,
     ELIGIBLE_LEADERS_NOT_AVAILABLE,
     PREFERRED_LEADER_NOT_AVAILABLE,
@@ -36,9 +36,9 @@ from controller.election import (
     offline_election,
     preferred_election,
 )
-from controller.partition_states import PartitionStateMachine
-from controller.zk_data import LeaderAndIsr
-from proto import kafkasim_pb2 as pb
+from kafkasim.controller.partition_states import PartitionStateMachine
+from kafkasim.controller.zk_data import LeaderAndIsr
+from kafkasim.proto import kafkasim_pb2 as pb
 
 
 class Leadership(PartitionStateMachine):

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
 
-from common.coordination import BadVersionError, CreateOp, NodeExistsError, NoNodeError
-from common.types import TopicPartition
-from controller import zk_data
-from controller.channel import RequestBatch
-from controller.core import STATE_WRITE_ATTEMPTS_MAX, ControllerCore
-from controller.election import (
+from kafkasim.common.coordination import BadVersionError, CreateOp, NodeExistsError, NoNodeError
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.controller.channel import RequestBatch
+from kafkasim.controller.core import STATE_WRITE_ATTEMPTS_MAX, ControllerCore
+from kafkasim.controller.election import (
     ELECTION_NOT_NEEDED,
     ELIGIBLE_LEADERS_NOT_AVAILABLE,
     ElectionResult,
@@ -29,7 +29,7 @@ from controller.election import (
     remove_replica_from_isr,
     sanity_check,
 )
-from controller.zk_data import LeaderAndIsr
+from kafkasim.controller.zk_data import LeaderAndIsr
 
 
 class PartitionStateMachine(ControllerCore):

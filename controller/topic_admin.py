@@ -15,11 +15,18 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 
-from common.coordination import BadVersionError, CreateOp, NodeExistsError, NoNodeError, Op, SetOp
-from common.errors import KafkaError
-from common.types import validate_topic_name
-from controller import zk_data
-from controller.api import (
+from kafkasim.common.coordination import (
+    BadVersionError,
+    CreateOp,
+    NodeExistsError,
+    NoNodeError,
+    Op,
+    SetOp,
+)
+from kafkasim.common.errors import KafkaError
+from kafkasim.common.types import validate_topic_name
+from kafkasim.controller import zk_data
+from kafkasim.controller.api import (
     InvalidPartitionsError,
     InvalidRequestError,
     InvalidTopicError,
@@ -31,11 +38,15 @@ from controller.api import (
     TopicResult,
     UnknownTopicOrPartitionError,
 )
-from controller.assignment import add_partitions, assign_new_topic, validate_manual_assignment
-from controller.core import STATE_WRITE_ATTEMPTS_MAX, ControllerCore
-from controller.topic_configs import AlterConfigOp, apply_incremental_ops
-from proto import kafkasim_pb2 as pb
-from storage.config import LOG_CONFIG_DEF
+from kafkasim.controller.assignment import (
+    add_partitions,
+    assign_new_topic,
+    validate_manual_assignment,
+)
+from kafkasim.controller.core import STATE_WRITE_ATTEMPTS_MAX, ControllerCore
+from kafkasim.controller.topic_configs import AlterConfigOp, apply_incremental_ops
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.storage.config import LOG_CONFIG_DEF
 
 _CONFIG_CHANGES_RETAINED = 100  # newest /config/changes notifications kept (brokers' catch-up)
 RESOURCE_TYPE_TOPIC = 2  # Kafka's ConfigResource.Type.TOPIC

@@ -22,9 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from common.config import ConfigDef, ConfigType
-from common.errors import InvalidConfigError, InvalidRequestError
-from storage.config import LOG_CONFIG_DEF
+from kafkasim.common.config import ConfigDef, ConfigType
+from kafkasim.common.errors import InvalidConfigError, InvalidRequestError
+from kafkasim.storage.config import LOG_CONFIG_DEF
 
 
 class OpType(IntEnum):

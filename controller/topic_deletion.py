@@ -14,12 +14,12 @@ from collections.abc import Collection
 
 from google.protobuf.message import Message
 
-from common.coordination import DeleteOp, NoNodeError, NotEmptyError, Watcher
-from common.types import TopicPartition
-from controller import zk_data
-from controller.channel import RequestBatch
-from controller.core import ControllerCore, _Event
-from proto import kafkasim_pb2 as pb
+from kafkasim.common.coordination import DeleteOp, NoNodeError, NotEmptyError, Watcher
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.controller.channel import RequestBatch
+from kafkasim.controller.core import ControllerCore, _Event
+from kafkasim.proto import kafkasim_pb2 as pb
 
 _TOPIC_DELETE_ATTEMPTS_MAX = 5
 

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from common.coordination import ConnectionLossError, Coordination, Op, Stat, Watcher
+from kafkasim.common.coordination import ConnectionLossError, Coordination, Op, Stat, Watcher
 
 _T = TypeVar("_T")
 

@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.types import TopicPartition
+from kafkasim.common.types import TopicPartition
 
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"

@@ -49,7 +49,7 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import Callback, KazooState
 
-from common.coordination import (
+from kafkasim.common.coordination import (
     BadVersionError,
     CheckOp,
     ConnectionLossError,

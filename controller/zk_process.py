@@ -29,7 +29,7 @@ from typing import IO
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from common.errors import KafkasimError
+from kafkasim.common.errors import KafkasimError
 
 # Debian's libzookeeper-java; its manifest's Class-Path names every dependency jar.
 DEBIAN_ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")

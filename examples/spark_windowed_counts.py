@@ -41,7 +41,7 @@ import sys
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
-from spark import KafkasimDataSource
+from kafkasim.spark import KafkasimDataSource
 
 
 def build_parser() -> argparse.ArgumentParser:

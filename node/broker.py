@@ -29,36 +29,36 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import proto
-from common.clock import Clock
-from common.coordination import (
+from kafkasim import proto
+from kafkasim.common.clock import Clock
+from kafkasim.common.coordination import (
     Coordination,
     CoordinationError,
     NodeExistsError,
     NoNodeError,
     SessionState,
 )
-from common.errors import KafkaError, error_for_code, error_for_name
-from common.rpc import RpcError, RpcServer, RpcStatus, Transport
-from common.types import TopicPartition
-from controller import zk_data
-from controller.controller import Controller, ControllerConfig
-from node.config import BrokerConfig
-from node.config_changes import TopicConfigChangeListener
-from node.fetcher import ReplicaFetcherManager
-from node.group_coordinator import GroupCoordinator
-from node.group_records import OFFSETS_TOPIC
-from node.metadata_cache import MetadataCache
-from node.metrics import BrokerMetrics
-from node.producer_ids import ProducerIdManager, handle_init_producer_id
-from node.replica_manager import FetchTarget, ReplicaManager
-from node.topic_creation import TopicCreator
-from proto import kafkasim_pb2 as pb
-from storage.config import LogConfig
-from storage.log_manager import LogManager, LogManagerSettings
+from kafkasim.common.errors import KafkaError, error_for_code, error_for_name
+from kafkasim.common.rpc import RpcError, RpcServer, RpcStatus, Transport
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.controller.controller import Controller, ControllerConfig
+from kafkasim.node.config import BrokerConfig
+from kafkasim.node.config_changes import TopicConfigChangeListener
+from kafkasim.node.fetcher import ReplicaFetcherManager
+from kafkasim.node.group_coordinator import GroupCoordinator
+from kafkasim.node.group_records import OFFSETS_TOPIC
+from kafkasim.node.metadata_cache import MetadataCache
+from kafkasim.node.metrics import BrokerMetrics
+from kafkasim.node.producer_ids import ProducerIdManager, handle_init_producer_id
+from kafkasim.node.replica_manager import FetchTarget, ReplicaManager
+from kafkasim.node.topic_creation import TopicCreator
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log_manager import LogManager, LogManagerSettings
 
 if TYPE_CHECKING:
-    from controller.controller import ControllerSnapshot
+    from kafkasim.controller.controller import ControllerSnapshot
 
 logger = logging.getLogger(__name__)
 

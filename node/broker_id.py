@@ -19,10 +19,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from common.coordination import Coordination, NodeExistsError
-from controller import zk_data
-from node.config import BrokerConfig
-from storage.checkpoints import stored_broker_metadata
+from kafkasim.common.coordination import Coordination, NodeExistsError
+from kafkasim.controller import zk_data
+from kafkasim.node.config import BrokerConfig
+from kafkasim.storage.checkpoints import stored_broker_metadata
 
 
 async def generate_broker_id(zk: Coordination, reserved_max_id: int) -> int:

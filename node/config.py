@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.config import Config, ConfigDef, ConfigKey, ConfigType, read_properties
-from common.errors import InvalidConfigError
-from storage.config import BROKER_LOG_KEYS, LogConfig, topic_defaults_from_broker
+from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType, read_properties
+from kafkasim.common.errors import InvalidConfigError
+from kafkasim.storage.config import BROKER_LOG_KEYS, LogConfig, topic_defaults_from_broker
 
 I, L, B, S, LST = (  # noqa: E741 - one-letter type names keep the tables readable
     ConfigType.INT,

@@ -34,18 +34,18 @@ import contextlib
 import logging
 from collections.abc import MutableMapping
 
-from common.coordination import (
+from kafkasim.common.coordination import (
     Coordination,
     CoordinationError,
     NoNodeError,
     SessionState,
     WatchEvent,
 )
-from common.errors import KafkaError
-from controller import zk_data
-from node.config import BrokerConfig
-from storage.config import LogConfig
-from storage.log_manager import LogManager
+from kafkasim.common.errors import KafkaError
+from kafkasim.controller import zk_data
+from kafkasim.node.config import BrokerConfig
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
 

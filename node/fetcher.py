@@ -25,16 +25,21 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import proto
-from common.clock import Clock
-from common.errors import InvalidOffsetError, KafkaStorageError, error_for_code, error_for_name
-from common.rpc import BidiStream, RpcError, RpcStatus, Transport
-from common.types import TopicPartition
-from node.config import BrokerConfig
-from node.partition import Partition
-from node.replication import follower_high_watermark, truncation_decision
-from proto import kafkasim_pb2 as pb
-from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kafkasim import proto
+from kafkasim.common.clock import Clock
+from kafkasim.common.errors import (
+    InvalidOffsetError,
+    KafkaStorageError,
+    error_for_code,
+    error_for_name,
+)
+from kafkasim.common.rpc import BidiStream, RpcError, RpcStatus, Transport
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.config import BrokerConfig
+from kafkasim.node.partition import Partition
+from kafkasim.node.replication import follower_high_watermark, truncation_decision
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 logger = logging.getLogger(__name__)
 

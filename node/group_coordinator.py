@@ -37,12 +37,12 @@ import uuid
 from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any
 
-from common.clock import Clock
-from common.errors import KafkaError, error_for_name
-from common.types import TopicPartition
-from node.config import BrokerConfig
-from node.group_metadata import Group, GroupState, Member
-from node.group_records import (
+from kafkasim.common.clock import Clock
+from kafkasim.common.errors import KafkaError, error_for_name
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.config import BrokerConfig
+from kafkasim.node.group_metadata import Group, GroupState, Member
+from kafkasim.node.group_records import (
     OFFSETS_TOPIC,
     GroupKey,
     OffsetKey,
@@ -56,9 +56,9 @@ from node.group_records import (
     encode_offset_value,
     partition_for,
 )
-from node.replica_manager import ReplicaManager
-from proto import kafkasim_pb2 as pb
-from storage.records.batch import encode_batch
+from kafkasim.node.replica_manager import ReplicaManager
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.storage.records.batch import encode_batch
 
 logger = logging.getLogger(__name__)
 

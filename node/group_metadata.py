@@ -20,9 +20,9 @@ import asyncio
 import enum
 from dataclasses import dataclass, field
 
-from common.types import TopicPartition
-from node.group_records import GroupValue, MemberValue, OffsetValue
-from proto import kafkasim_pb2 as pb
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.group_records import GroupValue, MemberValue, OffsetValue
+from kafkasim.proto import kafkasim_pb2 as pb
 
 
 class GroupState(enum.Enum):

@@ -48,7 +48,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from common.wire_format import WireReader, WireWriter
+from kafkasim.common.wire_format import WireReader, WireWriter
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

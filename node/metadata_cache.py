@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.errors import (
+from kafkasim.common.errors import (
     LeaderNotAvailableError,
     ListenerNotFoundError,
     UnknownTopicOrPartitionError,
 )
-from common.types import TopicPartition
-from proto import kafkasim_pb2 as pb
+from kafkasim.common.types import TopicPartition
+from kafkasim.proto import kafkasim_pb2 as pb
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
 

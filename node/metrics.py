@@ -52,12 +52,12 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
-import proto
-from common.types import TopicPartition
-from proto import kafkasim_pb2 as pb
+from kafkasim import proto
+from kafkasim.common.types import TopicPartition
+from kafkasim.proto import kafkasim_pb2 as pb
 
 if TYPE_CHECKING:
-    from node.broker import Broker
+    from kafkasim.node.broker import Broker
 
 UnaryHandler = Callable[[Any], Awaitable[Any]]
 StreamHandler = Callable[[AsyncIterator[Any]], AsyncIterator[Any]]

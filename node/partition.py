@@ -25,14 +25,14 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from common.errors import (
+from kafkasim.common.errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     error_for_name,
 )
-from common.types import TopicPartition
-from node.replication import (
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.replication import (
     FollowerState,
     can_join_isr,
     low_watermark,
@@ -40,7 +40,7 @@ from node.replication import (
     out_of_sync_replicas,
     record_follower_fetch,
 )
-from storage.log import Log, LogAppendInfo
+from kafkasim.storage.log import Log, LogAppendInfo
 
 logger = logging.getLogger(__name__)
 

@@ -34,17 +34,17 @@ import logging
 
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_none
 
-from common.coordination import (
+from kafkasim.common.coordination import (
     BadVersionError,
     Coordination,
     CoordinationError,
     NodeExistsError,
     NoNodeError,
 )
-from common.errors import KafkaError, error_for_name
-from controller import zk_data
-from controller.zk_data import ProducerIdBlock
-from proto import kafkasim_pb2 as pb
+from kafkasim.common.errors import KafkaError, error_for_name
+from kafkasim.controller import zk_data
+from kafkasim.controller.zk_data import ProducerIdBlock
+from kafkasim.proto import kafkasim_pb2 as pb
 
 logger = logging.getLogger(__name__)
 

@@ -19,9 +19,14 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from common.clock import Clock
-from common.coordination import BadVersionError, Coordination, CoordinationError, NoNodeError
-from common.errors import (
+from kafkasim.common.clock import Clock
+from kafkasim.common.coordination import (
+    BadVersionError,
+    Coordination,
+    CoordinationError,
+    NoNodeError,
+)
+from kafkasim.common.errors import (
     FencedLeaderEpochError,
     KafkaError,
     NotLeaderOrFollowerError,
@@ -30,15 +35,15 @@ from common.errors import (
     UnknownTopicOrPartitionError,
     error_for_name,
 )
-from common.types import TopicPartition
-from controller import zk_data
-from node.config import BrokerConfig
-from node.metadata_cache import INTERNAL_TOPICS
-from node.partition import Partition
-from proto import kafkasim_pb2 as pb
-from storage.config import LogConfig
-from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from storage.log_manager import LogManager
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.node.config import BrokerConfig
+from kafkasim.node.metadata_cache import INTERNAL_TOPICS
+from kafkasim.node.partition import Partition
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kafkasim.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
 

@@ -37,8 +37,8 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from common.rpc import RpcError, RpcStatus, StreamHandler, UnaryHandler
-from proto import METHODS, MethodSpec, check_servable, method_spec
+from kafkasim.common.rpc import RpcError, RpcStatus, StreamHandler, UnaryHandler
+from kafkasim.proto import METHODS, MethodSpec, check_servable, method_spec
 
 _log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from common.errors import KafkaError, error_for_name
-from node.config import BrokerConfig
-from node.group_records import OFFSETS_TOPIC
-from proto import kafkasim_pb2 as pb
+from kafkasim.common.errors import KafkaError, error_for_name
+from kafkasim.node.config import BrokerConfig
+from kafkasim.node.group_records import OFFSETS_TOPIC
+from kafkasim.proto import kafkasim_pb2 as pb
 
 logger = logging.getLogger(__name__)
 

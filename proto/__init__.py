@@ -22,7 +22,7 @@ from types import MappingProxyType
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from proto import kafkasim_pb2
+from kafkasim.proto import kafkasim_pb2
 
 # Kafkasim: the client-facing API.
 METHOD_METADATA = "/kafkasim.Kafkasim/Metadata"

@@ -1,6 +1,6 @@
 """Regenerate the message code from ``proto/kafkasim.proto``.
 
-Run from anywhere: ``.venv/bin/python -m proto.generate`` (or ``python proto/generate.py``).
+Run from anywhere: ``.venv/bin/python -m kafkasim.proto.generate``.
 It writes ``proto/kafkasim_pb2.py`` (protoc's Python messages) and ``proto/kafkasim_pb2.pyi``
 (mypy-protobuf's typed stub). Only message classes are generated: no ``_grpc`` stubs, because
 ``node/rpc_grpc.py`` serves and calls through generic handlers built from the method table in
@@ -10,10 +10,11 @@ Both files are committed; ``tests/unit/proto/test_generated.py`` regenerates the
 temporary directory and fails if the committed copies differ, so they cannot drift from the
 .proto or from the pinned grpcio-tools / mypy-protobuf versions.
 
-The repository root is the include path, so the .proto is registered as
-``proto/kafkasim.proto`` and protoc names the module ``proto.kafkasim_pb2``: any import it
-generates between our own .proto files is already ``from proto import ..._pb2`` — no rewriting
-of ``import x_pb2`` lines is needed (``_check_imports`` makes sure it stays that way).
+The repository root is the include path and the .proto is named through the ``kafkasim/``
+links, so it is registered as ``kafkasim/proto/kafkasim.proto`` and protoc names the module
+``kafkasim.proto.kafkasim_pb2``: any import it generates between our own .proto files is
+already ``from kafkasim.proto import ..._pb2`` — no rewriting of ``import x_pb2`` lines is
+needed (``_check_imports`` makes sure it stays that way).
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ from pathlib import Path
 from grpc_tools import protoc  # type: ignore[import-untyped]  # no stubs; only used here
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-PROTO_FILE = Path("proto") / "kafkasim.proto"
-GENERATED_FILES = (Path("proto") / "kafkasim_pb2.py", Path("proto") / "kafkasim_pb2.pyi")
+PROTO_FILE = Path("kafkasim") / "proto" / "kafkasim.proto"
+GENERATED_FILES = (
+    Path("kafkasim") / "proto" / "kafkasim_pb2.py",
+    Path("kafkasim") / "proto" / "kafkasim_pb2.pyi",
+)
 
 # A bare `import foo_pb2` would only work with proto/ itself on sys.path.
 _BARE_PB2_IMPORT = re.compile(r"^import \w+_pb2\b", re.MULTILINE)

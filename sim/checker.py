@@ -60,8 +60,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from common.types import TopicPartition
-from sim.history import History, Op, OpType, ReplicaSample
+from kafkasim.common.types import TopicPartition
+from kafkasim.sim.history import History, Op, OpType, ReplicaSample
 
 EXAMPLES_MAX = 10  # evidence items printed per kind and partition by verdict_lines()
 

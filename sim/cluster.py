@@ -17,13 +17,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from client.minimal import MinimalClient
-from common.coordination import Coordination
-from node.broker import Broker, controller_factory
-from node.config import BrokerConfig
-from sim.loop import VirtualClock
-from sim.network import SimNetwork, SimTransport
-from sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.common.coordination import Coordination
+from kafkasim.node.broker import Broker, controller_factory
+from kafkasim.node.config import BrokerConfig
+from kafkasim.sim.loop import VirtualClock
+from kafkasim.sim.network import SimNetwork, SimTransport
+from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proto import kafkasim_pb2 as pb
+from kafkasim.proto import kafkasim_pb2 as pb
 
 
 class OpType(enum.Enum):

@@ -43,7 +43,7 @@ import weakref
 from collections.abc import Callable, Coroutine, Generator, Mapping
 from typing import Any, TypeVar, TypeVarTuple
 
-from common.errors import KafkasimError
+from kafkasim.common.errors import KafkasimError
 
 _log = logging.getLogger(__name__)
 

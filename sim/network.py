@@ -55,8 +55,8 @@ from typing import Any, TypeAlias
 
 from google.protobuf.message import Message
 
-from common.rpc import RpcError, RpcStatus, StreamHandler, UnaryHandler
-from proto import MethodSpec, check_servable, method_spec
+from kafkasim.common.rpc import RpcError, RpcStatus, StreamHandler, UnaryHandler
+from kafkasim.proto import MethodSpec, check_servable, method_spec
 
 _log = logging.getLogger(__name__)
 

@@ -42,16 +42,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.errors import KafkasimError
-from common.types import TopicPartition
-from sim.cluster import SimCluster, broker_address, broker_node
-from sim.history import FaultEvent, History
-from sim.loop import run_simulation
-from sim.network import SimTransport
-from sim.scenario import Fault, Scenario
-from sim.workload import Workload
-from sim.zookeeper import SimZooKeeperClient
-from storage import disk_faults
+from kafkasim.common.errors import KafkasimError
+from kafkasim.common.types import TopicPartition
+from kafkasim.sim.cluster import SimCluster, broker_address, broker_node
+from kafkasim.sim.history import FaultEvent, History
+from kafkasim.sim.loop import run_simulation
+from kafkasim.sim.network import SimTransport
+from kafkasim.sim.scenario import Fault, Scenario
+from kafkasim.sim.workload import Workload
+from kafkasim.sim.zookeeper import SimZooKeeperClient
+from kafkasim.storage import disk_faults
 
 logger = logging.getLogger(__name__)
 

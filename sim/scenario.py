@@ -90,11 +90,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, NoReturn
 
-from client.producer_config import PRODUCER_CONFIG
-from common.config import ConfigKey
-from common.errors import InvalidConfigError, KafkasimError
-from node.config import BROKER_CONFIG_DEF
-from storage.config import LOG_CONFIG_DEF
+from kafkasim.client.producer_config import PRODUCER_CONFIG
+from kafkasim.common.config import ConfigKey
+from kafkasim.common.errors import InvalidConfigError, KafkasimError
+from kafkasim.node.config import BROKER_CONFIG_DEF
+from kafkasim.storage.config import LOG_CONFIG_DEF
 
 __all__ = [
     "ACKS",

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sim.scenario import (
+from kafkasim.sim.scenario import (
     ACTIONS,
     DURATION_S_MIN,
     ActionSpec,

@@ -24,16 +24,16 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import proto
-from client.minimal import MinimalClient
-from client.producer import Producer
-from common.clock import Clock
-from common.errors import KafkaError, KafkasimError, error_for_name
-from common.rpc import RpcError, Transport
-from common.types import TopicPartition
-from proto import kafkasim_pb2 as pb
-from sim.history import History, Op, OpType, ReplicaSample
-from sim.scenario import ProducerSpec, Scenario
+from kafkasim import proto
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.producer import Producer
+from kafkasim.common.clock import Clock
+from kafkasim.common.errors import KafkaError, KafkasimError, error_for_name
+from kafkasim.common.rpc import RpcError, Transport
+from kafkasim.common.types import TopicPartition
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.history import History, Op, OpType, ReplicaSample
+from kafkasim.sim.scenario import ProducerSpec, Scenario
 
 logger = logging.getLogger(__name__)
 

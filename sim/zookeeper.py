@@ -60,7 +60,7 @@ from enum import Enum
 from functools import partial
 from typing import Any
 
-from common.coordination import (
+from kafkasim.common.coordination import (
     BadVersionError,
     CheckOp,
     ConnectionLossError,
@@ -79,7 +79,7 @@ from common.coordination import (
     Watcher,
     WatchEvent,
 )
-from common.errors import KafkasimError
+from kafkasim.common.errors import KafkasimError
 
 ROOT = "/"
 SEQUENCE_DIGITS = 10

@@ -32,15 +32,15 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
-import proto
-from client.minimal import INVALID_METADATA_CODES, MinimalClient
-from common.clock import SystemClock
-from common.errors import KafkaError, KafkasimError, OffsetOutOfRangeError, error_for_code
-from common.rpc import RpcError
-from common.types import TopicPartition
-from node.rpc_grpc import GrpcTransport
-from proto import kafkasim_pb2 as pb
-from spark.options import (
+from kafkasim import proto
+from kafkasim.client.minimal import INVALID_METADATA_CODES, MinimalClient
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.errors import KafkaError, KafkasimError, OffsetOutOfRangeError, error_for_code
+from kafkasim.common.rpc import RpcError
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.spark.options import (
     EARLIEST,
     LATEST,
     Assign,
@@ -50,8 +50,8 @@ from spark.options import (
     Subscription,
     TimestampSpec,
 )
-from spark.planning import OffsetRange
-from storage.records.batch import decode_batch, iter_batches
+from kafkasim.spark.planning import OffsetRange
+from kafkasim.storage.records.batch import decode_batch, iter_batches
 
 logger = logging.getLogger(__name__)
 

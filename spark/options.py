@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
-from common.types import TopicPartition
+from kafkasim.common.types import TopicPartition
 
 EARLIEST: Final = -2
 LATEST: Final = -1

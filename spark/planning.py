@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from common.types import TopicPartition
+from kafkasim.common.types import TopicPartition
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from typing_extensions import override
 
-from common.types import TopicPartition
-from spark import cluster_io
-from spark.options import OffsetSpec, ReadSettings, SourceOptions, SparkOptionError
-from spark.planning import OffsetRange, offset_ranges, split_ranges
-from spark.rows import arrow_schema, to_record_batch, to_tuples
+from kafkasim.common.types import TopicPartition
+from kafkasim.spark import cluster_io
+from kafkasim.spark.options import OffsetSpec, ReadSettings, SourceOptions, SparkOptionError
+from kafkasim.spark.planning import OffsetRange, offset_ranges, split_ranges
+from kafkasim.spark.rows import arrow_schema, to_record_batch, to_tuples
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -33,7 +33,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark.cluster_io import RecordColumns
+from kafkasim.spark.cluster_io import RecordColumns
 
 HEADER_TYPE = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 

@@ -37,11 +37,11 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 from typing_extensions import override
 
-from spark.options import SparkOptionError, parse_sink_options, parse_source_options
-from spark.reader import KafkasimBatchReader
-from spark.rows import kafka_schema
-from spark.stream import KafkasimStreamReader
-from spark.writer import KafkasimStreamWriter, KafkasimWriter, check_columns
+from kafkasim.spark.options import SparkOptionError, parse_sink_options, parse_source_options
+from kafkasim.spark.reader import KafkasimBatchReader
+from kafkasim.spark.rows import kafka_schema
+from kafkasim.spark.stream import KafkasimStreamReader
+from kafkasim.spark.writer import KafkasimStreamWriter, KafkasimWriter, check_columns
 
 SHORT_NAME = "kafkasim"
 

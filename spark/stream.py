@@ -36,9 +36,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from typing_extensions import override
 
-from common.types import TopicPartition
-from spark import cluster_io
-from spark.options import (
+from kafkasim.common.types import TopicPartition
+from kafkasim.spark import cluster_io
+from kafkasim.spark.options import (
     LATEST,
     OffsetJson,
     OffsetSpec,
@@ -46,8 +46,8 @@ from spark.options import (
     offsets_from_json,
     offsets_to_json,
 )
-from spark.planning import OffsetRange, rate_limit, split_ranges
-from spark.reader import RangePartition, check_explicit_offsets, read_partition
+from kafkasim.spark.planning import OffsetRange, rate_limit, split_ranges
+from kafkasim.spark.reader import RangePartition, check_explicit_offsets, read_partition
 
 if TYPE_CHECKING:
     import pyarrow as pa

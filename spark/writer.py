@@ -37,11 +37,11 @@ from pyspark.sql.types import (
 )
 from typing_extensions import override
 
-from client.producer import Producer, RecordMetadata
-from common.clock import SystemClock
-from spark import cluster_io
-from spark.options import SinkOptions, SparkOptionError
-from spark.rows import HEADER_TYPE
+from kafkasim.client.producer import Producer, RecordMetadata
+from kafkasim.common.clock import SystemClock
+from kafkasim.spark import cluster_io
+from kafkasim.spark.options import SinkOptions, SparkOptionError
+from kafkasim.spark.rows import HEADER_TYPE
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
-from common.errors import InconsistentBrokerMetadataError, KafkaStorageError
-from common.types import TopicPartition
+from kafkasim.common.errors import InconsistentBrokerMetadataError, KafkaStorageError
+from kafkasim.common.types import TopicPartition
 
 T = TypeVar("T")
 

@@ -27,15 +27,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from storage import file_names
-from storage.log import Log
-from storage.records.batch import (
+from kafkasim.storage import file_names
+from kafkasim.storage.log import Log
+from kafkasim.storage.records.batch import (
     BatchHeader,
     Record,
     decode_batch,
     rebuild_batch,
 )
-from storage.segment import AppendedBatch, LogSegment
+from kafkasim.storage.segment import AppendedBatch, LogSegment
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from common.config import INT64_MAX, Config, ConfigDef, ConfigKey, ConfigType
-from common.errors import InvalidConfigError
+from kafkasim.common.config import INT64_MAX, Config, ConfigDef, ConfigKey, ConfigType
+from kafkasim.common.errors import InvalidConfigError
 
 I, L, D, B, S, LST = (  # noqa: E741 - one letter per type keeps the key tables one line each
     ConfigType.INT,

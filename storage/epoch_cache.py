@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from common.errors import StorageInternalError
-from storage.checkpoints import EpochEntry, LeaderEpochCheckpoint
+from kafkasim.common.errors import StorageInternalError
+from kafkasim.storage.checkpoints import EpochEntry, LeaderEpochCheckpoint
 
 logger = logging.getLogger(__name__)
 

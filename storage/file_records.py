@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from storage import disk_faults
-from storage.records.batch import (
+from kafkasim.storage import disk_faults
+from kafkasim.storage.records.batch import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,

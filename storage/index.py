@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Self
 
-from common.errors import InvalidOffsetError
+from kafkasim.common.errors import InvalidOffsetError
 
 INT32_MAX = 2**31 - 1
 

@@ -25,14 +25,14 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.clock import Clock
-from common.errors import CorruptIndexError
-from storage import file_names
-from storage.config import LogConfig
-from storage.epoch_cache import LeaderEpochFileCache
-from storage.producer_state import ProducerStateManager
-from storage.segment import LogSegment, new_segment
-from storage.segments import LogSegments
+from kafkasim.common.clock import Clock
+from kafkasim.common.errors import CorruptIndexError
+from kafkasim.storage import file_names
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.epoch_cache import LeaderEpochFileCache
+from kafkasim.storage.producer_state import ProducerStateManager
+from kafkasim.storage.segment import LogSegment, new_segment
+from kafkasim.storage.segments import LogSegments
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from common.clock import Clock
-from common.errors import (
+from kafkasim.common.clock import Clock
+from kafkasim.common.errors import (
     CorruptRecordError,
     InvalidOffsetError,
     InvalidRecordError,
@@ -36,15 +36,15 @@ from common.errors import (
     RecordTooLargeError,
     UnsupportedForMessageFormatError,
 )
-from common.types import TopicPartition
-from storage import file_names
-from storage.checkpoints import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
-from storage.config import LogConfig
-from storage.epoch_cache import LeaderEpochFileCache
-from storage.file_records import Buffer, TimestampAndOffset
-from storage.loader import load_log, rebuild_producer_state
-from storage.producer_state import ProducerStateManager
-from storage.records.batch import (
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage import file_names
+from kafkasim.storage.checkpoints import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.epoch_cache import LeaderEpochFileCache
+from kafkasim.storage.file_records import Buffer, TimestampAndOffset
+from kafkasim.storage.loader import load_log, rebuild_producer_state
+from kafkasim.storage.producer_state import ProducerStateManager
+from kafkasim.storage.records.batch import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -58,9 +58,15 @@ from storage.records.batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from storage.records.compression import CompressionType
-from storage.segment import AppendedBatch, FetchDataInfo, LogSegment, RollParams, new_segment
-from storage.segments import LogSegments
+from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.segment import (
+    AppendedBatch,
+    FetchDataInfo,
+    LogSegment,
+    RollParams,
+    new_segment,
+)
+from kafkasim.storage.segments import LogSegments
 
 logger = logging.getLogger(__name__)
 

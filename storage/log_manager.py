@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.clock import Clock
-from common.config import Config
-from common.errors import KafkaStorageError
-from common.types import TopicPartition
-from storage.checkpoints import (
+from kafkasim.common.clock import Clock
+from kafkasim.common.config import Config
+from kafkasim.common.errors import KafkaStorageError
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
@@ -39,9 +39,14 @@ from storage.checkpoints import (
     write_clean_shutdown_marker,
     write_meta_properties,
 )
-from storage.cleaner import LogCleaner, cleanable_range, needs_cleaning
-from storage.config import BROKER_LOG_CONFIG_DEF, LogConfig, log_dirs, topic_defaults_from_broker
-from storage.log import Log
+from kafkasim.storage.cleaner import LogCleaner, cleanable_range, needs_cleaning
+from kafkasim.storage.config import (
+    BROKER_LOG_CONFIG_DEF,
+    LogConfig,
+    log_dirs,
+    topic_defaults_from_broker,
+)
+from kafkasim.storage.log import Log
 
 logger = logging.getLogger(__name__)
 

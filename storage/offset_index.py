@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 from typing import ClassVar, NamedTuple
 
-from common.errors import CorruptIndexError, InvalidOffsetError
-from storage.index import INT32_MAX, AbstractIndex
+from kafkasim.common.errors import CorruptIndexError, InvalidOffsetError
+from kafkasim.storage.index import INT32_MAX, AbstractIndex
 
 _ENTRY = struct.Struct(">ii")
 _INT32 = struct.Struct(">i")

@@ -41,14 +41,14 @@ from typing import NamedTuple
 
 import crc32c
 
-from common.errors import (
+from kafkasim.common.errors import (
     InvalidProducerEpochError,
     KafkaStorageError,
     OutOfOrderSequenceNumberError,
     StorageInternalError,
 )
-from storage.checkpoints import TMP_SUFFIX, atomic_write
-from storage.records.batch import BatchHeader
+from kafkasim.storage.checkpoints import TMP_SUFFIX, atomic_write
+from kafkasim.storage.records.batch import BatchHeader
 
 logger = logging.getLogger(__name__)
 

@@ -24,16 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from common.clock import Clock
-from common.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
-from storage import file_names
-from storage.config import LogConfig
-from storage.epoch_cache import LeaderEpochFileCache
-from storage.file_records import Buffer, FileRecords, LogOffsetPosition, TimestampAndOffset
-from storage.offset_index import OffsetIndex
-from storage.producer_state import ProducerStateManager
-from storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, compute_crc
-from storage.time_index import TimeIndex
+from kafkasim.common.clock import Clock
+from kafkasim.common.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
+from kafkasim.storage import file_names
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.epoch_cache import LeaderEpochFileCache
+from kafkasim.storage.file_records import Buffer, FileRecords, LogOffsetPosition, TimestampAndOffset
+from kafkasim.storage.offset_index import OffsetIndex
+from kafkasim.storage.producer_state import ProducerStateManager
+from kafkasim.storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, compute_crc
+from kafkasim.storage.time_index import TimeIndex
 
 log = logging.getLogger(__name__)
 

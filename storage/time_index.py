@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 from typing import ClassVar, NamedTuple
 
-from common.errors import CorruptIndexError, InvalidOffsetError
-from storage.index import AbstractIndex
+from kafkasim.common.errors import CorruptIndexError, InvalidOffsetError
+from kafkasim.storage.index import AbstractIndex
 
 NO_TIMESTAMP = -1
 

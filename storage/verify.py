@@ -12,10 +12,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.errors import CorruptIndexError, CorruptRecordError, KafkaError, KafkasimError
-from common.types import TopicPartition
-from storage import file_names
-from storage.checkpoints import (
+from kafkasim.common.errors import CorruptIndexError, CorruptRecordError, KafkaError, KafkasimError
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage import file_names
+from kafkasim.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     LEADER_EPOCH_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
@@ -24,9 +24,9 @@ from storage.checkpoints import (
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
 )
-from storage.offset_index import OffsetIndex
-from storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, compute_crc
-from storage.time_index import TimeIndex
+from kafkasim.storage.offset_index import OffsetIndex
+from kafkasim.storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, compute_crc
+from kafkasim.storage.time_index import TimeIndex
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.zk_process import zookeeper_available
+from kafkasim.controller.zk_process import zookeeper_available
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +27,7 @@ def kafkasim(
     """Run ``kafkasim ARGS`` with ``stdin`` as its input (``env`` adds variables to this
     process's environment)."""
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-m", "kafkasim.cli", *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -15,7 +15,7 @@ The magic byte is at byte 16 in every format (:func:`peek_magic`), so a reader o
 picks the parser per entry. See ``docs/record-formats.md`` for the formats side by side.
 """
 
-from storage.records.batch import (
+from kafkasim.storage.records.batch import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
     BASE_SEQUENCE_OFFSET,
@@ -63,8 +63,8 @@ from storage.records.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
-from storage.records.compression import CompressionType, compress, decompress
-from storage.records.legacy import (
+from kafkasim.storage.records.compression import CompressionType, compress, decompress
+from kafkasim.storage.records.legacy import (
     MAGIC_V0,
     MAGIC_V1,
     LegacyRecord,

@@ -55,9 +55,9 @@ from typing import Final
 
 import crc32c as _crc32c
 
-from common.errors import CorruptRecordError, InvalidRecordError
-from storage.records.compression import CompressionType, compress, decompress
-from storage.records.varint import (
+from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.storage.records.compression import CompressionType, compress, decompress
+from kafkasim.storage.records.varint import (
     INT16_MAX,
     INT16_MIN,
     INT32_MAX,

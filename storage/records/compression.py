@@ -56,7 +56,7 @@ from enum import IntEnum
 
 import cramjam
 
-from common.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from kafkasim.common.errors import CorruptRecordError, UnsupportedCompressionTypeError
 
 
 class CompressionType(IntEnum):

@@ -44,9 +44,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from common.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionTypeError
-from storage.records.batch import LOG_OVERHEAD, NO_TIMESTAMP, TimestampType
-from storage.records.compression import CompressionType, compress, decompress
+from kafkasim.common.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    UnsupportedCompressionTypeError,
+)
+from kafkasim.storage.records.batch import LOG_OVERHEAD, NO_TIMESTAMP, TimestampType
+from kafkasim.storage.records.compression import CompressionType, compress, decompress
 
 MAGIC_V0: Final = 0
 MAGIC_V1: Final = 1

@@ -23,7 +23,7 @@ functions; the functions here are the reference and the slow path.
 
 from __future__ import annotations
 
-from common.errors import InvalidRecordError
+from kafkasim.common.errors import InvalidRecordError
 
 INT16_MIN = -(1 << 15)
 INT16_MAX = (1 << 15) - 1

@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 from pytest_docker.plugin import Services
 
-from cluster import compose
-from cluster.compose import (
+from kafkasim.cluster import compose
+from kafkasim.cluster.compose import (
     BROKER_IDS,
     CLUSTER_START_TIMEOUT_S,
     COMPOSE_FILE,

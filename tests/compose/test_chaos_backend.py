@@ -26,9 +26,9 @@ _REASON = compose_unavailable()
 if _REASON is not None:
     pytest.skip(_REASON, allow_module_level=True)
 
-from cluster import chaos, compose  # noqa: E402 - after the skip: nothing runs without an engine
-from sim import checker, runner, scenario  # noqa: E402
-from sim.history import History  # noqa: E402
+from kafkasim.cluster import chaos, compose  # noqa: E402 - after the skip: nothing runs without an engine
+from kafkasim.sim import checker, runner, scenario  # noqa: E402
+from kafkasim.sim.history import History  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -28,17 +28,17 @@ _REASON = compose_unavailable()
 if _REASON is not None:
     pytest.skip(_REASON, allow_module_level=True)
 
-import proto  # noqa: E402 - after the skip: nothing below runs without an engine
-from client.minimal import MinimalClient  # noqa: E402
-from cluster.chaos import read_replica_log  # noqa: E402
-from common.clock import SystemClock  # noqa: E402
-from common.rpc import RpcError  # noqa: E402
-from common.types import TopicPartition  # noqa: E402
-from node.rpc_grpc import GrpcTransport  # noqa: E402
-from proto import kafkasim_pb2 as pb  # noqa: E402
-from sim import checker  # noqa: E402
-from sim.history import FaultEvent, History, Op, OpType, ReplicaSample  # noqa: E402
-from sim.scenario import (  # noqa: E402
+from kafkasim import proto  # noqa: E402 - after the skip: nothing below runs without an engine
+from kafkasim.client.minimal import MinimalClient  # noqa: E402
+from kafkasim.cluster.chaos import read_replica_log  # noqa: E402
+from kafkasim.common.clock import SystemClock  # noqa: E402
+from kafkasim.common.rpc import RpcError  # noqa: E402
+from kafkasim.common.types import TopicPartition  # noqa: E402
+from kafkasim.node.rpc_grpc import GrpcTransport  # noqa: E402
+from kafkasim.proto import kafkasim_pb2 as pb  # noqa: E402
+from kafkasim.sim import checker  # noqa: E402
+from kafkasim.sim.history import FaultEvent, History, Op, OpType, ReplicaSample  # noqa: E402
+from kafkasim.sim.scenario import (  # noqa: E402
     ClusterSpec,
     ConsumerSpec,
     ProducerSpec,
@@ -46,8 +46,8 @@ from sim.scenario import (  # noqa: E402
     TopicSpec,
     WorkloadSpec,
 )
-from sim.workload import Workload  # noqa: E402
-from storage.records.batch import RecordBatchBuilder  # noqa: E402
+from kafkasim.sim.workload import Workload  # noqa: E402
+from kafkasim.storage.records.batch import RecordBatchBuilder  # noqa: E402
 
 logger = logging.getLogger(__name__)
 

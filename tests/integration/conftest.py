@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.local import LocalCluster
-from controller.zk_process import zookeeper_available
+from kafkasim.cluster.local import LocalCluster
+from kafkasim.controller.zk_process import zookeeper_available
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.zk_process import ZooKeeperProcess, free_loopback_port, zookeeper_available
-from storage.checkpoints import read_meta_properties
+from kafkasim.controller.zk_process import ZooKeeperProcess, free_loopback_port, zookeeper_available
+from kafkasim.storage.checkpoints import read_meta_properties
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 90.0  # a bound, not an expectation: two shared cores
@@ -25,7 +25,7 @@ def serve_once(config: Path) -> str:
     shutdown); the serving line."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with subprocess.Popen(
-        [sys.executable, "-m", "cli", "broker", "--config", str(config)],
+        [sys.executable, "-m", "kafkasim.cli", "broker", "--config", str(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

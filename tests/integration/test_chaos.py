@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from cluster import chaos
-from controller.zk_process import zookeeper_available
-from sim import checker, runner, scenario
-from sim.history import History
+from kafkasim.cluster import chaos
+from kafkasim.controller.zk_process import zookeeper_available
+from kafkasim.sim import checker, runner, scenario
+from kafkasim.sim.history import History
 from tests.cli_run import kafkasim
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.zk_process import zookeeper_available
+from kafkasim.controller.zk_process import zookeeper_available
 from tests.cli_run import kafkasim
 
 

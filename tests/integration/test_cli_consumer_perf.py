@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.consumer_perf import DETAILED_HEADER, SUMMARY_HEADER
+from kafkasim.cli.consumer_perf import DETAILED_HEADER, SUMMARY_HEADER
 from tests.cli_run import cluster_up, kafkasim
 from tests.integration.test_cli_admin import describe_until_led
 

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from client.consumer import Consumer, ConsumerRebalanceListener
-from client.minimal import MinimalClient
-from client.producer import Producer
-from cluster.local import LocalCluster
-from common.clock import SystemClock
-from common.types import TopicPartition
-from controller.zk_process import zookeeper_available
-from node.rpc_grpc import GrpcTransport
+from kafkasim.client.consumer import Consumer, ConsumerRebalanceListener
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.producer import Producer
+from kafkasim.cluster.local import LocalCluster
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller.zk_process import zookeeper_available
+from kafkasim.node.rpc_grpc import GrpcTransport
 from tests.unit.client.test_partitioner import MURMUR2_VECTORS
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-from client.minimal import MinimalClient
-from cluster.local import LocalCluster
-from common.clock import SystemClock
-from common.types import TopicPartition
-from controller import zk_data
-from controller.zk_kazoo import KazooCoordination
-from node.rpc_grpc import GrpcTransport
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.cluster.local import LocalCluster
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.controller.zk_kazoo import KazooCoordination
+from kafkasim.node.rpc_grpc import GrpcTransport
 
 TP = TopicPartition("events", 0)
 
@@ -132,7 +132,7 @@ def test_a_failed_start_up_leaves_no_process_behind(tmp_path) -> None:  # type: 
     and the ZooKeeper and brokers that did start are stopped, not left running."""
     import pytest
 
-    from controller.zk_process import zookeeper_available
+    from kafkasim.controller.zk_process import zookeeper_available
 
     if zookeeper_available() is not None:
         pytest.skip("real ZooKeeper unavailable")

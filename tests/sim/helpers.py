@@ -6,10 +6,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from client.minimal import MinimalClient
-from common.types import TopicPartition
-from sim.cluster import SimCluster
-from sim.loop import run_simulation
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.common.types import TopicPartition
+from kafkasim.sim.cluster import SimCluster
+from kafkasim.sim.loop import run_simulation
 
 TIME_LIMIT_S = 3600.0
 
@@ -82,7 +82,7 @@ def log_values(
     cluster: SimCluster, broker_id: int, tp: TopicPartition, end: int | None = None
 ) -> list[tuple[int, bytes | None]]:
     """(offset, value) of everything in a replica's log up to ``end`` (default: its LEO)."""
-    from storage.records.batch import decode_batch, iter_batches
+    from kafkasim.storage.records.batch import decode_batch, iter_batches
 
     log = partition_on(cluster, broker_id, tp).log
     stop = log.log_end_offset if end is None else end

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from client.admin import AdminClient, NewTopic, TopicDescription
-from common.errors import KafkaError, UnknownTopicOrPartitionError, error_for_name
-from common.types import TopicPartition
-from sim.cluster import SimCluster
+from kafkasim.client.admin import AdminClient, NewTopic, TopicDescription
+from kafkasim.common.errors import KafkaError, UnknownTopicOrPartitionError, error_for_name
+from kafkasim.common.types import TopicPartition
+from kafkasim.sim.cluster import SimCluster
 from tests.sim.helpers import leader_of, simulate
 
 TopicAlreadyExistsError = error_for_name("TOPIC_ALREADY_EXISTS")

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-import node.replication
-from sim import checker, runner, scenario, schedules
-from sim.history import History
+from kafkasim.node import replication
+from kafkasim.sim import checker, runner, scenario, schedules
+from kafkasim.sim.history import History
 
 SAFE = sorted(n for n, p in scenario.catalog().items() if scenario.load(p).expect == "safe")
 UNSAFE = sorted(n for n, p in scenario.catalog().items() if scenario.load(p).expect != "safe")
@@ -69,7 +69,7 @@ def test_an_unsafe_scenario_shows_its_loss(name: str, tmp_path: Path) -> None:
 def test_an_injected_replication_bug_is_caught_by_a_sweep_and_shrinks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(node.replication, "HW_IGNORES_FOLLOWERS_BUG", True)
+    monkeypatch.setattr(replication, "HW_IGNORES_FOLLOWERS_BUG", True)
     base = scenario.load(scenario.find("leader-crash"))
     failing = None
     for seed in range(1, 11):
@@ -88,7 +88,7 @@ def test_an_injected_replication_bug_is_caught_by_a_sweep_and_shrinks(
     assert 1 <= len(minimal) <= len(chosen.faults)
     assert fails(minimal)
     # The same schedule is safe once the bug is gone: it is the bug that loses the data.
-    monkeypatch.setattr(node.replication, "HW_IGNORES_FOLLOWERS_BUG", False)
+    monkeypatch.setattr(replication, "HW_IGNORES_FOLLOWERS_BUG", False)
     assert not fails(minimal)
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.types import TopicPartition
-from sim.cluster import SimCluster
+from kafkasim.common.types import TopicPartition
+from kafkasim.sim.cluster import SimCluster
 from tests.sim.helpers import (
     create,
     leader_of,
@@ -60,7 +60,7 @@ def _kip101_hw_lag_then_failover(tmp_path: Path, *, bug: bool) -> tuple[int, int
     """KIP-101 case 1: a follower re-enters truncation (as on any LeaderAndIsr) while its HW
     still lags the leader's by a fetch round trip, and the leader dies before the follower's
     next fetch. Returns (acknowledged, readable after failover)."""
-    import node.fetcher as fetcher_module
+    import kafkasim.node.fetcher as fetcher_module
 
     async def scenario(cluster: SimCluster) -> tuple[int, int]:
         client = await create(cluster, "events", rf=2)
@@ -102,7 +102,7 @@ def _kip101_divergence_after_double_crash(tmp_path: Path, *, bug: bool) -> bool:
     """KIP-101 case 2: both replicas lose power; the one that lost more comes back first,
     becomes leader and writes at offsets the other still holds. Returns whether the two logs
     agree up to the HW after the other returns."""
-    import node.fetcher as fetcher_module
+    import kafkasim.node.fetcher as fetcher_module
 
     async def scenario(cluster: SimCluster) -> bool:
         client = await create(cluster, "events", rf=2)
@@ -256,10 +256,10 @@ def test_consumers_never_see_offsets_at_or_above_the_high_watermark(tmp_path: Pa
 
 def test_a_stale_controller_is_ignored(tmp_path: Path) -> None:
     """A LeaderAndIsr from an older controller epoch changes nothing on the broker."""
-    import proto
-    from proto import kafkasim_pb2 as pb
-    from sim.cluster import broker_address
-    from sim.network import SimTransport
+    from kafkasim import proto
+    from kafkasim.proto import kafkasim_pb2 as pb
+    from kafkasim.sim.cluster import broker_address
+    from kafkasim.sim.network import SimTransport
 
     async def scenario(cluster: SimCluster) -> None:
         await create(cluster, "events")
@@ -293,9 +293,9 @@ def test_a_stale_controller_is_ignored(tmp_path: Path) -> None:
 def test_produce_stream_answers_in_request_order(tmp_path: Path) -> None:
     """A producer's pipelined connection: several requests in flight, answered one by one in
     order with their correlation ids, appended in order."""
-    import proto
-    from proto import kafkasim_pb2 as pb
-    from storage.records.batch import encode_batch
+    from kafkasim import proto
+    from kafkasim.proto import kafkasim_pb2 as pb
+    from kafkasim.storage.records.batch import encode_batch
 
     async def scenario(cluster: SimCluster) -> None:
         client = await create(cluster, "events")
@@ -330,7 +330,7 @@ def test_produce_stream_answers_in_request_order(tmp_path: Path) -> None:
 def test_an_idempotent_duplicate_with_acks_all_waits_for_replication(tmp_path: Path) -> None:
     """A retry of a batch the leader has but has not replicated is a duplicate: it must not
     be acknowledged (acks=all) before the HW passes it, or an acknowledged record could be lost."""
-    from storage.records.batch import RecordBatchBuilder
+    from kafkasim.storage.records.batch import RecordBatchBuilder
 
     async def scenario(cluster: SimCluster) -> None:
         client = await create(cluster, "events")
@@ -342,8 +342,8 @@ def test_an_idempotent_duplicate_with_acks_all_waits_for_replication(tmp_path: P
         cluster.network.partition(
             [{f"broker-{leader}", "client"}, {f"broker-{f}" for f in followers}]
         )
-        import proto
-        from proto import kafkasim_pb2 as pb
+        from kafkasim import proto
+        from kafkasim.proto import kafkasim_pb2 as pb
 
         request = pb.ProduceRequest(acks=-1, timeout_ms=1000)
         request.partitions.add(topic="events", partition=0, records=batch)

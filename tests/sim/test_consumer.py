@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from client.consumer import Consumer, ConsumerClosedError, ConsumerRecord
-from client.producer import Producer
-from common.errors import InvalidConfigError, OffsetOutOfRangeError, error_for_name
-from common.types import TopicPartition
-from sim.cluster import SimCluster, broker_address
-from sim.network import SimTransport
-from storage.records.batch import TimestampType
+from kafkasim.client.consumer import Consumer, ConsumerClosedError, ConsumerRecord
+from kafkasim.client.producer import Producer
+from kafkasim.common.errors import InvalidConfigError, OffsetOutOfRangeError, error_for_name
+from kafkasim.common.types import TopicPartition
+from kafkasim.sim.cluster import SimCluster, broker_address
+from kafkasim.sim.network import SimTransport
+from kafkasim.storage.records.batch import TimestampType
 from tests.sim.helpers import create, leader_of, partition_on, produce_all, simulate
 
 TOPIC = "events"

@@ -16,20 +16,20 @@ from pathlib import Path
 
 import pytest
 
-import proto
-from client.admin import AdminClient
-from client.consumer import Consumer
-from common.errors import (
+from kafkasim import proto
+from kafkasim.client.admin import AdminClient
+from kafkasim.client.consumer import Consumer
+from kafkasim.common.errors import (
     KafkaError,
     OffsetOutOfRangeError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
     error_for_name,
 )
-from common.types import TopicPartition
-from proto import kafkasim_pb2 as pb
-from sim.cluster import SimCluster, broker_address, broker_node
-from sim.network import SimTransport
+from kafkasim.common.types import TopicPartition
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.cluster import SimCluster, broker_address, broker_node
+from kafkasim.sim.network import SimTransport
 from tests.sim.helpers import create, leader_of, partition_on, produce_all, simulate
 
 PolicyViolationError = error_for_name("POLICY_VIOLATION")

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import proto
-from common.errors import error_for_name
-from common.types import TopicPartition
-from proto import kafkasim_pb2 as pb
-from sim.cluster import SimCluster, broker_address
-from sim.network import SimTransport
-from storage import disk_faults
+from kafkasim import proto
+from kafkasim.common.errors import error_for_name
+from kafkasim.common.types import TopicPartition
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.cluster import SimCluster, broker_address
+from kafkasim.sim.network import SimTransport
+from kafkasim.storage import disk_faults
 from tests.sim.helpers import create, leader_of, leo_of, produce_all, simulate
 from tests.unit.storage.logtools import make_batch
 

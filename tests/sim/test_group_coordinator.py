@@ -8,15 +8,26 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import proto
-from client.group_protocol import Assignment, Subscription, encode_assignment, encode_subscription
-from client.minimal import MinimalClient
-from common.errors import error_for_name
-from common.types import TopicPartition
-from node.group_records import OFFSETS_TOPIC, GroupKey, OffsetKey, decode_key, partition_for
-from proto import kafkasim_pb2 as pb
-from sim.cluster import SimCluster, broker_address
-from storage.records.batch import decode_batch, iter_batches
+from kafkasim import proto
+from kafkasim.client.group_protocol import (
+    Assignment,
+    Subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.common.errors import error_for_name
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.group_records import (
+    OFFSETS_TOPIC,
+    GroupKey,
+    OffsetKey,
+    decode_key,
+    partition_for,
+)
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.cluster import SimCluster, broker_address
+from kafkasim.storage.records.batch import decode_batch, iter_batches
 from tests.sim.helpers import create, leader_of, simulate
 
 GROUP = "g1"

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from client.admin import AdminClient
-from client.consumer import Consumer, ConsumerRebalanceListener
-from client.minimal import MinimalClient
-from common.errors import error_for_name
-from common.types import TopicPartition
-from node.group_records import OFFSETS_TOPIC, partition_for
-from sim.cluster import SimCluster, broker_address
-from sim.network import SimTransport
+from kafkasim.client.admin import AdminClient
+from kafkasim.client.consumer import Consumer, ConsumerRebalanceListener
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.common.errors import error_for_name
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.group_records import OFFSETS_TOPIC, partition_for
+from kafkasim.sim.cluster import SimCluster, broker_address
+from kafkasim.sim.network import SimTransport
 from tests.sim.helpers import create, leader_of, simulate
 
 TOPIC = "orders"

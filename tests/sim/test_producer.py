@@ -17,28 +17,28 @@ from pathlib import Path
 
 import pytest
 
-import proto
-from client.admin import AdminClient
-from client.partitioner import PartitionFunction, partition_for_key
-from client.producer import (
+from kafkasim import proto
+from kafkasim.client.admin import AdminClient
+from kafkasim.client.partitioner import PartitionFunction, partition_for_key
+from kafkasim.client.producer import (
     DeliveryTimeoutError,
     Producer,
     ProducerClosedError,
     ProducerConfig,
     RecordMetadata,
 )
-from common.errors import (
+from kafkasim.common.errors import (
     InvalidConfigError,
     KafkaError,
     OutOfOrderSequenceNumberError,
     RecordTooLargeError,
 )
-from common.types import TopicPartition
-from proto import kafkasim_pb2 as pb
-from sim.cluster import SimCluster, broker_address, broker_node
-from sim.network import SimTransport
-from storage.records.batch import BatchHeader, decode_batch, iter_batches
-from storage.records.compression import CompressionType
+from kafkasim.common.types import TopicPartition
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.cluster import SimCluster, broker_address, broker_node
+from kafkasim.sim.network import SimTransport
+from kafkasim.storage.records.batch import BatchHeader, decode_batch, iter_batches
+from kafkasim.storage.records.compression import CompressionType
 from tests.sim.helpers import create, leader_of, leo_of, partition_on, simulate
 
 TOPIC = "events"

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from client.admin import AdminClient
-from common.errors import InvalidConfigError, UnknownTopicOrPartitionError, error_for_name
-from common.types import TopicPartition
-from controller import topic_admin, zk_data
-from sim.cluster import SimCluster
-from sim.zookeeper import SimZooKeeperClient
+from kafkasim.client.admin import AdminClient
+from kafkasim.common.errors import InvalidConfigError, UnknownTopicOrPartitionError, error_for_name
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import topic_admin, zk_data
+from kafkasim.sim.cluster import SimCluster
+from kafkasim.sim.zookeeper import SimZooKeeperClient
 from tests.sim.helpers import create, leader_of, partition_on, produce_all, simulate
 
 NotEnoughReplicasError = error_for_name("NOT_ENOUGH_REPLICAS")

@@ -10,11 +10,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from client.consumer import Consumer
-from common.types import TopicPartition
-from sim.cluster import SimCluster, broker_address
-from sim.loop import run_simulation
-from sim.network import SimTransport
+from kafkasim.client.consumer import Consumer
+from kafkasim.common.types import TopicPartition
+from kafkasim.sim.cluster import SimCluster, broker_address
+from kafkasim.sim.loop import run_simulation
+from kafkasim.sim.network import SimTransport
 
 
 def main(seed: int) -> str:

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from client.admin import AdminClient
-from client.minimal import MinimalClient
-from client.producer import Producer
-from cluster.local import REPO_ROOT, LocalCluster
-from common.clock import SystemClock
-from common.types import TopicPartition
-from controller.zk_process import zookeeper_available
-from node.rpc_grpc import GrpcTransport
+from kafkasim.client.admin import AdminClient
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.producer import Producer
+from kafkasim.cluster.local import REPO_ROOT, LocalCluster
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller.zk_process import zookeeper_available
+from kafkasim.node.rpc_grpc import GrpcTransport
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,7 +58,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     from pyspark.sql import SparkSession
 
-    from spark import KafkasimDataSource
+    from kafkasim.spark import KafkasimDataSource
 
     previous = os.environ.get("PYSPARK_PYTHON")
     # The JVM starts Python workers with PYSPARK_PYTHON (default: whatever python3 is on the

@@ -13,8 +13,8 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
-from cluster.local import LocalCluster
-from common.types import TopicPartition
+from kafkasim.cluster.local import LocalCluster
+from kafkasim.common.types import TopicPartition
 from tests.spark.conftest import (
     Produced,
     ToSend,

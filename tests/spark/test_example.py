@@ -35,11 +35,11 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from client.consumer import Consumer
-from cluster.local import REPO_ROOT, LocalCluster
-from common.clock import SystemClock
-from common.types import TopicPartition
-from node.rpc_grpc import GrpcTransport
+from kafkasim.client.consumer import Consumer
+from kafkasim.cluster.local import REPO_ROOT, LocalCluster
+from kafkasim.common.clock import SystemClock
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.rpc_grpc import GrpcTransport
 from tests.spark.conftest import ToSend, bootstrap, create_topic, produce
 
 # Generous: the example starts a JVM and runs micro-batches of 200 tasks on 2 shared cores.

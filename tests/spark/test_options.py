@@ -8,8 +8,8 @@ import itertools
 
 import pytest
 
-from common.types import TopicPartition
-from spark.options import (
+from kafkasim.common.types import TopicPartition
+from kafkasim.spark.options import (
     EARLIEST,
     LATEST,
     Assign,
@@ -23,7 +23,13 @@ from spark.options import (
     parse_sink_options,
     parse_source_options,
 )
-from spark.planning import OffsetRange, OffsetRangeError, offset_ranges, rate_limit, split_ranges
+from kafkasim.spark.planning import (
+    OffsetRange,
+    OffsetRangeError,
+    offset_ranges,
+    rate_limit,
+    split_ranges,
+)
 
 SERVERS = {"kafkasim.bootstrap.servers": "127.0.0.1:9092,127.0.0.1:9093"}
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)

@@ -14,8 +14,8 @@ from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from cluster.local import LocalCluster
-from common.types import TopicPartition
+from kafkasim.cluster.local import LocalCluster
+from kafkasim.common.types import TopicPartition
 from tests.spark.conftest import ToSend, admin_call, bootstrap, create_topic, produce
 
 # Generous: a micro-batch on a shared 2-core machine can take a while.

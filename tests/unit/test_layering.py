@@ -3,7 +3,10 @@
 * only the adapters import a transport or ZooKeeper client: grpc in ``node/rpc_grpc.py``,
   kazoo in ``controller/zk_kazoo.py``;
 * only the clock adapter and the process managers read the wall clock or open sockets;
-* ``storage/`` knows nothing of brokers, controllers, clients, the wire contract or networks.
+* ``storage/`` knows nothing of brokers, controllers, clients, the wire contract or networks;
+* everything is imported through the one import name ``kafkasim`` (``kafkasim.storage.log``),
+  never through a bare top-level folder name (``storage.log``), which an installed kafkasim
+  does not provide.
 """
 
 from __future__ import annotations
@@ -71,8 +74,24 @@ def test_module_respects_the_layering(path: Path) -> None:
         used = sorted(m for m in modules if m == root_module or m.startswith(root_module + "."))
         assert not used or rel in allowed, f"{rel} imports {used}; only {sorted(allowed)} may"
     if rel.startswith("storage/"):
-        bad = sorted(m for m in modules if m.split(".")[0] in STORAGE_FORBIDDEN)
+        bad = sorted(m for m in modules if _layer(m) in STORAGE_FORBIDDEN)
         assert not bad, f"storage module {rel} imports {bad}"
+
+
+def _layer(module: str) -> str:
+    """The project package (or the third-party root) a dotted import name belongs to."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "kafkasim" and len(parts) > 1 else parts[0]
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted([*_sources(), *(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").rglob("*.py")]),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_imports_go_through_the_one_import_name(path: Path) -> None:
+    bare = sorted(m for m in _imported_modules(path) if m.split(".")[0] in PACKAGES)
+    assert not bare, f"{path.relative_to(ROOT)} imports {bare}: write kafkasim.{bare[0]}"
 
 
 def test_the_scan_sees_the_adapters() -> None:

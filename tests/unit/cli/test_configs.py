@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cli.configs import ConfigCommandError, parse_add_config
-from cli.main import main
+from kafkasim.cli.configs import ConfigCommandError, parse_add_config
+from kafkasim.cli.main import main
 
 
 @pytest.mark.parametrize(

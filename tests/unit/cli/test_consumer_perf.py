@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.consumer_perf import (
+from kafkasim.cli.consumer_perf import (
     DETAILED_HEADER,
     SUMMARY_HEADER,
     PerfSettings,
@@ -30,8 +30,8 @@ from cli.consumer_perf import (
     summary_line,
     timeout_warning,
 )
-from cli.main import build_parser
-from common.clock import ManualClock
+from kafkasim.cli.main import build_parser
+from kafkasim.common.clock import ManualClock
 
 # 2023-11-14 22:13:20.000 UTC
 T0_MS = 1_700_000_000_000

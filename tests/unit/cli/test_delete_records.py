@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.delete_records import OffsetJsonError, parse_offset_json, read_offset_json
-from common.types import TopicPartition
+from kafkasim.cli.delete_records import OffsetJsonError, parse_offset_json, read_offset_json
+from kafkasim.common.types import TopicPartition
 
 
 def test_kafkas_format_is_read_in_file_order_and_version_defaults_to_1() -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from client.group_protocol import Assignment, encode_assignment
-from common.types import TopicPartition
-from node.group_records import (
+from kafkasim.client.group_protocol import Assignment, encode_assignment
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.group_records import (
     GroupKey,
     GroupValue,
     MemberValue,
@@ -19,8 +19,8 @@ from node.group_records import (
     encode_offset_key,
     encode_offset_value,
 )
-from storage.records.batch import RecordBatchBuilder
-from storage.records.legacy import encode_legacy
+from kafkasim.storage.records.batch import RecordBatchBuilder
+from kafkasim.storage.records.legacy import encode_legacy
 from tests.cli_run import kafkasim
 from tests.unit.storage.logtools import T0
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from storage.records.batch import RecordBatchBuilder
-from storage.records.compression import CompressionType
-from storage.records.legacy import encode_legacy
+from kafkasim.storage.records.batch import RecordBatchBuilder
+from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.legacy import encode_legacy
 from tests.cli_run import kafkasim
 from tests.unit.storage.logtools import T0, make_batch, open_log
 

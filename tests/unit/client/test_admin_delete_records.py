@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from google.protobuf.message import Message
 
-import proto
-from client.admin import AdminClient
-from common.clock import ManualClock
-from common.errors import NotLeaderOrFollowerError, OffsetOutOfRangeError
-from common.types import TopicPartition
-from proto import kafkasim_pb2 as pb
+from kafkasim import proto
+from kafkasim.client.admin import AdminClient
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.errors import NotLeaderOrFollowerError, OffsetOutOfRangeError
+from kafkasim.common.types import TopicPartition
+from kafkasim.proto import kafkasim_pb2 as pb
 
 TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)

@@ -10,16 +10,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.assignors import (
+from kafkasim.client.assignors import (
     ASSIGNORS,
     AbstractPartitionAssignor,
     RangeAssignor,
     RoundRobinAssignor,
     assignor_for,
 )
-from client.group_protocol import Assignment, Subscription, decode_assignment, encode_assignment
-from common.errors import InvalidConfigError
-from common.types import TopicPartition
+from kafkasim.client.group_protocol import (
+    Assignment,
+    Subscription,
+    decode_assignment,
+    encode_assignment,
+)
+from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.types import TopicPartition
 
 
 def tps(*names: str) -> tuple[TopicPartition, ...]:

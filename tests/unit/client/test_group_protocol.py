@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.group_protocol import (
+from kafkasim.client.group_protocol import (
     PROTOCOL_TYPE,
     Assignment,
     Subscription,
@@ -19,8 +19,8 @@ from client.group_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from common.errors import CorruptRecordError
-from common.types import TopicPartition
+from kafkasim.common.errors import CorruptRecordError
+from kafkasim.common.types import TopicPartition
 
 # Hand-assembled Kafka primitives, independent of the module under test.
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.partitioner import (
+from kafkasim.client.partitioner import (
     PARTITIONERS,
     DefaultPartitioner,
     FunctionPartitioner,

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from cluster import chaos
-from cluster.chaos import ClusterView, resolve
-from sim.history import ReplicaSample
-from sim.runner import UnsupportedFaultError
-from sim.scenario import ACTIONS, Fault, catalog, find, load
-from storage import file_names
-from storage.records.batch import RecordBatchBuilder, set_base_offset
+from kafkasim.cluster import chaos
+from kafkasim.cluster.chaos import ClusterView, resolve
+from kafkasim.sim.history import ReplicaSample
+from kafkasim.sim.runner import UnsupportedFaultError
+from kafkasim.sim.scenario import ACTIONS, Fault, catalog, find, load
+from kafkasim.storage import file_names
+from kafkasim.storage.records.batch import RecordBatchBuilder, set_base_offset
 
 RUNNABLE = {"leader-crash", "follower-pause", "controller-crash", "rolling-restart", "kip101-case1"}
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.errors import CorruptRecordError
-from common.wire_format import WireReader, WireWriter
+from kafkasim.common.errors import CorruptRecordError
+from kafkasim.common.wire_format import WireReader, WireWriter
 
 Fields = tuple[int, int, int, str, str | None, bytes, bytes | None, int]
 

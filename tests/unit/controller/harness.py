@@ -16,16 +16,28 @@ from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
-from common.clock import ManualClock
-from common.coordination import Op, SetOp, Stat
-from common.rpc import BidiStream, RpcError, RpcServer, RpcStatus, StreamHandler, UnaryHandler
-from common.types import TopicPartition
-from controller import zk_data
-from controller.controller import Controller, ControllerConfig, NewTopic
-from proto import METHOD_LEADER_AND_ISR, METHOD_STOP_REPLICA, METHOD_UPDATE_METADATA, METHODS
-from proto import kafkasim_pb2 as pb
-from sim.loop import run_simulation
-from sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.coordination import Op, SetOp, Stat
+from kafkasim.common.rpc import (
+    BidiStream,
+    RpcError,
+    RpcServer,
+    RpcStatus,
+    StreamHandler,
+    UnaryHandler,
+)
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.controller.controller import Controller, ControllerConfig, NewTopic
+from kafkasim.proto import (
+    METHOD_LEADER_AND_ISR,
+    METHOD_STOP_REPLICA,
+    METHOD_UPDATE_METADATA,
+    METHODS,
+)
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.loop import run_simulation
+from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
 
 T = TypeVar("T")
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.errors import KafkaError
-from controller.assignment import (
+from kafkasim.common.errors import KafkaError
+from kafkasim.controller.assignment import (
     add_partitions,
     assign_new_topic,
     assign_replicas_to_brokers,

@@ -7,11 +7,11 @@ import asyncio
 
 from google.protobuf.message import Message
 
-from common.types import TopicPartition
-from controller.channel import ControllerChannel, RequestBatch, partition_state
-from controller.zk_data import BrokerInfo, LeaderAndIsr
-from proto import METHOD_LEADER_AND_ISR, METHOD_STOP_REPLICA, METHOD_UPDATE_METADATA
-from proto import kafkasim_pb2 as pb
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller.channel import ControllerChannel, RequestBatch, partition_state
+from kafkasim.controller.zk_data import BrokerInfo, LeaderAndIsr
+from kafkasim.proto import METHOD_LEADER_AND_ISR, METHOD_STOP_REPLICA, METHOD_UPDATE_METADATA
+from kafkasim.proto import kafkasim_pb2 as pb
 
 from .harness import RecordingTransport, address, run
 

@@ -9,18 +9,18 @@ import logging
 
 import pytest
 
-from common.errors import KafkaError, error_for_name
-from common.types import TopicPartition
-from controller import zk_data
-from controller.controller import (
+from kafkasim.common.errors import KafkaError, error_for_name
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.controller.controller import (
     ControllerConfig,
     ElectionType,
     NewPartitions,
     NewTopic,
     TopicConfigAlteration,
 )
-from controller.topic_configs import AlterConfigOp
-from proto import kafkasim_pb2 as pb
+from kafkasim.controller.topic_configs import AlterConfigOp
+from kafkasim.proto import kafkasim_pb2 as pb
 
 from .harness import Cluster, in_cluster
 
@@ -258,7 +258,7 @@ def test_unclean_election_when_the_topic_allows_it_logs_loudly(
         await cluster.create_topic("t", {0: [1, 2]}, {"unclean.leader.election.enable": "true"})
         await cluster.write_isr(T0, [1], notify=True)
         await cluster.settle()
-        with caplog.at_level(logging.WARNING, logger="controller.controller"):
+        with caplog.at_level(logging.WARNING, logger="kafkasim.controller.controller"):
             cluster.kill(1)
             await cluster.settle()
         s0 = await cluster.state(T0)
@@ -807,7 +807,7 @@ def test_expired_controller_campaigns_again_with_a_new_session() -> None:
         old = cluster.brokers[1]
         assert not old.controller.is_active
         # The broker opens a new session, registers again and hands it to its controller.
-        from sim.zookeeper import SimZooKeeperClient
+        from kafkasim.sim.zookeeper import SimZooKeeperClient
 
         session = SimZooKeeperClient(cluster.server, 6_000, "broker-1-again")
         await session.start()

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.election import (
+from kafkasim.controller.election import (
     ELECTION_NOT_NEEDED,
     ELIGIBLE_LEADERS_NOT_AVAILABLE,
     PREFERRED_LEADER_NOT_AVAILABLE,
@@ -20,7 +20,7 @@ from controller.election import (
     remove_replica_from_isr,
     sanity_check,
 )
-from controller.zk_data import NO_LEADER, LeaderAndIsr
+from kafkasim.controller.zk_data import NO_LEADER, LeaderAndIsr
 
 EPOCH = 7  # the electing controller's epoch
 

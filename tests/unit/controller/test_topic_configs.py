@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import InvalidConfigError, InvalidRequestError
-from controller.topic_configs import AlterConfigOp, OpType, apply_incremental_ops
+from kafkasim.common.errors import InvalidConfigError, InvalidRequestError
+from kafkasim.controller.topic_configs import AlterConfigOp, OpType, apply_incremental_ops
 
 SET, DELETE, APPEND, SUBTRACT = (int(op) for op in OpType)
 

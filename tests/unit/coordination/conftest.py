@@ -4,7 +4,7 @@ from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
-from controller.zk_process import ZooKeeperProcess
+from kafkasim.controller.zk_process import ZooKeeperProcess
 from tests.unit.coordination.harness import KINDS, ZOOKEEPER_UNAVAILABLE, Env, root_for, run
 
 

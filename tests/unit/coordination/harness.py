@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from common.coordination import Coordination, SessionState
-from controller.zk_kazoo import KazooCoordination
-from controller.zk_process import ZooKeeperProcess, zookeeper_available
-from sim.loop import run_simulation
-from sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
+from kafkasim.common.coordination import Coordination, SessionState
+from kafkasim.controller.zk_kazoo import KazooCoordination
+from kafkasim.controller.zk_process import ZooKeeperProcess, zookeeper_available
+from kafkasim.sim.loop import run_simulation
+from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
 
 ZOOKEEPER_UNAVAILABLE = zookeeper_available()
 requires_zookeeper = pytest.mark.skipif(

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from common.coordination import (
+from kafkasim.common.coordination import (
     BadVersionError,
     CheckOp,
     CoordinationError,

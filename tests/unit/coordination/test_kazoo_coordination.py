@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from common.coordination import ConnectionLossError, CoordinationError, SessionExpiredError
-from controller.zk_kazoo import KazooCoordination
-from controller.zk_process import ZooKeeperProcess, free_loopback_port
+from kafkasim.common.coordination import ConnectionLossError, CoordinationError, SessionExpiredError
+from kafkasim.controller.zk_kazoo import KazooCoordination
+from kafkasim.controller.zk_process import ZooKeeperProcess, free_loopback_port
 from tests.unit.coordination.harness import requires_zookeeper
 
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from common.coordination import (
+from kafkasim.common.coordination import (
     BadVersionError,
     CheckOp,
     ConnectionLossError,
@@ -26,8 +26,8 @@ from common.coordination import (
     SetOp,
     WatchEvent,
 )
-from sim.loop import run_simulation
-from sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
+from kafkasim.sim.loop import run_simulation
+from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
 from tests.unit.coordination.harness import Recorder
 
 T = TypeVar("T")

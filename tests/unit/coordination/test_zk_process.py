@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from controller import zk_process
-from controller.zk_process import (
+from kafkasim.controller import zk_process
+from kafkasim.controller.zk_process import (
     ZooKeeperProcess,
     ZooKeeperUnavailableError,
     four_letter_word,

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from common.clock import ManualClock
-from common.errors import InconsistentBrokerMetadataError, InvalidConfigError
-from node.broker_id import generate_broker_id, resolve_broker_id
-from node.config import BrokerConfig
-from sim.loop import run_simulation
-from sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
-from storage.checkpoints import write_meta_properties
-from storage.log_manager import LogManager
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.errors import InconsistentBrokerMetadataError, InvalidConfigError
+from kafkasim.node.broker_id import generate_broker_id, resolve_broker_id
+from kafkasim.node.config import BrokerConfig
+from kafkasim.sim.loop import run_simulation
+from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
+from kafkasim.storage.checkpoints import write_meta_properties
+from kafkasim.storage.log_manager import LogManager
 
 
 def config(tmp_path: Path, **props: object) -> BrokerConfig:

@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from common.clock import ManualClock
-from common.types import TopicPartition
-from controller import zk_data
-from node.config import BrokerConfig
-from node.config_changes import TopicConfigChangeListener
-from sim.loop import run_simulation
-from sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
-from storage.config import LogConfig
-from storage.log_manager import LogManager
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.node.config import BrokerConfig
+from kafkasim.node.config_changes import TopicConfigChangeListener
+from kafkasim.sim.loop import run_simulation
+from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log_manager import LogManager
 
 TP = TopicPartition("t", 0)
 

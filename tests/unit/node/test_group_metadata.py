@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from node.group_metadata import Group, GroupState, Member
+from kafkasim.node.group_metadata import Group, GroupState, Member
 
 
 def member(member_id: str, *protocols: str) -> Member:

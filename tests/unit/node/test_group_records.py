@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.errors import CorruptRecordError
-from node.group_records import (
+from kafkasim.common.errors import CorruptRecordError
+from kafkasim.node.group_records import (
     OFFSETS_TOPIC,
     GroupKey,
     GroupValue,

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-import proto
-from client.admin import AdminClient
-from client.minimal import MinimalClient
-from common.errors import InvalidConfigError
-from common.types import TopicPartition
-from controller import zk_data
-from node.config import BrokerConfig
-from node.metadata_cache import MetadataCache
-from proto import kafkasim_pb2 as pb
-from sim.cluster import SimCluster
-from sim.network import SimTransport
+from kafkasim import proto
+from kafkasim.client.admin import AdminClient
+from kafkasim.client.minimal import MinimalClient
+from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.node.config import BrokerConfig
+from kafkasim.node.metadata_cache import MetadataCache
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.cluster import SimCluster
+from kafkasim.sim.network import SimTransport
 from tests.sim.helpers import create, simulate
 
 TWO_LISTENERS = {

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-import proto
-from common.types import TopicPartition
-from node.broker import Broker
-from node.metrics import LATENCY_BUCKETS_MS, RequestStats, request_name
-from sim.cluster import SimCluster
+from kafkasim import proto
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.broker import Broker
+from kafkasim.node.metrics import LATENCY_BUCKETS_MS, RequestStats, request_name
+from kafkasim.sim.cluster import SimCluster
 from tests.sim.helpers import create, leader_of, partition_on, produce_all, simulate
 
 TP = TopicPartition("events", 0)

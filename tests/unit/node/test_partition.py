@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from common.clock import ManualClock
-from common.errors import NotLeaderOrFollowerError, OffsetOutOfRangeError, error_for_name
-from common.types import TopicPartition
-from node.partition import Partition
-from storage.config import LogConfig
-from storage.log import Log
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.errors import NotLeaderOrFollowerError, OffsetOutOfRangeError, error_for_name
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.partition import Partition
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log import Log
 from tests.unit.storage.logtools import T0, make_batch
 
 PolicyViolationError = error_for_name("POLICY_VIOLATION")

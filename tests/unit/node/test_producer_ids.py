@@ -10,18 +10,18 @@ from typing import TypeVar
 
 import pytest
 
-from common.coordination import ConnectionLossError
-from controller import zk_data
-from controller.zk_data import PRODUCER_ID_BLOCK_SIZE, ProducerIdBlock
-from node.producer_ids import (
+from kafkasim.common.coordination import ConnectionLossError
+from kafkasim.controller import zk_data
+from kafkasim.controller.zk_data import PRODUCER_ID_BLOCK_SIZE, ProducerIdBlock
+from kafkasim.node.producer_ids import (
     INT64_MAX,
     ProducerIdManager,
     ProducerIdsExhaustedError,
     handle_init_producer_id,
 )
-from proto import kafkasim_pb2 as pb
-from sim.loop import run_simulation
-from sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.loop import run_simulation
+from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
 
 T = TypeVar("T")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from node.replication import (
+from kafkasim.node.replication import (
     FollowerState,
     can_join_isr,
     follower_high_watermark,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import proto
-from proto import METHODS, MethodSpec, check_servable, kafkasim_pb2, method_spec
-from proto.generate import GENERATED_FILES, PROTO_FILE, REPO_ROOT, generate
+from kafkasim import proto
+from kafkasim.proto import METHODS, MethodSpec, check_servable, kafkasim_pb2, method_spec
+from kafkasim.proto.generate import GENERATED_FILES, PROTO_FILE, REPO_ROOT, generate
 
 _RPC = re.compile(
     r"rpc\s+(\w+)\s*\(\s*(stream\s+)?(\w+)\s*\)\s*returns\s*\(\s*(stream\s+)?(\w+)\s*\)"
@@ -44,7 +44,7 @@ def test_committed_generated_files_match_a_fresh_generation(tmp_path: Path) -> N
     for name in GENERATED_FILES:
         fresh = (tmp_path / name).read_bytes()
         committed = (REPO_ROOT / name).read_bytes()
-        assert fresh == committed, f"{name} is stale: run python -m proto.generate"
+        assert fresh == committed, f"{name} is stale: run python -m kafkasim.proto.generate"
 
 
 def test_every_rpc_of_the_proto_has_a_constant_and_a_method_spec() -> None:

@@ -15,11 +15,11 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from common.rpc import RpcServer, StreamHandler, Transport, UnaryHandler
-from node.rpc_grpc import GrpcTransport
-from proto import kafkasim_pb2 as pb
-from sim.loop import run_simulation
-from sim.network import SimNetwork, SimTransport
+from kafkasim.common.rpc import RpcServer, StreamHandler, Transport, UnaryHandler
+from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.loop import run_simulation
+from kafkasim.sim.network import SimNetwork, SimTransport
 
 T = TypeVar("T")
 

@@ -14,11 +14,11 @@ from typing import TypeVar
 import pytest
 from google.protobuf.message import Message
 
-import proto
-from common.rpc import RpcError, RpcServer, RpcStatus, Transport
-from proto import kafkasim_pb2 as pb
-from sim.loop import run_simulation
-from sim.network import SimNetwork, SimTransport
+from kafkasim import proto
+from kafkasim.common.rpc import RpcError, RpcServer, RpcStatus, Transport
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.loop import run_simulation
+from kafkasim.sim.network import SimNetwork, SimTransport
 
 T = TypeVar("T")
 

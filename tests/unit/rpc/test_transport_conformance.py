@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 import pytest
 from google.protobuf.message import Message
 
-import proto
-from common.rpc import RpcError, RpcStatus
-from proto import kafkasim_pb2 as pb
+from kafkasim import proto
+from kafkasim.common.rpc import RpcError, RpcStatus
+from kafkasim.proto import kafkasim_pb2 as pb
 from tests.unit.rpc.harness import KINDS, Env, never_ending, run
 
 pytestmark = pytest.mark.parametrize("kind", KINDS)

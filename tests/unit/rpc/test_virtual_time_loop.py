@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from sim.loop import (
+from kafkasim.sim.loop import (
     SimulationDeadlock,
     SimulationError,
     SimulationTimeLimitError,

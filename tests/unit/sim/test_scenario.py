@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.scenario import (
+from kafkasim.sim.scenario import (
     ACTIONS,
     EXPECT_MAY_LOSE,
     EXPECT_SAFE,
@@ -37,7 +37,7 @@ from sim.scenario import (
     parse,
     parse_target,
 )
-from sim.schedules import randomize, shrink
+from kafkasim.sim.schedules import randomize, shrink
 
 REQUIRED = {
     "leader-crash",

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from common.clock import ManualClock
-from common.types import TopicPartition
-from storage.config import LogConfig
-from storage.log import Log
-from storage.records.batch import Record, RecordBatchBuilder, decode_batch, iter_batches
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log import Log
+from kafkasim.storage.records.batch import Record, RecordBatchBuilder, decode_batch, iter_batches
 
 T0 = 1_700_000_000_000
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.errors import InconsistentBrokerMetadataError, KafkaStorageError
-from common.types import TopicPartition
-from storage.checkpoints import (
+from kafkasim.common.errors import InconsistentBrokerMetadataError, KafkaStorageError
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_OFFSET_CHECKPOINT_FILE,
     LEADER_EPOCH_CHECKPOINT_FILE,

@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from common.clock import ManualClock
-from common.errors import InvalidRecordError
-from common.types import TopicPartition
-from storage import file_names
-from storage.checkpoints import CLEANER_OFFSET_CHECKPOINT_FILE
-from storage.cleaner import CleanableRange, LogCleaner, cleanable_range, needs_cleaning
-from storage.config import LogConfig
-from storage.log import Log
-from storage.log_manager import LogManager
-from storage.records.batch import Record, RecordBatchBuilder, decode_batch
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.errors import InvalidRecordError
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage import file_names
+from kafkasim.storage.checkpoints import CLEANER_OFFSET_CHECKPOINT_FILE
+from kafkasim.storage.cleaner import CleanableRange, LogCleaner, cleanable_range, needs_cleaning
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log import Log
+from kafkasim.storage.log_manager import LogManager
+from kafkasim.storage.records.batch import Record, RecordBatchBuilder, decode_batch
 
 NOW_MS = 1_700_000_000_000
 DAY_MS = 86_400_000

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from common.config import INT64_MAX, ConfigKey, ConfigType
-from common.errors import InvalidConfigError
-from storage.config import (
+from kafkasim.common.config import INT64_MAX, ConfigKey, ConfigType
+from kafkasim.common.errors import InvalidConfigError
+from kafkasim.storage.config import (
     BROKER_LOG_CONFIG_DEF,
     TOPIC_KEYS,
     LogConfig,

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from common.clock import ManualClock
-from common.errors import KafkaStorageError
-from common.types import TopicPartition
-from storage import disk_faults
-from storage.config import LogConfig
-from storage.log_manager import LogManager
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.errors import KafkaStorageError
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage import disk_faults
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log_manager import LogManager
 from tests.unit.storage.logtools import T0, make_batch, open_log, read_all
 
 

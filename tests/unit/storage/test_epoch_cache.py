@@ -9,9 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.errors import StorageInternalError
-from storage.checkpoints import EpochEntry, InMemoryLeaderEpochCheckpoint, LeaderEpochCheckpointFile
-from storage.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
+from kafkasim.common.errors import StorageInternalError
+from kafkasim.storage.checkpoints import (
+    EpochEntry,
+    InMemoryLeaderEpochCheckpoint,
+    LeaderEpochCheckpointFile,
+)
+from kafkasim.storage.epoch_cache import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    LeaderEpochFileCache,
+)
 
 E = EpochEntry
 

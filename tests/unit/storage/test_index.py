@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from common.errors import InvalidOffsetError
-from storage.index import INT32_MAX, WARM_SECTION_BYTES, AbstractIndex
-from storage.offset_index import OffsetIndex, OffsetPosition
-from storage.time_index import TimeIndex, TimestampOffset
+from kafkasim.common.errors import InvalidOffsetError
+from kafkasim.storage.index import INT32_MAX, WARM_SECTION_BYTES, AbstractIndex
+from kafkasim.storage.offset_index import OffsetIndex, OffsetPosition
+from kafkasim.storage.time_index import TimeIndex, TimestampOffset
 
 MIB_10 = 10 * 1024 * 1024
 BOTH = pytest.mark.parametrize("cls", [OffsetIndex, TimeIndex], ids=["offset", "time"])

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.errors import (
+from kafkasim.common.errors import (
     CorruptRecordError,
     InvalidOffsetError,
     InvalidRecordError,
@@ -20,8 +20,8 @@ from common.errors import (
     RecordTooLargeError,
     UnsupportedForMessageFormatError,
 )
-from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
-from storage.records.batch import (
+from kafkasim.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from kafkasim.storage.records.batch import (
     BatchHeader,
     ControlRecordType,
     RecordBatchBuilder,
@@ -31,8 +31,8 @@ from storage.records.batch import (
     set_base_offset,
     set_partition_leader_epoch,
 )
-from storage.records.compression import CompressionType
-from storage.records.legacy import encode_legacy
+from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.legacy import encode_legacy
 from tests.unit.storage.logtools import T0, make_batch, open_log, read_all, reopen
 
 
@@ -453,7 +453,7 @@ def test_clean_close_and_reopen_keeps_everything(tmp_path: Path) -> None:
 
 
 def test_closed_log_refuses_work(tmp_path: Path) -> None:
-    from common.errors import KafkaStorageError
+    from kafkasim.common.errors import KafkaStorageError
 
     log, _ = open_log(tmp_path)
     log.close()

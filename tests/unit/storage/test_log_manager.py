@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from common.clock import ManualClock
-from common.errors import InconsistentBrokerMetadataError, KafkaStorageError
-from common.types import TopicPartition
-from storage import file_names
-from storage.checkpoints import (
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.errors import InconsistentBrokerMetadataError, KafkaStorageError
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage import file_names
+from kafkasim.storage.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     META_PROPERTIES_FILE,
@@ -22,10 +22,10 @@ from storage.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT_FILE,
     has_clean_shutdown_marker,
 )
-from storage.config import LogConfig
-from storage.log import Log
-from storage.log_manager import LogManager, LogManagerSettings
-from storage.records.batch import RecordBatchBuilder
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log import Log
+from kafkasim.storage.log_manager import LogManager, LogManagerSettings
+from kafkasim.storage.records.batch import RecordBatchBuilder
 
 NOW_MS = 1_700_000_000_000
 HOUR_MS = 3_600_000

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.errors import CorruptIndexError, InvalidOffsetError
-from storage.offset_index import OffsetIndex, OffsetPosition
+from kafkasim.common.errors import CorruptIndexError, InvalidOffsetError
+from kafkasim.storage.offset_index import OffsetIndex, OffsetPosition
 
 BASE = 1_000
 _names = itertools.count()

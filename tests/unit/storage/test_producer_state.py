@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
-from storage.producer_state import (
+from kafkasim.common.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from kafkasim.storage.producer_state import (
     INT32_MAX,
     NUM_BATCHES_TO_RETAIN,
     BatchMetadata,
@@ -280,7 +280,7 @@ def test_replicated_batches_skip_sequence_checks(
     """The leader validated them; a follower records whatever the leader wrote."""
     send_batches(log, 1, epoch=5)
     assert log.append(5, 40, from_client=False) is None  # a gap
-    with caplog.at_level(logging.WARNING, logger="storage.producer_state"):
+    with caplog.at_level(logging.WARNING, logger="kafkasim.storage.producer_state"):
         assert log.append(4, 0, from_client=False) is None  # an older epoch: logged only
     assert "smaller than the last seen epoch 5" in caplog.text
     assert entry_of(log.state).producer_epoch == 4
@@ -410,7 +410,7 @@ def test_corrupt_snapshot_is_deleted_and_the_next_older_used(
     _snapshots_at(tmp_path, 10, 20)
     newest = tmp_path / snapshot_file_name(20)
     newest.write_bytes(corrupt(newest.read_bytes()))
-    with caplog.at_level(logging.WARNING, logger="storage.producer_state"):
+    with caplog.at_level(logging.WARNING, logger="kafkasim.storage.producer_state"):
         state = ProducerStateManager(tmp_path)
         assert state.load_from_latest_snapshot(0, 30) == 10
     assert str(newest) in caplog.text

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from common.clock import ManualClock
-from common.types import TopicPartition
-from storage.config import LogConfig
-from storage.log import Log
-from storage.records.batch import CRC_OFFSET, RECORD_BATCH_OVERHEAD, BatchHeader
-from storage.verify import verify
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log import Log
+from kafkasim.storage.records.batch import CRC_OFFSET, RECORD_BATCH_OVERHEAD, BatchHeader
+from kafkasim.storage.verify import verify
 from tests.unit.storage.logtools import T0, make_batch, read_all
 
 CONFIG = {"segment.bytes": 2000, "index.interval.bytes": 150}

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from common.clock import ManualClock
-from common.errors import OffsetOutOfRangeError
-from common.types import TopicPartition
-from storage import file_names
-from storage.config import LogConfig
-from storage.log import Log
-from storage.records.batch import RecordBatchBuilder, decode_batch
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.errors import OffsetOutOfRangeError
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage import file_names
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log import Log
+from kafkasim.storage.records.batch import RecordBatchBuilder, decode_batch
 
 NOW_MS = 1_700_000_000_000
 HOUR_MS = 3_600_000

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.errors import CorruptIndexError, InvalidOffsetError
-from storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from kafkasim.common.errors import CorruptIndexError, InvalidOffsetError
+from kafkasim.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 
 BASE = 500
 _names = itertools.count()

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from common.errors import CorruptRecordError, InvalidRecordError
-from storage.records.batch import (
+from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.storage.records.batch import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
     BASE_SEQUENCE_OFFSET,
@@ -52,9 +52,9 @@ from storage.records.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
-from storage.records.compression import CompressionType
-from storage.records.legacy import encode_legacy
-from storage.records.varint import INT16_MAX, INT32_MAX, INT64_MAX, encode_varint
+from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.legacy import encode_legacy
+from kafkasim.storage.records.varint import INT16_MAX, INT32_MAX, INT64_MAX, encode_varint
 
 HeaderList = Sequence[tuple[str, bytes | None]]
 RecordTuple = tuple[int, bytes | None, bytes | None, HeaderList]
@@ -809,7 +809,7 @@ def test_control_batch_rejects_non_marker_types() -> None:
 
 def test_rebuild_batch_keeps_identity_and_offsets_of_kept_records() -> None:
     """Compaction thins a batch: offsets, last offset delta and producer fields survive."""
-    from storage.records.batch import rebuild_batch, set_partition_leader_epoch
+    from kafkasim.storage.records.batch import rebuild_batch, set_partition_leader_epoch
 
     builder = RecordBatchBuilder(
         base_offset=100,
@@ -836,7 +836,7 @@ def test_rebuild_batch_keeps_identity_and_offsets_of_kept_records() -> None:
 
 
 def test_rebuild_batch_keeps_log_append_time() -> None:
-    from storage.records.batch import rebuild_batch, set_log_append_time
+    from kafkasim.storage.records.batch import rebuild_batch, set_log_append_time
 
     raw = bytearray(encode_batch([(5, b"a", b"1"), (6, b"b", b"2")]))
     set_log_append_time(raw, 0, 123_456)

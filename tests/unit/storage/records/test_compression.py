@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.errors import CorruptRecordError, UnsupportedCompressionTypeError
-from storage.records.compression import (
+from kafkasim.common.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from kafkasim.storage.records.compression import (
     LZ4_BLOCK_SIZE,
     XERIAL_BLOCK_SIZE,
     XERIAL_HEADER,

@@ -9,17 +9,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionTypeError
-from storage.records.batch import TimestampType, encode_batch
-from storage.records.compression import CompressionType, compress, xxh32
-from storage.records.legacy import (
+from kafkasim.common.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    UnsupportedCompressionTypeError,
+)
+from kafkasim.storage.records.batch import TimestampType, encode_batch
+from kafkasim.storage.records.compression import CompressionType, compress, xxh32
+from kafkasim.storage.records.legacy import (
     LOG_OVERHEAD_V0,
     LOG_OVERHEAD_V1,
     LegacyRecord,
     decode_legacy,
     encode_legacy,
 )
-from storage.records.varint import INT64_MAX
+from kafkasim.storage.records.varint import INT64_MAX
 
 LEGACY_CODECS = [c for c in CompressionType if c != CompressionType.ZSTD]
 

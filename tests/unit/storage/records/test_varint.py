@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.errors import InvalidRecordError
-from storage.records.varint import (
+from kafkasim.common.errors import InvalidRecordError
+from kafkasim.storage.records.varint import (
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
@@ -70,7 +70,7 @@ def test_null_length_is_the_encoding_of_minus_one() -> None:
 
 def test_small_table_matches_the_general_encoder() -> None:
     # The table is a cache of the loop; both must agree everywhere the table is used.
-    from storage.records.varint import _zigzag_bytes
+    from kafkasim.storage.records.varint import _zigzag_bytes
 
     assert len(SMALL_VARINTS) == SMALL_VARINT_LIMIT
     for n in (0, 1, 63, 64, 127, 128, 4095, 4096, SMALL_VARINT_LIMIT - 1):
