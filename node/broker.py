@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 NOT_CONTROLLER = error_for_name("NOT_CONTROLLER").code
+STALE_BROKER_EPOCH = error_for_name("STALE_BROKER_EPOCH").code
 
 
 class HostedController(Protocol):
@@ -470,7 +471,7 @@ class Broker:
         )
         assert isinstance(response, pb.ControlledShutdownResponse)
         if response.error_code:
-            raise error_for_name("NOT_CONTROLLER")(f"controlled shutdown: {response.error_code}")
+            raise error_for_code(response.error_code)("controlled shutdown refused")
         return [TopicPartition(p.topic, p.partition) for p in response.remaining_partitions]
 
     async def _call_remote_controller(self, method: str, request: Any) -> Any:
@@ -717,9 +718,45 @@ class Broker:
                 result.error_message = f"unknown resource type {resource.resource_type}"
         return response
 
+    async def _is_current_broker_epoch(self, kind: str, request_epoch: int) -> bool:
+        """Whether a controller request is for this incarnation of the broker (KIP-380): its ``broker_epoch`` must be the czxid of this broker's
+        current registration znode.
+
+        Checked before anything else of the request, the controller epoch included, so a
+        request that does not carry the right broker epoch changes nothing. Kafka accepts an
+        unknown epoch (-1, from controllers older than KIP-380) and a newer one (the
+        controller may see the new registration before the broker has read its czxid);
+        kafkasim has no older controllers, so -1 is refused, and a newer one is accepted only
+        when ZooKeeper confirms it is the czxid of this session's registration."""
+        if request_epoch >= 0 and request_epoch == self.broker_epoch:
+            return True
+        if request_epoch > self.broker_epoch:
+            try:
+                stat = await self.zk.exists(zk_data.broker_path(self.broker_id))
+            except CoordinationError:
+                stat = None
+            if (
+                stat is not None
+                and stat.ephemeral_owner == self.zk.session_id
+                and stat.czxid == request_epoch
+            ):
+                self.broker_epoch = stat.czxid
+                return True
+        logger.warning(
+            "broker %d: refusing %s with broker epoch %d (STALE_BROKER_EPOCH): the current "
+            "broker epoch is %d",
+            self.broker_id,
+            kind,
+            request_epoch,
+            self.broker_epoch,
+        )
+        return False
+
     async def _handle_leader_and_isr(
         self, request: pb.LeaderAndIsrRequest
     ) -> pb.LeaderAndIsrResponse:
+        if not await self._is_current_broker_epoch("LeaderAndIsr", request.broker_epoch):
+            return pb.LeaderAndIsrResponse(error_code=STALE_BROKER_EPOCH)
         for topic in sorted({s.topic for s in request.partition_states}):
             await self._load_topic_config(topic)
         self.metadata.add_brokers(list(request.live_leaders))
@@ -734,6 +771,8 @@ class Broker:
         return response
 
     async def _handle_stop_replica(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
+        if not await self._is_current_broker_epoch("StopReplica", request.broker_epoch):
+            return pb.StopReplicaResponse(error_code=STALE_BROKER_EPOCH)
         response = self.replica_manager.stop_replica(request)
         if not response.error_code:
             for part in request.partitions:
@@ -744,6 +783,8 @@ class Broker:
     async def _handle_update_metadata(
         self, request: pb.UpdateMetadataRequest
     ) -> pb.UpdateMetadataResponse:
+        if not await self._is_current_broker_epoch("UpdateMetadata", request.broker_epoch):
+            return pb.UpdateMetadataResponse(error_code=STALE_BROKER_EPOCH)
         if request.controller_epoch < self.replica_manager.controller_epoch:
             return pb.UpdateMetadataResponse(
                 error_code=error_for_name("STALE_CONTROLLER_EPOCH").code

@@ -616,7 +616,9 @@ def test_controlled_shutdown_reports_what_cannot_move() -> None:
         await cluster.create_topic("t", {0: [1, 2]})
         await cluster.write_isr(T0, [1], notify=True)
         await cluster.settle()
-        remaining = await cluster.active().controlled_shutdown(1, -1)
+        admin = await cluster.start_admin()
+        _, stat = await admin.get(zk_data.broker_path(1))
+        remaining = await cluster.active().controlled_shutdown(1, stat.czxid)
         assert remaining == [T0]
         assert (await cluster.state(T0)).leader == 1
 
@@ -624,14 +626,43 @@ def test_controlled_shutdown_reports_what_cannot_move() -> None:
 
 
 @pytest.mark.parametrize(
-    ("broker", "epoch", "error"), [(1, 0, "STALE_BROKER_EPOCH"), (9, -1, "BROKER_NOT_AVAILABLE")]
+    ("broker", "epoch", "error"),
+    [
+        (1, 0, "STALE_BROKER_EPOCH"),  # older than the registration
+        (1, -1, "STALE_BROKER_EPOCH"),  # unknown: no check skipped (KIP-380)
+        (1, 2**63 - 1, "STALE_BROKER_EPOCH"),  # forged: newer than any registration
+        (9, -1, "BROKER_NOT_AVAILABLE"),
+    ],
 )
 def test_controlled_shutdown_rejects(broker: int, epoch: int, error: str) -> None:
+    """Nothing moves: no broker is marked as shutting down."""
+
     async def scenario(cluster: Cluster) -> None:
         await cluster.start(3, 1)
         with pytest.raises(KafkaError) as info:
             await cluster.active().controlled_shutdown(broker, epoch)
         assert info.value.error_name == error
+        assert cluster.active().snapshot().shutting_down_brokers == frozenset()
+
+    in_cluster(scenario)
+
+
+def test_controlled_shutdown_of_another_broker_needs_its_epoch() -> None:
+    """Broker 3 (or anyone) asking to shut down broker 1 with broker 3's own epoch is refused
+    with STALE_BROKER_EPOCH; broker 1 keeps its leadership."""
+
+    async def scenario(cluster: Cluster) -> None:
+        await cluster.start(3, 1, 2)
+        await cluster.create_topic("t", {0: [1, 2, 3]})
+        await cluster.settle()
+        admin = await cluster.start_admin()
+        _, other = await admin.get(zk_data.broker_path(3))
+        response = await cluster.active().handle_controlled_shutdown(
+            pb.ControlledShutdownRequest(broker_id=1, broker_epoch=other.czxid)
+        )
+        assert response.error_code == error_for_name("STALE_BROKER_EPOCH").code
+        assert (await cluster.state(T0)).leader == 1
+        assert cluster.active().snapshot().shutting_down_brokers == frozenset()
 
     in_cluster(scenario)
 
@@ -680,8 +711,10 @@ def test_protobuf_entry_points() -> None:
         await cluster.settle()
         elected = await controller.handle_elect_leaders(pb.ElectLeadersRequest(election_type=0))
         assert {(r.partition, r.error_code) for r in elected.results} == {(0, 84), (1, 84)}
+        admin = await cluster.start_admin()
+        _, stat = await admin.get(zk_data.broker_path(2))
         shutdown = await controller.handle_controlled_shutdown(
-            pb.ControlledShutdownRequest(broker_id=2, broker_epoch=-1)
+            pb.ControlledShutdownRequest(broker_id=2, broker_epoch=stat.czxid)
         )
         assert shutdown.error_code == 0
         assert [(p.topic, p.partition) for p in shutdown.remaining_partitions] == []
