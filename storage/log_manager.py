@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
@@ -51,6 +52,17 @@ from kafkasim.storage.log import Log
 logger = logging.getLogger(__name__)
 
 DELETE_DIR_SUFFIX = "-delete"
+# A partition dir renamed for deletion: <topic, maybe shortened>-<partition>.<uuid>-delete.
+DELETE_DIR_PATTERN = re.compile(r"^.+-[0-9]+\.[0-9a-f]{32}" + DELETE_DIR_SUFFIX + "$")
+FILE_NAME_MAX_BYTES = 255  # NAME_MAX of the usual file systems (ext4, xfs, btrfs, APFS)
+
+
+def log_delete_dir_name(tp: TopicPartition) -> str:
+    """The name a partition dir is renamed to before it is deleted (Kafka's
+    ``logDeleteDirName``): ``<topic>-<partition>.<uuid>-delete``, the topic cut short so that
+    the whole name fits in 255 bytes (a legal topic name has up to 249 ASCII characters)."""
+    suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return tp.topic[: max(0, FILE_NAME_MAX_BYTES - len(suffix))] + suffix
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +177,10 @@ class LogManager:
         for child in sorted(d.iterdir()):
             if not child.is_dir():
                 continue
-            if child.name.endswith(DELETE_DIR_SUFFIX):
-                shutil.rmtree(child, ignore_errors=True)  # a deletion that did not finish
+            if DELETE_DIR_PATTERN.match(child.name):
+                # A deletion that did not finish (Kafka deletes these at start-up too).
+                logger.info("%s: deleting %s, left by an unfinished topic deletion", d, child)
+                shutil.rmtree(child, ignore_errors=True)
                 continue
             try:
                 tp = TopicPartition.from_dir_name(child.name)
@@ -255,16 +269,32 @@ class LogManager:
             self.on_dir_failure(d, reason)
 
     def delete_log(self, tp: TopicPartition) -> bool:
-        """Rename the partition dir to ``<tp>.<uuid>-delete``, then remove it."""
+        """Rename the partition dir to :func:`log_delete_dir_name`, then remove it; False if
+        there is no such log.
+
+        A failed rename is an I/O error of the log dir, as in Kafka's ``renameDir``: the dir
+        goes offline (the broker halts) and KAFKA_STORAGE_ERROR is raised, so the controller
+        hears of the failure and asks again once the broker is back. A failed removal after
+        the rename is only logged: the renamed dir is recognised and removed at the next
+        start-up."""
         log = self._logs.pop(tp, None)
         if log is None:
             return False
         d = self._dir_of.pop(tp)
         log.close_handlers()
-        target = d / f"{tp.dir_name()}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        log.rename_dir(target)
-        shutil.rmtree(target, ignore_errors=True)
         self._cleaner_checkpoints.pop(tp, None)
+        target = d / log_delete_dir_name(tp)
+        try:
+            log.rename_dir(target)
+        except OSError as e:
+            self._dir_failed(d, e)
+            raise KafkaStorageError(
+                f"Error while renaming dir for {tp} in log dir {d} for deletion: {e}"
+            ) from e
+        try:
+            shutil.rmtree(target)
+        except OSError as e:
+            logger.warning("%s: could not delete %s (%s); retried at start-up", tp, target, e)
         return True
 
     # -- periodic tasks ---------------------------------------------------------------------
