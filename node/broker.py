@@ -1,8 +1,11 @@
 """A broker: storage, replica manager, fetchers, the hosted controller, and its RPC server.
 
 Lifecycle (``start``):
-  1. open every log (recovery after a crash) — ``storage.LogManager``;
-  2. open the ZooKeeper session, create Kafka's persistent paths and the cluster id;
+  1. open the ZooKeeper session, create Kafka's persistent paths and ``/cluster/id`` (the
+     first broker to start generates it);
+  2. check the log dirs' ``meta.properties`` against the broker id and the cluster id (a dir
+     of another cluster is refused), write them where missing, then open every log (recovery
+     after a crash) — ``storage.LogManager``;
   3. start the RPC server (client API, replication stream, controller requests);
   4. register ``/brokers/ids/<id>`` (ephemeral; the znode's czxid is this broker's epoch);
      a restart waits until the previous session's registration has expired;
@@ -234,10 +237,18 @@ class Broker:
 
     async def start(self) -> None:
         logger.info("broker %d starting", self.broker_id)
-        self.log_manager.startup()
+        # As Kafka: ZooKeeper first, for the cluster id the log dirs must agree with; a log
+        # dir of another cluster stops the start (InconsistentClusterIdError).
         await self.zk.start()
+        try:
+            await self._ensure_persistent_paths()
+            self.log_manager.cluster_id = self.metadata.cluster_id
+            self.log_manager.startup()
+        except BaseException:
+            with contextlib.suppress(CoordinationError):
+                await self.zk.close()
+            raise
         self.zk.add_session_listener(self._on_session_state)
-        await self._ensure_persistent_paths()
         await self.config_changes.start()
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         # One server per listener (Kafka's listeners): the same handlers, except that the

@@ -150,13 +150,19 @@ class LogManager:
     # -- startup and shutdown ---------------------------------------------------------------
 
     def startup(self) -> None:
-        """Check metadata, load and recover every log, then arm crash detection."""
+        """Check metadata (``meta.properties``: the broker id and, once known, the cluster
+        id), load and recover every log, then arm crash detection."""
         for d in self.dirs:
             d.mkdir(parents=True, exist_ok=True)
         if self.broker_id is not None:
-            check_broker_metadata(self.dirs, self.broker_id)
+            check_broker_metadata(self.dirs, self.broker_id, self.cluster_id)
             for d in self.dirs:
-                if read_meta_properties(d) is None:
+                # Kafka checkpoints the broker metadata to every dir at start-up: a new dir
+                # gets it, and a dir written before the cluster id was known gets the id.
+                props = read_meta_properties(d)
+                if props is None or (
+                    self.cluster_id is not None and props.get("cluster.id") is None
+                ):
                     write_meta_properties(d, self.broker_id, self.cluster_id)
         for d in self.dirs:
             self._load_dir(d)

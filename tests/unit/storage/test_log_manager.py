@@ -20,6 +20,7 @@ from kafkasim.storage.checkpoints import (
     META_PROPERTIES_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
+    InconsistentClusterIdError,
     has_clean_shutdown_marker,
 )
 from kafkasim.storage.config import LogConfig
@@ -316,6 +317,39 @@ def test_a_mismatching_broker_id_raises_inconsistent_broker_metadata(
     second = make_manager([tmp_path / "d0"], broker_id=configured_id)
     with pytest.raises(InconsistentBrokerMetadataError, match=f"broker.id {configured_id}"):
         second.startup()
+
+
+def test_a_log_dir_of_another_cluster_is_refused(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    """Kafka's InconsistentClusterIdException: the message names both cluster ids; nothing
+    is loaded and the file is left as it was."""
+    d = tmp_path / "d0"
+    first = make_manager([d], broker_id=1, cluster_id="cluster-A")
+    first.startup()
+    first.shutdown()
+    before = (d / META_PROPERTIES_FILE).read_bytes()
+    with pytest.raises(InconsistentClusterIdError, match="cluster-B.*cluster-A"):
+        make_manager([d], broker_id=1, cluster_id="cluster-B").startup()
+    assert (d / META_PROPERTIES_FILE).read_bytes() == before
+
+
+def test_the_cluster_id_is_added_to_a_meta_properties_without_one(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    """A dir written before the id was known joins the cluster, and keeps its id after."""
+    d = tmp_path / "d0"
+    make_manager([d], broker_id=1).startup()
+    assert (d / META_PROPERTIES_FILE).read_text() == "version=0\nbroker.id=1\n"
+    again = make_manager([d], broker_id=1, cluster_id="cluster-A")
+    again.startup()
+    again.shutdown()
+    assert (d / META_PROPERTIES_FILE).read_text() == (
+        "version=0\nbroker.id=1\ncluster.id=cluster-A\n"
+    )
+    restarted = make_manager([d], broker_id=1, cluster_id="cluster-A")
+    restarted.startup()
+    restarted.shutdown()
 
 
 def test_log_dirs_disagreeing_on_broker_id_raise(tmp_path: Path, make_manager: MakeManager) -> None:
