@@ -55,7 +55,7 @@ from kafkasim.node.metadata_cache import MetadataCache
 from kafkasim.node.metrics import BrokerMetrics
 from kafkasim.node.producer_ids import ProducerIdManager, handle_init_producer_id
 from kafkasim.node.replica_manager import FetchTarget, ReplicaManager
-from kafkasim.node.topic_creation import TopicCreator
+from kafkasim.node.topic_creation import TopicCreator, create_internal_topic
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log_manager import LogManager, LogManagerSettings
@@ -203,7 +203,9 @@ class Broker:
         self.groups = GroupCoordinator(
             self.broker_id, config, self.replica_manager, clock, self._rng
         )
-        self.topic_creator = TopicCreator(config, self._create_topics_via_controller)
+        self.topic_creator = TopicCreator(
+            config, self._create_topics_via_controller, self._create_internal_topic
+        )
         self.metrics = BrokerMetrics(self)
 
     # -- configuration ----------------------------------------------------------------------
@@ -498,6 +500,10 @@ class Broker:
             address, method, request, timeout_s=self.config["controller.socket.timeout.ms"] / 1000
         )
 
+    async def _create_internal_topic(self, topic: pb.CreatableTopic) -> tuple[int, str]:
+        """An internal topic, written to ZooKeeper by this broker (see node.topic_creation)."""
+        return await create_internal_topic(self.zk, topic, sorted(self.metadata.brokers), self._rng)
+
     async def _create_topics_via_controller(
         self, request: pb.CreateTopicsRequest
     ) -> pb.CreateTopicsResponse:
@@ -730,8 +736,8 @@ class Broker:
         return response
 
     async def _is_current_broker_epoch(self, kind: str, request_epoch: int) -> bool:
-        """Whether a controller request is for this incarnation of the broker (KIP-380): its ``broker_epoch`` must be the czxid of this broker's
-        current registration znode.
+        """Whether a controller request is for this incarnation of the broker (KIP-380): its
+        ``broker_epoch`` must be the czxid of this broker's current registration znode.
 
         Checked before anything else of the request, the controller epoch included, so a
         request that does not carry the right broker epoch changes nothing. Kafka accepts an

@@ -38,8 +38,8 @@ from kafkasim.common.errors import (
 )
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
+from kafkasim.controller.api import INTERNAL_TOPICS
 from kafkasim.node.config import BrokerConfig
-from kafkasim.node.metadata_cache import INTERNAL_TOPICS
 from kafkasim.node.partition import Partition
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.config import LogConfig

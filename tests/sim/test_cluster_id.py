@@ -37,7 +37,10 @@ def test_cluster_id_is_generated_stored_reported_and_checked(tmp_path: Path) -> 
                 assert props is not None and props["cluster.id"] == cluster_id
         client = cluster.client()
         described = await client.transport.call(
-            broker_address(2), proto.METHOD_DESCRIBE_CLUSTER, pb.DescribeClusterRequest(), timeout_s=5
+            broker_address(2),
+            proto.METHOD_DESCRIBE_CLUSTER,
+            pb.DescribeClusterRequest(),
+            timeout_s=5,
         )
         metadata = await client.transport.call(
             broker_address(3), proto.METHOD_METADATA, pb.MetadataRequest(), timeout_s=5

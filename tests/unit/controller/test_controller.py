@@ -981,3 +981,28 @@ def test_a_zombie_controller_cannot_alter_topic_configs() -> None:
         assert await admin.get_children(zk_data.CONFIG_CHANGES) == []
 
     in_cluster(scenario)
+
+
+def test_create_topics_refuses_internal_topics_and_creates_the_rest() -> None:
+    async def scenario(cluster: Cluster) -> None:
+        await cluster.start(1)
+        response = await cluster.active().handle_create_topics(
+            pb.CreateTopicsRequest(
+                topics=[
+                    pb.CreatableTopic(name="__consumer_offsets", num_partitions=1),
+                    pb.CreatableTopic(name="plain", num_partitions=1, replication_factor=1),
+                    pb.CreatableTopic(name="__transaction_state", num_partitions=1),
+                ]
+            )
+        )
+        invalid = error_for_name("INVALID_REQUEST").code
+        assert [(t.name, t.error_code) for t in response.topics] == [
+            ("__consumer_offsets", invalid),
+            ("plain", 0),
+            ("__transaction_state", invalid),
+        ]
+        admin = await cluster.start_admin()
+        assert await admin.exists(zk_data.topic_path("__consumer_offsets")) is None
+        assert await admin.exists(zk_data.topic_path("plain")) is not None
+
+    in_cluster(scenario)

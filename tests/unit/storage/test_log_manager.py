@@ -319,9 +319,7 @@ def test_a_mismatching_broker_id_raises_inconsistent_broker_metadata(
         second.startup()
 
 
-def test_a_log_dir_of_another_cluster_is_refused(
-    tmp_path: Path, make_manager: MakeManager
-) -> None:
+def test_a_log_dir_of_another_cluster_is_refused(tmp_path: Path, make_manager: MakeManager) -> None:
     """Kafka's InconsistentClusterIdException: the message names both cluster ids; nothing
     is loaded and the file is left as it was."""
     d = tmp_path / "d0"
@@ -329,7 +327,7 @@ def test_a_log_dir_of_another_cluster_is_refused(
     first.startup()
     first.shutdown()
     before = (d / META_PROPERTIES_FILE).read_bytes()
-    with pytest.raises(InconsistentClusterIdError, match="cluster-B.*cluster-A"):
+    with pytest.raises(InconsistentClusterIdError, match=r"cluster-B.*cluster-A"):
         make_manager([d], broker_id=1, cluster_id="cluster-B").startup()
     assert (d / META_PROPERTIES_FILE).read_bytes() == before
 
