@@ -18,6 +18,10 @@ from kafkasim.common.errors import KafkasimError, error_for_name
 from kafkasim.controller import zk_data
 from kafkasim.controller.topic_configs import AlterConfigOp
 
+# Kafka's Topic.isInternal: the group coordinator's and the transaction coordinator's topics.
+# Only brokers create them (on first use); a CreateTopics request naming one is refused.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
 NotControllerError = error_for_name("NOT_CONTROLLER")
 StaleBrokerEpochError = error_for_name("STALE_BROKER_EPOCH")
 BrokerNotAvailableError = error_for_name("BROKER_NOT_AVAILABLE")

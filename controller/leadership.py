@@ -53,9 +53,12 @@ class Leadership(PartitionStateMachine):
         """Move leadership and ISR membership off ``broker_id`` (Kafka's
         ``doControlledShutdown``); returns the partitions it still leads (retry while any).
 
-        Raises NOT_CONTROLLER, STALE_BROKER_EPOCH (the request is from an older incarnation of
-        the broker) or BROKER_NOT_AVAILABLE (not a live broker). ``broker_epoch`` -1: unknown,
-        not checked.
+        Raises NOT_CONTROLLER, BROKER_NOT_AVAILABLE (not a live broker) or STALE_BROKER_EPOCH
+        when ``broker_epoch`` is not the czxid of the broker's registration as the controller
+        knows it. Kafka refuses only an older epoch and skips the check for -1 (requests older
+        than KIP-380); kafkasim has no such requests and refuses any other epoch, so that
+        nobody can shut down a broker without its current epoch (a broker that re-registered
+        before the controller saw it is refused until then, and retries).
         """
         return await self._submit(
             "ControlledShutdown", lambda: self._do_controlled_shutdown(broker_id, broker_epoch)
@@ -113,13 +116,14 @@ class Leadership(PartitionStateMachine):
     ) -> list[TopicPartition]:
         ctx = self._require_ctx()
         info = ctx.live_brokers.get(broker_id)
-        if broker_epoch != -1 and info is not None and broker_epoch < info.epoch:
-            raise StaleBrokerEpochError(
-                f"Received controlled shutdown request from an old broker epoch {broker_epoch} "
-                f"for broker {broker_id}. Current broker epoch is {info.epoch}."
-            )
         if info is None:
             raise BrokerNotAvailableError(f"Broker id {broker_id} does not exist.")
+        if broker_epoch != info.epoch:
+            raise StaleBrokerEpochError(
+                f"Received controlled shutdown request from "
+                f"{'an old' if broker_epoch < info.epoch else 'a mismatched'} broker epoch "
+                f"{broker_epoch} for broker {broker_id}. Current broker epoch is {info.epoch}."
+            )
         self._log.info("shutting down broker %d", broker_id)
         ctx.shutting_down.add(broker_id)
 

@@ -27,6 +27,7 @@ from kafkasim.common.errors import KafkaError
 from kafkasim.common.types import validate_topic_name
 from kafkasim.controller import zk_data
 from kafkasim.controller.api import (
+    INTERNAL_TOPICS,
     InvalidPartitionsError,
     InvalidRequestError,
     InvalidTopicError,
@@ -156,7 +157,36 @@ class TopicAdmin(ControllerCore):
         self, request: pb.CreateTopicsRequest
     ) -> pb.CreateTopicsResponse:
         """Clients send -1 for "broker default" (proto3 reads an unset count as 0, which is
-        INVALID_PARTITIONS, except next to a manual assignment, where it counts as unset)."""
+        INVALID_PARTITIONS, except next to a manual assignment, where it counts as unset).
+
+        An internal topic (``__consumer_offsets``, ``__transaction_state``) is refused with
+        INVALID_REQUEST: only the brokers create it, with the partition count their
+        coordinator hashes over (a client's one-partition ``__consumer_offsets`` left every
+        group hashing elsewhere without a coordinator). ZooKeeper-mode Kafka has no such
+        check (its brokers create the topic by writing ZooKeeper themselves, as kafkasim's do,
+        see :mod:`node.topic_creation`); the refusal and its message are those of Kafka's
+        KRaft controller for its internal topic."""
+        internal = [t.name for t in request.topics if t.name in INTERNAL_TOPICS]
+        if internal:
+            refused = {
+                name: TopicResult(
+                    name,
+                    InvalidRequestError.code,
+                    f"Creation of internal topic {name} is prohibited.",
+                )
+                for name in internal
+            }
+            rest = pb.CreateTopicsRequest()
+            rest.CopyFrom(request)
+            del rest.topics[:]
+            rest.topics.extend(t for t in request.topics if t.name not in INTERNAL_TOPICS)
+            created = iter((await self.handle_create_topics(rest)).topics if rest.topics else [])
+            return pb.CreateTopicsResponse(
+                topics=[
+                    _topic_result_pb(refused[t.name]) if t.name in refused else next(created)
+                    for t in request.topics
+                ]
+            )
         topics = [
             NewTopic(
                 t.name,

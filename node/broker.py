@@ -1,8 +1,11 @@
 """A broker: storage, replica manager, fetchers, the hosted controller, and its RPC server.
 
 Lifecycle (``start``):
-  1. open every log (recovery after a crash) — ``storage.LogManager``;
-  2. open the ZooKeeper session, create Kafka's persistent paths and the cluster id;
+  1. open the ZooKeeper session, create Kafka's persistent paths and ``/cluster/id`` (the
+     first broker to start generates it);
+  2. check the log dirs' ``meta.properties`` against the broker id and the cluster id (a dir
+     of another cluster is refused), write them where missing, then open every log (recovery
+     after a crash) — ``storage.LogManager``;
   3. start the RPC server (client API, replication stream, controller requests);
   4. register ``/brokers/ids/<id>`` (ephemeral; the znode's czxid is this broker's epoch);
      a restart waits until the previous session's registration has expired;
@@ -52,7 +55,7 @@ from kafkasim.node.metadata_cache import MetadataCache
 from kafkasim.node.metrics import BrokerMetrics
 from kafkasim.node.producer_ids import ProducerIdManager, handle_init_producer_id
 from kafkasim.node.replica_manager import FetchTarget, ReplicaManager
-from kafkasim.node.topic_creation import TopicCreator
+from kafkasim.node.topic_creation import TopicCreator, create_internal_topic
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log_manager import LogManager, LogManagerSettings
@@ -63,6 +66,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 NOT_CONTROLLER = error_for_name("NOT_CONTROLLER").code
+STALE_BROKER_EPOCH = error_for_name("STALE_BROKER_EPOCH").code
 
 
 class HostedController(Protocol):
@@ -199,7 +203,9 @@ class Broker:
         self.groups = GroupCoordinator(
             self.broker_id, config, self.replica_manager, clock, self._rng
         )
-        self.topic_creator = TopicCreator(config, self._create_topics_via_controller)
+        self.topic_creator = TopicCreator(
+            config, self._create_topics_via_controller, self._create_internal_topic
+        )
         self.metrics = BrokerMetrics(self)
 
     # -- configuration ----------------------------------------------------------------------
@@ -233,10 +239,18 @@ class Broker:
 
     async def start(self) -> None:
         logger.info("broker %d starting", self.broker_id)
-        self.log_manager.startup()
+        # As Kafka: ZooKeeper first, for the cluster id the log dirs must agree with; a log
+        # dir of another cluster stops the start (InconsistentClusterIdError).
         await self.zk.start()
+        try:
+            await self._ensure_persistent_paths()
+            self.log_manager.cluster_id = self.metadata.cluster_id
+            self.log_manager.startup()
+        except BaseException:
+            with contextlib.suppress(CoordinationError):
+                await self.zk.close()
+            raise
         self.zk.add_session_listener(self._on_session_state)
-        await self._ensure_persistent_paths()
         await self.config_changes.start()
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         # One server per listener (Kafka's listeners): the same handlers, except that the
@@ -470,7 +484,7 @@ class Broker:
         )
         assert isinstance(response, pb.ControlledShutdownResponse)
         if response.error_code:
-            raise error_for_name("NOT_CONTROLLER")(f"controlled shutdown: {response.error_code}")
+            raise error_for_code(response.error_code)("controlled shutdown refused")
         return [TopicPartition(p.topic, p.partition) for p in response.remaining_partitions]
 
     async def _call_remote_controller(self, method: str, request: Any) -> Any:
@@ -485,6 +499,10 @@ class Broker:
         return await self.transport.call(
             address, method, request, timeout_s=self.config["controller.socket.timeout.ms"] / 1000
         )
+
+    async def _create_internal_topic(self, topic: pb.CreatableTopic) -> tuple[int, str]:
+        """An internal topic, written to ZooKeeper by this broker (see node.topic_creation)."""
+        return await create_internal_topic(self.zk, topic, sorted(self.metadata.brokers), self._rng)
 
     async def _create_topics_via_controller(
         self, request: pb.CreateTopicsRequest
@@ -717,9 +735,45 @@ class Broker:
                 result.error_message = f"unknown resource type {resource.resource_type}"
         return response
 
+    async def _is_current_broker_epoch(self, kind: str, request_epoch: int) -> bool:
+        """Whether a controller request is for this incarnation of the broker (KIP-380): its
+        ``broker_epoch`` must be the czxid of this broker's current registration znode.
+
+        Checked before anything else of the request, the controller epoch included, so a
+        request that does not carry the right broker epoch changes nothing. Kafka accepts an
+        unknown epoch (-1, from controllers older than KIP-380) and a newer one (the
+        controller may see the new registration before the broker has read its czxid);
+        kafkasim has no older controllers, so -1 is refused, and a newer one is accepted only
+        when ZooKeeper confirms it is the czxid of this session's registration."""
+        if request_epoch >= 0 and request_epoch == self.broker_epoch:
+            return True
+        if request_epoch > self.broker_epoch:
+            try:
+                stat = await self.zk.exists(zk_data.broker_path(self.broker_id))
+            except CoordinationError:
+                stat = None
+            if (
+                stat is not None
+                and stat.ephemeral_owner == self.zk.session_id
+                and stat.czxid == request_epoch
+            ):
+                self.broker_epoch = stat.czxid
+                return True
+        logger.warning(
+            "broker %d: refusing %s with broker epoch %d (STALE_BROKER_EPOCH): the current "
+            "broker epoch is %d",
+            self.broker_id,
+            kind,
+            request_epoch,
+            self.broker_epoch,
+        )
+        return False
+
     async def _handle_leader_and_isr(
         self, request: pb.LeaderAndIsrRequest
     ) -> pb.LeaderAndIsrResponse:
+        if not await self._is_current_broker_epoch("LeaderAndIsr", request.broker_epoch):
+            return pb.LeaderAndIsrResponse(error_code=STALE_BROKER_EPOCH)
         for topic in sorted({s.topic for s in request.partition_states}):
             await self._load_topic_config(topic)
         self.metadata.add_brokers(list(request.live_leaders))
@@ -734,6 +788,8 @@ class Broker:
         return response
 
     async def _handle_stop_replica(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
+        if not await self._is_current_broker_epoch("StopReplica", request.broker_epoch):
+            return pb.StopReplicaResponse(error_code=STALE_BROKER_EPOCH)
         response = self.replica_manager.stop_replica(request)
         if not response.error_code:
             for part in request.partitions:
@@ -744,6 +800,8 @@ class Broker:
     async def _handle_update_metadata(
         self, request: pb.UpdateMetadataRequest
     ) -> pb.UpdateMetadataResponse:
+        if not await self._is_current_broker_epoch("UpdateMetadata", request.broker_epoch):
+            return pb.UpdateMetadataResponse(error_code=STALE_BROKER_EPOCH)
         if request.controller_epoch < self.replica_manager.controller_epoch:
             return pb.UpdateMetadataResponse(
                 error_code=error_for_name("STALE_CONTROLLER_EPOCH").code

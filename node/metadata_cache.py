@@ -12,9 +12,8 @@ from kafkasim.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkasim.common.types import TopicPartition
+from kafkasim.controller.api import INTERNAL_TOPICS
 from kafkasim.proto import kafkasim_pb2 as pb
-
-INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
 
 
 @dataclass(frozen=True, slots=True)

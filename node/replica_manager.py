@@ -29,6 +29,7 @@ from kafkasim.common.coordination import (
 from kafkasim.common.errors import (
     FencedLeaderEpochError,
     KafkaError,
+    KafkaStorageError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
     UnknownLeaderEpochError,
@@ -37,8 +38,8 @@ from kafkasim.common.errors import (
 )
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
+from kafkasim.controller.api import INTERNAL_TOPICS
 from kafkasim.node.config import BrokerConfig
-from kafkasim.node.metadata_cache import INTERNAL_TOPICS
 from kafkasim.node.partition import Partition
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.config import LogConfig
@@ -529,18 +530,21 @@ class ReplicaManager:
         stopped = []
         for part in request.partitions:
             tp = TopicPartition(part.topic, part.partition)
-            response.partition_errors.add(topic=part.topic, partition=part.partition)
+            result = response.partition_errors.add(topic=part.topic, partition=part.partition)
             partition = self.partitions.get(tp)
-            if partition is None:
-                if part.delete_partition:
-                    self.log_manager.delete_log(tp)
-                continue
-            stopped.append(tp)
-            partition.fail_waiters(NotLeaderOrFollowerError(f"{tp}: replica stopped"))
+            if partition is not None:
+                stopped.append(tp)
+                partition.fail_waiters(NotLeaderOrFollowerError(f"{tp}: replica stopped"))
             if part.delete_partition:
-                del self.partitions[tp]
-                self.log_manager.delete_log(tp)
-            else:
+                if partition is not None:
+                    del self.partitions[tp]
+                try:
+                    self.log_manager.delete_log(tp)
+                except KafkaStorageError as e:
+                    # Kafka answers the partition's error; the controller asks again later.
+                    logger.error("%s: could not delete the replica: %s", tp, e)
+                    result.error_code = e.code
+            elif partition is not None:
                 partition.make_follower(
                     leader_id=-1,
                     leader_epoch=partition.leader_epoch,

@@ -10,15 +10,33 @@
 Kafka answers such a request at once with LEADER_NOT_AVAILABLE / COORDINATOR_NOT_AVAILABLE and
 the client retries until the topic's leaders are elected; so do we. One creation per topic is
 in flight at a time, however many requests ask for it.
+
+An ordinary topic is created through the active controller (a CreateTopics request). An
+internal topic is not: the controller refuses CreateTopics of internal topics from anyone, so
+the broker writes the topic's config and assignment to ZooKeeper itself, as ZooKeeper-mode
+Kafka's brokers do (``AdminZkClient.createTopic``); the controller's watch on
+``/brokers/topics`` does the rest (:func:`create_internal_topic`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import random
+from collections.abc import Awaitable, Callable, Sequence
 
+from kafkasim.common.coordination import (
+    Coordination,
+    CoordinationError,
+    CreateOp,
+    NodeExistsError,
+    Op,
+    SetOp,
+)
 from kafkasim.common.errors import KafkaError, error_for_name
+from kafkasim.controller import zk_data
+from kafkasim.controller.api import INTERNAL_TOPICS
+from kafkasim.controller.assignment import assign_new_topic
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.group_records import OFFSETS_TOPIC
 from kafkasim.proto import kafkasim_pb2 as pb
@@ -28,12 +46,58 @@ logger = logging.getLogger(__name__)
 TOPIC_ALREADY_EXISTS = error_for_name("TOPIC_ALREADY_EXISTS").code
 
 CreateTopicsCall = Callable[[pb.CreateTopicsRequest], Awaitable[pb.CreateTopicsResponse]]
+CreateInternalCall = Callable[[pb.CreatableTopic], Awaitable[tuple[int, str]]]
+
+
+async def create_internal_topic(
+    zk: Coordination, topic: pb.CreatableTopic, live_brokers: Sequence[int], rng: random.Random
+) -> tuple[int, str]:
+    """Write an internal topic's config and assignment to ZooKeeper in one multi (Kafka's
+    ``AdminZkClient.createTopic`` from the broker); (0, "") when written or already there,
+    else an error code and message (INVALID_REPLICATION_FACTOR while too few brokers are
+    known to be alive; COORDINATOR_NOT_AVAILABLE when ZooKeeper cannot be reached)."""
+    try:
+        assignment = assign_new_topic(
+            live_brokers, topic.num_partitions, topic.replication_factor, rng
+        )
+    except KafkaError as e:
+        return e.code, e.message
+    config_path = zk_data.topic_config_path(topic.name)
+    config_data = zk_data.encode_topic_config(dict(sorted(topic.configs.items())))
+    try:
+        config_op: Op = (
+            SetOp(config_path, config_data)
+            if await zk.exists(config_path) is not None
+            else CreateOp(config_path, config_data)
+        )
+        await zk.multi(
+            [
+                config_op,
+                CreateOp(
+                    zk_data.topic_path(topic.name), zk_data.encode_topic_assignment(assignment)
+                ),
+            ]
+        )
+    except NodeExistsError:
+        return 0, ""
+    except CoordinationError as e:
+        return error_for_name("COORDINATOR_NOT_AVAILABLE").code, f"ZooKeeper: {e}"
+    logger.info(
+        "created internal topic %s with assignment %s", topic.name, dict(sorted(assignment.items()))
+    )
+    return 0, ""
 
 
 class TopicCreator:
-    def __init__(self, config: BrokerConfig, create_topics: CreateTopicsCall) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        create_topics: CreateTopicsCall,
+        create_internal: CreateInternalCall,
+    ) -> None:
         self._config = config
         self._create_topics = create_topics
+        self._create_internal = create_internal
         self._in_flight: dict[str, asyncio.Future[tuple[int, str]]] = {}
 
     @property
@@ -80,6 +144,8 @@ class TopicCreator:
                 future.set_result((error_for_name("UNKNOWN_SERVER_ERROR").code, "cancelled"))
 
     async def _call(self, topic: pb.CreatableTopic) -> tuple[int, str]:
+        if topic.name in INTERNAL_TOPICS:
+            return await self._create_internal(topic)
         request = pb.CreateTopicsRequest(topics=[topic], timeout_ms=0)
         try:
             response = await self._create_topics(request)

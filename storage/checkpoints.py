@@ -483,15 +483,24 @@ def stored_broker_metadata(log_dirs: Iterable[Path]) -> BrokerMetadata | None:
     return stored
 
 
-def check_broker_metadata(log_dirs: Iterable[Path], broker_id: int) -> BrokerMetadata | None:
-    """Check that the log dirs' ``meta.properties`` agree with each other and with ``broker_id``.
+class InconsistentClusterIdError(InconsistentBrokerMetadataError):
+    """The log dirs belong to another cluster (Kafka's InconsistentClusterIdException): the
+    ``cluster.id`` in their ``meta.properties`` is not the one in ZooKeeper's ``/cluster/id``."""
+
+
+def check_broker_metadata(
+    log_dirs: Iterable[Path], broker_id: int, cluster_id: str | None = None
+) -> BrokerMetadata | None:
+    """Check that the log dirs' ``meta.properties`` agree with each other, with ``broker_id``
+    and, when given, with ``cluster_id`` (the cluster's id from ZooKeeper).
 
     Returns the agreed metadata, or ``None`` when no dir has the file yet (a new broker).
     Dirs without the file are skipped: the broker writes it to them at start-up.
     Raises InconsistentBrokerMetadataError listing every dir when two dirs disagree (the same
     broker id and cluster id are required, as Kafka compares the whole record), or when the
-    stored broker.id is not ``broker_id``; KAFKA_STORAGE_ERROR when a file is unreadable or
-    malformed.
+    stored broker.id is not ``broker_id``; InconsistentClusterIdError when they hold another
+    cluster.id than ``cluster_id`` (a dir without one is adopted by this cluster);
+    KAFKA_STORAGE_ERROR when a file is unreadable or malformed.
     """
     dirs = list(log_dirs)
     stored = stored_broker_metadata(dirs)
@@ -505,6 +514,12 @@ def check_broker_metadata(log_dirs: Iterable[Path], broker_id: int) -> BrokerMet
             "If you moved your data, make sure your configured broker.id matches. If you intend "
             "to create a new broker, you should remove all data in your data directories "
             "(log.dirs)."
+        )
+    if cluster_id is not None and stored.cluster_id is not None and stored.cluster_id != cluster_id:
+        raise InconsistentClusterIdError(
+            f"The Cluster ID {cluster_id} doesn't match stored clusterId {stored.cluster_id} in "
+            "meta.properties. The broker is trying to join the wrong cluster. Configured "
+            "zookeeper.connect may be wrong."
         )
     return stored
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
@@ -51,6 +52,17 @@ from kafkasim.storage.log import Log
 logger = logging.getLogger(__name__)
 
 DELETE_DIR_SUFFIX = "-delete"
+# A partition dir renamed for deletion: <topic, maybe shortened>-<partition>.<uuid>-delete.
+DELETE_DIR_PATTERN = re.compile(r"^.+-[0-9]+\.[0-9a-f]{32}" + DELETE_DIR_SUFFIX + "$")
+FILE_NAME_MAX_BYTES = 255  # NAME_MAX of the usual file systems (ext4, xfs, btrfs, APFS)
+
+
+def log_delete_dir_name(tp: TopicPartition) -> str:
+    """The name a partition dir is renamed to before it is deleted (Kafka's
+    ``logDeleteDirName``): ``<topic>-<partition>.<uuid>-delete``, the topic cut short so that
+    the whole name fits in 255 bytes (a legal topic name has up to 249 ASCII characters)."""
+    suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return tp.topic[: max(0, FILE_NAME_MAX_BYTES - len(suffix))] + suffix
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,13 +150,19 @@ class LogManager:
     # -- startup and shutdown ---------------------------------------------------------------
 
     def startup(self) -> None:
-        """Check metadata, load and recover every log, then arm crash detection."""
+        """Check metadata (``meta.properties``: the broker id and, once known, the cluster
+        id), load and recover every log, then arm crash detection."""
         for d in self.dirs:
             d.mkdir(parents=True, exist_ok=True)
         if self.broker_id is not None:
-            check_broker_metadata(self.dirs, self.broker_id)
+            check_broker_metadata(self.dirs, self.broker_id, self.cluster_id)
             for d in self.dirs:
-                if read_meta_properties(d) is None:
+                # Kafka checkpoints the broker metadata to every dir at start-up: a new dir
+                # gets it, and a dir written before the cluster id was known gets the id.
+                props = read_meta_properties(d)
+                if props is None or (
+                    self.cluster_id is not None and props.get("cluster.id") is None
+                ):
                     write_meta_properties(d, self.broker_id, self.cluster_id)
         for d in self.dirs:
             self._load_dir(d)
@@ -165,8 +183,10 @@ class LogManager:
         for child in sorted(d.iterdir()):
             if not child.is_dir():
                 continue
-            if child.name.endswith(DELETE_DIR_SUFFIX):
-                shutil.rmtree(child, ignore_errors=True)  # a deletion that did not finish
+            if DELETE_DIR_PATTERN.match(child.name):
+                # A deletion that did not finish (Kafka deletes these at start-up too).
+                logger.info("%s: deleting %s, left by an unfinished topic deletion", d, child)
+                shutil.rmtree(child, ignore_errors=True)
                 continue
             try:
                 tp = TopicPartition.from_dir_name(child.name)
@@ -255,16 +275,32 @@ class LogManager:
             self.on_dir_failure(d, reason)
 
     def delete_log(self, tp: TopicPartition) -> bool:
-        """Rename the partition dir to ``<tp>.<uuid>-delete``, then remove it."""
+        """Rename the partition dir to :func:`log_delete_dir_name`, then remove it; False if
+        there is no such log.
+
+        A failed rename is an I/O error of the log dir, as in Kafka's ``renameDir``: the dir
+        goes offline (the broker halts) and KAFKA_STORAGE_ERROR is raised, so the controller
+        hears of the failure and asks again once the broker is back. A failed removal after
+        the rename is only logged: the renamed dir is recognised and removed at the next
+        start-up."""
         log = self._logs.pop(tp, None)
         if log is None:
             return False
         d = self._dir_of.pop(tp)
         log.close_handlers()
-        target = d / f"{tp.dir_name()}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        log.rename_dir(target)
-        shutil.rmtree(target, ignore_errors=True)
         self._cleaner_checkpoints.pop(tp, None)
+        target = d / log_delete_dir_name(tp)
+        try:
+            log.rename_dir(target)
+        except OSError as e:
+            self._dir_failed(d, e)
+            raise KafkaStorageError(
+                f"Error while renaming dir for {tp} in log dir {d} for deletion: {e}"
+            ) from e
+        try:
+            shutil.rmtree(target)
+        except OSError as e:
+            logger.warning("%s: could not delete %s (%s); retried at start-up", tp, target, e)
         return True
 
     # -- periodic tasks ---------------------------------------------------------------------

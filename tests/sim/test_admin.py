@@ -135,6 +135,33 @@ def test_delete_topics_removes_it_and_unknown_topics_raise_naming_them(tmp_path:
     simulate(tmp_path, scenario)
 
 
+def test_deleting_a_topic_with_the_longest_legal_name_removes_it_from_every_disk(
+    tmp_path: Path,
+) -> None:
+    """249 characters (Kafka's limit): the brokers' -delete renames fit the file-name limit,
+    so the controller completes the deletion and no partition dir is left to load again."""
+    topic = "x" * 249
+
+    async def scenario(cluster: SimCluster) -> None:
+        admin = admin_for(cluster)
+        await admin.create_topics([NewTopic(topic, 2, 3)])
+        await described(admin, topic, 2)
+        await admin.delete_topics([topic])
+        controller = cluster.brokers[cluster.controller_id()].controller
+        assert controller is not None
+        await cluster.wait_for(
+            lambda: not any(tp.topic == topic for tp in controller.snapshot().partitions),
+            what="the deletion to complete",
+        )
+        for broker_id in cluster.brokers:
+            for d in cluster.log_dirs(broker_id):
+                assert [p.name for p in d.iterdir() if p.is_dir() and "x" * 10 in p.name] == []
+        restarted = await cluster.restart(1)
+        assert not any(tp.topic == topic for tp in restarted.log_manager.logs)
+
+    simulate(tmp_path, scenario)
+
+
 def test_describe_cluster_lists_brokers_controller_and_cluster_id(tmp_path: Path) -> None:
     async def scenario(cluster: SimCluster) -> None:
         admin = admin_for(cluster)

@@ -268,7 +268,12 @@ def test_a_stale_controller_is_ignored(tmp_path: Path) -> None:
         current = cluster.brokers[follower].replica_manager.controller_epoch
         assert current >= 1
         zombie = SimTransport(cluster.network, "zombie-controller")
-        request = pb.LeaderAndIsrRequest(controller_id=99, controller_epoch=current - 1)
+        # A deposed controller knows the broker's epoch: the controller epoch refuses it.
+        request = pb.LeaderAndIsrRequest(
+            controller_id=99,
+            controller_epoch=current - 1,
+            broker_epoch=cluster.brokers[follower].broker_epoch,
+        )
         request.partition_states.add(
             topic="events",
             partition=0,

@@ -309,3 +309,39 @@ def test_auto_creation_can_be_switched_off(tmp_path: Path) -> None:
             await cluster.sleep(1)
 
     simulate(tmp_path, scenario, **{"auto.create.topics.enable": False})
+
+
+def test_clients_cannot_create_internal_topics_and_every_group_gets_a_coordinator(
+    tmp_path: Path,
+) -> None:
+    """Issue 20 item 2: a client's one-partition __consumer_offsets used to be created, and
+    every group not hashing to partition 0 had no coordinator. CreateTopics of an internal
+    topic is refused (INVALID_REQUEST, nothing written); the brokers still create
+    __consumer_offsets themselves, with offsets.topic.num.partitions partitions."""
+
+    async def scenario(cluster: SimCluster) -> None:
+        client = cluster.client()
+        for name in (OFFSETS_TOPIC, "__transaction_state"):
+            response = await client.controller_call(
+                proto.METHOD_CREATE_TOPICS,
+                pb.CreateTopicsRequest(
+                    topics=[pb.CreatableTopic(name=name, num_partitions=1, replication_factor=1)],
+                    timeout_ms=5000,
+                ),
+            )
+            assert isinstance(response, pb.CreateTopicsResponse)
+            [result] = response.topics
+            assert result.error_code == code("INVALID_REQUEST")
+            assert result.error_message == f"Creation of internal topic {name} is prohibited."
+        metadata = await client.refresh_metadata([OFFSETS_TOPIC])
+        assert metadata.topics[0].error_code == code("UNKNOWN_TOPIC_OR_PARTITION")
+        groups = [f"group-{i}" for i in range(8)]
+        assert len({partition_for(g, PARTITIONS) for g in groups}) > 1
+        for group in groups:
+            address = await coordinator(cluster, client, group)
+            tp = TopicPartition(OFFSETS_TOPIC, partition_for(group, PARTITIONS))
+            assert address == broker_address(leader_of(cluster, tp))
+        metadata = await client.refresh_metadata([OFFSETS_TOPIC])
+        assert len(metadata.topics[0].partitions) == PARTITIONS
+
+    simulate(tmp_path, scenario, **SETTINGS)

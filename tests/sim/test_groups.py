@@ -19,7 +19,7 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.node.group_records import OFFSETS_TOPIC, partition_for
 from kafkasim.sim.cluster import SimCluster, broker_address
 from kafkasim.sim.network import SimTransport
-from tests.sim.helpers import create, leader_of, simulate
+from tests.sim.helpers import create, leader_of, produce_all, simulate
 
 TOPIC = "orders"
 GROUP = "billing"
@@ -112,8 +112,12 @@ def test_three_members_rebalance_when_one_leaves_and_nothing_committed_is_read_t
 
 def test_committed_offsets_survive_the_coordinator_crashing(tmp_path: Path) -> None:
     async def scenario(cluster: SimCluster) -> None:
-        await create(cluster, TOPIC, partitions=2)
+        client = await create(cluster, TOPIC, partitions=2)
         tps = [TopicPartition(TOPIC, p) for p in range(2)]
+        # The committed offsets are the log end offsets: in range (an out-of-range one would
+        # be reset to earliest at the first fetch) and with nothing after them to consume.
+        for tp, count in ((tps[0], 7), (tps[1], 11)):
+            assert len(await produce_all(client, tp, [b"%d" % i for i in range(count)])) == count
         async with member(cluster, "a") as consumer:
             consumer.assign(tps)
             await consumer.commit({tps[0]: 7, tps[1]: 11})

@@ -616,7 +616,9 @@ def test_controlled_shutdown_reports_what_cannot_move() -> None:
         await cluster.create_topic("t", {0: [1, 2]})
         await cluster.write_isr(T0, [1], notify=True)
         await cluster.settle()
-        remaining = await cluster.active().controlled_shutdown(1, -1)
+        admin = await cluster.start_admin()
+        _, stat = await admin.get(zk_data.broker_path(1))
+        remaining = await cluster.active().controlled_shutdown(1, stat.czxid)
         assert remaining == [T0]
         assert (await cluster.state(T0)).leader == 1
 
@@ -624,14 +626,43 @@ def test_controlled_shutdown_reports_what_cannot_move() -> None:
 
 
 @pytest.mark.parametrize(
-    ("broker", "epoch", "error"), [(1, 0, "STALE_BROKER_EPOCH"), (9, -1, "BROKER_NOT_AVAILABLE")]
+    ("broker", "epoch", "error"),
+    [
+        (1, 0, "STALE_BROKER_EPOCH"),  # older than the registration
+        (1, -1, "STALE_BROKER_EPOCH"),  # unknown: no check skipped (KIP-380)
+        (1, 2**63 - 1, "STALE_BROKER_EPOCH"),  # forged: newer than any registration
+        (9, -1, "BROKER_NOT_AVAILABLE"),
+    ],
 )
 def test_controlled_shutdown_rejects(broker: int, epoch: int, error: str) -> None:
+    """Nothing moves: no broker is marked as shutting down."""
+
     async def scenario(cluster: Cluster) -> None:
         await cluster.start(3, 1)
         with pytest.raises(KafkaError) as info:
             await cluster.active().controlled_shutdown(broker, epoch)
         assert info.value.error_name == error
+        assert cluster.active().snapshot().shutting_down_brokers == frozenset()
+
+    in_cluster(scenario)
+
+
+def test_controlled_shutdown_of_another_broker_needs_its_epoch() -> None:
+    """Broker 3 (or anyone) asking to shut down broker 1 with broker 3's own epoch is refused
+    with STALE_BROKER_EPOCH; broker 1 keeps its leadership."""
+
+    async def scenario(cluster: Cluster) -> None:
+        await cluster.start(3, 1, 2)
+        await cluster.create_topic("t", {0: [1, 2, 3]})
+        await cluster.settle()
+        admin = await cluster.start_admin()
+        _, other = await admin.get(zk_data.broker_path(3))
+        response = await cluster.active().handle_controlled_shutdown(
+            pb.ControlledShutdownRequest(broker_id=1, broker_epoch=other.czxid)
+        )
+        assert response.error_code == error_for_name("STALE_BROKER_EPOCH").code
+        assert (await cluster.state(T0)).leader == 1
+        assert cluster.active().snapshot().shutting_down_brokers == frozenset()
 
     in_cluster(scenario)
 
@@ -680,8 +711,10 @@ def test_protobuf_entry_points() -> None:
         await cluster.settle()
         elected = await controller.handle_elect_leaders(pb.ElectLeadersRequest(election_type=0))
         assert {(r.partition, r.error_code) for r in elected.results} == {(0, 84), (1, 84)}
+        admin = await cluster.start_admin()
+        _, stat = await admin.get(zk_data.broker_path(2))
         shutdown = await controller.handle_controlled_shutdown(
-            pb.ControlledShutdownRequest(broker_id=2, broker_epoch=-1)
+            pb.ControlledShutdownRequest(broker_id=2, broker_epoch=stat.czxid)
         )
         assert shutdown.error_code == 0
         assert [(p.topic, p.partition) for p in shutdown.remaining_partitions] == []
@@ -946,5 +979,30 @@ def test_a_zombie_controller_cannot_alter_topic_configs() -> None:
         data, _ = await admin.get(zk_data.topic_config_path("t"))
         assert zk_data.decode_topic_config(data) == {}
         assert await admin.get_children(zk_data.CONFIG_CHANGES) == []
+
+    in_cluster(scenario)
+
+
+def test_create_topics_refuses_internal_topics_and_creates_the_rest() -> None:
+    async def scenario(cluster: Cluster) -> None:
+        await cluster.start(1)
+        response = await cluster.active().handle_create_topics(
+            pb.CreateTopicsRequest(
+                topics=[
+                    pb.CreatableTopic(name="__consumer_offsets", num_partitions=1),
+                    pb.CreatableTopic(name="plain", num_partitions=1, replication_factor=1),
+                    pb.CreatableTopic(name="__transaction_state", num_partitions=1),
+                ]
+            )
+        )
+        invalid = error_for_name("INVALID_REQUEST").code
+        assert [(t.name, t.error_code) for t in response.topics] == [
+            ("__consumer_offsets", invalid),
+            ("plain", 0),
+            ("__transaction_state", invalid),
+        ]
+        admin = await cluster.start_admin()
+        assert await admin.exists(zk_data.topic_path("__consumer_offsets")) is None
+        assert await admin.exists(zk_data.topic_path("plain")) is not None
 
     in_cluster(scenario)

@@ -20,11 +20,17 @@ from kafkasim.storage.checkpoints import (
     META_PROPERTIES_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
+    InconsistentClusterIdError,
     has_clean_shutdown_marker,
 )
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log import Log
-from kafkasim.storage.log_manager import LogManager, LogManagerSettings
+from kafkasim.storage.log_manager import (
+    DELETE_DIR_PATTERN,
+    LogManager,
+    LogManagerSettings,
+    log_delete_dir_name,
+)
 from kafkasim.storage.records.batch import RecordBatchBuilder
 
 NOW_MS = 1_700_000_000_000
@@ -313,6 +319,37 @@ def test_a_mismatching_broker_id_raises_inconsistent_broker_metadata(
         second.startup()
 
 
+def test_a_log_dir_of_another_cluster_is_refused(tmp_path: Path, make_manager: MakeManager) -> None:
+    """Kafka's InconsistentClusterIdException: the message names both cluster ids; nothing
+    is loaded and the file is left as it was."""
+    d = tmp_path / "d0"
+    first = make_manager([d], broker_id=1, cluster_id="cluster-A")
+    first.startup()
+    first.shutdown()
+    before = (d / META_PROPERTIES_FILE).read_bytes()
+    with pytest.raises(InconsistentClusterIdError, match=r"cluster-B.*cluster-A"):
+        make_manager([d], broker_id=1, cluster_id="cluster-B").startup()
+    assert (d / META_PROPERTIES_FILE).read_bytes() == before
+
+
+def test_the_cluster_id_is_added_to_a_meta_properties_without_one(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    """A dir written before the id was known joins the cluster, and keeps its id after."""
+    d = tmp_path / "d0"
+    make_manager([d], broker_id=1).startup()
+    assert (d / META_PROPERTIES_FILE).read_text() == "version=0\nbroker.id=1\n"
+    again = make_manager([d], broker_id=1, cluster_id="cluster-A")
+    again.startup()
+    again.shutdown()
+    assert (d / META_PROPERTIES_FILE).read_text() == (
+        "version=0\nbroker.id=1\ncluster.id=cluster-A\n"
+    )
+    restarted = make_manager([d], broker_id=1, cluster_id="cluster-A")
+    restarted.startup()
+    restarted.shutdown()
+
+
 def test_log_dirs_disagreeing_on_broker_id_raise(tmp_path: Path, make_manager: MakeManager) -> None:
     """Two dirs from two brokers: refuse to start rather than mix their data."""
     make_manager([tmp_path / "a"], broker_id=1).startup()
@@ -424,6 +461,80 @@ def test_a_leftover_delete_directory_is_removed_at_startup(
     assert not leftover.exists()
     assert manager.logs == {}
     manager.shutdown()
+
+
+LONGEST_TOPIC = "t" * 249  # Kafka's longest legal topic name
+
+
+@pytest.mark.parametrize("topic", ["doomed", LONGEST_TOPIC])
+def test_delete_dir_name_fits_the_file_name_limit(topic: str) -> None:
+    """Kafka's logDeleteDirName: <topic>-<partition>.<uuid>-delete, the topic cut short so
+    that the name fits in 255 bytes; a short topic is kept whole."""
+    tp = TopicPartition(topic, 2_147_483_647)
+    name = log_delete_dir_name(tp)
+    assert len(name.encode()) <= 255
+    assert DELETE_DIR_PATTERN.match(name)
+    assert name.endswith("-2147483647." + name.split(".")[-1])
+    prefix = name.rsplit("-2147483647.", 1)[0]
+    assert topic.startswith(prefix)
+    assert prefix == topic if len(topic) < 200 else len(name) == 255
+
+
+def test_deleting_a_topic_with_the_longest_legal_name(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    """A 249-character topic: its -delete rename used to fail with ENAMETOOLONG, leaving the
+    partition dir behind to be loaded again at the next start."""
+    d = tmp_path / "d0"
+    manager = make_manager([d])
+    manager.startup()
+    tp = TopicPartition(LONGEST_TOPIC, 0)
+    manager.get_or_create_log(tp).append_as_leader(one_record(), leader_epoch=0)
+    assert manager.delete_log(tp)
+    assert [p for p in d.iterdir() if p.is_dir()] == []
+    assert manager.offline_dirs == set()
+    manager.shutdown()
+    again = make_manager([d])
+    again.startup()
+    assert again.logs == {}
+    again.shutdown()
+
+
+def test_a_leftover_shortened_delete_directory_is_removed_at_startup(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    d = tmp_path / "d0"
+    leftover = d / log_delete_dir_name(TopicPartition(LONGEST_TOPIC, 7))
+    leftover.mkdir(parents=True)
+    (leftover / "00000000000000000000.log").write_bytes(b"x" * 100)
+    manager = make_manager([d])
+    manager.startup()
+    assert not leftover.exists()
+    assert manager.logs == {}
+    manager.shutdown()
+
+
+def test_a_failed_delete_rename_takes_the_dir_offline_and_is_an_error(
+    tmp_path: Path, make_manager: MakeManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As Kafka's renameDir: KAFKA_STORAGE_ERROR for the caller (the controller hears of it)
+    and the log dir goes offline; the partition dir is still there for the retry."""
+    d = tmp_path / "d0"
+    manager = make_manager([d])
+    failures: list[Path] = []
+    manager.on_dir_failure = lambda failed, _reason: failures.append(failed)
+    manager.startup()
+    tp = TopicPartition("doomed", 0)
+    manager.get_or_create_log(tp)
+
+    def refuse(_log: Log, _target: Path) -> None:
+        raise OSError(36, "File name too long")
+
+    monkeypatch.setattr(Log, "rename_dir", refuse)
+    with pytest.raises(KafkaStorageError, match="doomed-0"):
+        manager.delete_log(tp)
+    assert failures == [d] and manager.offline_dirs == {d}
+    assert (d / tp.dir_name()).is_dir()
 
 
 def test_the_same_partition_in_two_dirs_is_an_error(
