@@ -2,8 +2,9 @@
 
 Format: a sequence of RecordBatch v2 batches (see ``storage.records.batch``), no file header,
 no padding; a segment written before Kafka 0.11 holds v0/v1 messages instead (or before them),
-which are read the same way (``storage.records.entry``) and served as they are. ``size`` is the number of bytes in use; with ``preallocate`` the file on disk may be
-longer (zero-filled) until it is trimmed on roll or close.
+which are read the same way (``storage.records.entry``) and served as they are. ``size`` is
+the number of bytes in use; with ``preallocate`` the file on disk may be longer (zero-filled)
+until it is trimmed on roll or close.
 
 Invariant: bytes ``[0, size)`` hold whole batches in increasing offset order (recovery enforces
 it after a crash). Not thread-safe: the owning log serialises access. Crash story: appends are

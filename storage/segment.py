@@ -430,8 +430,7 @@ class LogSegment:
                         first = _first_offset(header) if header is not None else 0
                         if header is not None and warn_on_gaps and first > next_expected:
                             log.warning(
-                                "%s: offsets %d..%d are missing before the batch at "
-                                "position %d",
+                                "%s: offsets %d..%d are missing before the batch at position %d",
                                 self.log.path,
                                 next_expected,
                                 first - 1,

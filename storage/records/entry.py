@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
 from kafkasim.storage.records.batch import (
@@ -166,8 +166,17 @@ def entry_crc(buf: bytes | bytearray | memoryview, pos: int, header: LogEntryHea
         return zlib.crc32(view[pos + MAGIC_OFFSET : pos + header.size_in_bytes])
 
 
-def check_entry_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
-    """Decode every record of the entry at ``pos`` strictly; return how many it holds.
+class EntryRecords(NamedTuple):
+    """What a full decode of an entry learnt: its first record offset (a v2 batch's base
+    offset; a legacy wrapper's first inner offset) and its number of records."""
+
+    first_offset: int
+    record_count: int
+
+
+def check_entry_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> EntryRecords:
+    """Decode every record of the entry at ``pos`` strictly; say where it starts and how many
+    records it holds.
 
     Beyond the header and checksum: the codec id is known and the payload decompresses; a v2
     batch holds exactly ``recordsCount`` well-formed records and no byte after them (an empty
@@ -190,6 +199,14 @@ def check_entry_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> in
                 f"{size - RECORDS_OFFSET} bytes of record data"
             )
         _, records = decode_batch(buf, pos)
-        return len(records)
+        return EntryRecords(header.base_offset, len(records))
     with memoryview(buf) as view:
-        return len(decode_legacy(view[pos : pos + size], deep=True))
+        messages = decode_legacy(view[pos : pos + size], deep=True)
+    if not messages:
+        raise InvalidRecordError(f"compressed message at position {pos} holds no message")
+    if messages[-1].offset != header.last_offset:
+        raise InvalidRecordError(
+            f"compressed message at position {pos} has offset {header.last_offset} but its "
+            f"last inner message has offset {messages[-1].offset}"
+        )
+    return EntryRecords(messages[0].offset, len(messages))
