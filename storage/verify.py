@@ -368,7 +368,8 @@ def read_indexes(dir_: Path, base: int, problems: list[Problem], *, last: bool) 
             index_path, base, max(index_path.stat().st_size, 8), writable=False
         )
         try:
-            entries = [tuple(offset_index.entry(n)) for n in range(offset_index.entries)]
+            count = _entries_before_zero_tail(index_path, offset_index.entries, 8)
+            entries = [tuple(offset_index.entry(n)) for n in range(count)]
             live = _live_entries(entries, (base, 0), index_path, problems, last=last)
             out.offsets = [(o, p) for o, p in live]
             for n in range(1, len(out.offsets)):
@@ -389,7 +390,8 @@ def read_indexes(dir_: Path, base: int, problems: list[Problem], *, last: bool) 
     if time_path.exists():
         time_index = TimeIndex(time_path, base, max(time_path.stat().st_size, 12), writable=False)
         try:
-            entries = [tuple(time_index.entry(n)) for n in range(time_index.entries)]
+            count = _entries_before_zero_tail(time_path, time_index.entries, 12)
+            entries = [tuple(time_index.entry(n)) for n in range(count)]
             live = _live_entries(entries, (0, base), time_path, problems, last=last)
             out.times = [(t, o) for t, o in live]
             for n in range(1, len(out.times)):
@@ -412,6 +414,13 @@ def read_indexes(dir_: Path, base: int, problems: list[Problem], *, last: bool) 
         finally:
             time_index.close_handler()
     return out
+
+
+def _entries_before_zero_tail(path: Path, entries: int, entry_size: int) -> int:
+    """How many entries to look at: those before the zero-filled tail, plus one zero entry
+    (so that :func:`_live_entries` sees where the tail starts), without parsing the tail."""
+    used = len(path.read_bytes().rstrip(b"\0"))
+    return min(entries, -(-used // entry_size) + 1)
 
 
 def _live_entries(
