@@ -212,13 +212,15 @@ def _misplaced_start(name: str, segment: LogSegment, compact: bool) -> bool:
     """Whether a segment's first entry is below its base offset (then it must be recovered);
     a first entry above it is a gap, warned about on a log that is not compacted."""
     try:
-        first = segment.first_entry_offset()
+        header = segment.first_entry()
         segment.read_next_offset()  # the tail after the last index entry must read, too
     except CorruptRecordError as e:
         logger.warning("%s: %s: %s; recovering the segment", name, segment.log.path.name, e)
         return True
-    if first is None:
+    if header is None:
         return False
+    # A v0/v1 wrapper's first offset needs decompression: its last one is checked instead.
+    first = header.base_offset if isinstance(header, BatchHeader) else header.last_offset
     if first < segment.base_offset:
         logger.warning(
             "%s: segment %d begins with offset %d, below its base offset (misplaced batch); "
@@ -228,7 +230,7 @@ def _misplaced_start(name: str, segment: LogSegment, compact: bool) -> bool:
             first,
         )
         return True
-    if first > segment.base_offset and not compact:
+    if first > segment.base_offset and not compact and isinstance(header, BatchHeader):
         logger.warning(
             "%s: offsets %d..%d are missing at the start of segment %d",
             name,

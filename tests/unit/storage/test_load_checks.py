@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from kafkasim.common.clock import ManualClock
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log import Log
 from kafkasim.storage.verify import verify
-from tests.unit.storage.logtools import make_batch, open_log, read_all, reopen
+from tests.unit.storage.logtools import T0, make_batch, open_log, read_all, reopen
 
 
 def _log_with_segments(tmp_path: Path, **props: object) -> tuple[Path, list[int]]:
@@ -25,7 +27,17 @@ def _log_with_segments(tmp_path: Path, **props: object) -> tuple[Path, list[int]
 
 
 def _load(dir_: Path, *, clean: bool, **props: object) -> tuple[Log, ManualClock]:
-    log, clock = open_log(dir_.parent, **{"segment.bytes": 600, "index.interval.bytes": 100, **props})
+    """Open the log as a broker start does: after a clean shutdown (no batch re-read), or
+    after a crash (every segment recovered)."""
+    clock = ManualClock(T0)
+    log = Log.open(
+        dir_,
+        LogConfig.from_props({"segment.bytes": 600, "index.interval.bytes": 100, **props}),
+        clock,
+        topic_partition=TopicPartition("topic", 0),
+        had_clean_shutdown=clean,
+        recovery_point=2**62 if clean else 0,
+    )
     return log, clock
 
 
@@ -59,7 +71,7 @@ def test_a_rewritten_base_offset_below_the_segment_is_truncated_there_and_nothin
     tmp_path: Path,
 ) -> None:
     dir_, bases = _log_with_segments(tmp_path)
-    log, clock = _load(dir_, clean=True)
+    log, _clock = _load(dir_, clean=True)
     before = [(r.offset, r.value) for r in read_all(log)]
     log.close()
     seg = dir_ / f"{bases[2]:020d}.log"
@@ -67,7 +79,7 @@ def test_a_rewritten_base_offset_below_the_segment_is_truncated_there_and_nothin
     struct.pack_into(">q", data, 0, bases[2] - 10)  # not covered by the CRC
     seg.write_bytes(bytes(data))
     assert any("below the segment's base offset" in str(p) for p in verify(dir_))
-    log, clock = _load(dir_, clean=True)
+    log, _ = _load(dir_, clean=True)
     after = [(r.offset, r.value) for r in read_all(log)]
     log.close()
     assert after == [r for r in before if r[0] < bases[2]]
@@ -98,13 +110,13 @@ def test_a_segment_that_begins_inside_the_previous_one_is_deleted_at_load(
     tmp_path: Path,
 ) -> None:
     dir_, bases = _log_with_segments(tmp_path)
-    log, clock = _load(dir_, clean=True)
+    log, _clock = _load(dir_, clean=True)
     before = [(r.offset, r.value) for r in read_all(log)]
     log.close()
     for suffix in (".log", ".index", ".timeindex"):
         (dir_ / f"{bases[2]:020d}{suffix}").rename(dir_ / f"{bases[2] - 2:020d}{suffix}")
     assert any("but the previous one ends" in str(p) for p in verify(dir_))
-    log, clock = _load(dir_, clean=True)
+    log, _ = _load(dir_, clean=True)
     after = [(r.offset, r.value) for r in read_all(log)]
     log.close()
     assert after == [r for r in before if r[0] < bases[2]]
