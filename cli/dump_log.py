@@ -9,6 +9,11 @@ deep iteration); ``--offsets-decoder`` prints them decoded as ``__consumer_offse
 Legacy v0/v1 message sets print one line per message. ``.index`` and ``.timeindex``: one line
 per entry, then any entry that disagrees with the log (``Mismatches in …``);
 ``--index-sanity-check`` only runs the sanity check. ``.snapshot``: the producer-state entries.
+
+A damaged file does not stop the dump: an unreadable batch is reported (``Found invalid batch
+at position …``) and the dump goes on at the next position where a valid batch starts; a corrupt
+snapshot is reported and the next file dumped. The exit status is 2 when anything invalid was
+found (as ``verify-log``), 0 otherwise.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkasim.client.group_protocol import PROTOCOL_TYPE, decode_assignment
-from kafkasim.common.errors import CorruptIndexError, CorruptRecordError, KafkaError
+from kafkasim.common.errors import CorruptIndexError, CorruptRecordError, KafkaError, KafkasimError
 from kafkasim.node.group_records import (
     OffsetKey,
     decode_group_value,
@@ -31,12 +36,19 @@ from kafkasim.storage import file_names
 from kafkasim.storage.offset_index import OffsetIndex
 from kafkasim.storage.producer_state import decode_snapshot
 from kafkasim.storage.records.batch import (
-    RECORD_BATCH_OVERHEAD,
     BatchHeader,
     ControlRecordType,
     compute_crc,
     decode_batch,
     parse_control_key,
+)
+from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.entry import (
+    ENTRY_HEADER_BYTES,
+    MIN_ENTRY_SIZE,
+    check_entry_records,
+    entry_crc,
+    parse_entry_header,
 )
 from kafkasim.storage.records.legacy import decode_legacy
 from kafkasim.storage.time_index import TimeIndex
@@ -87,19 +99,25 @@ def run(args: argparse.Namespace) -> int:
     offsets = args.offsets_decoder
     print_data = args.print_data_log or offsets
     deep = args.deep_iteration or print_data
+    problems = 0
     for path in files:
         print(f"Dumping {path}")
         name = path.name
         if name.endswith(file_names.LOG_SUFFIX):
-            dump_log_file(path, deep, print_data, args.max_message_size, offsets_decoder=offsets)
+            problems += dump_log_file(
+                path, deep, print_data, args.max_message_size, offsets_decoder=offsets
+            )
         elif name.endswith(file_names.INDEX_SUFFIX):
-            dump_offset_index(path, args.index_sanity_check, args.verify_index_only)
+            problems += dump_offset_index(path, args.index_sanity_check, args.verify_index_only)
         elif name.endswith(file_names.TIME_INDEX_SUFFIX):
-            dump_time_index(path, args.index_sanity_check, args.verify_index_only)
+            problems += dump_time_index(path, args.index_sanity_check, args.verify_index_only)
         elif name.endswith(file_names.SNAPSHOT_SUFFIX):
-            dump_snapshot(path)
+            problems += dump_snapshot(path)
         else:
             print(f"Ignoring unknown file {path}")
+    if problems:
+        print(f"{problems} problem(s) found")
+        return 2
     return 0
 
 
@@ -118,36 +136,69 @@ def dump_log_file(
     max_message_size: int,
     *,
     offsets_decoder: bool = False,
-) -> None:
+) -> int:
+    """Print every entry; returns how many invalid ones (and invalid byte ranges) it found."""
     data = path.read_bytes()
     base = file_names.offset_from_file_name(path.name)
     print(f"Starting offset: {base}")
     position = 0
     size = len(data)
-    while position + 17 <= size:
-        magic = data[position + 16]
-        if magic in (0, 1):
-            consumed = _dump_legacy(data, position, deep, print_data, offsets=offsets_decoder)
-        else:
-            consumed = _dump_v2(
-                data, position, deep, print_data, max_message_size, offsets=offsets_decoder
+    problems = 0
+    while position + MIN_ENTRY_SIZE <= size:
+        try:
+            header = parse_entry_header(data, position)
+            if header.size_in_bytes > max_message_size:
+                raise CorruptRecordError(
+                    f"batch of {header.size_in_bytes} bytes exceeds --max-message-size "
+                    f"{max_message_size}"
+                )
+            if position + header.size_in_bytes > size:
+                raise CorruptRecordError(
+                    f"batch claims {header.size_in_bytes} bytes, {size - position} remain"
+                )
+        except KafkaError as e:
+            resume = _next_valid_entry(data, position + 1, max_message_size)
+            if resume is None:
+                break
+            problems += 1
+            print(
+                f"Found invalid batch at position {position}: {e.message}; skipping "
+                f"{resume - position} bytes to position {resume}"
             )
-        if consumed <= 0:
-            break
-        position += consumed
+            position = resume
+            continue
+        if isinstance(header, BatchHeader):
+            valid = _dump_v2(data, position, header, deep, print_data, offsets=offsets_decoder)
+        else:
+            valid = _dump_legacy(data, position, deep, print_data, offsets=offsets_decoder)
+        problems += 0 if valid else 1
+        position += header.size_in_bytes
     if position < size:
+        problems += 1
         print(f"Found {size - position} invalid bytes at the end of {path.name}")
+    return problems
+
+
+def _next_valid_entry(data: bytes, start: int, max_size: int) -> int | None:
+    """The first position from ``start`` where a whole entry with a valid checksum starts."""
+    for position in range(start, len(data) - MIN_ENTRY_SIZE + 1):
+        if data[position + 16] not in (0, 1, 2):
+            continue
+        try:
+            header = parse_entry_header(data, position)
+        except KafkaError:
+            continue
+        size = header.size_in_bytes
+        fits = size <= max_size and position + size <= len(data)
+        if fits and entry_crc(data, position, header) == header.crc:
+            return position
+    return None
 
 
 def _dump_v2(
-    data: bytes, position: int, deep: bool, print_data: bool, max_size: int, *, offsets: bool
-) -> int:
-    try:
-        header = BatchHeader.parse(data, position)
-    except CorruptRecordError:
-        return 0
-    if header.size_in_bytes > max_size or position + header.size_in_bytes > len(data):
-        return 0
+    data: bytes, position: int, header: BatchHeader, deep: bool, print_data: bool, *, offsets: bool
+) -> bool:
+    """Print one v2 batch (and its records); whether it is valid."""
     raw = data[position : position + header.size_in_bytes]
     valid = compute_crc(raw, 0, len(raw)) == header.crc
     ts_type = header.timestamp_type.kafka_name
@@ -160,15 +211,17 @@ def _dump_v2(
         f"isTransactional: {_b(header.is_transactional)} isControl: {_b(header.is_control)} "
         f"position: {position} {ts_type}: {header.max_timestamp} "
         f"size: {header.size_in_bytes} magic: {header.magic} "
-        f"compresscodec: {header.compression.kafka_name.upper()} crc: {header.crc} "
+        f"compresscodec: {_codec_name(header.attributes)} crc: {header.crc} "
         f"isvalid: {_b(valid)}"
     )
-    if deep and valid:
+    if valid:
         try:
-            _, records = decode_batch(raw)
+            check_entry_records(raw)
         except KafkaError as e:
-            print(f"| could not decode records: {e}")
-            return header.size_in_bytes
+            print(f"| invalid records: {e.message}")
+            return False
+    if deep and valid:
+        _, records = decode_batch(raw)
         for r in records:
             line = (
                 f"| offset: {r.offset} {ts_type}: {r.timestamp} "
@@ -183,18 +236,32 @@ def _dump_v2(
             elif print_data:
                 line += _contents(r.offset, r.key, r.value, offsets)
             print(line)
-    return header.size_in_bytes
+    return valid
 
 
-def _dump_legacy(data: bytes, position: int, deep: bool, print_data: bool, *, offsets: bool) -> int:
+def _codec_name(attributes: int) -> str:
+    """The codec's name, or ``UNKNOWN(id)`` for ids 5-7 (a corrupt batch is still printed)."""
+    try:
+        return CompressionType.from_id(attributes & 0x07).kafka_name.upper()
+    except KafkaError:
+        return f"UNKNOWN({attributes & 0x07})"
+
+
+def _dump_legacy(
+    data: bytes, position: int, deep: bool, print_data: bool, *, offsets: bool
+) -> bool:
+    """Print one v0/v1 message (and, deep, the messages it wraps); whether it is valid."""
     size = 12 + int.from_bytes(data[position + 8 : position + 12], "big", signed=True)
-    if size < 12 + 14 or position + size > len(data):
-        return 0
     try:
         wrappers = decode_legacy(data[position : position + size], deep=False)
         messages = decode_legacy(data[position : position + size], deep=True) if deep else []
-    except KafkaError:
-        return 0
+    except KafkaError as e:
+        offset = int.from_bytes(data[position : position + 8], "big", signed=True)
+        print(
+            f"offset: {offset} position: {position} isvalid: false size: {size} "
+            f"magic: {data[position + 16]} ({e.message})"
+        )
+        return False
     for m in wrappers:
         ts = "" if m.timestamp is None else f" {m.timestamp_type.kafka_name}: {m.timestamp}"
         print(
@@ -213,7 +280,7 @@ def _dump_legacy(data: bytes, position: int, deep: bool, print_data: bool, *, of
         if print_data:
             line += _contents(m.offset, m.key, m.value, offsets)
         print(line)
-    return size
+    return True
 
 
 def _contents(offset: int, key: bytes | None, value: bytes | None, offsets: bool) -> str:
@@ -285,12 +352,12 @@ def _open_index(cls: type[OffsetIndex] | type[TimeIndex], path: Path) -> Any:
     return cls(path, base, max(path.stat().st_size, cls.entry_size), writable=False)
 
 
-def dump_offset_index(path: Path, sanity_only: bool, verify_only: bool) -> None:
+def dump_offset_index(path: Path, sanity_only: bool, verify_only: bool) -> int:
+    """Print the entries and those that disagree with the log; returns the number of problems."""
     index: OffsetIndex = _open_index(OffsetIndex, path)
     try:
         if sanity_only:
-            _sanity(index, path)
-            return
+            return _sanity(index, path)
         log_path = path.with_name(
             path.name.removesuffix(file_names.INDEX_SUFFIX) + file_names.LOG_SUFFIX
         )
@@ -302,13 +369,17 @@ def dump_offset_index(path: Path, sanity_only: bool, verify_only: bool) -> None:
                 if n > 0 and entry.offset <= index.base_offset:
                     break  # zero-filled preallocated tail
                 if fd is not None:
-                    raw = os.pread(fd, RECORD_BATCH_OVERHEAD, entry.position)
+                    raw = os.pread(fd, ENTRY_HEADER_BYTES, entry.position)
                     try:
-                        actual = BatchHeader.parse(raw).last_offset
-                    except CorruptRecordError:
-                        actual = -1
-                    if actual != entry.offset:
-                        mismatches.append((entry.offset, actual))
+                        header = parse_entry_header(raw)
+                    except KafkaError:
+                        mismatches.append((entry.offset, -1))
+                    else:
+                        # A v0/v1 log indexed a compressed message set by its first offset.
+                        legacy = not isinstance(header, BatchHeader)
+                        actual = header.last_offset
+                        if actual != entry.offset and not (legacy and entry.offset < actual):
+                            mismatches.append((entry.offset, actual))
                 if not verify_only:
                     print(f"offset: {entry.offset} position: {entry.position}")
         finally:
@@ -318,16 +389,17 @@ def dump_offset_index(path: Path, sanity_only: bool, verify_only: bool) -> None:
             print(f"Mismatches in :{path}")
             for idx_off, log_off in mismatches:
                 print(f"  Index offset: {idx_off}, log offset: {log_off}")
+        return len(mismatches)
     finally:
         index.close_handler()
 
 
-def dump_time_index(path: Path, sanity_only: bool, verify_only: bool) -> None:
+def dump_time_index(path: Path, sanity_only: bool, verify_only: bool) -> int:
+    """Print the entries and those out of order; returns the number of problems."""
     index: TimeIndex = _open_index(TimeIndex, path)
     try:
         if sanity_only:
-            _sanity(index, path)
-            return
+            return _sanity(index, path)
         previous = -1
         out_of_order: list[tuple[int, int]] = []
         for n in range(index.entries):
@@ -343,21 +415,29 @@ def dump_time_index(path: Path, sanity_only: bool, verify_only: bool) -> None:
             print(f"Found out of order timestamp in :{path}")
             for ts, prev in out_of_order:
                 print(f"  Index timestamp: {ts}, Previously indexed timestamp: {prev}")
+        return len(out_of_order)
     finally:
         index.close_handler()
 
 
-def _sanity(index: OffsetIndex | TimeIndex, path: Path) -> None:
+def _sanity(index: OffsetIndex | TimeIndex, path: Path) -> int:
     try:
         index.sanity_check()
     except CorruptIndexError as e:
         print(f"Found invalid index file {path}: {e}")
-        return
+        return 1
     print(f"{path} passed sanity check.")
+    return 0
 
 
-def dump_snapshot(path: Path) -> None:
-    for entry in decode_snapshot(path.read_bytes()):
+def dump_snapshot(path: Path) -> int:
+    """Print the producer-state entries; a corrupt snapshot is reported (returns 1)."""
+    try:
+        entries = decode_snapshot(path.read_bytes())
+    except KafkasimError as e:
+        print(f"Found corrupt snapshot {path}: {e}")
+        return 1
+    for entry in entries:
         last = entry.batch_metadata[-1] if entry.batch_metadata else None
         txn = "None" if entry.current_txn_first_offset is None else entry.current_txn_first_offset
         line = (
@@ -372,3 +452,4 @@ def dump_snapshot(path: Path) -> None:
                 f" timestamp: {last.timestamp}"
             )
         print(line)
+    return 0

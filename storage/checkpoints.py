@@ -408,12 +408,20 @@ def read_meta_properties(log_dir: Path) -> dict[str, str] | None:
     A leftover ``meta.properties.tmp`` from an interrupted write is deleted first, as Kafka does.
     """
     path = Path(log_dir) / META_PROPERTIES_FILE
+    with contextlib.suppress(FileNotFoundError):
+        path.with_name(path.name + TMP_SUFFIX).unlink()
     try:
-        with contextlib.suppress(FileNotFoundError):
-            path.with_name(path.name + TMP_SUFFIX).unlink()
-        data = path.read_bytes()
+        return _read_properties(path)
     except FileNotFoundError:
         return None
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    """The properties in ``path``; FileNotFoundError, or KAFKA_STORAGE_ERROR naming the file."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise
     except OSError as e:
         raise KafkaStorageError(f"Failed to read {path}: {e}") from e
     try:
@@ -421,6 +429,16 @@ def read_meta_properties(log_dir: Path) -> dict[str, str] | None:
         return _parse_properties(data.decode("latin-1"))
     except ValueError as e:
         raise KafkaStorageError(f"Malformed properties file {path}: {e}") from e
+
+
+def check_meta_properties(log_dir: Path) -> BrokerMetadata | None:
+    """What ``<log_dir>/meta.properties`` says (None: no such file), read without changing
+    anything (``verify-log``); KAFKA_STORAGE_ERROR when it is unreadable or malformed."""
+    try:
+        props = _read_properties(Path(log_dir) / META_PROPERTIES_FILE)
+    except FileNotFoundError:
+        return None
+    return _broker_metadata(log_dir, props)
 
 
 def write_meta_properties(log_dir: Path, broker_id: int, cluster_id: str | None) -> None:

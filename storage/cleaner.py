@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from kafkasim.common.errors import UnsupportedForMessageFormatError
 from kafkasim.storage import file_names
 from kafkasim.storage.log import Log
 from kafkasim.storage.records.batch import (
@@ -107,9 +108,10 @@ def needs_cleaning(log: Log, rng: CleanableRange, now_ms: int) -> bool:
     first = log.segments.floor(rng.first_dirty_offset)
     if first is not None and log.config.max_compaction_lag_ms < 2**63 - 1:
         for _, header in first.log.batch_headers(0):
-            return header.first_timestamp >= 0 and (
-                now_ms - header.first_timestamp > log.config.max_compaction_lag_ms
+            first_ts = (
+                header.first_timestamp if isinstance(header, BatchHeader) else header.max_timestamp
             )
+            return first_ts >= 0 and (now_ms - first_ts > log.config.max_compaction_lag_ms)
     return False
 
 
@@ -303,6 +305,11 @@ def _rewrite_batch(
 def _decoded_batches(segment: LogSegment) -> list[tuple[BatchHeader, list[Record], bytes]]:
     out = []
     for position, header in segment.log.batch_headers(0):
+        if not isinstance(header, BatchHeader):
+            raise UnsupportedForMessageFormatError(
+                f"{segment.log.path} holds v{header.magic} messages (written before Kafka "
+                "0.11); the cleaner rewrites RecordBatch v2 segments only"
+            )
         data = segment.log.read(position, header.size_in_bytes)
         _, records = decode_batch(data)
         out.append((header, records, data))

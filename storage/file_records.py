@@ -1,8 +1,10 @@
 """The ``.log`` file of one segment: record batches stored back to back, exactly as received.
 
 Format: a sequence of RecordBatch v2 batches (see ``storage.records.batch``), no file header,
-no padding. ``size`` is the number of bytes in use; with ``preallocate`` the file on disk may be
-longer (zero-filled) until it is trimmed on roll or close.
+no padding; a segment written before Kafka 0.11 holds v0/v1 messages instead (or before them),
+which are read the same way (``storage.records.entry``) and served as they are. ``size`` is
+the number of bytes in use; with ``preallocate`` the file on disk may be longer (zero-filled)
+until it is trimmed on roll or close.
 
 Invariant: bytes ``[0, size)`` hold whole batches in increasing offset order (recovery enforces
 it after a crash). Not thread-safe: the owning log serialises access. Crash story: appends are
@@ -20,11 +22,17 @@ from typing import NamedTuple
 from kafkasim.storage import disk_faults
 from kafkasim.storage.records.batch import (
     LOG_OVERHEAD,
-    RECORD_BATCH_OVERHEAD,
     BatchHeader,
     TimestampType,
     decode_batch,
 )
+from kafkasim.storage.records.entry import (
+    ENTRY_HEADER_BYTES,
+    MIN_ENTRY_SIZE,
+    LogEntryHeader,
+    parse_entry_header,
+)
+from kafkasim.storage.records.legacy import decode_legacy
 
 Buffer = bytes | bytearray | memoryview
 
@@ -135,16 +143,17 @@ class FileRecords:
             return b""
         return os.pread(self.fd, end - position, position)
 
-    def batch_headers(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
-        """(position, header) of each whole batch from ``start_position``, header-only reads.
+    def batch_headers(self, start_position: int = 0) -> Iterator[tuple[int, LogEntryHeader]]:
+        """(position, header) of each whole entry from ``start_position``, header-only reads:
+        v2 batches, and v0/v1 messages in a segment written before Kafka 0.11.
 
-        Raises CorruptRecordError on a header that cannot be a batch; stops quietly at a
-        partial batch at the end (only recovery judges tails).
+        Raises CorruptRecordError on a header that cannot be an entry; stops quietly at a
+        partial entry at the end (only recovery judges tails).
         """
         position = start_position
         size = self._size
-        while position + RECORD_BATCH_OVERHEAD <= size:
-            header = BatchHeader.parse(os.pread(self.fd, RECORD_BATCH_OVERHEAD, position))
+        while position + MIN_ENTRY_SIZE <= size:
+            header = parse_entry_header(os.pread(self.fd, ENTRY_HEADER_BYTES, position))
             if position + header.size_in_bytes > size:
                 return
             yield position, header
@@ -170,7 +179,10 @@ class FileRecords:
         for position, header in self.batch_headers(start_position):
             if header.max_timestamp < target_timestamp or header.last_offset < starting_offset:
                 continue
-            if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+            if (
+                isinstance(header, BatchHeader)
+                and header.timestamp_type is TimestampType.LOG_APPEND_TIME
+            ):
                 # Every record of a LogAppendTime batch carries the batch's timestamp: no need
                 # to decode it to know the first record that qualifies.
                 return TimestampAndOffset(
@@ -178,7 +190,14 @@ class FileRecords:
                     max(header.base_offset, starting_offset),
                     header.partition_leader_epoch,
                 )
-            _, records = decode_batch(self.read(position, header.size_in_bytes))
+            data = self.read(position, header.size_in_bytes)
+            if not isinstance(header, BatchHeader):
+                for message in decode_legacy(data):
+                    ts = -1 if message.timestamp is None else message.timestamp
+                    if ts >= target_timestamp and message.offset >= starting_offset:
+                        return TimestampAndOffset(ts, message.offset, -1)
+                continue
+            _, records = decode_batch(data)
             for record in records:
                 if record.timestamp >= target_timestamp and record.offset >= starting_offset:
                     return TimestampAndOffset(

@@ -7,15 +7,36 @@ The passes, in order:
 2. Complete interrupted swaps: a ``.swap`` segment is whole (it was flushed before the rename),
    so segments it overlaps are dropped and it takes its final name.
 3. Open every segment; an index that is missing or fails its sanity check is rebuilt.
+   A segment not re-read by pass 4 has its first entry checked against its file name: one
+   below the segment's base offset is misplaced, and the segment is recovered.
 4. After an unclean shutdown (no clean-shutdown marker), re-read every segment from the one
-   holding the recovery point: validate each batch (size, CRC-32C, offsets), rebuild indexes,
-   the leader-epoch cache and producer state; truncate at the first invalid batch and delete
-   every later segment. What was truncated is logged.
+   holding the recovery point: validate each entry (size, checksum, offsets), rebuild indexes,
+   the leader-epoch cache and producer state; truncate at the first invalid entry and delete
+   every later segment. What was truncated is logged. Logs written before Kafka 0.11 (v0/v1
+   messages, no ``.timeindex``) are read, indexed and kept as they are.
+4b. Segments in order: one that begins before the previous one ends is misplaced (its offsets
+   would be served twice, or by the wrong segment): it and every later segment are deleted,
+   as a truncation. A gap between segments is logged as a warning unless the log is compacted.
 5. A log that ends below its checkpointed log start offset is emptied and restarts there.
 6. No segment left: create an empty active one at the log start offset.
 7. The recovery point becomes the log end after a clean shutdown, else the smaller of the
    checkpoint and the log end; the active segment's indexes grow back to full size; the epoch
    cache and producer state are cut to the log's range.
+
+Offset holes and misplaced batches (issue 20, item 6): Kafka's recovery treats a batch it cannot
+place (below its segment's base offset: ``LogSegment.ensureOffsetInRange``) as corruption and
+truncates there; the replicas fill the log back from the leader. We do the same for every kind
+of misplacement (below the base, overlapping or going back from the previous batch, a segment
+beginning inside the previous one): they are truncation points, exactly like a bad CRC, so
+nothing below the first bad batch is ever lost and no offset is served twice or from the wrong
+place. Gaps (offsets missing between two batches or two segments, or a segment whose first batch
+starts above its file name) are only *warned* about, never truncated or refused: the cleaner
+makes them legitimately in compacted logs (and a log compacted once keeps them if its policy is
+later changed), so a gap alone cannot prove a missing segment; on a log that is not compacted the
+warning names the missing range. ``verify-log`` reports both kinds. Checks that need every
+batch header (a batch in the middle of a cleanly closed segment) are recovery's and
+``verify-log``'s: a clean start reads no more than each segment's first and last batches, as
+Kafka's does.
 """
 
 from __future__ import annotations
@@ -26,11 +47,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkasim.common.clock import Clock
-from kafkasim.common.errors import CorruptIndexError
+from kafkasim.common.errors import CorruptIndexError, CorruptRecordError
 from kafkasim.storage import file_names
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.epoch_cache import LeaderEpochFileCache
 from kafkasim.storage.producer_state import ProducerStateManager
+from kafkasim.storage.records.batch import BatchHeader
 from kafkasim.storage.segment import LogSegment, new_segment
 from kafkasim.storage.segments import LogSegments
 
@@ -112,6 +134,8 @@ def load_log(
         except CorruptIndexError as e:
             logger.warning("%s: %s; rebuilding the indexes", dir_.name, e)
             needs_rebuild.add(base)
+        if base not in needs_rebuild and _misplaced_start(dir_.name, segment, config.compact):
+            needs_rebuild.add(base)
         segments.add(segment)
 
     # Pass 4: recovery after an unclean shutdown (and of any segment with a bad index). A
@@ -124,7 +148,8 @@ def load_log(
         key=lambda s: s.base_offset,
     )
     for segment in to_recover:
-        truncated = segment.recover(None, epoch_cache)  # producer state: pass 7
+        # producer state: pass 7
+        truncated = segment.recover(None, epoch_cache, warn_on_gaps=not config.compact)
         if truncated > 0:
             truncated_total += truncated
             later = [s for s in segments if s.base_offset > segment.base_offset]
@@ -141,6 +166,9 @@ def load_log(
                 other.close_handlers()
                 other.delete_if_exists()
             break
+
+    # Pass 4b: segments that begin before the previous one ends; gaps between segments.
+    truncated_total += _check_segment_order(dir_.name, segments, compact=config.compact)
 
     # Pass 5: a log that ends below its log start offset restarts there.
     next_offset = segments.active.read_next_offset() if segments else log_start_offset
@@ -178,6 +206,77 @@ def load_log(
     return LoadedLog(
         segments, log_start, max(new_recovery_point, log_start), next_offset, truncated_total
     )
+
+
+def _misplaced_start(name: str, segment: LogSegment, compact: bool) -> bool:
+    """Whether a segment's first entry is below its base offset (then it must be recovered);
+    a first entry above it is a gap, warned about on a log that is not compacted."""
+    try:
+        header = segment.first_entry()
+        segment.read_next_offset()  # the tail after the last index entry must read, too
+    except CorruptRecordError as e:
+        logger.warning("%s: %s: %s; recovering the segment", name, segment.log.path.name, e)
+        return True
+    if header is None:
+        return False
+    # A v0/v1 wrapper's first offset needs decompression: its last one is checked instead.
+    first = header.base_offset if isinstance(header, BatchHeader) else header.last_offset
+    if first < segment.base_offset:
+        logger.warning(
+            "%s: segment %d begins with offset %d, below its base offset (misplaced batch); "
+            "recovering the segment",
+            name,
+            segment.base_offset,
+            first,
+        )
+        return True
+    if first > segment.base_offset and not compact and isinstance(header, BatchHeader):
+        logger.warning(
+            "%s: offsets %d..%d are missing at the start of segment %d",
+            name,
+            segment.base_offset,
+            first - 1,
+            segment.base_offset,
+        )
+    return False
+
+
+def _check_segment_order(name: str, segments: LogSegments, *, compact: bool) -> int:
+    """Pass 4b: delete, from the first segment that begins before its predecessor ends, every
+    segment (returns the bytes removed); warn about gaps between segments (not compacted)."""
+    previous: LogSegment | None = None
+    previous_end = 0
+    for segment in segments:
+        end = segment.read_next_offset()
+        if previous is not None and segment.base_offset < previous_end:
+            later = [s for s in segments if s.base_offset >= segment.base_offset]
+            removed = sum(s.size for s in later)
+            logger.warning(
+                "%s: segment %d begins before segment %d ends (at %d): misplaced; deleting "
+                "it and %d later segment(s) (%d bytes)",
+                name,
+                segment.base_offset,
+                previous.base_offset,
+                previous_end - 1,
+                len(later) - 1,
+                removed,
+            )
+            for other in later:
+                segments.remove(other.base_offset)
+                other.close_handlers()
+                other.delete_if_exists()
+            return removed
+        if previous is not None and segment.base_offset > previous_end and not compact:
+            logger.warning(
+                "%s: offsets %d..%d are missing between segments %d and %d (a deleted segment?)",
+                name,
+                previous_end,
+                segment.base_offset - 1,
+                previous.base_offset,
+                segment.base_offset,
+            )
+        previous, previous_end = segment, end
+    return 0
 
 
 def _remove_temp_files_and_collect_swaps(dir_: Path) -> list[int]:
@@ -243,7 +342,8 @@ def rebuild_producer_state(
     for segment in segments.from_offset(start):
         position = segment.offset_index.lookup(start).position if start > segment.base_offset else 0
         for _, header in segment.log.batch_headers(position):
-            if header.last_offset < start:
+            # Legacy (v0/v1) messages carry no producer state, as in Kafka.
+            if header.last_offset < start or not isinstance(header, BatchHeader):
                 continue
             producer_state.update_from_replicated_batch(header)
     producer_state.update_map_end_offset(log_end_offset)

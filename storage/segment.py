@@ -10,6 +10,9 @@ Invariants:
 Not thread-safe: the owning ``Log`` serialises access. Crash story: the ``.log`` may have a torn
 tail and the indexes may be stale or garbage; :meth:`LogSegment.recover` rebuilds the indexes
 from the batches and truncates at the first invalid batch.
+
+Formats: a segment written before Kafka 0.11 holds v0/v1 messages (no ``.timeindex`` in v0);
+they are recovered, indexed (last offset -> position, as Kafka does) and served as they are.
 """
 
 from __future__ import annotations
@@ -32,7 +35,14 @@ from kafkasim.storage.epoch_cache import LeaderEpochFileCache
 from kafkasim.storage.file_records import Buffer, FileRecords, LogOffsetPosition, TimestampAndOffset
 from kafkasim.storage.offset_index import OffsetIndex
 from kafkasim.storage.producer_state import ProducerStateManager
-from kafkasim.storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, compute_crc
+from kafkasim.storage.records.batch import BatchHeader
+from kafkasim.storage.records.entry import (
+    ENTRY_HEADER_BYTES,
+    MIN_ENTRY_SIZE,
+    LogEntryHeader,
+    entry_crc,
+    parse_entry_header,
+)
 from kafkasim.storage.time_index import TimeIndex
 
 log = logging.getLogger(__name__)
@@ -200,6 +210,13 @@ class LogSegment:
         for _, header in self.log.batch_headers(position):
             next_offset = header.last_offset + 1
         return next_offset
+
+    def first_entry(self) -> LogEntryHeader | None:
+        """The header of the first entry (None if the segment is empty); raises
+        CorruptRecordError when it cannot be read."""
+        for _, header in self.log.batch_headers(0):
+            return header
+        return None
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -380,12 +397,19 @@ class LogSegment:
         self,
         producer_state: ProducerStateManager | None = None,
         epoch_cache: LeaderEpochFileCache | None = None,
+        *,
+        warn_on_gaps: bool = False,
     ) -> int:
-        """Rebuild both indexes from the batches; truncate at the first invalid one.
+        """Rebuild both indexes from the entries; truncate at the first invalid one.
 
-        A batch is valid when its header parses (magic 2, sane length), it fits in the file,
-        its CRC-32C matches, its offsets fit this segment and follow the previous batch.
-        Returns the number of bytes truncated.
+        An entry (a v2 batch, or a v0/v1 message of a log written before Kafka 0.11) is valid
+        when its header parses (magic 0, 1 or 2, sane length), it fits in the file, its
+        checksum matches (CRC-32C for v2, CRC-32 for v0/v1), and its offsets fit this segment
+        and come after the previous entry's. An entry whose offsets are below the segment's
+        base offset or do not come after the previous entry's is misplaced (a rewritten
+        ``baseOffset``, which no CRC covers): corruption, truncated like a bad CRC. A gap in
+        the offsets is not: compaction makes them. ``warn_on_gaps`` (a log that is not
+        compacted) logs a warning for each one. Returns the number of bytes truncated.
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -399,10 +423,24 @@ class LogSegment:
                 view = memoryview(mapped)
                 try:
                     position = 0
-                    while position + RECORD_BATCH_OVERHEAD <= file_length:
+                    while position + MIN_ENTRY_SIZE <= file_length:
                         header, reason = _check_batch(
                             view, position, file_length, next_expected, self
                         )
+                        first = _first_offset(header) if header is not None else 0
+                        # (A legacy wrapper's first offset is unknown here: v2 gaps only.)
+                        if (
+                            isinstance(header, BatchHeader)
+                            and warn_on_gaps
+                            and first > next_expected
+                        ):
+                            log.warning(
+                                "%s: offsets %d..%d are missing before the batch at position %d",
+                                self.log.path,
+                                next_expected,
+                                first - 1,
+                                position,
+                            )
                         if header is None:
                             if reason != "zero-filled tail":
                                 log.warning("%s: %s", self.log.path, reason)
@@ -420,10 +458,8 @@ class LogSegment:
                         if epoch_cache is not None and header.partition_leader_epoch >= 0:
                             latest = epoch_cache.latest_epoch
                             if latest is None or header.partition_leader_epoch > latest:
-                                epoch_cache.assign(
-                                    header.partition_leader_epoch, header.base_offset
-                                )
-                        if producer_state is not None:
+                                epoch_cache.assign(header.partition_leader_epoch, first)
+                        if producer_state is not None and isinstance(header, BatchHeader):
                             producer_state.update_from_replicated_batch(header)
                         position += header.size_in_bytes
                         valid_bytes = position
@@ -527,20 +563,26 @@ def whole_batches_prefix(data: Buffer) -> int:
     size = len(data)
     while position + 12 <= size:
         batch_size = 12 + int.from_bytes(data[position + 8 : position + 12], "big", signed=True)
-        if batch_size < RECORD_BATCH_OVERHEAD or position + batch_size > size:
+        if batch_size < MIN_ENTRY_SIZE or position + batch_size > size:
             break
         position += batch_size
     return position
 
 
+def _first_offset(header: LogEntryHeader) -> int:
+    """A v2 batch's base offset; a legacy message's own offset (a wrapper's first inner offset
+    needs decompression, and neither recovery nor Kafka's looks at it)."""
+    return header.base_offset if isinstance(header, BatchHeader) else header.last_offset
+
+
 def _check_batch(
     view: memoryview, position: int, file_length: int, next_expected: int, segment: LogSegment
-) -> tuple[BatchHeader, None] | tuple[None, str]:
-    """The header of the valid batch at ``position``, or None and why it is not valid."""
+) -> tuple[LogEntryHeader, None] | tuple[None, str]:
+    """The header of the valid entry at ``position``, or None and why it is not valid."""
     try:
-        header = BatchHeader.parse(view, position)
+        header = parse_entry_header(view, position)
     except CorruptRecordError as e:
-        if not any(view[position : position + RECORD_BATCH_OVERHEAD]):
+        if not any(view[position : position + ENTRY_HEADER_BYTES]):
             return None, "zero-filled tail"
         return None, f"invalid batch header at position {position}: {e.message}"
     if position + header.size_in_bytes > file_length:
@@ -548,16 +590,22 @@ def _check_batch(
             f"batch at position {position} claims {header.size_in_bytes} bytes, "
             f"only {file_length - position} remain (torn write)"
         )
-    actual = compute_crc(view, position, header.size_in_bytes)
+    actual = entry_crc(view, position, header)
+    first = _first_offset(header)
     if actual != header.crc:
         return None, (
-            f"batch at position {position} (offsets {header.base_offset}..{header.last_offset}) "
+            f"batch at position {position} (offsets {first}..{header.last_offset}) "
             f"has CRC {header.crc:#010x} but its content hashes to {actual:#010x}"
         )
-    if header.base_offset < next_expected or header.last_offset < header.base_offset:
+    if first < next_expected or header.last_offset < first:
+        where = (
+            f"below the segment's base offset {segment.base_offset}"
+            if first < segment.base_offset
+            else "not after the previous batch"
+        )
         return None, (
-            f"batch at position {position} has offsets {header.base_offset}..{header.last_offset}"
-            f" but the log expected an offset ≥ {next_expected}"
+            f"batch at position {position} has offsets {first}..{header.last_offset}"
+            f" but the log expected an offset ≥ {next_expected} ({where}: misplaced)"
         )
     if not segment.can_convert_to_relative_offset(header.last_offset):
         return None, (

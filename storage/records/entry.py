@@ -1,0 +1,212 @@
+"""One entry of a segment file, whatever its format: a v2 batch or a v0/v1 message.
+
+A segment written by Kafka before 0.11 holds v0/v1 messages (uncompressed ones, or compressed
+*wrapper* messages holding a compressed message set); a later broker appends v2 batches after
+them. Kafka reads every format it ever wrote, so storage (recovery, indexes, fetch,
+``verify-log``) walks entries through :func:`parse_entry_header`, which picks the parser by the
+magic byte (byte 16 in every format).
+
+What storage needs of an entry is format-neutral: its size, its *last* offset (a v2 batch's
+``base_offset + lastOffsetDelta``; a legacy message's own offset, which for a wrapper is the
+offset of its last inner message), its largest timestamp and its checksum. A legacy wrapper's
+*first* offset is only known after decompression (Kafka's ``AbstractLegacyRecordBatch.baseOffset``
+decompresses), so :class:`LegacyEntryHeader` has no ``base_offset``: code that needs one must
+branch on the type, and recovery orders legacy entries by their last offsets, as Kafka's
+``LogSegment.recover`` does (it looks at nothing else).
+
+:func:`check_entry_records` is the one strict full decode of an entry's records (every record
+present and well formed, nothing left over, the codec known and the payload decompressing);
+``verify-log`` uses it, and leader validation may.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Final, NamedTuple
+
+from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.storage.records.batch import (
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_OFFSET,
+    BatchHeader,
+    TimestampType,
+    compute_crc,
+    decode_batch,
+)
+from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.legacy import (
+    COMPRESSION_CODEC_MASK,
+    LOG_OVERHEAD_V0,
+    LOG_OVERHEAD_V1,
+    MAGIC_V0,
+    MAGIC_V1,
+    RECORD_OVERHEAD_V0,
+    RECORD_OVERHEAD_V1,
+    TIMESTAMP_TYPE_MASK,
+    decode_legacy,
+)
+
+MIN_ENTRY_SIZE: Final = LOG_OVERHEAD_V0
+"""The smallest entry of any format (an empty v0 message): a reader needs this many bytes."""
+ENTRY_HEADER_BYTES: Final = RECORD_BATCH_OVERHEAD
+"""Bytes to read to parse the header of an entry of any format (fewer may remain at the end)."""
+
+_LEGACY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+_INT64 = struct.Struct(">q")
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyEntryHeader:
+    """The fixed fields of a v0/v1 message as stored in a log (a wrapper is one entry)."""
+
+    offset: int
+    message_size: int
+    crc: int
+    magic: int
+    attributes: int
+    timestamp: int  # -1 in v0
+
+    @property
+    def size_in_bytes(self) -> int:
+        return LOG_OVERHEAD + self.message_size
+
+    @property
+    def last_offset(self) -> int:
+        return self.offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.offset + 1
+
+    @property
+    def max_timestamp(self) -> int:
+        """The message's timestamp (a v1 wrapper carries its largest inner one), -1 in v0."""
+        return self.timestamp
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return NO_PARTITION_LEADER_EPOCH
+
+    @property
+    def producer_id(self) -> int:
+        return NO_PRODUCER_ID
+
+    @property
+    def is_control(self) -> bool:
+        return False
+
+    @property
+    def compression(self) -> CompressionType:
+        return CompressionType.from_id(self.attributes & COMPRESSION_CODEC_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self.magic == MAGIC_V0:
+            return TimestampType.NO_TIMESTAMP_TYPE
+        if self.attributes & TIMESTAMP_TYPE_MASK:
+            return TimestampType.LOG_APPEND_TIME
+        return TimestampType.CREATE_TIME
+
+
+LogEntryHeader = BatchHeader | LegacyEntryHeader
+
+
+def parse_entry_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> LogEntryHeader:
+    """The header of the entry at ``pos`` (v2 batch or v0/v1 message).
+
+    CorruptRecordError when too few bytes remain for the header its magic announces, the magic
+    is not 0, 1 or 2, or the declared size is below that format's minimum. Whether the whole
+    entry fits, and its checksum, are the caller's to check (:func:`entry_crc_matches`).
+    """
+    available = len(buf) - pos
+    if available <= MAGIC_OFFSET:
+        raise CorruptRecordError(
+            f"entry at position {pos} is truncated: {available} bytes, too few for a header"
+        )
+    magic = buf[pos + MAGIC_OFFSET]
+    if magic == MAGIC_V2:
+        return BatchHeader.parse(buf, pos)
+    if magic not in (MAGIC_V0, MAGIC_V1):
+        signed = magic - 256 if magic > 127 else magic
+        raise CorruptRecordError(
+            f"entry at position {pos} has magic {signed}; Kafka writes 0, 1 or 2"
+        )
+    overhead = LOG_OVERHEAD_V0 if magic == MAGIC_V0 else LOG_OVERHEAD_V1
+    if available < overhead:
+        raise CorruptRecordError(
+            f"v{magic} message at position {pos} is truncated: {available} bytes, "
+            f"its header takes {overhead}"
+        )
+    offset, size, crc, _, attributes = _LEGACY_HEAD.unpack_from(buf, pos)
+    minimum = RECORD_OVERHEAD_V0 if magic == MAGIC_V0 else RECORD_OVERHEAD_V1
+    if size < minimum:
+        raise CorruptRecordError(
+            f"v{magic} message at position {pos} has size {size}, below the minimum {minimum}"
+        )
+    timestamp = (
+        _INT64.unpack_from(buf, pos + MAGIC_OFFSET + 2)[0] if magic == MAGIC_V1 else NO_TIMESTAMP
+    )
+    return LegacyEntryHeader(offset, size, crc, magic, attributes, timestamp)
+
+
+def entry_crc(buf: bytes | bytearray | memoryview, pos: int, header: LogEntryHeader) -> int:
+    """The checksum the entry's content hashes to: CRC-32C over [21, size) for a v2 batch,
+    CRC-32 (zlib/IEEE) over [16, size) for a legacy message. The entry must fit in ``buf``."""
+    if isinstance(header, BatchHeader):
+        return compute_crc(buf, pos, header.size_in_bytes)
+    with memoryview(buf) as view:
+        return zlib.crc32(view[pos + MAGIC_OFFSET : pos + header.size_in_bytes])
+
+
+class EntryRecords(NamedTuple):
+    """What a full decode of an entry learnt: its first record offset (a v2 batch's base
+    offset; a legacy wrapper's first inner offset) and its number of records."""
+
+    first_offset: int
+    record_count: int
+
+
+def check_entry_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> EntryRecords:
+    """Decode every record of the entry at ``pos`` strictly; say where it starts and how many
+    records it holds.
+
+    Beyond the header and checksum: the codec id is known and the payload decompresses; a v2
+    batch holds exactly ``recordsCount`` well-formed records and no byte after them (an empty
+    batch, as compaction writes it, has no record area at all); a legacy wrapper's inner
+    messages are well formed, uncompressed, of the wrapper's magic, with valid CRCs.
+    CorruptRecordError or InvalidRecordError (Kafka's CORRUPT_MESSAGE / INVALID_RECORD)
+    naming what is wrong.
+    """
+    header = parse_entry_header(buf, pos)
+    size = header.size_in_bytes
+    if size > len(buf) - pos:
+        raise CorruptRecordError(
+            f"entry at position {pos} declares {size} bytes but only {len(buf) - pos} remain"
+        )
+    if isinstance(header, BatchHeader):
+        header.compression  # noqa: B018 - raises CorruptRecordError for codec ids 5-7
+        if header.records_count == 0 and size != RECORDS_OFFSET:
+            raise InvalidRecordError(
+                f"record batch at position {pos} declares 0 records but carries "
+                f"{size - RECORDS_OFFSET} bytes of record data"
+            )
+        _, records = decode_batch(buf, pos)
+        return EntryRecords(header.base_offset, len(records))
+    with memoryview(buf) as view:
+        messages = decode_legacy(view[pos : pos + size], deep=True)
+    if not messages:
+        raise InvalidRecordError(f"compressed message at position {pos} holds no message")
+    if messages[-1].offset != header.last_offset:
+        raise InvalidRecordError(
+            f"compressed message at position {pos} has offset {header.last_offset} but its "
+            f"last inner message has offset {messages[-1].offset}"
+        )
+    return EntryRecords(messages[0].offset, len(messages))
