@@ -24,11 +24,9 @@ from kafkasim.client.consumer_group import (
 from kafkasim.client.group_protocol import PROTOCOL_TYPE, decode_assignment
 from kafkasim.client.minimal import MinimalClient
 from kafkasim.common.errors import error_for_code
+from kafkasim.common.sentinels import LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
-
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,13 +79,16 @@ from kafkasim.common.clock import Clock
 from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import (
     InvalidConfigError,
+    InvalidGroupIdError,
+    InvalidTopicError,
     KafkaError,
     KafkasimError,
     OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
     error_for_code,
-    error_for_name,
 )
 from kafkasim.common.rpc import RpcError, Transport
+from kafkasim.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.records.batch import TimestampType, decode_batch, iter_batches
@@ -101,8 +104,6 @@ __all__ = [
     "ConsumerRecord",
 ]
 
-EARLIEST_TIMESTAMP: Final = -2
-LATEST_TIMESTAMP: Final = -1
 _OFFSET_OUT_OF_RANGE: Final = OffsetOutOfRangeError.code
 _ISOLATION_LEVELS: Final = {"read_uncommitted": 0, "read_committed": 1}
 _client_ids = itertools.count(1)
@@ -367,7 +368,7 @@ class Consumer:
         wanted = list(topics)
         for topic in wanted:
             if not isinstance(topic, str) or not topic.strip():
-                raise error_for_name("INVALID_TOPIC_EXCEPTION")(
+                raise InvalidTopicError(
                     f"Topic collection to subscribe to cannot contain null or empty topic: "
                     f"{wanted!r}"
                 )
@@ -442,7 +443,7 @@ class Consumer:
 
     def _require_group(self) -> GroupMembership:
         if self._group is None:
-            raise error_for_name("INVALID_GROUP_ID")(
+            raise InvalidGroupIdError(
                 "To use the group management or offset commit APIs, you must provide a valid "
                 "group.id in the consumer configuration."
             )
@@ -489,9 +490,7 @@ class Consumer:
                 for t in response.topics:
                     if t.name == topic and t.partitions:
                         return sorted(p.partition for p in t.partitions)
-                raise error_for_name("UNKNOWN_TOPIC_OR_PARTITION")(
-                    f"Topic {topic} not present in metadata"
-                )
+                raise UnknownTopicOrPartitionError(f"Topic {topic} not present in metadata")
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- offset lookups ---------------------------------------------------------------------

@@ -51,7 +51,13 @@ from kafkasim.client.group_protocol import (
 )
 from kafkasim.client.minimal import RETRY_BACKOFF_MAX_MS, MinimalClient
 from kafkasim.common.clock import Clock
-from kafkasim.common.errors import KafkaError, KafkasimError, error_for_code, error_for_name
+from kafkasim.common.errors import (
+    CoordinatorNotAvailableError,
+    KafkaError,
+    KafkasimError,
+    error_for_code,
+    error_for_name,
+)
 from kafkasim.common.rpc import RpcError
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
@@ -82,9 +88,6 @@ UNKNOWN_MEMBER_ID = _code("UNKNOWN_MEMBER_ID")
 class CommitFailedError(KafkasimError):
     """Kafka's CommitFailedException: the group rebalanced, the partitions may already belong
     to another member, so the commit was refused."""
-
-
-CoordinatorNotAvailableError = error_for_name("COORDINATOR_NOT_AVAILABLE")
 
 
 async def find_coordinator(client: MinimalClient, group_id: str) -> tuple[int, str]:

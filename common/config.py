@@ -16,9 +16,10 @@ from types import MappingProxyType
 from typing import Any
 
 from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.sentinels import INT32_MAX
 
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
+# INT64_MAX is re-exported: storage.config imports it from here.
+from kafkasim.common.sentinels import INT64_MAX as INT64_MAX  # noqa: PLC0414
 
 
 class ConfigType(Enum):
