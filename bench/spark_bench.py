@@ -36,7 +36,7 @@ from kafkasim.client.minimal import MinimalClient
 from kafkasim.client.producer import Producer
 from kafkasim.cluster.local import REPO_ROOT, LocalCluster
 from kafkasim.common.clock import Clock, SystemClock
-from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.spark import KafkasimDataSource
 
 TOPIC = "spark-bench"

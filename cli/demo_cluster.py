@@ -24,10 +24,10 @@ from kafkasim.client.producer import Producer, RecordMetadata
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.coordination import NoNodeError
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
-from kafkasim.node.rpc_grpc import GrpcTransport
 
 
 @dataclass

@@ -22,7 +22,7 @@ from kafkasim.common.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 

@@ -25,7 +25,7 @@ from kafkasim.client.admin_groups import GroupAdmin
 from kafkasim.client.minimal import INVALID_METADATA_CODES, MinimalClient
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkaError, error_for_code, error_for_name
-from kafkasim.common.rpc import RpcError, Transport
+from kafkasim.common.rpc import ClientTransport, RpcError
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 
@@ -115,14 +115,14 @@ def _raise_for(code: int, message: str, topic: str) -> None:
 
 
 class AdminClient(GroupAdmin):
-    """Kafka's ``Admin`` over any ``Transport``. ``bootstrap`` is ``host:port`` addresses;
+    """Kafka's ``Admin`` over any ``ClientTransport``. ``bootstrap`` is ``host:port`` addresses;
     ``request_timeout_ms`` bounds one call, ``timeout_ms`` the whole retried operation."""
 
     def __init__(
         self,
         bootstrap: Sequence[str],
         *,
-        transport: Transport,
+        transport: ClientTransport,
         clock: Clock,
         request_timeout_ms: int = 30_000,
         timeout_ms: int = 60_000,

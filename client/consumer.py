@@ -87,7 +87,7 @@ from kafkasim.common.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from kafkasim.common.rpc import RpcError, Transport
+from kafkasim.common.rpc import ClientTransport, RpcError
 from kafkasim.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
@@ -282,7 +282,9 @@ class Consumer:
     every timeout. Use as ``async with Consumer(...) as c``, or call :meth:`close`.
     """
 
-    def __init__(self, config: Mapping[str, object], *, transport: Transport, clock: Clock) -> None:
+    def __init__(
+        self, config: Mapping[str, object], *, transport: ClientTransport, clock: Clock
+    ) -> None:
         self.config = CONSUMER_CONFIG.parse(config)
         cfg = self.config
         self.client_id: str = cfg["client.id"] or f"consumer-{next(_client_ids)}"

@@ -1,6 +1,6 @@
 """A minimal producer/consumer/admin client: enough to drive and test the cluster core.
 
-It speaks the client API over any ``Transport``: metadata from a bootstrap broker, produce to
+It speaks the client API over any ``ClientTransport``: metadata from a bootstrap broker, produce to
 and fetch from partition leaders (refreshing metadata on NOT_LEADER_OR_FOLLOWER and the like),
 admin calls to the controller. The full clients (batching, idempotence, groups) build on the
 same calls. Retries go through tenacity with a bounded count and backoff.
@@ -24,7 +24,7 @@ from tenacity import (
 from kafkasim import proto
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkaError, KafkasimError, error_for_code, error_for_name
-from kafkasim.common.rpc import RpcError, Transport
+from kafkasim.common.rpc import ClientTransport, RpcError
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.records.batch import Record, RecordBatchBuilder, decode_batch, iter_batches
@@ -91,7 +91,7 @@ def _retriable(e: BaseException) -> bool:
 class MinimalClient:
     def __init__(
         self,
-        transport: Transport,
+        transport: ClientTransport,
         bootstrap: Sequence[str],
         clock: Clock,
         *,

@@ -25,7 +25,7 @@ from kafkasim.client.producer_config import NEVER_MS, ProducerConfig
 from kafkasim.client.producer_errors import log_task_error, logger, retriable
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkaError
-from kafkasim.common.rpc import RpcError, Transport
+from kafkasim.common.rpc import ClientTransport, RpcError
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 
@@ -105,7 +105,7 @@ class MetadataRefresher:
         metadata: ClusterMetadata,
         config: ProducerConfig,
         *,
-        transport: Transport,
+        transport: ClientTransport,
         clock: Clock,
         waiting: Collection[str],
         on_update: Callable[[Mapping[str, int]], None],

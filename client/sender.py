@@ -48,7 +48,7 @@ from kafkasim.common.errors import (
     OutOfOrderSequenceNumberError,
     error_for_code,
 )
-from kafkasim.common.rpc import RpcError, RpcStatus, Transport
+from kafkasim.common.rpc import ClientTransport, RpcError, RpcStatus
 from kafkasim.proto import kafkasim_pb2 as pb
 
 __all__ = ["Sender"]
@@ -104,7 +104,7 @@ class Sender:
         self,
         config: ProducerConfig,
         *,
-        transport: Transport,
+        transport: ClientTransport,
         clock: Clock,
         accumulator: RecordAccumulator,
         metadata: ClusterMetadata,

@@ -3,7 +3,7 @@
 Spark calls the data source from plain Python functions, on the driver (planning, offsets)
 and in executors' Python workers (``read``/``write``). kafkasim's clients are asyncio, so each
 of those calls opens a :class:`ClusterConnection`: its own event loop (``asyncio.Runner``),
-a gRPC transport made as the CLI makes one (``node.rpc_grpc.GrpcTransport``, the wall
+a gRPC transport made as the CLI makes one (``common.rpc_grpc_client.GrpcTransport``, the wall
 ``SystemClock``), and a :class:`~client.minimal.MinimalClient` for metadata, ListOffsets and
 fetches. Nothing here is pickled: connections are opened where they are used and closed there.
 
@@ -37,8 +37,8 @@ from kafkasim.client.minimal import INVALID_METADATA_CODES, MinimalClient
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import KafkaError, KafkasimError, OffsetOutOfRangeError, error_for_code
 from kafkasim.common.rpc import RpcError
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
-from kafkasim.node.rpc_grpc import GrpcTransport
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.spark.options import (
     EARLIEST,

@@ -16,9 +16,9 @@ from kafkasim.client.minimal import MinimalClient
 from kafkasim.client.producer import Producer
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import SystemClock
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller.zk_process import zookeeper_available
-from kafkasim.node.rpc_grpc import GrpcTransport
 from tests.unit.client.test_partitioner import MURMUR2_VECTORS
 
 

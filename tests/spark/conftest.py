@@ -29,9 +29,9 @@ from kafkasim.client.minimal import MinimalClient
 from kafkasim.client.producer import Producer
 from kafkasim.cluster.local import REPO_ROOT, LocalCluster
 from kafkasim.common.clock import SystemClock
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller.zk_process import zookeeper_available
-from kafkasim.node.rpc_grpc import GrpcTransport
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
