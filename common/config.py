@@ -149,11 +149,6 @@ class Config:
         """Whether the user gave this key (rather than it taking its default)."""
         return name in self.originals
 
-    def with_overrides(self, overrides: Mapping[str, object]) -> Config:
-        merged = dict(self.originals)
-        merged.update(overrides)
-        return self.definition.parse(merged)
-
 
 class ConfigDef:
     """A set of declared keys plus cross-field rules checked at load."""
