@@ -29,7 +29,7 @@ from pathlib import Path
 import grpc
 
 from kafkasim import proto
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster.local import REPO_ROOT, LocalCluster
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc_grpc_client import GrpcTransport
@@ -195,7 +195,7 @@ async def _cluster(
 async def _failover(
     cluster: LocalCluster, client: MinimalClient, tp: TopicPartition, batch_values: list[bytes]
 ) -> tuple[float, float]:
-    leader = client.leaders[tp]
+    leader = client.metadata.leader(tp)
     zk = KazooCoordination(cluster.zookeeper.connect_string, 6000)
     await zk.start()
     try:

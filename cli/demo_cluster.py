@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkasim.client.minimal import MinimalClient
 from kafkasim.client.producer import Producer, RecordMetadata
+from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.coordination import NoNodeError

@@ -4,7 +4,7 @@ Reads (``list_topics``, ``describe_topics``, ``describe_cluster``, ``describe_co
 any broker that answers; writes (create/delete topics, add partitions, alter topic configs,
 elect leaders) go to the controller, found through the metadata and retried on NOT_CONTROLLER
 and retriable errors until ``delivery.timeout.ms`` has passed on the injected clock
-(``MinimalClient``'s policy).
+(``NetworkClient``'s policy).
 ``delete_records`` goes to each partition's leader, refreshing the metadata and retrying the
 partitions whose leader moved, under the same policy.
 
@@ -22,7 +22,7 @@ from types import MappingProxyType
 
 from kafkasim import proto
 from kafkasim.client.admin_groups import GroupAdmin
-from kafkasim.client.minimal import INVALID_METADATA_CODES, MinimalClient
+from kafkasim.client.network import INVALID_METADATA_CODES, NetworkClient
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkaError, error_for_code, error_for_name
 from kafkasim.common.rpc import ClientTransport, RpcError
@@ -127,7 +127,7 @@ class AdminClient(GroupAdmin):
         request_timeout_ms: int = 30_000,
         timeout_ms: int = 60_000,
     ) -> None:
-        self._client = MinimalClient(
+        self._client = NetworkClient(
             transport,
             bootstrap,
             clock,
@@ -354,13 +354,13 @@ class AdminClient(GroupAdmin):
         by_leader: dict[int, list[TopicPartition]] = {}
         retry: KafkaError | RpcError | None = None
         for tp in sorted(pending):
-            leader = self._client.leaders.get(tp)
-            if tp.topic in unknown_topics or leader is None:
+            leader = self._client.metadata.leader(tp)
+            if tp.topic in unknown_topics or not self._client.metadata.has_partition(tp):
                 results[tp] = error_for_code(UNKNOWN_TOPIC_OR_PARTITION)(
                     f"Partition {tp} does not exist."
                 )
                 del pending[tp]
-            elif leader < 0 or leader not in self._client.brokers:
+            elif leader < 0:
                 retry = LeaderNotAvailableError(f"no leader for partition {tp}")
             else:
                 by_leader.setdefault(leader, []).append(tp)
@@ -370,7 +370,7 @@ class AdminClient(GroupAdmin):
                 request.partitions.add(topic=tp.topic, partition=tp.partition, offset=pending[tp])
             try:
                 response = await self._client.transport.call(
-                    self._client.brokers[leader],
+                    self._client.metadata.brokers[leader],
                     proto.METHOD_DELETE_RECORDS,
                     request,
                     timeout_s=timeout_ms / 1000 + self._client.timeout_s,

@@ -74,7 +74,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exp
 from kafkasim import proto
 from kafkasim.client.assignors import assignor_for
 from kafkasim.client.consumer_group import CommitFailedError, GroupMembership, GroupSettings
-from kafkasim.client.minimal import INVALID_METADATA_CODES, RETRY_BACKOFF_MAX_MS, MinimalClient
+from kafkasim.client.network import INVALID_METADATA_CODES, RETRY_BACKOFF_MAX_MS, NetworkClient
+from kafkasim.client.requests import fetch_request
 from kafkasim.common.clock import Clock
 from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import (
@@ -289,7 +290,7 @@ class Consumer:
         cfg = self.config
         self.client_id: str = cfg["client.id"] or f"consumer-{next(_client_ids)}"
         self.clock = clock
-        self._client = MinimalClient(
+        self._client = NetworkClient(
             transport,
             cfg["bootstrap.servers"],
             clock,
@@ -744,7 +745,7 @@ class Consumer:
                 )
 
     async def _maybe_refresh_metadata(self) -> None:
-        missing = any(self._client.leaders.get(tp, -1) < 0 for tp in self._assignment)
+        missing = any(self._client.metadata.leader(tp) < 0 for tp in self._assignment)
         if not (self._metadata_stale or missing):
             return
         topics = sorted({tp.topic for tp in self._assignment})
@@ -766,33 +767,29 @@ class Consumer:
                 or state.retry_at_ms > now_ms
             ):
                 continue
-            address = self._client.brokers.get(self._client.leaders.get(tp, -1))
+            address = self._client.metadata.leader_address(tp)
             if address is None:
                 self._metadata_stale = True
                 continue
             by_leader.setdefault(address, []).append(tp)
         cfg = self.config
+        metadata = self._client.metadata
         for address, tps in by_leader.items():
-            request = pb.FetchRequest(
-                replica_id=-1,
-                max_wait_ms=max_wait_ms,
-                min_bytes=cfg["fetch.min.bytes"],
-                max_bytes=cfg["fetch.max.bytes"],
-                isolation_level=_ISOLATION_LEVELS[cfg["isolation.level"]],
-            )
             offsets: dict[TopicPartition, int] = {}
             for tp in tps:
                 state = self._assignment[tp]
                 assert state.position is not None
                 offsets[tp] = state.position
                 state.in_flight = True
-                request.partitions.add(
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    fetch_offset=state.position,
-                    current_leader_epoch=self._client.leader_epochs.get(tp, -1),
-                    partition_max_bytes=cfg["max.partition.fetch.bytes"],
-                )
+            request = fetch_request(
+                offsets,
+                max_wait_ms=max_wait_ms,
+                min_bytes=cfg["fetch.min.bytes"],
+                max_bytes=cfg["fetch.max.bytes"],
+                partition_max_bytes=cfg["max.partition.fetch.bytes"],
+                isolation_level=_ISOLATION_LEVELS[cfg["isolation.level"]],
+                leader_epochs={tp: metadata.leader_epoch(tp) for tp in tps},
+            )
             task = asyncio.get_running_loop().create_task(
                 self._fetch(address, request, offsets, max_wait_ms)
             )
@@ -875,7 +872,7 @@ class Consumer:
         state = self._assignment.get(tp)
         if state is not None:
             state.retry_at_ms = self.clock.monotonic_ms() + self._backoff_ms
-        self._client.leaders.pop(tp, None)
+        self._client.metadata.forget_leader(tp)
         self._metadata_stale = True
 
     def _partition_error(

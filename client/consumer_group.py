@@ -49,7 +49,7 @@ from kafkasim.client.group_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from kafkasim.client.minimal import RETRY_BACKOFF_MAX_MS, MinimalClient
+from kafkasim.client.network import RETRY_BACKOFF_MAX_MS, NetworkClient
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import (
     CoordinatorNotAvailableError,
@@ -90,7 +90,7 @@ class CommitFailedError(KafkasimError):
     to another member, so the commit was refused."""
 
 
-async def find_coordinator(client: MinimalClient, group_id: str) -> tuple[int, str]:
+async def find_coordinator(client: NetworkClient, group_id: str) -> tuple[int, str]:
     """(broker id, address) of ``group_id``'s coordinator, asking any broker.
 
     A retriable COORDINATOR_NOT_AVAILABLE (or the like) while ``__consumer_offsets`` is being
@@ -147,7 +147,7 @@ class GroupSettings:
 class GroupMembership:
     """One consumer's membership of ``settings.group_id``; see the module doc."""
 
-    def __init__(self, settings: GroupSettings, client: MinimalClient, clock: Clock) -> None:
+    def __init__(self, settings: GroupSettings, client: NetworkClient, clock: Clock) -> None:
         self.settings = settings
         self._client = client
         self._clock = clock

@@ -94,11 +94,11 @@ from kafkasim.client.accumulator import (
     RecordMetadata,
     SendCallback,
 )
+from kafkasim.client.metadata import ClusterMetadata
 from kafkasim.client.partitioner import PARTITIONERS, FunctionPartitioner, PartitionFunction
 from kafkasim.client.producer_config import PRODUCER_CONFIG, PRODUCER_KEYS, ProducerConfig
 from kafkasim.client.producer_connection import BrokerConnection
 from kafkasim.client.producer_errors import DeliveryTimeoutError, ProducerClosedError, logger
-from kafkasim.client.producer_metadata import ClusterMetadata
 from kafkasim.client.sender import Sender
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import RecordTooLargeError

@@ -35,11 +35,12 @@ from kafkasim.client.accumulator import (
     ProducerBatch,
     RecordAccumulator,
 )
-from kafkasim.client.minimal import INVALID_METADATA_CODES
+from kafkasim.client.metadata import ClusterMetadata
+from kafkasim.client.network import INVALID_METADATA_CODES
 from kafkasim.client.producer_config import NEVER_MS, ProducerConfig
 from kafkasim.client.producer_connection import BrokerConnection, InFlightRequest
 from kafkasim.client.producer_errors import DeliveryTimeoutError, log_task_error, logger, retriable
-from kafkasim.client.producer_metadata import ClusterMetadata, MetadataRefresher
+from kafkasim.client.producer_metadata import MetadataRefresher
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import (
     DuplicateSequenceNumberError,

@@ -62,7 +62,7 @@ from types import MappingProxyType
 from typing import Final, Protocol
 
 from kafkasim import proto
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.coordination import NoNodeError

@@ -57,7 +57,7 @@ from types import MappingProxyType
 from typing import Final
 
 from kafkasim import proto
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster import chaos
 from kafkasim.cluster.chaos import BackendSpec, ChaosError
 from kafkasim.common.clock import SystemClock

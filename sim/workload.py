@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kafkasim import proto
-from kafkasim.client.minimal import MinimalClient
 from kafkasim.client.producer import Producer
+from kafkasim.client.simple import MinimalClient
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkaError, KafkasimError, error_for_name
 from kafkasim.common.rpc import ClientTransport, RpcError

@@ -29,7 +29,7 @@ if _REASON is not None:
     pytest.skip(_REASON, allow_module_level=True)
 
 from kafkasim import proto  # noqa: E402 - after the skip: nothing below runs without an engine
-from kafkasim.client.minimal import MinimalClient  # noqa: E402
+from kafkasim.client.simple import MinimalClient  # noqa: E402
 from kafkasim.cluster.chaos import read_replica_log  # noqa: E402
 from kafkasim.common.clock import SystemClock  # noqa: E402
 from kafkasim.common.rpc import RpcError  # noqa: E402

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.controller.zk_process import zookeeper_available

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.rpc_grpc_client import GrpcTransport

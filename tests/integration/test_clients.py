@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kafkasim.client.consumer import Consumer, ConsumerRebalanceListener
-from kafkasim.client.minimal import MinimalClient
 from kafkasim.client.producer import Producer
+from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc_grpc_client import GrpcTransport
@@ -82,7 +82,7 @@ def test_a_retry_after_a_lost_answer_is_written_once_only_with_idempotence(
             await _topic(client, topic, 1)
             tp = TopicPartition(topic, 0)
             await client.refresh_metadata([topic])
-            leader = client.leaders[tp]
+            leader = client.metadata.leader(tp)
             followers = [b for b in cluster.brokers if b != leader]
             config = {
                 "bootstrap.servers": ",".join(cluster.bootstrap),

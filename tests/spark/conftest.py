@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from kafkasim.client.admin import AdminClient
-from kafkasim.client.minimal import MinimalClient
 from kafkasim.client.producer import Producer
+from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster.local import REPO_ROOT, LocalCluster
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc_grpc_client import GrpcTransport
