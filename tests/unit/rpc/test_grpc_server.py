@@ -63,29 +63,18 @@ async def _raw_call(
         await server.stop(0)
 
 
-def test_a_unary_body_that_is_not_protobuf_is_invalid_argument(
-    caplog: pytest.LogCaptureFixture,
+@pytest.mark.parametrize(
+    ("method", "streaming"),
+    [(proto.METHOD_PRODUCE, False), (proto.METHOD_PRODUCE_STREAM, True)],
+    ids=["unary", "stream"],
+)
+def test_a_body_that_is_not_protobuf_is_invalid_argument(
+    method: str, streaming: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    code, details, seen = asyncio.run(
-        _raw_call(proto.METHOD_PRODUCE, NOT_PROTOBUF, streaming=False)
-    )
+    code, details, seen = asyncio.run(_raw_call(method, NOT_PROTOBUF, streaming=streaming))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
-    assert proto.METHOD_PRODUCE in details
-    assert "not a valid kafkasim.ProduceRequest message" in details
-    assert seen == []
-    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
-
-
-def test_a_stream_message_that_is_not_protobuf_is_invalid_argument(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    caplog.set_level(logging.DEBUG)
-    code, details, seen = asyncio.run(
-        _raw_call(proto.METHOD_PRODUCE_STREAM, NOT_PROTOBUF, streaming=True)
-    )
-    assert code == grpc.StatusCode.INVALID_ARGUMENT
-    assert proto.METHOD_PRODUCE_STREAM in details
+    assert method in details
     assert "not a valid kafkasim.ProduceRequest message" in details
     assert seen == []
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
