@@ -24,15 +24,19 @@ from kafkasim import proto
 from kafkasim.client.admin_groups import GroupAdmin
 from kafkasim.client.network import INVALID_METADATA_CODES, NetworkClient
 from kafkasim.common.clock import Clock
-from kafkasim.common.errors import KafkaError, error_for_code, error_for_name
+from kafkasim.common.errors import (
+    KafkaError,
+    LeaderNotAvailableError,
+    NotControllerError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+    error_for_name,
+)
 from kafkasim.common.rpc import ClientTransport, RpcError
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 
-UNKNOWN_TOPIC_OR_PARTITION = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
-LeaderNotAvailableError = error_for_name("LEADER_NOT_AVAILABLE")
-ELECTION_NOT_NEEDED = error_for_name("ELECTION_NOT_NEEDED").code
-NOT_CONTROLLER = error_for_name("NOT_CONTROLLER").code
+UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.code
 OP_SET, OP_DELETE = 0, 1  # Kafka's AlterConfigOp.OpType
 NO_CONFIGS: Mapping[str, str] = MappingProxyType({})
 RESOURCE_TYPE_TOPIC = 2  # Kafka's ConfigResource.Type.TOPIC
@@ -268,8 +272,8 @@ class AdminClient(GroupAdmin):
                     proto.METHOD_INCREMENTAL_ALTER_CONFIGS, request
                 )
                 assert isinstance(answer, pb.IncrementalAlterConfigsResponse)
-                if any(r.error_code == NOT_CONTROLLER for r in answer.responses):
-                    raise error_for_code(NOT_CONTROLLER)("the controller moved")
+                if any(r.error_code == NotControllerError.code for r in answer.responses):
+                    raise NotControllerError("the controller moved")
                 response = answer
         for result in response.responses:
             _raise_for(result.error_code, result.error_message, topic)
@@ -356,9 +360,7 @@ class AdminClient(GroupAdmin):
         for tp in sorted(pending):
             leader = self._client.metadata.leader(tp)
             if tp.topic in unknown_topics or not self._client.metadata.has_partition(tp):
-                results[tp] = error_for_code(UNKNOWN_TOPIC_OR_PARTITION)(
-                    f"Partition {tp} does not exist."
-                )
+                results[tp] = UnknownTopicOrPartitionError(f"Partition {tp} does not exist.")
                 del pending[tp]
             elif leader < 0:
                 retry = LeaderNotAvailableError(f"no leader for partition {tp}")
