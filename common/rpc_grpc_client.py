@@ -136,25 +136,21 @@ class _Channel:
         self._streams: dict[str, Any] = {}
 
     def unary(self, spec: MethodSpec) -> Any:
-        callable_ = self._unary.get(spec.name)
-        if callable_ is None:
-            callable_ = self.channel.unary_unary(
-                spec.name,
-                request_serializer=serialize,
-                response_deserializer=spec.response_cls.FromString,
-            )
-            self._unary[spec.name] = callable_
-        return callable_
+        return self._multicallable(self._unary, self.channel.unary_unary, spec)
 
     def stream(self, spec: MethodSpec) -> Any:
-        callable_ = self._streams.get(spec.name)
+        return self._multicallable(self._streams, self.channel.stream_stream, spec)
+
+    @staticmethod
+    def _multicallable(built: dict[str, Any], make: Any, spec: MethodSpec) -> Any:
+        callable_ = built.get(spec.name)
         if callable_ is None:
-            callable_ = self.channel.stream_stream(
+            callable_ = make(
                 spec.name,
                 request_serializer=serialize,
                 response_deserializer=spec.response_cls.FromString,
             )
-            self._streams[spec.name] = callable_
+            built[spec.name] = callable_
         return callable_
 
 
