@@ -69,12 +69,10 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
-
 from kafkasim import proto
 from kafkasim.client.assignors import assignor_for
 from kafkasim.client.consumer_group import CommitFailedError, GroupMembership, GroupSettings
-from kafkasim.client.network import INVALID_METADATA_CODES, RETRY_BACKOFF_MAX_MS, NetworkClient
+from kafkasim.client.network import INVALID_METADATA_CODES, NetworkClient
 from kafkasim.client.requests import fetch_request
 from kafkasim.common.clock import Clock
 from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
@@ -269,12 +267,6 @@ class _PartitionState:
     retry_at_ms: int = 0  # after an error, not fetched again before this (monotonic)
 
 
-def _retriable(e: BaseException) -> bool:
-    if isinstance(e, RpcError):
-        return e.retriable
-    return isinstance(e, KafkaError) and e.retriable
-
-
 class Consumer:
     """Kafka's consumer with manual assignment (``assign``); see the module doc.
 
@@ -290,11 +282,14 @@ class Consumer:
         cfg = self.config
         self.client_id: str = cfg["client.id"] or f"consumer-{next(_client_ids)}"
         self.clock = clock
+        # Its retry policy is the consumer's: retry.backoff.ms until default.api.timeout.ms.
         self._client = NetworkClient(
             transport,
             cfg["bootstrap.servers"],
             clock,
             request_timeout_ms=cfg["request.timeout.ms"],
+            delivery_timeout_ms=cfg["default.api.timeout.ms"],
+            retry_backoff_ms=cfg["retry.backoff.ms"],
         )
         self._auto_offset_reset: str = cfg["auto.offset.reset"]
         self._request_timeout_s = cfg["request.timeout.ms"] / 1000
@@ -325,7 +320,6 @@ class Consumer:
                     heartbeat_interval_ms=cfg["heartbeat.interval.ms"],
                     retry_backoff_ms=cfg["retry.backoff.ms"],
                     request_timeout_ms=cfg["request.timeout.ms"],
-                    api_timeout_ms=cfg["default.api.timeout.ms"],
                     assignors=tuple(
                         assignor_for(name) for name in cfg["partition.assignment.strategy"]
                     ),
@@ -487,7 +481,7 @@ class Consumer:
     async def partitions_for(self, topic: str) -> list[int]:
         """The partition numbers of ``topic`` (UNKNOWN_TOPIC_OR_PARTITION if it has none)."""
         self._check_open()
-        async for attempt in self._retrying():
+        async for attempt in self._client.retrying():
             with attempt:
                 response = await self._client.refresh_metadata([topic])
                 for t in response.topics:
@@ -918,20 +912,6 @@ class Consumer:
                 self._ready.popleft()
         return out
 
-    def _retrying(self) -> AsyncRetrying:
-        deadline: int = self.clock.monotonic_ms() + self.config["default.api.timeout.ms"]
-
-        def past_deadline(_state: RetryCallState) -> bool:
-            return self.clock.monotonic_ms() >= deadline
-
-        backoff_s = self._backoff_ms / 1000
-        return AsyncRetrying(
-            stop=past_deadline,
-            wait=wait_exponential(multiplier=backoff_s, max=RETRY_BACKOFF_MAX_MS / 1000),
-            retry=retry_if_exception(_retriable),
-            reraise=True,
-        )
-
     async def _list_offsets(
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, tuple[int, int]]:
@@ -940,5 +920,5 @@ class Consumer:
         return await self._client.list_offsets(
             timestamps,
             isolation_level=_ISOLATION_LEVELS[self.config["isolation.level"]],
-            retrying=self._retrying(),
+            retrying=self._client.retrying(),
         )
