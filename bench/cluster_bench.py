@@ -29,14 +29,14 @@ from pathlib import Path
 import grpc
 
 from kafkasim import proto
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster.local import REPO_ROOT, LocalCluster
 from kafkasim.common.clock import SystemClock
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
 from kafkasim.controller.zk_process import free_loopback_port
-from kafkasim.node.rpc_grpc import GrpcTransport
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.records.batch import RecordBatchBuilder
 
@@ -195,7 +195,7 @@ async def _cluster(
 async def _failover(
     cluster: LocalCluster, client: MinimalClient, tp: TopicPartition, batch_values: list[bytes]
 ) -> tuple[float, float]:
-    leader = client.leaders[tp]
+    leader = client.metadata.leader(tp)
     zk = KazooCoordination(cluster.zookeeper.connect_string, 6000)
     await zk.start()
     try:

@@ -32,11 +32,11 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from kafkasim.client.minimal import MinimalClient
 from kafkasim.client.producer import Producer
+from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster.local import REPO_ROOT, LocalCluster
 from kafkasim.common.clock import Clock, SystemClock
-from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.spark import KafkasimDataSource
 
 TOPIC = "spark-bench"

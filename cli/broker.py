@@ -22,7 +22,7 @@ from kafkasim.controller.zk_kazoo import KazooCoordination
 from kafkasim.node.broker import Broker, controller_factory
 from kafkasim.node.broker_id import resolve_broker_id
 from kafkasim.node.config import BrokerConfig
-from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.node.rpc_grpc import GrpcBrokerTransport
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ async def serve(config: BrokerConfig) -> None:
     config = await resolve_broker_id(config, coordination)
     broker = Broker(
         config,
-        transport=GrpcTransport(),
+        transport=GrpcBrokerTransport(),
         coordination_factory=coordination,
         clock=SystemClock(),
         controller_factory=controller_factory(lambda _broker_id: random.Random()),

@@ -29,7 +29,7 @@ from kafkasim.client.admin import AdminClient
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.config import read_properties
 from kafkasim.common.errors import InvalidConfigError, KafkaError, KafkasimError
-from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 
 ENTITY_TYPES = ("topics",)
 DYNAMIC_TOPIC_CONFIG = 1  # Kafka's DescribeConfigs ConfigSource number

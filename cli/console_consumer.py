@@ -27,8 +27,8 @@ from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
 from kafkasim.cli.console_producer import parse_properties
 from kafkasim.client.consumer import Consumer, ConsumerRecord
 from kafkasim.common.clock import SystemClock
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
-from kafkasim.node.rpc_grpc import GrpcTransport
 from kafkasim.storage.records.batch import TimestampType
 
 FORMATTER_PROPERTIES = (

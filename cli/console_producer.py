@@ -18,7 +18,7 @@ from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
 from kafkasim.client.producer import Producer, RecordMetadata
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import KafkasimError
-from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 
 READER_PROPERTIES = ("parse.key", "key.separator", "ignore.error")
 

@@ -18,11 +18,12 @@ from typing import Any
 
 from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
 from kafkasim.client.admin import AdminClient
-from kafkasim.client.admin_groups import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, GroupDescription
+from kafkasim.client.admin_groups import GroupDescription
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import KafkaError, KafkasimError
+from kafkasim.common.rpc_grpc_client import GrpcTransport
+from kafkasim.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
-from kafkasim.node.rpc_grpc import GrpcTransport
 
 
 class GroupCommandError(KafkasimError):

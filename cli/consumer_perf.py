@@ -41,8 +41,8 @@ from kafkasim.client.admin import AdminClient
 from kafkasim.client.consumer import Consumer, ConsumerRebalanceListener
 from kafkasim.common.clock import Clock, SystemClock
 from kafkasim.common.config import read_properties
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
-from kafkasim.node.rpc_grpc import GrpcTransport
 
 _TIMING_FIELDS = (
     "rebalance.time.ms",

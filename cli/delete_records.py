@@ -27,8 +27,8 @@ from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
 from kafkasim.client.admin import AdminClient
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import KafkaError, KafkasimError
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
-from kafkasim.node.rpc_grpc import GrpcTransport
 
 SUPPORTED_VERSIONS = (1,)
 

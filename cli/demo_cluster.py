@@ -19,15 +19,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkasim.client.minimal import MinimalClient
 from kafkasim.client.producer import Producer, RecordMetadata
+from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.coordination import NoNodeError
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
-from kafkasim.node.rpc_grpc import GrpcTransport
 
 
 @dataclass

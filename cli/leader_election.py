@@ -17,11 +17,9 @@ from typing import Any
 from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
 from kafkasim.client.admin import AdminClient
 from kafkasim.common.clock import SystemClock
-from kafkasim.common.errors import KafkaError, error_for_name
+from kafkasim.common.errors import ElectionNotNeededError, KafkaError
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
-from kafkasim.node.rpc_grpc import GrpcTransport
-
-ElectionNotNeededError = error_for_name("ELECTION_NOT_NEEDED")
 
 
 def register(sub: Any) -> None:

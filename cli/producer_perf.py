@@ -18,7 +18,7 @@ from typing import Any
 
 from kafkasim.client.producer import Producer, RecordMetadata, SendCallback
 from kafkasim.common.clock import Clock, SystemClock
-from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 
 REPORTING_INTERVAL_MS = 5_000
 # Kafka's send() blocks once buffer.memory (32 MiB) is full; this bounds what is unacknowledged.

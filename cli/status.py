@@ -8,10 +8,10 @@ import asyncio
 from kafkasim import proto
 from kafkasim.common.coordination import NoNodeError
 from kafkasim.common.rpc import RpcError
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
-from kafkasim.node.rpc_grpc import GrpcTransport
 from kafkasim.proto import kafkasim_pb2 as pb
 
 

@@ -16,12 +16,15 @@ from typing import Any
 from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
 from kafkasim.client.admin import AdminClient, NewTopic, TopicDescription
 from kafkasim.common.clock import SystemClock
-from kafkasim.common.errors import KafkaError, KafkasimError, error_for_name
-from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.common.errors import (
+    KafkaError,
+    KafkasimError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
-TopicAlreadyExistsError = error_for_name("TOPIC_ALREADY_EXISTS")
-UnknownTopicError = error_for_name("UNKNOWN_TOPIC_OR_PARTITION")
 
 
 class TopicCommandError(KafkasimError):
@@ -97,7 +100,7 @@ async def _run(action: str, args: argparse.Namespace, bootstrap: list[str]) -> l
                 await admin.create_partitions(args.topic, args.partitions)
             else:
                 await admin.delete_topics([args.topic])
-        except UnknownTopicError:
+        except UnknownTopicOrPartitionError:
             if not args.if_exists:
                 raise TopicCommandError(
                     f"Topic '{args.topic}' does not exist as expected"
@@ -150,7 +153,7 @@ async def _create(admin: AdminClient, args: argparse.Namespace) -> list[str]:
 async def _describe(admin: AdminClient, args: argparse.Namespace) -> list[str]:
     try:
         topics = await admin.describe_topics([args.topic] if args.topic else None)
-    except UnknownTopicError:
+    except UnknownTopicOrPartitionError:
         if args.if_exists:
             return []
         raise TopicCommandError(f"Topic '{args.topic}' does not exist as expected") from None

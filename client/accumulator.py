@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kafkasim.client.metadata import ClusterMetadata, TopicMetadata
 from kafkasim.client.partitioner import Partitioner
 from kafkasim.client.producer_config import NEVER_MS, ProducerConfig
 from kafkasim.client.producer_errors import DeliveryTimeoutError
-from kafkasim.client.producer_metadata import ClusterMetadata, TopicMetadata
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import error_for_code, error_for_name
 from kafkasim.common.types import TopicPartition

@@ -4,7 +4,7 @@ Reads (``list_topics``, ``describe_topics``, ``describe_cluster``, ``describe_co
 any broker that answers; writes (create/delete topics, add partitions, alter topic configs,
 elect leaders) go to the controller, found through the metadata and retried on NOT_CONTROLLER
 and retriable errors until ``delivery.timeout.ms`` has passed on the injected clock
-(``MinimalClient``'s policy).
+(``NetworkClient``'s policy).
 ``delete_records`` goes to each partition's leader, refreshing the metadata and retrying the
 partitions whose leader moved, under the same policy.
 
@@ -22,17 +22,21 @@ from types import MappingProxyType
 
 from kafkasim import proto
 from kafkasim.client.admin_groups import GroupAdmin
-from kafkasim.client.minimal import INVALID_METADATA_CODES, MinimalClient
+from kafkasim.client.network import INVALID_METADATA_CODES, NetworkClient
 from kafkasim.common.clock import Clock
-from kafkasim.common.errors import KafkaError, error_for_code, error_for_name
-from kafkasim.common.rpc import RpcError, Transport
+from kafkasim.common.errors import (
+    KafkaError,
+    LeaderNotAvailableError,
+    NotControllerError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+    error_for_name,
+)
+from kafkasim.common.rpc import ClientTransport, RpcError
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 
-UNKNOWN_TOPIC_OR_PARTITION = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
-LeaderNotAvailableError = error_for_name("LEADER_NOT_AVAILABLE")
-ELECTION_NOT_NEEDED = error_for_name("ELECTION_NOT_NEEDED").code
-NOT_CONTROLLER = error_for_name("NOT_CONTROLLER").code
+UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.code
 OP_SET, OP_DELETE = 0, 1  # Kafka's AlterConfigOp.OpType
 NO_CONFIGS: Mapping[str, str] = MappingProxyType({})
 RESOURCE_TYPE_TOPIC = 2  # Kafka's ConfigResource.Type.TOPIC
@@ -115,19 +119,19 @@ def _raise_for(code: int, message: str, topic: str) -> None:
 
 
 class AdminClient(GroupAdmin):
-    """Kafka's ``Admin`` over any ``Transport``. ``bootstrap`` is ``host:port`` addresses;
+    """Kafka's ``Admin`` over any ``ClientTransport``. ``bootstrap`` is ``host:port`` addresses;
     ``request_timeout_ms`` bounds one call, ``timeout_ms`` the whole retried operation."""
 
     def __init__(
         self,
         bootstrap: Sequence[str],
         *,
-        transport: Transport,
+        transport: ClientTransport,
         clock: Clock,
         request_timeout_ms: int = 30_000,
         timeout_ms: int = 60_000,
     ) -> None:
-        self._client = MinimalClient(
+        self._client = NetworkClient(
             transport,
             bootstrap,
             clock,
@@ -268,8 +272,8 @@ class AdminClient(GroupAdmin):
                     proto.METHOD_INCREMENTAL_ALTER_CONFIGS, request
                 )
                 assert isinstance(answer, pb.IncrementalAlterConfigsResponse)
-                if any(r.error_code == NOT_CONTROLLER for r in answer.responses):
-                    raise error_for_code(NOT_CONTROLLER)("the controller moved")
+                if any(r.error_code == NotControllerError.code for r in answer.responses):
+                    raise NotControllerError("the controller moved")
                 response = answer
         for result in response.responses:
             _raise_for(result.error_code, result.error_message, topic)
@@ -354,13 +358,11 @@ class AdminClient(GroupAdmin):
         by_leader: dict[int, list[TopicPartition]] = {}
         retry: KafkaError | RpcError | None = None
         for tp in sorted(pending):
-            leader = self._client.leaders.get(tp)
-            if tp.topic in unknown_topics or leader is None:
-                results[tp] = error_for_code(UNKNOWN_TOPIC_OR_PARTITION)(
-                    f"Partition {tp} does not exist."
-                )
+            leader = self._client.metadata.leader(tp)
+            if tp.topic in unknown_topics or not self._client.metadata.has_partition(tp):
+                results[tp] = UnknownTopicOrPartitionError(f"Partition {tp} does not exist.")
                 del pending[tp]
-            elif leader < 0 or leader not in self._client.brokers:
+            elif leader < 0:
                 retry = LeaderNotAvailableError(f"no leader for partition {tp}")
             else:
                 by_leader.setdefault(leader, []).append(tp)
@@ -370,7 +372,7 @@ class AdminClient(GroupAdmin):
                 request.partitions.add(topic=tp.topic, partition=tp.partition, offset=pending[tp])
             try:
                 response = await self._client.transport.call(
-                    self._client.brokers[leader],
+                    self._client.metadata.brokers[leader],
                     proto.METHOD_DELETE_RECORDS,
                     request,
                     timeout_s=timeout_ms / 1000 + self._client.timeout_s,

@@ -6,7 +6,7 @@ Group calls go to the group's coordinator (FindCoordinator to any broker), ListG
 live broker (each knows only the groups it coordinates), ListOffsets to each partition's
 leader. Coordinator errors (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS) and unreachable brokers are retried under the admin client's
-policy (``MinimalClient.retrying``); anything else raises the Kafka error class naming the
+policy (``NetworkClient.retrying``); anything else raises the Kafka error class naming the
 group.
 """
 
@@ -22,13 +22,11 @@ from kafkasim.client.consumer_group import (
     offset_commit_request,
 )
 from kafkasim.client.group_protocol import PROTOCOL_TYPE, decode_assignment
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.network import NetworkClient
 from kafkasim.common.errors import error_for_code
+from kafkasim.common.sentinels import LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
-
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +64,7 @@ class PartitionLag:
 class GroupAdmin:
     """Mixed into ``AdminClient``, which provides ``_client``."""
 
-    _client: MinimalClient
+    _client: NetworkClient
 
     async def _coordinator_call(self, group_id: str, method: str, request: object) -> object:
         """One call to ``group_id``'s coordinator, looked up again after a coordinator error."""

@@ -69,23 +69,25 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
-
 from kafkasim import proto
 from kafkasim.client.assignors import assignor_for
 from kafkasim.client.consumer_group import CommitFailedError, GroupMembership, GroupSettings
-from kafkasim.client.minimal import INVALID_METADATA_CODES, RETRY_BACKOFF_MAX_MS, MinimalClient
+from kafkasim.client.network import INVALID_METADATA_CODES, NetworkClient
+from kafkasim.client.requests import fetch_request
 from kafkasim.common.clock import Clock
 from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import (
     InvalidConfigError,
+    InvalidGroupIdError,
+    InvalidTopicError,
     KafkaError,
     KafkasimError,
     OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
     error_for_code,
-    error_for_name,
 )
-from kafkasim.common.rpc import RpcError, Transport
+from kafkasim.common.rpc import ClientTransport, RpcError
+from kafkasim.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.records.batch import TimestampType, decode_batch, iter_batches
@@ -101,8 +103,6 @@ __all__ = [
     "ConsumerRecord",
 ]
 
-EARLIEST_TIMESTAMP: Final = -2
-LATEST_TIMESTAMP: Final = -1
 _OFFSET_OUT_OF_RANGE: Final = OffsetOutOfRangeError.code
 _ISOLATION_LEVELS: Final = {"read_uncommitted": 0, "read_committed": 1}
 _client_ids = itertools.count(1)
@@ -267,12 +267,6 @@ class _PartitionState:
     retry_at_ms: int = 0  # after an error, not fetched again before this (monotonic)
 
 
-def _retriable(e: BaseException) -> bool:
-    if isinstance(e, RpcError):
-        return e.retriable
-    return isinstance(e, KafkaError) and e.retriable
-
-
 class Consumer:
     """Kafka's consumer with manual assignment (``assign``); see the module doc.
 
@@ -281,16 +275,21 @@ class Consumer:
     every timeout. Use as ``async with Consumer(...) as c``, or call :meth:`close`.
     """
 
-    def __init__(self, config: Mapping[str, object], *, transport: Transport, clock: Clock) -> None:
+    def __init__(
+        self, config: Mapping[str, object], *, transport: ClientTransport, clock: Clock
+    ) -> None:
         self.config = CONSUMER_CONFIG.parse(config)
         cfg = self.config
         self.client_id: str = cfg["client.id"] or f"consumer-{next(_client_ids)}"
         self.clock = clock
-        self._client = MinimalClient(
+        # Its retry policy is the consumer's: retry.backoff.ms until default.api.timeout.ms.
+        self._client = NetworkClient(
             transport,
             cfg["bootstrap.servers"],
             clock,
             request_timeout_ms=cfg["request.timeout.ms"],
+            delivery_timeout_ms=cfg["default.api.timeout.ms"],
+            retry_backoff_ms=cfg["retry.backoff.ms"],
         )
         self._auto_offset_reset: str = cfg["auto.offset.reset"]
         self._request_timeout_s = cfg["request.timeout.ms"] / 1000
@@ -321,7 +320,6 @@ class Consumer:
                     heartbeat_interval_ms=cfg["heartbeat.interval.ms"],
                     retry_backoff_ms=cfg["retry.backoff.ms"],
                     request_timeout_ms=cfg["request.timeout.ms"],
-                    api_timeout_ms=cfg["default.api.timeout.ms"],
                     assignors=tuple(
                         assignor_for(name) for name in cfg["partition.assignment.strategy"]
                     ),
@@ -367,7 +365,7 @@ class Consumer:
         wanted = list(topics)
         for topic in wanted:
             if not isinstance(topic, str) or not topic.strip():
-                raise error_for_name("INVALID_TOPIC_EXCEPTION")(
+                raise InvalidTopicError(
                     f"Topic collection to subscribe to cannot contain null or empty topic: "
                     f"{wanted!r}"
                 )
@@ -442,7 +440,7 @@ class Consumer:
 
     def _require_group(self) -> GroupMembership:
         if self._group is None:
-            raise error_for_name("INVALID_GROUP_ID")(
+            raise InvalidGroupIdError(
                 "To use the group management or offset commit APIs, you must provide a valid "
                 "group.id in the consumer configuration."
             )
@@ -483,15 +481,13 @@ class Consumer:
     async def partitions_for(self, topic: str) -> list[int]:
         """The partition numbers of ``topic`` (UNKNOWN_TOPIC_OR_PARTITION if it has none)."""
         self._check_open()
-        async for attempt in self._retrying():
+        async for attempt in self._client.retrying():
             with attempt:
                 response = await self._client.refresh_metadata([topic])
                 for t in response.topics:
                     if t.name == topic and t.partitions:
                         return sorted(p.partition for p in t.partitions)
-                raise error_for_name("UNKNOWN_TOPIC_OR_PARTITION")(
-                    f"Topic {topic} not present in metadata"
-                )
+                raise UnknownTopicOrPartitionError(f"Topic {topic} not present in metadata")
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- offset lookups ---------------------------------------------------------------------
@@ -743,7 +739,7 @@ class Consumer:
                 )
 
     async def _maybe_refresh_metadata(self) -> None:
-        missing = any(self._client.leaders.get(tp, -1) < 0 for tp in self._assignment)
+        missing = any(self._client.metadata.leader(tp) < 0 for tp in self._assignment)
         if not (self._metadata_stale or missing):
             return
         topics = sorted({tp.topic for tp in self._assignment})
@@ -765,33 +761,29 @@ class Consumer:
                 or state.retry_at_ms > now_ms
             ):
                 continue
-            address = self._client.brokers.get(self._client.leaders.get(tp, -1))
+            address = self._client.metadata.leader_address(tp)
             if address is None:
                 self._metadata_stale = True
                 continue
             by_leader.setdefault(address, []).append(tp)
         cfg = self.config
+        metadata = self._client.metadata
         for address, tps in by_leader.items():
-            request = pb.FetchRequest(
-                replica_id=-1,
-                max_wait_ms=max_wait_ms,
-                min_bytes=cfg["fetch.min.bytes"],
-                max_bytes=cfg["fetch.max.bytes"],
-                isolation_level=_ISOLATION_LEVELS[cfg["isolation.level"]],
-            )
             offsets: dict[TopicPartition, int] = {}
             for tp in tps:
                 state = self._assignment[tp]
                 assert state.position is not None
                 offsets[tp] = state.position
                 state.in_flight = True
-                request.partitions.add(
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    fetch_offset=state.position,
-                    current_leader_epoch=self._client.leader_epochs.get(tp, -1),
-                    partition_max_bytes=cfg["max.partition.fetch.bytes"],
-                )
+            request = fetch_request(
+                offsets,
+                max_wait_ms=max_wait_ms,
+                min_bytes=cfg["fetch.min.bytes"],
+                max_bytes=cfg["fetch.max.bytes"],
+                partition_max_bytes=cfg["max.partition.fetch.bytes"],
+                isolation_level=_ISOLATION_LEVELS[cfg["isolation.level"]],
+                leader_epochs={tp: metadata.leader_epoch(tp) for tp in tps},
+            )
             task = asyncio.get_running_loop().create_task(
                 self._fetch(address, request, offsets, max_wait_ms)
             )
@@ -874,7 +866,7 @@ class Consumer:
         state = self._assignment.get(tp)
         if state is not None:
             state.retry_at_ms = self.clock.monotonic_ms() + self._backoff_ms
-        self._client.leaders.pop(tp, None)
+        self._client.metadata.forget_leader(tp)
         self._metadata_stale = True
 
     def _partition_error(
@@ -920,20 +912,6 @@ class Consumer:
                 self._ready.popleft()
         return out
 
-    def _retrying(self) -> AsyncRetrying:
-        deadline: int = self.clock.monotonic_ms() + self.config["default.api.timeout.ms"]
-
-        def past_deadline(_state: RetryCallState) -> bool:
-            return self.clock.monotonic_ms() >= deadline
-
-        backoff_s = self._backoff_ms / 1000
-        return AsyncRetrying(
-            stop=past_deadline,
-            wait=wait_exponential(multiplier=backoff_s, max=RETRY_BACKOFF_MAX_MS / 1000),
-            retry=retry_if_exception(_retriable),
-            reraise=True,
-        )
-
     async def _list_offsets(
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, tuple[int, int]]:
@@ -942,5 +920,5 @@ class Consumer:
         return await self._client.list_offsets(
             timestamps,
             isolation_level=_ISOLATION_LEVELS[self.config["isolation.level"]],
-            retrying=self._retrying(),
+            retrying=self._client.retrying(),
         )

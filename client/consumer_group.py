@@ -36,7 +36,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
+from tenacity import AsyncRetrying
 
 from kafkasim import proto
 from kafkasim.client.assignors import AbstractPartitionAssignor
@@ -49,9 +49,15 @@ from kafkasim.client.group_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from kafkasim.client.minimal import RETRY_BACKOFF_MAX_MS, MinimalClient
+from kafkasim.client.network import NetworkClient
 from kafkasim.common.clock import Clock
-from kafkasim.common.errors import KafkaError, KafkasimError, error_for_code, error_for_name
+from kafkasim.common.errors import (
+    CoordinatorNotAvailableError,
+    KafkaError,
+    KafkasimError,
+    error_for_code,
+    error_for_name,
+)
 from kafkasim.common.rpc import RpcError
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
@@ -84,10 +90,7 @@ class CommitFailedError(KafkasimError):
     to another member, so the commit was refused."""
 
 
-CoordinatorNotAvailableError = error_for_name("COORDINATOR_NOT_AVAILABLE")
-
-
-async def find_coordinator(client: MinimalClient, group_id: str) -> tuple[int, str]:
+async def find_coordinator(client: NetworkClient, group_id: str) -> tuple[int, str]:
     """(broker id, address) of ``group_id``'s coordinator, asking any broker.
 
     A retriable COORDINATOR_NOT_AVAILABLE (or the like) while ``__consumer_offsets`` is being
@@ -137,14 +140,13 @@ class GroupSettings:
     heartbeat_interval_ms: int
     retry_backoff_ms: int
     request_timeout_ms: int
-    api_timeout_ms: int
     assignors: tuple[AbstractPartitionAssignor, ...]
 
 
 class GroupMembership:
     """One consumer's membership of ``settings.group_id``; see the module doc."""
 
-    def __init__(self, settings: GroupSettings, client: MinimalClient, clock: Clock) -> None:
+    def __init__(self, settings: GroupSettings, client: NetworkClient, clock: Clock) -> None:
         self.settings = settings
         self._client = client
         self._clock = clock
@@ -201,24 +203,14 @@ class GroupMembership:
             raise CoordinatorNotAvailableError(f"coordinator {address}: {e}") from e
 
     def _retrying(self) -> AsyncRetrying:
-        deadline = self._clock.monotonic_ms() + self.settings.api_timeout_ms
-
-        def past_deadline(_state: RetryCallState) -> bool:
-            return self._clock.monotonic_ms() >= deadline
+        """The client's retry policy; an error naming the coordinator forgets it first."""
 
         def retriable(e: BaseException) -> bool:
             if isinstance(e, KafkaError) and e.code in COORDINATOR_ERRORS:
                 self.coordinator_unknown()
             return isinstance(e, (RpcError, KafkaError)) and e.retriable
 
-        return AsyncRetrying(
-            stop=past_deadline,
-            wait=wait_exponential(
-                multiplier=self.settings.retry_backoff_ms / 1000, max=RETRY_BACKOFF_MAX_MS / 1000
-            ),
-            retry=retry_if_exception(retriable),
-            reraise=True,
-        )
+        return self._client.retrying(retry_on=retriable)
 
     def _check_coordinator_code(self, code: int, what: str) -> None:
         if code in COORDINATOR_ERRORS:

@@ -94,15 +94,15 @@ from kafkasim.client.accumulator import (
     RecordMetadata,
     SendCallback,
 )
+from kafkasim.client.metadata import ClusterMetadata
 from kafkasim.client.partitioner import PARTITIONERS, FunctionPartitioner, PartitionFunction
 from kafkasim.client.producer_config import PRODUCER_CONFIG, PRODUCER_KEYS, ProducerConfig
 from kafkasim.client.producer_connection import BrokerConnection
 from kafkasim.client.producer_errors import DeliveryTimeoutError, ProducerClosedError, logger
-from kafkasim.client.producer_metadata import ClusterMetadata
 from kafkasim.client.sender import Sender
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import RecordTooLargeError
-from kafkasim.common.rpc import Transport
+from kafkasim.common.rpc import ClientTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage.records.batch import (
     MAX_RECORD_OVERHEAD,
@@ -136,7 +136,7 @@ class Producer:
         self,
         config: Mapping[str, object],
         *,
-        transport: Transport,
+        transport: ClientTransport,
         clock: Clock,
         rng: random.Random | None = None,
         partitioner: PartitionFunction | None = None,

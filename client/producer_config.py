@@ -16,6 +16,7 @@ from typing import Final
 from kafkasim.client.partitioner import PARTITIONERS
 from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.sentinels import INT32_MAX
 from kafkasim.storage.records.compression import CompressionType
 
 __all__ = [
@@ -26,7 +27,6 @@ __all__ = [
     "ProducerConfig",
 ]
 
-INT32_MAX: Final = 2**31 - 1
 # The idempotent producer's limit: the broker remembers the last 5 batches of each producer
 # and partition, so at most 5 may be unanswered for a retry to be recognised as a duplicate.
 MAX_IN_FLIGHT_FOR_IDEMPOTENCE: Final = 5

@@ -21,7 +21,7 @@ from kafkasim import proto
 from kafkasim.client.accumulator import ProducerBatch
 from kafkasim.client.producer_errors import log_task_error, logger
 from kafkasim.common.clock import Clock
-from kafkasim.common.rpc import BidiStream, RpcError, RpcStatus, Transport
+from kafkasim.common.rpc import BidiStream, ClientTransport, RpcError, RpcStatus
 from kafkasim.proto import kafkasim_pb2 as pb
 
 __all__ = ["BrokerConnection", "ConnectionListener", "InFlightRequest"]
@@ -66,7 +66,7 @@ class BrokerConnection:
         broker_id: int,
         address: str,
         *,
-        transport: Transport,
+        transport: ClientTransport,
         clock: Clock,
         client_id: str,
         request_timeout_ms: int,

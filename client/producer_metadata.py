@@ -1,7 +1,5 @@
-"""The producer's metadata: which broker leads each partition, and when that view is refreshed.
+"""When the producer's metadata (``client.metadata.ClusterMetadata``) is refreshed.
 
-:class:`ClusterMetadata` is the view itself, pure: it only applies Metadata responses (never
-going back to an older leader epoch, KIP-320) and answers leader lookups.
 :class:`MetadataRefresher` decides when to ask and asks (rule 6 of :mod:`client.producer`):
 on request (an invalid-metadata error, a broken connection, a partition without a leader, a
 topic not known yet) at most once per ``retry.backoff.ms``, and every ``metadata.max.age.ms``.
@@ -14,80 +12,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 
 from google.protobuf.message import Message
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
 from kafkasim import proto
-from kafkasim.client.minimal import RETRY_BACKOFF_MAX_MS
+from kafkasim.client.metadata import ClusterMetadata
+from kafkasim.client.network import RETRY_BACKOFF_MAX_MS
 from kafkasim.client.producer_config import NEVER_MS, ProducerConfig
 from kafkasim.client.producer_errors import log_task_error, logger, retriable
+from kafkasim.client.requests import metadata_request
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkaError
-from kafkasim.common.rpc import RpcError, Transport
-from kafkasim.common.types import TopicPartition
+from kafkasim.common.rpc import ClientTransport, RpcError
 from kafkasim.proto import kafkasim_pb2 as pb
 
-__all__ = ["ClusterMetadata", "MetadataRefresher", "TopicMetadata"]
-
-
-@dataclass(slots=True)
-class TopicMetadata:
-    name: str
-    leaders: list[int]
-    leader_epochs: list[int]
-    available: list[int]  # partitions with a live leader, ascending
-    num_partitions: int = 0
-
-    def __post_init__(self) -> None:
-        self.num_partitions = len(self.leaders)
-
-
-class ClusterMetadata:
-    """The producer's view of brokers and leaders, from Metadata responses."""
-
-    def __init__(self) -> None:
-        self.brokers: dict[int, str] = {}
-        self.topics: dict[str, TopicMetadata] = {}  # updated in place, never replaced
-        self.last_refresh_ms = -1
-        self.refreshes = 0
-
-    def leader(self, tp: TopicPartition) -> int:
-        topic = self.topics.get(tp.topic)
-        if topic is None or tp.partition >= topic.num_partitions:
-            return -1
-        leader = topic.leaders[tp.partition]
-        return leader if leader in self.brokers else -1
-
-    def update(self, response: pb.MetadataResponse, now_ms: int) -> dict[str, int]:
-        """Apply a response; returns topic-level errors (topic -> code)."""
-        self.brokers = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
-        errors: dict[str, int] = {}
-        for topic in response.topics:
-            if topic.error_code:
-                errors[topic.name] = topic.error_code
-                continue
-            old = self.topics.get(topic.name)
-            count = max((p.partition for p in topic.partitions), default=-1) + 1
-            leaders = [-1] * count
-            epochs = [-1] * count
-            for p in topic.partitions:
-                leader, epoch = p.leader, p.leader_epoch
-                # KIP-320: never go back to an older leader epoch (a stale broker's answer).
-                if (
-                    old is not None
-                    and p.partition < old.num_partitions
-                    and epoch < old.leader_epochs[p.partition]
-                ):
-                    leader, epoch = old.leaders[p.partition], old.leader_epochs[p.partition]
-                leaders[p.partition] = leader
-                epochs[p.partition] = epoch
-            available = [p for p, leader in enumerate(leaders) if leader in self.brokers]
-            self.topics[topic.name] = TopicMetadata(topic.name, leaders, epochs, available)
-        self.last_refresh_ms = now_ms
-        self.refreshes += 1
-        return errors
+__all__ = ["MetadataRefresher"]
 
 
 class MetadataRefresher:
@@ -105,7 +45,7 @@ class MetadataRefresher:
         metadata: ClusterMetadata,
         config: ProducerConfig,
         *,
-        transport: Transport,
+        transport: ClientTransport,
         clock: Clock,
         waiting: Collection[str],
         on_update: Callable[[Mapping[str, int]], None],
@@ -159,7 +99,7 @@ class MetadataRefresher:
         if not topics:
             return
         # As Kafka's producer: the broker creates unknown topics if auto.create.topics.enable.
-        request = pb.MetadataRequest(topics=topics, allow_auto_topic_creation=True)
+        request = metadata_request(topics, allow_auto_topic_creation=True)
         errors: dict[str, int] = {}
         try:
             async for attempt in self.retrying():

@@ -35,26 +35,27 @@ from kafkasim.client.accumulator import (
     ProducerBatch,
     RecordAccumulator,
 )
-from kafkasim.client.minimal import INVALID_METADATA_CODES
+from kafkasim.client.metadata import ClusterMetadata
+from kafkasim.client.network import INVALID_METADATA_CODES
 from kafkasim.client.producer_config import NEVER_MS, ProducerConfig
 from kafkasim.client.producer_connection import BrokerConnection, InFlightRequest
 from kafkasim.client.producer_errors import DeliveryTimeoutError, log_task_error, logger, retriable
-from kafkasim.client.producer_metadata import ClusterMetadata, MetadataRefresher
+from kafkasim.client.producer_metadata import MetadataRefresher
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import (
+    DuplicateSequenceNumberError,
     KafkaError,
+    NetworkExceptionError,
     OutOfOrderSequenceNumberError,
     error_for_code,
-    error_for_name,
 )
-from kafkasim.common.rpc import RpcError, RpcStatus, Transport
+from kafkasim.common.rpc import ClientTransport, RpcError, RpcStatus
 from kafkasim.proto import kafkasim_pb2 as pb
 
 __all__ = ["Sender"]
 
 _OUT_OF_ORDER_SEQUENCE = OutOfOrderSequenceNumberError.code
-_DUPLICATE_SEQUENCE = error_for_name("DUPLICATE_SEQUENCE_NUMBER").code
-_NETWORK_EXCEPTION = error_for_name("NETWORK_EXCEPTION")
+_DUPLICATE_SEQUENCE = DuplicateSequenceNumberError.code
 
 
 class _BatchRetryPolicy:
@@ -104,7 +105,7 @@ class Sender:
         self,
         config: ProducerConfig,
         *,
-        transport: Transport,
+        transport: ClientTransport,
         clock: Clock,
         accumulator: RecordAccumulator,
         metadata: ClusterMetadata,
@@ -364,7 +365,7 @@ class Sender:
             state.in_flight -= 1
             result = results.get((batch.tp.topic, batch.tp.partition))
             if result is None:
-                self._on_batch_error(batch, _NETWORK_EXCEPTION("no answer for the partition"))
+                self._on_batch_error(batch, NetworkExceptionError("no answer for the partition"))
             elif result.error_code == 0:
                 self._on_batch_success(state, batch, result.base_offset, result.log_append_time_ms)
             elif result.error_code == _DUPLICATE_SEQUENCE:
@@ -380,7 +381,7 @@ class Sender:
     def on_request_failed(self, request: InFlightRequest, broker_id: int, cause: RpcError) -> None:
         """The request's stream broke or timed out: every batch may be retried. Users see
         Kafka's NETWORK_EXCEPTION ("Disconnected from node N"), the transport error chained."""
-        error = _NETWORK_EXCEPTION(f"Disconnected from node {broker_id}: {cause}")
+        error = NetworkExceptionError(f"Disconnected from node {broker_id}: {cause}")
         error.__cause__ = cause
         for batch in request.batches:
             self._accumulator.partitions[batch.tp].in_flight -= 1

@@ -62,16 +62,16 @@ from types import MappingProxyType
 from typing import Final, Protocol
 
 from kafkasim import proto
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.coordination import NoNodeError
 from kafkasim.common.errors import KafkaError, KafkasimError
 from kafkasim.common.rpc import RpcError
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
-from kafkasim.node.rpc_grpc import GrpcTransport
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.sim.history import FaultEvent, History, ReplicaSample
 from kafkasim.sim.runner import UnsupportedFaultError

@@ -57,13 +57,13 @@ from types import MappingProxyType
 from typing import Final
 
 from kafkasim import proto
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster import chaos
 from kafkasim.cluster.chaos import BackendSpec, ChaosError
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc import RpcError
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.controller.zk_process import free_loopback_port
-from kafkasim.node.rpc_grpc import GrpcTransport
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.sim.history import ReplicaSample
 from kafkasim.sim.scenario import Scenario

@@ -16,9 +16,10 @@ from types import MappingProxyType
 from typing import Any
 
 from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.sentinels import INT32_MAX
 
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
+# INT64_MAX is re-exported: storage.config imports it from here.
+from kafkasim.common.sentinels import INT64_MAX as INT64_MAX  # noqa: PLC0414
 
 
 class ConfigType(Enum):
@@ -147,11 +148,6 @@ class Config:
     def is_set(self, name: str) -> bool:
         """Whether the user gave this key (rather than it taking its default)."""
         return name in self.originals
-
-    def with_overrides(self, overrides: Mapping[str, object]) -> Config:
-        merged = dict(self.originals)
-        merged.update(overrides)
-        return self.definition.parse(merged)
 
 
 class ConfigDef:

@@ -168,6 +168,12 @@ NotControllerError = error_for_name("NOT_CONTROLLER")
 LeaderNotAvailableError = error_for_name("LEADER_NOT_AVAILABLE")
 ListenerNotFoundError = error_for_name("LISTENER_NOT_FOUND")
 InvalidRequiredAcksError = error_for_name("INVALID_REQUIRED_ACKS")
+InvalidTopicError = error_for_name("INVALID_TOPIC_EXCEPTION")
+InvalidGroupIdError = error_for_name("INVALID_GROUP_ID")
+TopicAlreadyExistsError = error_for_name("TOPIC_ALREADY_EXISTS")
+ElectionNotNeededError = error_for_name("ELECTION_NOT_NEEDED")
+CoordinatorNotAvailableError = error_for_name("COORDINATOR_NOT_AVAILABLE")
+NetworkExceptionError = error_for_name("NETWORK_EXCEPTION")
 
 
 class StorageInternalError(KafkasimError):

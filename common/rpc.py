@@ -2,9 +2,11 @@
 
 Messages are the protobuf classes generated from ``proto/kafkasim.proto``. A method is named
 as gRPC names it: ``/kafkasim.<Service>/<Method>`` (``METHOD_PRODUCE`` …, see ``proto``'s
-method table). Two implementations, and nothing else imports a transport:
+method table). A :class:`ClientTransport` calls; a :class:`Transport` (a broker's) also serves.
+Two implementations, and nothing else imports a transport:
 
-* ``node/rpc_grpc.py`` — grpc.aio over TCP (the only module that imports ``grpc``);
+* grpc.aio over TCP (the only modules that import ``grpc``): ``common/rpc_grpc_client.py``
+  calls (clients, tools, Spark, cluster backends), ``node/rpc_grpc.py`` serves;
 * ``sim/network.py`` — in-memory, on the virtual-time loop, with seeded delays, loss and
   partitions (the simulation's SimNetwork).
 
@@ -83,17 +85,8 @@ class RpcServer(Protocol):
         ...
 
 
-class Transport(Protocol):
-    """Client and server side of one node's network access."""
-
-    def server(
-        self,
-        address: str,
-        unary: Mapping[str, UnaryHandler],
-        streams: Mapping[str, StreamHandler],
-    ) -> RpcServer:
-        """A server for these handlers, keyed by full method name; not started yet."""
-        ...
+class ClientTransport(Protocol):
+    """The client side of network access: what clients and tools need to call brokers."""
 
     async def call(
         self, target: str, method: str, request: Message, *, timeout_s: float
@@ -107,4 +100,17 @@ class Transport(Protocol):
 
     async def close(self) -> None:
         """Close every channel this transport opened."""
+        ...
+
+
+class Transport(ClientTransport, Protocol):
+    """Client and server side of one node's network access (a broker's)."""
+
+    def server(
+        self,
+        address: str,
+        unary: Mapping[str, UnaryHandler],
+        streams: Mapping[str, StreamHandler],
+    ) -> RpcServer:
+        """A server for these handlers, keyed by full method name; not started yet."""
         ...

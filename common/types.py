@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from kafkasim.common.errors import error_for_name
+from kafkasim.common.errors import InvalidTopicError
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 TOPIC_NAME_MAX_LENGTH = 249
@@ -34,7 +34,7 @@ class TopicPartition(NamedTuple):
 
 def validate_topic_name(topic: str) -> None:
     """Kafka's topic name rules; raises INVALID_TOPIC_EXCEPTION naming what is wrong."""
-    err = error_for_name("INVALID_TOPIC_EXCEPTION")
+    err = InvalidTopicError
     if not topic:
         raise err("topic name is empty")
     if topic in (".", ".."):

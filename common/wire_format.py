@@ -21,12 +21,11 @@ from __future__ import annotations
 import struct
 
 from kafkasim.common.errors import CorruptRecordError, KafkaError
+from kafkasim.common.sentinels import INT16_MAX, INT32_MAX
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
-INT16_MAX = 2**15 - 1
-INT32_MAX = 2**31 - 1
 
 
 class WireReader:

@@ -145,10 +145,6 @@ def check_path(path: str, *, sequential: bool = False) -> None:
             raise ValueError(f"invalid znode path {path!r}: empty, '.' or '..' component")
 
 
-def _parent_of(path: str) -> str:
-    return path.rsplit("/", 1)[0] or ROOT
-
-
 def _join(parent: str, name: str) -> str:
     return f"/{name}" if parent == ROOT else f"{parent}/{name}"
 

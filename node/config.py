@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType, read_properties
+from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import InvalidConfigError
 from kafkasim.storage.config import BROKER_LOG_KEYS, LogConfig, topic_defaults_from_broker
 
@@ -228,10 +228,6 @@ class BrokerConfig:
     @classmethod
     def from_props(cls, props: Mapping[str, object]) -> BrokerConfig:
         return cls(BROKER_CONFIG_DEF.parse(props))
-
-    @classmethod
-    def from_file(cls, path: Path) -> BrokerConfig:
-        return cls.from_props(read_properties(path))
 
     def __getitem__(self, key: str) -> Any:
         return self.config[key]

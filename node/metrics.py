@@ -39,7 +39,7 @@ import threading
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -57,7 +57,37 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 
 if TYPE_CHECKING:
-    from kafkasim.node.broker import Broker
+    from kafkasim.common.clock import Clock
+    from kafkasim.controller.controller import ControllerSnapshot
+    from kafkasim.node.replica_manager import ReplicaManager
+    from kafkasim.storage.log_manager import LogManager
+
+
+class ControllerView(Protocol):
+    """What the metrics read of the controller a broker hosts."""
+
+    @property
+    def is_active(self) -> bool: ...
+
+    def snapshot(self) -> ControllerSnapshot: ...
+
+
+class Broker(Protocol):
+    """What the metrics read of a broker (``node.broker.Broker`` is one): a protocol, so that
+    this module does not import the broker module, which imports it."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+
+    @property
+    def controller(self) -> ControllerView | None: ...
+
+    @property
+    def log_manager(self) -> LogManager: ...
+
 
 UnaryHandler = Callable[[Any], Awaitable[Any]]
 StreamHandler = Callable[[AsyncIterator[Any]], AsyncIterator[Any]]

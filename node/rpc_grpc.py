@@ -1,134 +1,79 @@
-"""The Rpc port over gRPC (grpc.aio): the only module of kafkasim that imports ``grpc``.
+"""The server side of the Rpc port over gRPC (grpc.aio): a broker's server and transport.
 
-No generated ``_grpc`` stubs: servers register generic method handlers and clients build
-multi-callables by full method name, both (de)serializing with the message classes of
-``proto.METHODS``. Everything gRPC-specific stays here; callers see ``common.rpc`` types only.
+No generated ``_grpc`` stubs: servers register generic method handlers built from the method
+table ``proto.METHODS``. The client side (channels, calls, streams, :class:`GrpcOptions`, the
+status mapping) is ``common/rpc_grpc_client.py``; with it, the only modules that import
+``grpc``. :class:`GrpcBrokerTransport` is the client transport plus ``server()``: what a broker
+process runs on (it serves, and its fetchers and controller call other brokers).
 
-What a fault looks like to the caller (every one is an :class:`RpcError`)::
+What a caller sees of a server's trouble:
 
-    peer not listening, refused, went away, server stopped   UNAVAILABLE
-    no answer within timeout_s                               DEADLINE_EXCEEDED
-    call or stream closed by us (or the transport closed)    CANCELLED
-    stream ended by the server's handler returning           CANCELLED
-    method unknown to the contract or to that server         UNIMPLEMENTED
-    the handler raised (logged with traceback on the server) INTERNAL
-    any other gRPC status                                    INTERNAL
+    the handler raised (logged with traceback here)          INTERNAL
+    a request body that is not a message of the method       INVALID_ARGUMENT, no traceback
+    (not protobuf, or not the method's request type)         (``RpcStatus.INTERNAL`` to our
+                                                             clients, like any other status)
 
-``status_for_grpc_code`` is the one place gRPC status codes become ``RpcStatus``.
-
-Channel options (:class:`GrpcOptions`): messages up to 128 MiB both ways (a fetch response may
-carry ``fetch.max.bytes`` = 50 MiB plus framing); keepalive pings off unless asked for; reconnect
-backoff capped at 2 s instead of gRPC's 120 s, so a restarted broker is reachable again within
-seconds; gRPC's own retries off, because retry policy belongs to the callers (one tenacity
-policy); and ``SO_REUSEPORT`` off on servers, so binding a port another server holds fails
-instead of silently sharing it.
-
-Not thread-safe: one event loop owns a transport, its channels, servers and streams.
+Not thread-safe: one event loop owns a server and its handlers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
-from kafkasim.common.rpc import RpcError, RpcStatus, StreamHandler, UnaryHandler
-from kafkasim.proto import METHODS, MethodSpec, check_servable, method_spec
+from kafkasim.common.rpc import StreamHandler, UnaryHandler
+from kafkasim.common.rpc_grpc_client import GrpcOptions, GrpcTransport, serialize
+from kafkasim.proto import METHODS, MethodSpec, check_servable
+
+__all__ = ["GrpcBrokerTransport", "GrpcServer"]
 
 _log = logging.getLogger(__name__)
 
-_MIB = 1024 * 1024
-
-_STATUS_BY_GRPC_CODE: dict[Any, RpcStatus] = {
-    grpc.StatusCode.UNAVAILABLE: RpcStatus.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED: RpcStatus.DEADLINE_EXCEEDED,
-    grpc.StatusCode.CANCELLED: RpcStatus.CANCELLED,
-    grpc.StatusCode.UNIMPLEMENTED: RpcStatus.UNIMPLEMENTED,
-}
-
-
-def status_for_grpc_code(code: Any) -> RpcStatus:
-    """The ``RpcStatus`` for a ``grpc.StatusCode``; anything unlisted is INTERNAL."""
-    return _STATUS_BY_GRPC_CODE.get(code, RpcStatus.INTERNAL)
-
-
-def _rpc_error(error: Any) -> RpcError:
-    """An ``RpcError`` for a ``grpc.aio.AioRpcError``."""
-    return RpcError(status_for_grpc_code(error.code()), error.details() or "")
-
 
 @dataclass(frozen=True, slots=True)
-class GrpcOptions:
-    """Channel and server settings (see the module doc for why each default)."""
+class _Undecodable:
+    """What the deserializer hands on for bytes that are not a message of the method: the
+    behaviour answers INVALID_ARGUMENT (gRPC itself would answer UNKNOWN and log a traceback)."""
 
-    max_message_bytes: int = 128 * _MIB
-    keepalive_time_ms: int | None = None  # None: no keepalive pings (gRPC's default)
-    keepalive_timeout_ms: int = 20_000
-    reconnect_backoff_initial_ms: int = 100
-    reconnect_backoff_max_ms: int = 2_000
+    method: str
+    message_type: str
+    reason: str
 
-    def __post_init__(self) -> None:
-        if self.max_message_bytes < 64 * _MIB:
-            raise ValueError(f"max_message_bytes must be >= 64 MiB, got {self.max_message_bytes}")
-        if self.keepalive_time_ms is not None and self.keepalive_time_ms <= 0:
-            raise ValueError(f"keepalive_time_ms must be > 0, got {self.keepalive_time_ms}")
-        if not 0 < self.reconnect_backoff_initial_ms <= self.reconnect_backoff_max_ms:
-            raise ValueError("need 0 < reconnect_backoff_initial_ms <= reconnect_backoff_max_ms")
-
-    def channel_options(self) -> list[tuple[str, int]]:
-        options = [
-            ("grpc.max_send_message_length", self.max_message_bytes),
-            ("grpc.max_receive_message_length", self.max_message_bytes),
-            ("grpc.enable_retries", 0),
-            ("grpc.initial_reconnect_backoff_ms", self.reconnect_backoff_initial_ms),
-            ("grpc.min_reconnect_backoff_ms", self.reconnect_backoff_initial_ms),
-            ("grpc.max_reconnect_backoff_ms", self.reconnect_backoff_max_ms),
-        ]
-        if self.keepalive_time_ms is not None:
-            options += [
-                ("grpc.keepalive_time_ms", self.keepalive_time_ms),
-                ("grpc.keepalive_timeout_ms", self.keepalive_timeout_ms),
-                ("grpc.keepalive_permit_without_calls", 1),
-            ]
-        return options
-
-    def server_options(self) -> list[tuple[str, int]]:
-        options = [
-            ("grpc.max_send_message_length", self.max_message_bytes),
-            ("grpc.max_receive_message_length", self.max_message_bytes),
-            ("grpc.so_reuseport", 0),
-        ]
-        if self.keepalive_time_ms is not None:
-            # Servers reject pings more frequent than this; accept what our clients send.
-            options += [
-                ("grpc.http2.min_recv_ping_interval_without_data_ms", self.keepalive_time_ms),
-                ("grpc.keepalive_permit_without_calls", 1),
-            ]
-        return options
+    def describe(self) -> str:
+        return (
+            f"{self.method}: the request body is not a valid {self.message_type} message "
+            f"({self.reason})"
+        )
 
 
-def _spec(method: str, *, streaming: bool) -> MethodSpec:
-    spec = method_spec(method, streaming=streaming)
-    if spec is None:
-        kind = "bidirectional-stream" if streaming else "unary"
-        raise RpcError(RpcStatus.UNIMPLEMENTED, f"{method} is not a {kind} rpc of kafkasim.proto")
-    return spec
+class _UndecodableRequestError(Exception):
+    """Raised into a stream handler by its requests iterator for an undecodable message."""
 
 
-def _serialize(message: Message) -> bytes:
-    return message.SerializeToString()
+def _deserializer(spec: MethodSpec) -> Callable[[bytes], Message | _Undecodable]:
+    def deserialize(data: bytes) -> Message | _Undecodable:
+        try:
+            message: Message = spec.request_cls.FromString(data)
+        except DecodeError as exc:
+            return _Undecodable(
+                spec.name, spec.request_cls.DESCRIPTOR.full_name, str(exc) or "undecodable"
+            )
+        return message
 
-
-# ---------------------------------------------------------------- server
+    return deserialize
 
 
 def _unary_behaviour(spec: MethodSpec, handler: UnaryHandler) -> Any:
-    async def behaviour(request: Message, context: Any) -> Message:
+    async def behaviour(request: Message | _Undecodable, context: Any) -> Message:
+        if isinstance(request, _Undecodable):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.describe())
+        assert isinstance(request, Message)
         try:
             return spec.check_response(await handler(request))
         except Exception as exc:
@@ -144,31 +89,42 @@ class _Requests:
     client closed the stream or went away: the handler is cancelled then, as gRPC itself does
     when the handler is busy elsewhere, instead of seeing a clean end of its requests."""
 
-    def __init__(self, requests: AsyncIterator[Message]) -> None:
+    def __init__(self, requests: AsyncIterator[Message | _Undecodable]) -> None:
         self._requests = requests
+        self.undecodable: _Undecodable | None = None
 
     def __aiter__(self) -> _Requests:
         return self
 
     async def __anext__(self) -> Message:
         try:
-            request: Message = await self._requests.__anext__()
+            request = await self._requests.__anext__()
         except StopAsyncIteration:
             task = asyncio.current_task()
             if task is not None:
                 task.cancel()
                 await asyncio.sleep(0)  # raises CancelledError here
             raise
+        if isinstance(request, _Undecodable):
+            self.undecodable = request
+            raise _UndecodableRequestError(request.describe())
         return request
 
 
 def _stream_behaviour(spec: MethodSpec, handler: StreamHandler) -> Any:
-    async def behaviour(requests: AsyncIterator[Message], context: Any) -> AsyncIterator[Message]:
-        responses = handler(_Requests(requests))
+    async def behaviour(
+        requests: AsyncIterator[Message | _Undecodable], context: Any
+    ) -> AsyncIterator[Message]:
+        wrapped = _Requests(requests)
+        responses = handler(wrapped)
         try:
             async for response in responses:
                 yield spec.check_response(response)
         except Exception as exc:
+            if wrapped.undecodable is not None:  # however the handler passed it on
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, wrapped.undecodable.describe()
+                )
             _log.exception("stream handler for %s raised; the caller gets INTERNAL", spec.name)
             await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
             raise
@@ -190,8 +146,8 @@ def _generic_handlers(
         by_service.setdefault(spec.service, {})[spec.short_name] = (
             grpc.unary_unary_rpc_method_handler(
                 _unary_behaviour(spec, unary_handler),
-                request_deserializer=spec.request_cls.FromString,
-                response_serializer=_serialize,
+                request_deserializer=_deserializer(spec),
+                response_serializer=serialize,
             )
         )
     for method, stream_handler in streams.items():
@@ -199,8 +155,8 @@ def _generic_handlers(
         by_service.setdefault(spec.service, {})[spec.short_name] = (
             grpc.stream_stream_rpc_method_handler(
                 _stream_behaviour(spec, stream_handler),
-                request_deserializer=spec.request_cls.FromString,
-                response_serializer=_serialize,
+                request_deserializer=_deserializer(spec),
+                response_serializer=serialize,
             )
         )
     return [
@@ -266,140 +222,8 @@ class GrpcServer:
             await server.stop(grace_s)
 
 
-# ---------------------------------------------------------------- client
-
-
-class _Channel:
-    """One channel to a target plus its multi-callables, built once per method."""
-
-    def __init__(self, target: str, options: GrpcOptions) -> None:
-        self.channel: Any = grpc.aio.insecure_channel(target, options=options.channel_options())
-        self._unary: dict[str, Any] = {}
-        self._streams: dict[str, Any] = {}
-
-    def unary(self, spec: MethodSpec) -> Any:
-        callable_ = self._unary.get(spec.name)
-        if callable_ is None:
-            callable_ = self.channel.unary_unary(
-                spec.name,
-                request_serializer=_serialize,
-                response_deserializer=spec.response_cls.FromString,
-            )
-            self._unary[spec.name] = callable_
-        return callable_
-
-    def stream(self, spec: MethodSpec) -> Any:
-        callable_ = self._streams.get(spec.name)
-        if callable_ is None:
-            callable_ = self.channel.stream_stream(
-                spec.name,
-                request_serializer=_serialize,
-                response_deserializer=spec.response_cls.FromString,
-            )
-            self._streams[spec.name] = callable_
-        return callable_
-
-
-def _cancelled_underneath() -> bool:
-    """A CancelledError that did not come from cancelling the current task.
-
-    grpc.aio raises ``asyncio.CancelledError`` out of a call whose channel was closed; that is
-    a transport fault (CANCELLED) for the caller, unlike its own task being cancelled.
-    """
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() == 0
-
-
-class GrpcBidiStream:
-    """One client-side bidirectional stream; implements ``common.rpc.BidiStream``.
-
-    ``recv`` keeps at most one read outstanding and never cancels it: a grpc.aio read that is
-    cancelled midway cannot be resumed, so a ``recv`` that times out (DEADLINE_EXCEEDED) leaves
-    the read pending and the next ``recv`` picks up its message. A timed-out ``recv`` does not
-    break the stream. A stream that ended or broke keeps failing with the same error.
-    """
-
-    def __init__(self, transport: GrpcTransport, spec: MethodSpec, call: Any) -> None:
-        self._transport = transport
-        self._spec = spec
-        self._call = call
-        self._reading: asyncio.Future[Any] | None = None
-        self._closed = False
-
-    async def send(self, message: Message) -> None:
-        self._spec.check_request(message)
-        if self._closed:
-            raise RpcError(RpcStatus.CANCELLED, "stream closed")
-        try:
-            await self._call.write(message)
-        except grpc.aio.AioRpcError as exc:
-            raise _rpc_error(exc) from exc
-        except asyncio.InvalidStateError:
-            # grpc.aio refuses writes once the call has finished, whatever its status.
-            raise await self._finished_error() from None
-        except asyncio.CancelledError:
-            if _cancelled_underneath():
-                raise RpcError(RpcStatus.CANCELLED, "stream cancelled") from None
-            raise
-
-    async def recv(self, timeout_s: float | None = None) -> Message:
-        if self._closed:
-            raise RpcError(RpcStatus.CANCELLED, "stream closed")
-        if self._reading is None:
-            self._reading = asyncio.ensure_future(self._call.read())
-        reading = self._reading
-        done, _ = await asyncio.wait({reading}, timeout=timeout_s)
-        if not done:
-            raise RpcError(RpcStatus.DEADLINE_EXCEEDED, f"no message within {timeout_s} s")
-        self._reading = None
-        if reading.cancelled():
-            raise RpcError(RpcStatus.CANCELLED, "stream cancelled")
-        error = reading.exception()
-        if isinstance(error, grpc.aio.AioRpcError):
-            raise _rpc_error(error) from error
-        if error is not None:
-            raise error
-        message = reading.result()
-        if message is grpc.aio.EOF:
-            raise await self._finished_error()
-        result: Message = message
-        return result
-
-    async def _finished_error(self) -> RpcError:
-        """The error for a call that has finished: CANCELLED if the server's handler returned."""
-        code = await self._call.code()
-        if code == grpc.StatusCode.OK:
-            return RpcError(RpcStatus.CANCELLED, "stream ended by the server")
-        return RpcError(status_for_grpc_code(code), await self._call.details() or "")
-
-    async def close(self) -> None:
-        """Cancel the call (idempotent); the server's handler sees its requests end."""
-        if self._closed:
-            return
-        self._closed = True
-        self._transport._forget(self)
-        self._call.cancel()
-        reading, self._reading = self._reading, None
-        if reading is not None:
-            reading.cancel()
-            await asyncio.wait({reading})
-            if not reading.cancelled():
-                reading.exception()  # retrieved: nothing to log at garbage collection
-
-
-class GrpcTransport:
-    """``common.rpc.Transport`` over grpc.aio: insecure channels, one per target.
-
-    Channels are opened on first use and kept until ``close()``; gRPC reconnects them on its
-    own (backoff capped by ``GrpcOptions``). ``open_stream`` must be called with the event loop
-    running. After ``close()`` every call and stream fails with CANCELLED.
-    """
-
-    def __init__(self, options: GrpcOptions | None = None) -> None:
-        self._options = options or GrpcOptions()
-        self._channels: dict[str, _Channel] = {}
-        self._streams: dict[GrpcBidiStream, None] = {}
-        self._closed = False
+class GrpcBrokerTransport(GrpcTransport):
+    """``common.rpc.Transport`` over grpc.aio: the client transport plus servers."""
 
     def server(
         self,
@@ -409,49 +233,3 @@ class GrpcTransport:
     ) -> GrpcServer:
         """A server for these handlers (``ValueError`` for a method not in the contract)."""
         return GrpcServer(address, unary, streams, self._options)
-
-    def _channel(self, target: str) -> _Channel:
-        if self._closed:
-            raise RpcError(RpcStatus.CANCELLED, "transport closed")
-        channel = self._channels.get(target)
-        if channel is None:
-            channel = _Channel(target, self._options)
-            self._channels[target] = channel
-        return channel
-
-    async def call(
-        self, target: str, method: str, request: Message, *, timeout_s: float
-    ) -> Message:
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        spec = _spec(method, streaming=False)
-        spec.check_request(request)
-        multicallable = self._channel(target).unary(spec)
-        try:
-            response: Message = await multicallable(request, timeout=timeout_s)
-        except grpc.aio.AioRpcError as exc:
-            raise _rpc_error(exc) from exc
-        except asyncio.CancelledError:
-            if _cancelled_underneath():
-                raise RpcError(RpcStatus.CANCELLED, "call cancelled (channel closed)") from None
-            raise
-        return response
-
-    def open_stream(self, target: str, method: str) -> GrpcBidiStream:
-        spec = _spec(method, streaming=True)
-        call = self._channel(target).stream(spec)()
-        stream = GrpcBidiStream(self, spec, call)
-        self._streams[stream] = None
-        return stream
-
-    def _forget(self, stream: GrpcBidiStream) -> None:
-        self._streams.pop(stream, None)
-
-    async def close(self) -> None:
-        """Close every stream and channel (idempotent)."""
-        self._closed = True
-        for stream in list(self._streams):
-            await stream.close()
-        channels, self._channels = self._channels, {}
-        for channel in channels.values():
-            await channel.channel.close()

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.common.coordination import Coordination
 from kafkasim.node.broker import Broker, controller_factory
 from kafkasim.node.config import BrokerConfig

@@ -25,11 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kafkasim import proto
-from kafkasim.client.minimal import MinimalClient
 from kafkasim.client.producer import Producer
+from kafkasim.client.simple import MinimalClient
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkaError, KafkasimError, error_for_name
-from kafkasim.common.rpc import RpcError, Transport
+from kafkasim.common.rpc import ClientTransport, RpcError
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.sim.history import History, Op, OpType, ReplicaSample
@@ -60,7 +60,7 @@ class Workload:
     scenario: Scenario
     history: History
     clock: Clock
-    transport_for: Callable[[str], Transport]
+    transport_for: Callable[[str], ClientTransport]
     bootstrap: list[str]
     start_ms: int
     broker_addresses: Callable[[], list[str]]

@@ -3,9 +3,10 @@
 Spark calls the data source from plain Python functions, on the driver (planning, offsets)
 and in executors' Python workers (``read``/``write``). kafkasim's clients are asyncio, so each
 of those calls opens a :class:`ClusterConnection`: its own event loop (``asyncio.Runner``),
-a gRPC transport made as the CLI makes one (``node.rpc_grpc.GrpcTransport``, the wall
-``SystemClock``), and a :class:`~client.minimal.MinimalClient` for metadata, ListOffsets and
-fetches. Nothing here is pickled: connections are opened where they are used and closed there.
+a gRPC transport made as the CLI makes one (``common.rpc_grpc_client.GrpcTransport``, the wall
+``SystemClock``), and a :class:`~client.network.NetworkClient` for metadata, ListOffsets and
+fetches (its raw-batch fetch: the reader needs the batch headers). Nothing here is pickled:
+connections are opened where they are used and closed there.
 
 Reading one offset range (:func:`read_range`) fetches from the partition's leader, straight
 as a consumer (``replica_id=-1``, so never at or above the high watermark), one fetch of up to
@@ -32,13 +33,12 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
-from kafkasim import proto
-from kafkasim.client.minimal import INVALID_METADATA_CODES, MinimalClient
+from kafkasim.client.network import INVALID_METADATA_CODES, NetworkClient
 from kafkasim.common.clock import SystemClock
-from kafkasim.common.errors import KafkaError, KafkasimError, OffsetOutOfRangeError, error_for_code
+from kafkasim.common.errors import KafkaError, KafkasimError, OffsetOutOfRangeError
 from kafkasim.common.rpc import RpcError
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
-from kafkasim.node.rpc_grpc import GrpcTransport
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.spark.options import (
     EARLIEST,
@@ -98,7 +98,7 @@ class ClusterConnection:
     def __init__(self, bootstrap_servers: Sequence[str]) -> None:
         self._runner = asyncio.Runner()
         self.transport = GrpcTransport()
-        self.client = MinimalClient(
+        self.client = NetworkClient(
             self.transport,
             list(bootstrap_servers),
             SystemClock(),
@@ -130,7 +130,7 @@ class ClusterConnection:
 
 
 async def topic_partitions(
-    client: MinimalClient, subscription: Subscription
+    client: NetworkClient, subscription: Subscription
 ) -> list[TopicPartition]:
     """The partitions a subscription names now. Topics that do not exist (yet) have none;
     assigned partitions that do not exist are an error naming them."""
@@ -165,7 +165,7 @@ async def topic_partitions(
 
 
 async def list_offsets(
-    client: MinimalClient, timestamps: Mapping[TopicPartition, int]
+    client: NetworkClient, timestamps: Mapping[TopicPartition, int]
 ) -> dict[TopicPartition, int]:
     """Offsets for EARLIEST (-2: the log start offset), LATEST (-1: the HW) or a timestamp
     (-1 when no record is that recent), from each partition's leader."""
@@ -176,7 +176,7 @@ async def list_offsets(
 
 
 async def resolve_offsets(
-    client: MinimalClient, partitions: Iterable[TopicPartition], spec: OffsetSpec
+    client: NetworkClient, partitions: Iterable[TopicPartition], spec: OffsetSpec
 ) -> dict[TopicPartition, int]:
     """Absolute offsets per partition for an OffsetSpec (EARLIEST/LATEST looked up)."""
     wanted = {tp: spec.offsets.get(tp, spec.default) for tp in partitions}
@@ -186,7 +186,7 @@ async def resolve_offsets(
 
 
 async def resolve_timestamps(
-    client: MinimalClient, partitions: Iterable[TopicPartition], spec: TimestampSpec
+    client: NetworkClient, partitions: Iterable[TopicPartition], spec: TimestampSpec
 ) -> dict[TopicPartition, int]:
     """Per partition, the first offset at or after its start timestamp. A partition with
     no such record starts at its HW with strategy ``latest``; else it is an error. With
@@ -238,36 +238,8 @@ def _retriable_read(e: BaseException) -> bool:
     return isinstance(e, KafkaError) and (e.retriable or e.code in INVALID_METADATA_CODES)
 
 
-async def _fetch(
-    client: MinimalClient, tp: TopicPartition, offset: int
-) -> pb.FetchPartitionResponse:
-    """One fetch at ``offset`` from the leader; leader problems raise (for the retry)."""
-    request = pb.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=FETCH_MAX_BYTES)
-    request.partitions.add(
-        topic=tp.topic,
-        partition=tp.partition,
-        fetch_offset=offset,
-        current_leader_epoch=-1,
-        partition_max_bytes=FETCH_MAX_BYTES,
-    )
-    address = await client.leader_address(tp)
-    try:
-        response = await client.transport.call(
-            address, proto.METHOD_FETCH, request, timeout_s=client.timeout_s
-        )
-    except RpcError:
-        client.leaders.pop(tp, None)  # the leader may be gone: look it up again
-        raise
-    assert isinstance(response, pb.FetchResponse)
-    part = response.partitions[0]
-    if part.error_code and part.error_code != _OFFSET_OUT_OF_RANGE:
-        client.leaders.pop(tp, None)
-        raise error_for_code(part.error_code)(f"fetch {tp} at {offset}: {part.error_message}")
-    return part
-
-
 async def read_range(
-    client: MinimalClient, r: OffsetRange, settings: ReadSettings
+    client: NetworkClient, r: OffsetRange, settings: ReadSettings
 ) -> AsyncIterator[RecordColumns]:
     """The records of ``r``, one chunk per fetch, skipping control batches (see module doc)."""
     tp = r.topic_partition
@@ -277,17 +249,15 @@ async def read_range(
         try:
             async for attempt in client.retrying(retry_on=_retriable_read):
                 with attempt:
-                    part = await _fetch(client, tp, position)
-                    if part.error_code == _OFFSET_OUT_OF_RANGE:
-                        break
+                    part = await client.fetch_raw(tp, position, max_bytes=FETCH_MAX_BYTES)
                     if not part.records and part.high_watermark < r.until_offset:
                         raise _NotYetReadableError(
                             f"{tp}: the leader's high watermark {part.high_watermark} is "
                             f"below the end {r.until_offset} of the range being read"
                         )
-        except _NotYetReadableError:
-            part = None  # still not readable at the deadline
-        if part is None or part.error_code == _OFFSET_OUT_OF_RANGE or not part.records:
+        except (_NotYetReadableError, OffsetOutOfRangeError):
+            part = None  # deleted, or still not readable at the deadline
+        if part is None or not part.records:
             position = await _after_missing_records(client, r, position, settings)
             continue
         chunk = RecordColumns(headers=[] if settings.include_headers else None)
@@ -302,7 +272,7 @@ async def next_chunk(chunks: AsyncIterator[RecordColumns]) -> RecordColumns | No
 
 
 async def _after_missing_records(
-    client: MinimalClient, r: OffsetRange, position: int, settings: ReadSettings
+    client: NetworkClient, r: OffsetRange, position: int, settings: ReadSettings
 ) -> int:
     """Where to go on after ``position`` could not be read: the log start offset when the
     records were deleted, the range end when they are past the HW for good."""

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
+from kafkasim.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
 
-EARLIEST: Final = -2
-LATEST: Final = -1
+# Spark's option values "earliest"/"latest" are these ListOffsets sentinels.
+EARLIEST: Final = EARLIEST_TIMESTAMP
+LATEST: Final = LATEST_TIMESTAMP
 BOOTSTRAP_SERVERS: Final = "kafkasim.bootstrap.servers"
 READ_FORMAT: Final = "kafkasim.read.format"
 

@@ -895,10 +895,6 @@ class Log:
             return True
         return False
 
-    @property
-    def unflushed_messages(self) -> int:
-        return self._next_offset - self.recovery_point
-
     # -- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:

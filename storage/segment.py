@@ -506,9 +506,6 @@ class LogSegment:
         self.offset_index.rename_to(swap(self.offset_index.path))
         self.time_index.rename_to(swap(self.time_index.path))
 
-    def has_suffix(self, suffix: str) -> bool:
-        return self.log.path.name.endswith(suffix)
-
     def close(self) -> None:
         """Clean close: final time-index entry, trimmed indexes and file."""
         if self.log.closed:

@@ -29,12 +29,12 @@ if _REASON is not None:
     pytest.skip(_REASON, allow_module_level=True)
 
 from kafkasim import proto  # noqa: E402 - after the skip: nothing below runs without an engine
-from kafkasim.client.minimal import MinimalClient  # noqa: E402
+from kafkasim.client.simple import MinimalClient  # noqa: E402
 from kafkasim.cluster.chaos import read_replica_log  # noqa: E402
 from kafkasim.common.clock import SystemClock  # noqa: E402
 from kafkasim.common.rpc import RpcError  # noqa: E402
+from kafkasim.common.rpc_grpc_client import GrpcTransport  # noqa: E402
 from kafkasim.common.types import TopicPartition  # noqa: E402
-from kafkasim.node.rpc_grpc import GrpcTransport  # noqa: E402
 from kafkasim.proto import kafkasim_pb2 as pb  # noqa: E402
 from kafkasim.sim import checker  # noqa: E402
 from kafkasim.sim.history import FaultEvent, History, Op, OpType, ReplicaSample  # noqa: E402

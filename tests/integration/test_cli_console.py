@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.common.clock import SystemClock
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.controller.zk_process import zookeeper_available
-from kafkasim.node.rpc_grpc import GrpcTransport
 from tests.cli_run import kafkasim as run_kafkasim
 
 kafkasim = functools.partial(run_kafkasim, timeout=60)

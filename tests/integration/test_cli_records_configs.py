@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import error_for_name
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
-from kafkasim.node.rpc_grpc import GrpcTransport
 from tests.cli_run import cluster_up
 from tests.integration.test_cli_admin import describe_until_led, one_error_line
 from tests.integration.test_cli_console import kafkasim

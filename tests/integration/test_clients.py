@@ -9,16 +9,17 @@ import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from kafkasim.client.consumer import Consumer, ConsumerRebalanceListener
-from kafkasim.client.minimal import MinimalClient
 from kafkasim.client.producer import Producer
+from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import SystemClock
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller.zk_process import zookeeper_available
-from kafkasim.node.rpc_grpc import GrpcTransport
 from tests.unit.client.test_partitioner import MURMUR2_VECTORS
 
 
@@ -82,7 +83,7 @@ def test_a_retry_after_a_lost_answer_is_written_once_only_with_idempotence(
             await _topic(client, topic, 1)
             tp = TopicPartition(topic, 0)
             await client.refresh_metadata([topic])
-            leader = client.leaders[tp]
+            leader = client.metadata.leader(tp)
             followers = [b for b in cluster.brokers if b != leader]
             config = {
                 "bootstrap.servers": ",".join(cluster.bootstrap),
@@ -183,3 +184,32 @@ def test_three_consumers_rebalance_when_one_leaves_and_process_nothing_twice(
             await transport.close()
 
     asyncio.run(main())
+
+
+def test_a_request_body_that_is_not_protobuf_is_refused_by_name(cluster: LocalCluster) -> None:
+    """A raw gRPC call to a broker process with bytes that are no protobuf message: the broker
+    answers INVALID_ARGUMENT naming the method, logs no traceback, and keeps serving."""
+    broker = cluster.brokers[1]
+    logged_before = broker.log_path.stat().st_size
+
+    async def main() -> None:
+        async with grpc.aio.insecure_channel(broker.address) as channel:
+            call = channel.unary_unary("/kafkasim.Kafkasim/Produce")
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await call(b"\xff\xff\xff\xff not protobuf", timeout=10)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            details = refused.value.details() or ""
+            assert "/kafkasim.Kafkasim/Produce" in details
+            assert "not a valid kafkasim.ProduceRequest message" in details
+        transport = GrpcTransport()
+        try:
+            client = MinimalClient(transport, [broker.address], SystemClock())
+            response = await client.refresh_metadata()
+            assert len(response.brokers) == 3
+        finally:
+            await transport.close()
+
+    asyncio.run(main())
+    with broker.log_path.open("rb") as log:
+        log.seek(logged_before)
+        assert b"Traceback" not in log.read()

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import SystemClock
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
-from kafkasim.node.rpc_grpc import GrpcTransport
 
 TP = TopicPartition("events", 0)
 
@@ -50,13 +50,13 @@ def test_sigkill_of_the_leader_loses_no_acknowledged_record(local_cluster: Local
         client = await _client(local_cluster)
         try:
             acked = await _produce(client, [b"before-%d" % i for i in range(30)])
-            leader = client.leaders[TP]
+            leader = client.metadata.leader(TP)
             local_cluster.kill(leader)  # SIGKILL
             started = time.monotonic()
             acked.update(await _produce(client, [b"after-%d" % i for i in range(30)]))
             assert time.monotonic() - started < 60
             await client.refresh_metadata(["events"])
-            assert client.leaders[TP] not in (-1, leader)
+            assert client.metadata.leader(TP) not in (-1, leader)
             read = {r.value: r.offset for r in await client.read_all(TP)}
             assert read == acked
         finally:
@@ -75,7 +75,7 @@ def test_a_broker_whose_zookeeper_session_expires_comes_back(
         client = await _client(local_cluster)
         try:
             acked = await _produce(client, [b"a-%d" % i for i in range(10)])
-            leader = client.leaders[TP]
+            leader = client.metadata.leader(TP)
             follower = next(b for b in local_cluster.brokers if b != leader)
             local_cluster.pause(follower)
             await asyncio.sleep(9)  # > zookeeper.session.timeout.ms (6 s)
@@ -86,7 +86,7 @@ def test_a_broker_whose_zookeeper_session_expires_comes_back(
                 await client.refresh_metadata(["events"])
                 metadata = await client.refresh_metadata(["events"])
                 isr = list(metadata.topics[0].partitions[0].isr)
-                if follower in isr and follower in client.brokers:
+                if follower in isr and follower in client.metadata.brokers:
                     break
                 await asyncio.sleep(0.5)
             else:

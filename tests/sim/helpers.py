@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.common.types import TopicPartition
 from kafkasim.sim.cluster import SimCluster
 from kafkasim.sim.loop import run_simulation

@@ -15,7 +15,7 @@ from kafkasim.client.group_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.group_records import (

@@ -13,7 +13,7 @@ import pytest
 
 from kafkasim.client.admin import AdminClient
 from kafkasim.client.consumer import Consumer, ConsumerRebalanceListener
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.group_records import OFFSETS_TOPIC, partition_for

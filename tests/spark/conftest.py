@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from kafkasim.client.admin import AdminClient
-from kafkasim.client.minimal import MinimalClient
 from kafkasim.client.producer import Producer
+from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster.local import REPO_ROOT, LocalCluster
 from kafkasim.common.clock import SystemClock
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller.zk_process import zookeeper_available
-from kafkasim.node.rpc_grpc import GrpcTransport
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

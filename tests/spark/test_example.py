@@ -38,8 +38,8 @@ from pathlib import Path
 from kafkasim.client.consumer import Consumer
 from kafkasim.cluster.local import REPO_ROOT, LocalCluster
 from kafkasim.common.clock import SystemClock
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
-from kafkasim.node.rpc_grpc import GrpcTransport
 from tests.spark.conftest import ToSend, bootstrap, create_topic, produce
 
 # Generous: the example starts a JVM and runs micro-batches of 200 tasks on 2 shared cores.

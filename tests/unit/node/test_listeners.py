@@ -11,7 +11,7 @@ import pytest
 
 from kafkasim import proto
 from kafkasim.client.admin import AdminClient
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 from kafkasim.common.errors import InvalidConfigError
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data

@@ -16,7 +16,7 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from kafkasim.common.rpc import RpcServer, StreamHandler, Transport, UnaryHandler
-from kafkasim.node.rpc_grpc import GrpcTransport
+from kafkasim.node.rpc_grpc import GrpcBrokerTransport
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.sim.loop import run_simulation
 from kafkasim.sim.network import SimNetwork, SimTransport
@@ -41,7 +41,7 @@ class Env:
 
     def transport(self, node: str) -> Transport:
         transport: Transport = (
-            GrpcTransport() if self.network is None else SimTransport(self.network, node)
+            GrpcBrokerTransport() if self.network is None else SimTransport(self.network, node)
         )
         self.transports.append(transport)
         return transport

@@ -1,0 +1,302 @@
+"""The client side of the Rpc port over gRPC (grpc.aio): channels, unary calls, bidi streams.
+
+With ``node/rpc_grpc.py`` (the server side) the only modules of kafkasim that import ``grpc``.
+Everything that talks to brokers over the network (clients, the command-line tools, Spark,
+the cluster backends, a broker's own fetchers and controller channel) calls through
+:class:`GrpcTransport`; only a broker also serves (``node.rpc_grpc.GrpcBrokerTransport``).
+
+No generated ``_grpc`` stubs: clients build multi-callables by full method name, (de)serializing
+with the message classes of ``proto.METHODS``. Callers see ``common.rpc`` types only.
+
+What a fault looks like to the caller (every one is an :class:`RpcError`)::
+
+    peer not listening, refused, went away, server stopped   UNAVAILABLE
+    no answer within timeout_s                               DEADLINE_EXCEEDED
+    call or stream closed by us (or the transport closed)    CANCELLED
+    stream ended by the server's handler returning           CANCELLED
+    method unknown to the contract or to that server         UNIMPLEMENTED
+    the handler raised (logged with traceback on the server) INTERNAL
+    any other gRPC status (a request the server cannot read) INTERNAL
+
+``status_for_grpc_code`` is the one place gRPC status codes become ``RpcStatus``.
+
+Channel options (:class:`GrpcOptions`, shared with the server side): messages up to 128 MiB both
+ways (a fetch response may carry ``fetch.max.bytes`` = 50 MiB plus framing); keepalive pings off
+unless asked for; reconnect backoff capped at 2 s instead of gRPC's 120 s, so a restarted broker
+is reachable again within seconds; gRPC's own retries off, because retry policy belongs to the
+callers (one tenacity policy); and ``SO_REUSEPORT`` off on servers, so binding a port another
+server holds fails instead of silently sharing it.
+
+Not thread-safe: one event loop owns a transport, its channels and streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from kafkasim.common.rpc import RpcError, RpcStatus
+from kafkasim.proto import MethodSpec, method_spec
+
+__all__ = ["GrpcBidiStream", "GrpcOptions", "GrpcTransport", "serialize", "status_for_grpc_code"]
+
+_MIB = 1024 * 1024
+
+_STATUS_BY_GRPC_CODE: dict[Any, RpcStatus] = {
+    grpc.StatusCode.UNAVAILABLE: RpcStatus.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED: RpcStatus.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED: RpcStatus.CANCELLED,
+    grpc.StatusCode.UNIMPLEMENTED: RpcStatus.UNIMPLEMENTED,
+}
+
+
+def status_for_grpc_code(code: Any) -> RpcStatus:
+    """The ``RpcStatus`` for a ``grpc.StatusCode``; anything unlisted is INTERNAL."""
+    return _STATUS_BY_GRPC_CODE.get(code, RpcStatus.INTERNAL)
+
+
+def _rpc_error(error: Any) -> RpcError:
+    """An ``RpcError`` for a ``grpc.aio.AioRpcError``."""
+    return RpcError(status_for_grpc_code(error.code()), error.details() or "")
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcOptions:
+    """Channel and server settings (see the module doc for why each default)."""
+
+    max_message_bytes: int = 128 * _MIB
+    keepalive_time_ms: int | None = None  # None: no keepalive pings (gRPC's default)
+    keepalive_timeout_ms: int = 20_000
+    reconnect_backoff_initial_ms: int = 100
+    reconnect_backoff_max_ms: int = 2_000
+
+    def __post_init__(self) -> None:
+        if self.max_message_bytes < 64 * _MIB:
+            raise ValueError(f"max_message_bytes must be >= 64 MiB, got {self.max_message_bytes}")
+        if self.keepalive_time_ms is not None and self.keepalive_time_ms <= 0:
+            raise ValueError(f"keepalive_time_ms must be > 0, got {self.keepalive_time_ms}")
+        if not 0 < self.reconnect_backoff_initial_ms <= self.reconnect_backoff_max_ms:
+            raise ValueError("need 0 < reconnect_backoff_initial_ms <= reconnect_backoff_max_ms")
+
+    def channel_options(self) -> list[tuple[str, int]]:
+        options = [
+            ("grpc.max_send_message_length", self.max_message_bytes),
+            ("grpc.max_receive_message_length", self.max_message_bytes),
+            ("grpc.enable_retries", 0),
+            ("grpc.initial_reconnect_backoff_ms", self.reconnect_backoff_initial_ms),
+            ("grpc.min_reconnect_backoff_ms", self.reconnect_backoff_initial_ms),
+            ("grpc.max_reconnect_backoff_ms", self.reconnect_backoff_max_ms),
+        ]
+        if self.keepalive_time_ms is not None:
+            options += [
+                ("grpc.keepalive_time_ms", self.keepalive_time_ms),
+                ("grpc.keepalive_timeout_ms", self.keepalive_timeout_ms),
+                ("grpc.keepalive_permit_without_calls", 1),
+            ]
+        return options
+
+    def server_options(self) -> list[tuple[str, int]]:
+        options = [
+            ("grpc.max_send_message_length", self.max_message_bytes),
+            ("grpc.max_receive_message_length", self.max_message_bytes),
+            ("grpc.so_reuseport", 0),
+        ]
+        if self.keepalive_time_ms is not None:
+            # Servers reject pings more frequent than this; accept what our clients send.
+            options += [
+                ("grpc.http2.min_recv_ping_interval_without_data_ms", self.keepalive_time_ms),
+                ("grpc.keepalive_permit_without_calls", 1),
+            ]
+        return options
+
+
+def _spec(method: str, *, streaming: bool) -> MethodSpec:
+    spec = method_spec(method, streaming=streaming)
+    if spec is None:
+        kind = "bidirectional-stream" if streaming else "unary"
+        raise RpcError(RpcStatus.UNIMPLEMENTED, f"{method} is not a {kind} rpc of kafkasim.proto")
+    return spec
+
+
+def serialize(message: Message) -> bytes:
+    """The wire bytes of a message (the serializer of every gRPC method handler)."""
+    return message.SerializeToString()
+
+
+class _Channel:
+    """One channel to a target plus its multi-callables, built once per method."""
+
+    def __init__(self, target: str, options: GrpcOptions) -> None:
+        self.channel: Any = grpc.aio.insecure_channel(target, options=options.channel_options())
+        self._unary: dict[str, Any] = {}
+        self._streams: dict[str, Any] = {}
+
+    def unary(self, spec: MethodSpec) -> Any:
+        return self._multicallable(self._unary, self.channel.unary_unary, spec)
+
+    def stream(self, spec: MethodSpec) -> Any:
+        return self._multicallable(self._streams, self.channel.stream_stream, spec)
+
+    @staticmethod
+    def _multicallable(built: dict[str, Any], make: Any, spec: MethodSpec) -> Any:
+        callable_ = built.get(spec.name)
+        if callable_ is None:
+            callable_ = make(
+                spec.name,
+                request_serializer=serialize,
+                response_deserializer=spec.response_cls.FromString,
+            )
+            built[spec.name] = callable_
+        return callable_
+
+
+def _cancelled_underneath() -> bool:
+    """A CancelledError that did not come from cancelling the current task.
+
+    grpc.aio raises ``asyncio.CancelledError`` out of a call whose channel was closed; that is
+    a transport fault (CANCELLED) for the caller, unlike its own task being cancelled.
+    """
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() == 0
+
+
+class GrpcBidiStream:
+    """One client-side bidirectional stream; implements ``common.rpc.BidiStream``.
+
+    ``recv`` keeps at most one read outstanding and never cancels it: a grpc.aio read that is
+    cancelled midway cannot be resumed, so a ``recv`` that times out (DEADLINE_EXCEEDED) leaves
+    the read pending and the next ``recv`` picks up its message. A timed-out ``recv`` does not
+    break the stream. A stream that ended or broke keeps failing with the same error.
+    """
+
+    def __init__(self, transport: GrpcTransport, spec: MethodSpec, call: Any) -> None:
+        self._transport = transport
+        self._spec = spec
+        self._call = call
+        self._reading: asyncio.Future[Any] | None = None
+        self._closed = False
+
+    async def send(self, message: Message) -> None:
+        self._spec.check_request(message)
+        if self._closed:
+            raise RpcError(RpcStatus.CANCELLED, "stream closed")
+        try:
+            await self._call.write(message)
+        except grpc.aio.AioRpcError as exc:
+            raise _rpc_error(exc) from exc
+        except asyncio.InvalidStateError:
+            # grpc.aio refuses writes once the call has finished, whatever its status.
+            raise await self._finished_error() from None
+        except asyncio.CancelledError:
+            if _cancelled_underneath():
+                raise RpcError(RpcStatus.CANCELLED, "stream cancelled") from None
+            raise
+
+    async def recv(self, timeout_s: float | None = None) -> Message:
+        if self._closed:
+            raise RpcError(RpcStatus.CANCELLED, "stream closed")
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self._call.read())
+        reading = self._reading
+        done, _ = await asyncio.wait({reading}, timeout=timeout_s)
+        if not done:
+            raise RpcError(RpcStatus.DEADLINE_EXCEEDED, f"no message within {timeout_s} s")
+        self._reading = None
+        if reading.cancelled():
+            raise RpcError(RpcStatus.CANCELLED, "stream cancelled")
+        error = reading.exception()
+        if isinstance(error, grpc.aio.AioRpcError):
+            raise _rpc_error(error) from error
+        if error is not None:
+            raise error
+        message = reading.result()
+        if message is grpc.aio.EOF:
+            raise await self._finished_error()
+        result: Message = message
+        return result
+
+    async def _finished_error(self) -> RpcError:
+        """The error for a call that has finished: CANCELLED if the server's handler returned."""
+        code = await self._call.code()
+        if code == grpc.StatusCode.OK:
+            return RpcError(RpcStatus.CANCELLED, "stream ended by the server")
+        return RpcError(status_for_grpc_code(code), await self._call.details() or "")
+
+    async def close(self) -> None:
+        """Cancel the call (idempotent); the server's handler sees its requests end."""
+        if self._closed:
+            return
+        self._closed = True
+        self._transport._forget(self)
+        self._call.cancel()
+        reading, self._reading = self._reading, None
+        if reading is not None:
+            reading.cancel()
+            await asyncio.wait({reading})
+            if not reading.cancelled():
+                reading.exception()  # retrieved: nothing to log at garbage collection
+
+
+class GrpcTransport:
+    """``common.rpc.ClientTransport`` over grpc.aio: insecure channels, one per target.
+
+    Channels are opened on first use and kept until ``close()``; gRPC reconnects them on its
+    own (backoff capped by ``GrpcOptions``). ``open_stream`` must be called with the event loop
+    running. After ``close()`` every call and stream fails with CANCELLED.
+    """
+
+    def __init__(self, options: GrpcOptions | None = None) -> None:
+        self._options = options or GrpcOptions()
+        self._channels: dict[str, _Channel] = {}
+        self._streams: dict[GrpcBidiStream, None] = {}
+        self._closed = False
+
+    def _channel(self, target: str) -> _Channel:
+        if self._closed:
+            raise RpcError(RpcStatus.CANCELLED, "transport closed")
+        channel = self._channels.get(target)
+        if channel is None:
+            channel = _Channel(target, self._options)
+            self._channels[target] = channel
+        return channel
+
+    async def call(
+        self, target: str, method: str, request: Message, *, timeout_s: float
+    ) -> Message:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        spec = _spec(method, streaming=False)
+        spec.check_request(request)
+        multicallable = self._channel(target).unary(spec)
+        try:
+            response: Message = await multicallable(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise _rpc_error(exc) from exc
+        except asyncio.CancelledError:
+            if _cancelled_underneath():
+                raise RpcError(RpcStatus.CANCELLED, "call cancelled (channel closed)") from None
+            raise
+        return response
+
+    def open_stream(self, target: str, method: str) -> GrpcBidiStream:
+        spec = _spec(method, streaming=True)
+        call = self._channel(target).stream(spec)()
+        stream = GrpcBidiStream(self, spec, call)
+        self._streams[stream] = None
+        return stream
+
+    def _forget(self, stream: GrpcBidiStream) -> None:
+        self._streams.pop(stream, None)
+
+    async def close(self) -> None:
+        """Close every stream and channel (idempotent)."""
+        self._closed = True
+        for stream in list(self._streams):
+            await stream.close()
+        channels, self._channels = self._channels, {}
+        for channel in channels.values():
+            await channel.channel.close()

@@ -1,0 +1,187 @@
+"""The network client over a scripted transport: where its calls go, what it does with the
+answers (leader forgotten, metadata refreshed, controller found again), and the one fetch
+path handing back raw batches."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from google.protobuf.message import Message
+
+from kafkasim import proto
+from kafkasim.client.network import NetworkClient
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.errors import (
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    error_for_name,
+)
+from kafkasim.common.rpc import BidiStream
+from kafkasim.common.types import TopicPartition
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.storage.records.batch import RecordBatchBuilder
+
+TP = TopicPartition("events", 0)
+Handler = Callable[[str, Message], Message]
+
+
+class ScriptedTransport:
+    """Each broker address answers through a function of (method, request); calls are logged."""
+
+    def __init__(self, brokers: dict[str, Handler]) -> None:
+        self.brokers = brokers
+        self.calls: list[tuple[str, str]] = []
+
+    async def call(
+        self, target: str, method: str, request: Message, *, timeout_s: float
+    ) -> Message:
+        self.calls.append((target, method.rsplit("/", 1)[1]))
+        return self.brokers[target](method, request)
+
+    def open_stream(self, target: str, method: str) -> BidiStream:
+        raise AssertionError("no streams here")
+
+    async def close(self) -> None:
+        pass
+
+
+class Cluster:
+    """Three brokers b1..b3 that agree on a leader and epoch of ``events-0`` (changeable)."""
+
+    def __init__(self) -> None:
+        self.leader = 1
+        self.epoch = 5
+        self.controller = 1
+        self.fetch_errors: list[str] = []
+
+    def metadata(self, leader: int | None = None, epoch: int | None = None) -> pb.MetadataResponse:
+        response = pb.MetadataResponse(controller_id=self.controller)
+        for node in (1, 2, 3):
+            response.brokers.add(node_id=node, host=f"b{node}", port=9092)
+        topic = response.topics.add(name="events")
+        topic.partitions.add(
+            partition=0,
+            leader=self.leader if leader is None else leader,
+            leader_epoch=self.epoch if epoch is None else epoch,
+        )
+        return response
+
+    def handler(self, node: int, *, stale: bool = False) -> Handler:
+        def handle(method: str, request: Message) -> Message:
+            if method == proto.METHOD_METADATA:
+                return self.metadata(1, 4) if stale else self.metadata()
+            if method == proto.METHOD_FETCH:
+                assert isinstance(request, pb.FetchRequest)
+                response = pb.FetchResponse()
+                part = response.partitions.add(topic="events", partition=0, high_watermark=3)
+                if self.fetch_errors:
+                    part.error_code = error_for_name(self.fetch_errors.pop(0)).code
+                else:
+                    builder = RecordBatchBuilder(base_offset=request.partitions[0].fetch_offset)
+                    builder.append(0, None, b"v")
+                    part.records = builder.build()
+                return response
+            if method == proto.METHOD_LIST_OFFSETS:
+                response_lo = pb.ListOffsetsResponse()
+                response_lo.partitions.add(topic="events", partition=0, offset=10 * node)
+                return response_lo
+            if method == proto.METHOD_DELETE_TOPICS:
+                response_dt = pb.DeleteTopicsResponse()
+                code = 0 if node == self.controller else error_for_name("NOT_CONTROLLER").code
+                response_dt.topics.add(name="events", error_code=code)
+                return response_dt
+            raise AssertionError(method)
+
+        return handle
+
+
+def client_for(transport: ScriptedTransport, bootstrap: list[str]) -> NetworkClient:
+    return NetworkClient(transport, bootstrap, ManualClock(), retry_backoff_ms=1)
+
+
+def test_fetch_raw_hands_back_the_raw_batches_of_the_leader() -> None:
+    cluster = Cluster()
+    transport = ScriptedTransport({f"b{n}:9092": cluster.handler(n) for n in (1, 2, 3)})
+    client = client_for(transport, ["b3:9092"])
+    part = asyncio.run(client.fetch_raw(TP, 7))
+    assert part.records[:8] == (7).to_bytes(8, "big")  # the batch header, as stored
+    assert transport.calls == [("b3:9092", "Metadata"), ("b1:9092", "Fetch")]
+
+
+def test_a_not_leader_answer_forgets_the_leader_and_the_next_fetch_finds_the_new_one() -> None:
+    cluster = Cluster()
+    cluster.fetch_errors = ["NOT_LEADER_OR_FOLLOWER"]
+    transport = ScriptedTransport({f"b{n}:9092": cluster.handler(n) for n in (1, 2, 3)})
+    client = client_for(transport, ["b3:9092"])
+
+    async def scenario() -> None:
+        with pytest.raises(NotLeaderOrFollowerError, match="fetch events-0 at 0"):
+            await client.fetch_raw(TP, 0)
+        assert client.metadata.leader(TP) == -1
+        cluster.leader, cluster.epoch = 2, 6
+        await client.fetch_raw(TP, 0)
+
+    asyncio.run(scenario())
+    assert transport.calls[-2:] == [("b1:9092", "Metadata"), ("b2:9092", "Fetch")]
+
+
+def test_offset_out_of_range_raises_but_keeps_the_leader() -> None:
+    cluster = Cluster()
+    cluster.fetch_errors = ["OFFSET_OUT_OF_RANGE"]
+    transport = ScriptedTransport({f"b{n}:9092": cluster.handler(n) for n in (1, 2, 3)})
+    client = client_for(transport, ["b3:9092"])
+    with pytest.raises(OffsetOutOfRangeError):
+        asyncio.run(client.fetch_raw(TP, 99))
+    assert client.metadata.leader(TP) == 1
+
+
+def test_a_stale_brokers_metadata_does_not_send_list_offsets_to_a_deposed_leader() -> None:
+    cluster = Cluster()
+    cluster.leader = 2
+    brokers = {f"b{n}:9092": cluster.handler(n) for n in (2, 3)}
+    brokers["b1:9092"] = cluster.handler(1, stale=True)  # still thinks it leads, epoch 4
+    transport = ScriptedTransport(brokers)
+    client = client_for(transport, ["b3:9092"])
+
+    async def scenario() -> dict[TopicPartition, tuple[int, int]]:
+        await client.refresh_metadata(["events"])  # from b3: leader 2, epoch 5
+        return await client.list_offsets({TP: -1})  # b1, known now, is asked first
+
+    assert asyncio.run(scenario()) == {TP: (20, 0)}
+    assert transport.calls == [
+        ("b3:9092", "Metadata"),
+        ("b1:9092", "Metadata"),
+        ("b2:9092", "ListOffsets"),
+    ]
+
+
+def test_a_controller_call_follows_the_controller_when_it_moves() -> None:
+    cluster = Cluster()
+    transport = ScriptedTransport({f"b{n}:9092": cluster.handler(n) for n in (1, 2, 3)})
+    client = client_for(transport, ["b3:9092"])
+    cluster.controller = 2  # moved: b1 answers NOT_CONTROLLER
+    reported = iter([1])  # the first refresh still shows b1 as the controller
+
+    def metadata_then_move(node: int) -> Handler:
+        def handle(method: str, request: Message) -> Message:
+            response = cluster.handler(node)(method, request)
+            if isinstance(response, pb.MetadataResponse):
+                response.controller_id = next(reported, cluster.controller)
+            return response
+
+        return handle
+
+    transport.brokers = {f"b{n}:9092": metadata_then_move(n) for n in (1, 2, 3)}
+    response = asyncio.run(
+        client.controller_call(
+            proto.METHOD_DELETE_TOPICS, pb.DeleteTopicsRequest(topic_names=["events"])
+        )
+    )
+    assert isinstance(response, pb.DeleteTopicsResponse)
+    assert response.topics[0].error_code == 0
+    assert [c for c in transport.calls if c[1] == "DeleteTopics"] == [
+        ("b1:9092", "DeleteTopics"),
+        ("b2:9092", "DeleteTopics"),
+    ]
