@@ -32,7 +32,7 @@ from kafkasim.cli.sim import meets_expectation, save_outputs
 from kafkasim.cluster import chaos, compose
 from kafkasim.common.clock import SystemClock
 from kafkasim.sim import checker, scenario
-from kafkasim.sim.history import History
+from kafkasim.faults.history import History
 
 BACKENDS: dict[str, chaos.BackendSpec] = {"local": chaos.LOCAL, "compose": compose.COMPOSE}
 

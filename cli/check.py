@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kafkasim.sim.checker import check
-from kafkasim.sim.history import History
+from kafkasim.faults.checker import check
+from kafkasim.faults.history import History
 
 EXIT_SAFE = 0
 EXIT_ANOMALIES = 1

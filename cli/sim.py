@@ -28,7 +28,7 @@ from typing import Any
 from kafkasim.common.clock import SystemClock
 from kafkasim.sim import checker, runner, scenario, schedules
 from kafkasim.sim import report as html_report
-from kafkasim.sim.history import History
+from kafkasim.faults.history import History
 
 
 def register(sub: Any) -> None:

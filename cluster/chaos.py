@@ -73,10 +73,10 @@ from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
 from kafkasim.node.rpc_grpc import GrpcTransport
 from kafkasim.proto import kafkasim_pb2 as pb
-from kafkasim.sim.history import FaultEvent, History, ReplicaSample
-from kafkasim.sim.runner import UnsupportedFaultError
-from kafkasim.sim.scenario import ACTIONS, Fault, Scenario, TargetKind, parse_target
-from kafkasim.sim.workload import Workload
+from kafkasim.faults.history import FaultEvent, History, ReplicaSample
+from kafkasim.faults.runner import UnsupportedFaultError
+from kafkasim.faults.scenario import ACTIONS, Fault, Scenario, TargetKind, parse_target
+from kafkasim.faults.workload import Workload
 from kafkasim.storage import file_names
 from kafkasim.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from kafkasim.storage.records.batch import decode_batch, iter_batches

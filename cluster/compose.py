@@ -65,8 +65,8 @@ from kafkasim.common.rpc import RpcError
 from kafkasim.controller.zk_process import free_loopback_port
 from kafkasim.node.rpc_grpc import GrpcTransport
 from kafkasim.proto import kafkasim_pb2 as pb
-from kafkasim.sim.history import ReplicaSample
-from kafkasim.sim.scenario import Scenario
+from kafkasim.faults.history import ReplicaSample
+from kafkasim.faults.scenario import Scenario
 
 __all__ = [
     "BROKER_IDS",

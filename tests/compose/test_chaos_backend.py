@@ -28,7 +28,7 @@ if _REASON is not None:
 
 from kafkasim.cluster import chaos, compose  # noqa: E402 - after the skip: nothing runs without an engine
 from kafkasim.sim import checker, runner, scenario  # noqa: E402
-from kafkasim.sim.history import History  # noqa: E402
+from kafkasim.faults.history import History  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -37,8 +37,8 @@ from kafkasim.common.types import TopicPartition  # noqa: E402
 from kafkasim.node.rpc_grpc import GrpcTransport  # noqa: E402
 from kafkasim.proto import kafkasim_pb2 as pb  # noqa: E402
 from kafkasim.sim import checker  # noqa: E402
-from kafkasim.sim.history import FaultEvent, History, Op, OpType, ReplicaSample  # noqa: E402
-from kafkasim.sim.scenario import (  # noqa: E402
+from kafkasim.faults.history import FaultEvent, History, Op, OpType, ReplicaSample  # noqa: E402
+from kafkasim.faults.scenario import (  # noqa: E402
     ClusterSpec,
     ConsumerSpec,
     ProducerSpec,
@@ -46,7 +46,7 @@ from kafkasim.sim.scenario import (  # noqa: E402
     TopicSpec,
     WorkloadSpec,
 )
-from kafkasim.sim.workload import Workload  # noqa: E402
+from kafkasim.faults.workload import Workload  # noqa: E402
 from kafkasim.storage.records.batch import RecordBatchBuilder  # noqa: E402
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ import pytest
 from kafkasim.cluster import chaos
 from kafkasim.controller.zk_process import zookeeper_available
 from kafkasim.sim import checker, runner, scenario
-from kafkasim.sim.history import History
+from kafkasim.faults.history import History
 from tests.cli_run import kafkasim
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from kafkasim.node import replication
 from kafkasim.sim import checker, runner, scenario, schedules
-from kafkasim.sim.history import History
+from kafkasim.faults.history import History
 
 SAFE = sorted(n for n, p in scenario.catalog().items() if scenario.load(p).expect == "safe")
 UNSAFE = sorted(n for n, p in scenario.catalog().items() if scenario.load(p).expect != "safe")

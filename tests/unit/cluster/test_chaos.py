@@ -13,9 +13,9 @@ import pytest
 
 from kafkasim.cluster import chaos
 from kafkasim.cluster.chaos import ClusterView, resolve
-from kafkasim.sim.history import ReplicaSample
-from kafkasim.sim.runner import UnsupportedFaultError
-from kafkasim.sim.scenario import ACTIONS, Fault, catalog, find, load
+from kafkasim.faults.history import ReplicaSample
+from kafkasim.faults.runner import UnsupportedFaultError
+from kafkasim.faults.scenario import ACTIONS, Fault, catalog, find, load
 from kafkasim.storage import file_names
 from kafkasim.storage.records.batch import RecordBatchBuilder, set_base_offset
 

@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from kafkasim.cluster import chaos, compose
-from kafkasim.sim.runner import UnsupportedFaultError
-from kafkasim.sim.scenario import ACTIONS, Fault, catalog, find, load
+from kafkasim.faults.runner import UnsupportedFaultError
+from kafkasim.faults.scenario import ACTIONS, Fault, catalog, find, load
 
 # Everything in the catalog whose faults are crashes, pauses, shutdowns or isolations.
 RUNNABLE = {

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkasim.sim.checker import CheckReport, Violation, check
-from kafkasim.sim.history import FaultEvent, History, Op, OpType, ReplicaSample
+from kafkasim.faults.checker import CheckReport, Violation, check
+from kafkasim.faults.history import FaultEvent, History, Op, OpType, ReplicaSample
 from tests.cli_run import kafkasim as run_kafkasim
 
 kafkasim = functools.partial(run_kafkasim, timeout=120)

@@ -44,12 +44,12 @@ from pathlib import Path
 
 from kafkasim.common.errors import KafkasimError
 from kafkasim.common.types import TopicPartition
+from kafkasim.faults.history import FaultEvent, History
+from kafkasim.faults.scenario import Fault, Scenario
+from kafkasim.faults.workload import Workload
 from kafkasim.sim.cluster import SimCluster, broker_address, broker_node
-from kafkasim.sim.history import FaultEvent, History
 from kafkasim.sim.loop import run_simulation
 from kafkasim.sim.network import SimTransport
-from kafkasim.sim.scenario import Fault, Scenario
-from kafkasim.sim.workload import Workload
 from kafkasim.sim.zookeeper import SimZooKeeperClient
 from kafkasim.storage import disk_faults
 

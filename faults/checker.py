@@ -61,7 +61,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kafkasim.common.types import TopicPartition
-from kafkasim.sim.history import History, Op, OpType, ReplicaSample
+from kafkasim.faults.history import History, Op, OpType, ReplicaSample
 
 EXAMPLES_MAX = 10  # evidence items printed per kind and partition by verdict_lines()
 

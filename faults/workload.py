@@ -31,9 +31,9 @@ from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkaError, KafkasimError, error_for_name
 from kafkasim.common.rpc import RpcError, Transport
 from kafkasim.common.types import TopicPartition
+from kafkasim.faults.history import History, Op, OpType, ReplicaSample
+from kafkasim.faults.scenario import ProducerSpec, Scenario
 from kafkasim.proto import kafkasim_pb2 as pb
-from kafkasim.sim.history import History, Op, OpType, ReplicaSample
-from kafkasim.sim.scenario import ProducerSpec, Scenario
 
 logger = logging.getLogger(__name__)
 
