@@ -19,7 +19,6 @@ from kafkasim.faults.scenario import (
 __all__ = ["ACTIONS", "ActionSpec", "Duration", "ParamKind", "ParamSpec"]
 
 
-
 class Duration(enum.Enum):
     REQUIRED = "required"
     OPTIONAL = "optional"  # given: the broker comes back after it

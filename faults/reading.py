@@ -31,7 +31,6 @@ __all__ = ["CATALOG_DIR", "catalog", "find", "load", "parse"]
 CATALOG_DIR: Final = Path(__file__).with_name("catalog")
 
 
-
 def load(path: str | Path) -> Scenario:
     """Read and check a scenario file (the only IO of this module, with ``catalog``)."""
     path = Path(path)
@@ -157,7 +156,8 @@ class _Reader:
         return ClusterSpec(
             brokers=self.integer(t.get("brokers", 3), key_path(path, "brokers")),
             topics=tuple(
-                self.topic(item, key_path(key_path(path, "topics"), i)) for i, item in enumerate(topics)
+                self.topic(item, key_path(key_path(path, "topics"), i))
+                for i, item in enumerate(topics)
             ),
             unclean_leader_election=self.boolean(
                 t.get("unclean_leader_election", False), key_path(path, "unclean_leader_election")
@@ -266,21 +266,28 @@ class _Reader:
 
     def groups(self, value: object, path: str) -> list[list[int]]:
         if not isinstance(value, list):
-            self.fail(path, f"expected an array of arrays of broker ids, got {describe_value(value)}")
+            self.fail(
+                path, f"expected an array of arrays of broker ids, got {describe_value(value)}"
+            )
         out: list[list[int]] = []
         for i, group in enumerate(value):
             if not isinstance(group, list):
                 self.fail(
-                    key_path(path, i), f"expected an array of broker ids, got {describe_value(group)}"
+                    key_path(path, i),
+                    f"expected an array of broker ids, got {describe_value(group)}",
                 )
-            out.append([self.integer(b, key_path(key_path(path, i), j)) for j, b in enumerate(group)])
+            out.append(
+                [self.integer(b, key_path(key_path(path, i), j)) for j, b in enumerate(group)]
+            )
         return out
 
     def seed_faults(self, value: object, path: str) -> RandomFaults:
         t = self.table(value, path, ("count", "actions", "window_s", "max_duration_s"))
         actions = t["actions"]
         if not isinstance(actions, list):
-            self.fail(key_path(path, "actions"), f"expected an array, got {describe_value(actions)}")
+            self.fail(
+                key_path(path, "actions"), f"expected an array, got {describe_value(actions)}"
+            )
         window = t["window_s"]
         if not isinstance(window, list) or len(window) != 2:
             self.fail(
@@ -291,7 +298,8 @@ class _Reader:
         return RandomFaults(
             count=self.integer(t["count"], key_path(path, "count")),
             actions=tuple(
-                self.string(a, key_path(key_path(path, "actions"), i)) for i, a in enumerate(actions)
+                self.string(a, key_path(key_path(path, "actions"), i))
+                for i, a in enumerate(actions)
             ),
             window_s=(
                 self.number(window[0], key_path(key_path(path, "window_s"), 0)),
@@ -302,7 +310,6 @@ class _Reader:
 
 
 # -- checking --------------------------------------------------------------------------------
-
 
 
 CATALOG_DIR: Final = Path(__file__).with_name("catalog")
@@ -330,4 +337,3 @@ def find(name_or_path: str | Path) -> Path:
 
 
 # -- where a random fault may start (the checker and sim.schedules) --------------------------
-

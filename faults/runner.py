@@ -1,36 +1,33 @@
-"""Run a scenario in the deterministic simulation: the real brokers, controller and clients on
-the virtual-time loop, with SimNetwork and SimZooKeeper, faults injected on schedule.
+"""Run a scenario on a backend: the one schedule driver of every failure run.
 
-``run(scenario, seed, root)`` returns the run's :class:`~sim.history.History` (every client
-operation, replica samples, fault windows, each replica's final log). Everything random comes
-from ``seed``, so the same scenario and seed give the same history, byte for byte
-(``History.lines``), in any process.
+``run(scenario, spec, root, seed=...)`` returns the run's ``History``. The same steps on every
+backend (the deterministic simulation, processes, containers):
 
-A run: start the cluster, create the topics, start the workload (``sim.workload``), inject
-each fault at its time (and undo it after its duration), stop the producers at the end of the
-workload, heal everything (restart crashed brokers, reconnect, undo network faults), wait
-``settle_s`` for replication to catch up, read every partition back, snapshot every replica's
-log, stop.
+1. Before anything starts, ``check_supported`` refuses, in one line, every fault the backend
+   cannot inject.
+2. The cluster starts; the topics are created through the controller, each with a leader; the
+   workload starts (producers, consumers, the replica sampler).
+3. Each fault fires at ``at_s`` seconds after the workload started: its target is resolved
+   from what the cluster shows then (``resolve``), it is applied through the backend, and it is
+   undone ``duration_s`` later in the background, so that the schedule never slips behind a
+   broker that takes its time to come back. The actions are a table keyed by the names of
+   ``ACTIONS`` (``APPLY``): each applies its fault and returns how to undo it, if it can be.
+4. ``rolling_restart`` runs in the background too, on every backend: each running broker in
+   turn, lowest id first, gets a controlled shutdown, is started again and waited for until
+   it serves; the next begins ``interval_s`` after the previous one began (or as soon as the
+   previous serves, if that took longer). Later faults keep their times meanwhile.
+5. When the producers stop, every fault still in force is healed (paused brokers resumed,
+   links restored, brokers that are down started and waited for), ``settle_s`` passes, the
+   final read takes every partition up to its high watermark, and the backend records every
+   replica's log.
 
-How faults map onto the simulation (``FAULTS``):
+A broker's lifecycle steps (crash, shutdown, start) hold that broker's lock, so that a restart
+still waiting out its old registration and a later fault on the same broker never overlap. A
+broker that fails to start (its ZooKeeper unreachable at start-up, as in a ZooKeeper outage)
+is down, as a Kafka broker whose start-up failed, and is started again at the next heal.
 
-* ``crash``: the broker stops at once (no controlled shutdown, no flush); with
-  ``lose_unflushed`` every byte not yet fsynced is lost, as on a power cut.
-* ``restart``: a crashed (or stopped) broker starts again on its data.
-* ``pause``: the broker's network and ZooKeeper connection go silent for the duration. A paused
-  process's own timers keep running here (a real SIGSTOP stops them too); what others see —
-  no answers, no heartbeats, a session that may expire — is the same.
-* ``isolate``: cut from every other node, ZooKeeper included. ``isolate_zk``: from ZooKeeper
-  only. ``split``: brokers in separate groups cannot reach each other (clients and ZooKeeper
-  reach all). ``expire_session``: the broker's ZooKeeper session expires now.
-* ``slow_network``: latency (and jitter) on every message for the duration.
-* ``clock_jump``: the wall clock (``time_ms``) of the whole simulation jumps; durations
-  (``monotonic_ms``) do not.
-* ``rolling_restart``: a controlled shutdown and restart of each broker in turn.
-* ``disk_full``: every append under the broker's log dirs fails with ENOSPC
-  (``storage.disk_faults``); the append answers KAFKA_STORAGE_ERROR, the dir goes offline and
-  the broker halts (as Kafka does when its log dirs have failed); the controller moves
-  leadership. When the duration ends the disk has room again and the broker is restarted.
+Everything random comes from the seed (or, for a run without one, the scenario's name), so a
+run on the simulation replays byte for byte.
 """
 
 from __future__ import annotations
@@ -38,442 +35,522 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+import signal
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
+from typing import Final
 
+from kafkasim.client.minimal import MinimalClient
 from kafkasim.common.errors import KafkasimError
-from kafkasim.common.types import TopicPartition
+from kafkasim.faults.actions import ACTIONS
+from kafkasim.faults.backend import Backend, BackendSpec, BrokerStartError, check_supported
 from kafkasim.faults.history import FaultEvent, History
-from kafkasim.faults.scenario import Fault, Scenario
+from kafkasim.faults.resolve import ClusterView, resolve, view_needs
+from kafkasim.faults.scenario import Fault, Scenario, TargetKind
 from kafkasim.faults.workload import Workload
-from kafkasim.sim.cluster import SimCluster, broker_address, broker_node
-from kafkasim.sim.loop import run_simulation
-from kafkasim.sim.network import SimTransport
-from kafkasim.sim.zookeeper import SimZooKeeperClient
-from kafkasim.storage import disk_faults
+
+__all__ = ["APPLY", "RunError", "run"]
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED = frozenset(
-    {
-        "crash",
-        "restart",
-        "pause",
-        "isolate",
-        "isolate_zk",
-        "split",
-        "expire_session",
-        "slow_network",
-        "clock_jump",
-        "rolling_restart",
-        "controlled_shutdown",
-        "disk_full",
-    }
-)
+Undo = Callable[[], Awaitable[None]]
+Apply = Callable[["_Run", Fault, list[int]], Awaitable[Undo | None]]
 
 
-BASE_LATENCY_MS = (1.0, 2.0)  # base, jitter: a message takes 1-3 ms
-
-
-class UnsupportedFaultError(KafkasimError):
-    """A fault this runtime cannot inject; named before the run starts."""
-
-
-def check_supported(scenario: Scenario, supported: frozenset[str] = SUPPORTED) -> None:
-    missing = sorted({f.action for f in scenario.faults} - supported)
-    if missing:
-        raise UnsupportedFaultError(
-            f"scenario {scenario.name}: the simulation cannot inject {', '.join(missing)}"
-        )
+class RunError(KafkasimError):
+    """A run that cannot go on (a broker that never serves again, ...)."""
 
 
 def run(
     scenario: Scenario,
-    seed: int,
+    spec: BackendSpec,
     root: Path,
     *,
-    time_limit_s: float = 7200.0,
+    seed: int | None = None,
     on_event: Callable[[str], None] | None = None,
 ) -> History:
-    """Run ``scenario`` with ``seed`` on a fresh virtual-time loop; the history.
-    ``on_event`` hears one line per phase and per fault, as they happen (virtual seconds)."""
-    check_supported(scenario)
-    state = _Run(scenario, seed, root, on_event=on_event)
-    return run_simulation(state.main(), time_limit_s=time_limit_s)
+    """Run ``scenario`` on the backend of ``spec`` under ``root`` (its files); the history.
+    ``on_event`` hears one line per phase and per fault as it happens, prefixed with the
+    seconds since the run began (virtual ones in the simulation)."""
+    check_supported(scenario, spec)
+    backend = spec.create(scenario, seed, root)
+    state = _Run(scenario, backend, seed, on_event)
+    return backend.run_loop(state.main)
 
 
 @dataclass
+class _Pending:
+    due_s: float  # seconds since the workload started
+    label: str
+    undo: Undo
+
+
+@dataclass(eq=False)
 class _Run:
     scenario: Scenario
-    seed: int
-    root: Path
-    on_event: Callable[[str], None] | None = None
+    backend: Backend
+    seed: int | None
+    on_event: Callable[[str], None] | None
     history: History = field(default_factory=History)
-    crashed: set[int] = field(default_factory=set)
-    _undo: list[tuple[float, Callable[[], Awaitable[None]], str]] = field(default_factory=list)
-    _healing: set[asyncio.Task[None]] = field(default_factory=set)
+    down: set[int] = field(default_factory=set)
+    paused: set[int] = field(default_factory=set)
+    isolated: set[int] = field(default_factory=set)
+    zk_isolated: set[int] = field(default_factory=set)
+    _undo: list[_Pending] = field(default_factory=list)
+    _background: set[asyncio.Task[None]] = field(default_factory=set)
+    _serving: dict[int, asyncio.Task[None]] = field(default_factory=dict)
     _locks: dict[int, asyncio.Lock] = field(default_factory=dict)
 
-    async def main(self) -> History:
+    def __post_init__(self) -> None:
         s = self.scenario
-        props: dict[str, object] = {
-            "unclean.leader.election.enable": s.cluster.unclean_leader_election,
-            "group.initial.rebalance.delay.ms": 0,
-            "auto.create.topics.enable": False,
-            **s.cluster.broker_config,
-        }
-        self.cluster = SimCluster(
-            self.root,
-            brokers=s.cluster.brokers,
-            seed=self.seed,
-            broker_props=props,
-            # The simulated ZooKeeper needs the session timeout the brokers ask for.
-            zk_session_timeout_ms=int(
-                s.cluster.broker_config.get("zookeeper.session.timeout.ms", 6000)
-            ),
+        self.rng = random.Random(
+            f"faults/{self.seed}" if self.seed is not None else f"chaos/{s.name}"
         )
-        self.rng = random.Random(f"faults/{self.seed}")
-        cluster = self.cluster
-        self.history.meta = {"scenario": s.name, "seed": self.seed, "runtime": "simulation"}
-        # Every message takes BASE_LATENCY_MS plus a seeded jitter: without it, a follower's
-        # long-poll would copy every append at the same virtual instant, and the windows in
-        # which replicas differ (where replication bugs live) would never open.
-        cluster.network.set_latency(*BASE_LATENCY_MS)
-        # A broker that halts itself (a full disk) is down like a crashed one.
-        cluster.on_halt = self._on_halt
-        await cluster.start()
+        self.history.meta = {"scenario": s.name, "seed": self.seed, "runtime": self.spec.runtime}
+        self.t0 = 0.0
+
+    @property
+    def spec(self) -> BackendSpec:
+        return self.backend.spec
+
+    # -- the run ------------------------------------------------------------------------------
+
+    async def main(self) -> History:
+        s, backend = self.scenario, self.backend
+        self.began_ms = backend.clock.monotonic_ms()
+        self.start_ms = self.began_ms  # the workload's start, set when it starts
+        self.event(f"starting ZooKeeper and {s.cluster.brokers} brokers ({self.spec.runtime})")
+        workload: Workload | None = None
         try:
-            await cluster.wait_for(lambda: cluster.controller_id() > 0, what="a controller")
-            admin = cluster.client("setup")
+            await backend.start()
+            backend.set_on_halt(self._on_halt)
+            self.event(
+                f"cluster up: brokers {', '.join(map(str, backend.broker_ids))} serving, "
+                + backend.describe()
+            )
+            admin = MinimalClient(backend.transport_for("setup"), backend.bootstrap, backend.clock)
             for topic in s.cluster.topics:
                 configs = {"min.insync.replicas": str(topic.min_insync_replicas), **topic.configs}
                 await admin.create_topic(
                     topic.name, topic.partitions, topic.replication_factor, configs
                 )
                 await admin.wait_for_leaders(topic.name, topic.partitions)
-            start_ms = cluster.clock.monotonic_ms()
-            self.start_ms = start_ms
+            self.event("topics created: " + ", ".join(_describe_topics(s)))
+            self.start_ms = backend.clock.monotonic_ms()
             self.t0 = asyncio.get_running_loop().time()
             workload = Workload(
                 scenario=s,
                 history=self.history,
-                clock=cluster.clock,
-                transport_for=lambda name: SimTransport(cluster.network, name),
-                bootstrap=[broker_address(b) for b in cluster.broker_ids],
-                start_ms=start_ms,
-                broker_addresses=lambda: [broker_address(b) for b in sorted(cluster.brokers)],
+                clock=backend.clock,
+                transport_for=backend.transport_for,
+                bootstrap=backend.bootstrap,
+                start_ms=self.start_ms,
+                broker_addresses=self._answering_addresses,
             )
             workload.start()
-            self._event(f"workload started ({len(s.workload.producers)} producers)")
+            self.event(
+                f"workload started ({len(s.workload.producers)} producers, "
+                f"{len(s.workload.consumers)} consumers, {s.workload.duration_s:g} s)"
+            )
             await self._run_faults(s.workload.duration_s)
             await workload.stop_producers()
-            self._event("producers stopped; healing every fault")
+            self.event("producers stopped; healing every fault")
             await self._heal_everything()
-            self._event(f"settling for {s.workload.settle_s:g} s")
+            self.event(f"settling for {s.workload.settle_s:g} s")
             await asyncio.sleep(s.workload.settle_s)
+            self.event("final read")
             await workload.final_read()
-            self._event("final read done")
+            reads = sum(1 for op in self.history.ops if op.process == "final-reader")
+            self.event(f"final read done ({reads} records)")
             await workload.stop()
-            self._snapshot_logs()
+            workload = None
+            self.event("stopping the cluster")
+            for note in await backend.finish(self.history):
+                self.event(note)
+            records = sum(len(entries) for entries in self.history.final_logs.values())
+            self.event(
+                f"final logs read: {len(self.history.final_logs)} replicas, {records} records"
+            )
         finally:
-            disk_faults.free(d for b in cluster.broker_ids for d in cluster.log_dirs(b))
-            await cluster.stop()
+            if workload is not None:
+                await workload.stop()
+            waiting = [*self._serving.values(), *self._background]
+            for task in waiting:
+                task.cancel()
+            # Retrieved here: the run is ending on another error, if any, which matters more.
+            await asyncio.gather(*waiting, return_exceptions=True)
+            await backend.close()
         return self.history
 
-    def now_ms(self) -> int:
-        return self.cluster.clock.monotonic_ms() - self.start_ms
-
-    def _event(self, text: str) -> None:
+    def event(self, text: str) -> None:
+        logger.info("%s", text)
         if self.on_event is not None:
-            self.on_event(f"{self.now_ms() / 1000:7.1f} s  {text}")
+            elapsed_s = (self.backend.clock.monotonic_ms() - self.began_ms) / 1000
+            self.on_event(f"{elapsed_s:7.1f} s  {text}")
 
-    # -- the schedule -----------------------------------------------------------------------
+    def now_ms(self) -> int:
+        """Milliseconds since the workload started (the history's time)."""
+        return self.backend.clock.monotonic_ms() - self.start_ms
+
+    def _elapsed_s(self) -> float:
+        return asyncio.get_running_loop().time() - self.t0
+
+    def _in_background(self, work: Awaitable[None], name: str) -> None:
+        async def step() -> None:
+            await work
+
+        task = asyncio.get_running_loop().create_task(step(), name=name)
+        self._background.add(task)
+
+    def _running(self) -> list[int]:
+        return [b for b in self.backend.broker_ids if self.backend.running(b)]
+
+    def _answering(self) -> list[int]:
+        """Brokers that can answer now: running, neither paused nor cut off."""
+        cut = self.paused | self.isolated
+        return [b for b in self._running() if b not in cut]
+
+    def _answering_addresses(self) -> list[str]:
+        return [self.backend.address(b) for b in self._answering()]
+
+    # -- the schedule -------------------------------------------------------------------------
 
     async def _run_faults(self, duration_s: float) -> None:
-        loop = asyncio.get_running_loop()
         pending = sorted(self.scenario.faults, key=lambda f: f.at_s)
         while True:
-            now = loop.time() - self.t0
-            due_undo = [u for u in self._undo if u[0] <= now]
-            for item in due_undo:
-                # In the background: a restarting broker may wait out its old session's
-                # registration, and the schedule must not slip behind it.
+            for item in [u for u in self._undo if u.due_s <= self._elapsed_s()]:
                 self._undo.remove(item)
-                task = loop.create_task(self._heal(item[1], item[2]))
-                self._healing.add(task)
-            while pending and pending[0].at_s <= now:
+                self._in_background(self._heal(item), f"heal {item.label}")
+            # Time is read again after every injection: what fell due meanwhile fires next.
+            while pending and pending[0].at_s <= self._elapsed_s():
                 await self._inject(pending.pop(0))
-            now = loop.time() - self.t0
+            now = self._elapsed_s()
             if now >= duration_s:
                 return
-            upcoming = [duration_s, *(f.at_s for f in pending), *(u[0] for u in self._undo)]
+            upcoming = [duration_s, *(f.at_s for f in pending), *(u.due_s for u in self._undo)]
             await asyncio.sleep(max(min(upcoming) - now, 0.01))
 
     async def _inject(self, fault: Fault) -> None:
-        targets = self._resolve(fault)
+        targets = resolve(fault, await self._view(fault), self.rng)
         label = f"{fault.target or 'cluster'} → " + ",".join(map(str, targets))
-        logger.info("fault at %.1f s: %s %s", fault.at_s, fault.action, label)
-        until = "" if fault.duration_s is None else f" for {fault.duration_s:g} s"
-        self._event(f"{fault.action} {label}{until}")
         start = self.now_ms()
         end = None if fault.duration_s is None else start + int(fault.duration_s * 1000)
         self.history.faults.append(FaultEvent(start, fault.action, label, end))
-        if fault.action == "rolling_restart":
-            # It takes interval_s per broker: in the background, so later faults keep time.
-            task = asyncio.get_running_loop().create_task(self._rolling_restart(fault, targets))
-            self._healing.add(task)
+        if not targets:
+            self.event(f"{fault.action} {fault.target}: no live broker to apply it to, skipped")
             return
-        undo = await getattr(self, f"_{fault.action}")(fault, targets)
+        until = "" if fault.duration_s is None else f" for {fault.duration_s:g} s"
+        self.event(f"{fault.action} {label}{until}")
+        undo = await APPLY[fault.action](self, fault, targets)
         if undo is not None and fault.duration_s is not None:
-            now = asyncio.get_running_loop().time() - self.t0
-            self._undo.append((now + fault.duration_s, undo, f"{fault.action} {label}"))
+            due_s = self._elapsed_s() + fault.duration_s
+            self._undo.append(_Pending(due_s, f"{fault.action} {label}", undo))
 
-    async def _heal(self, undo: Callable[[], Awaitable[None]], label: str) -> None:
-        await undo()
-        self._event("healed: " + label)
+    async def _heal(self, item: _Pending) -> None:
+        await item.undo()
+        self.event("healed: " + item.label)
 
     async def _heal_everything(self) -> None:
-        if self._healing:
-            await asyncio.wait(self._healing)
-            self._healing.clear()
-        for _, undo, _label in sorted(self._undo, key=lambda u: u[0]):
-            await undo()
+        while self._background:  # heals and rolling restarts under way, and what they start
+            done = list(self._background)
+            self._background.clear()
+            for outcome in await asyncio.gather(*done, return_exceptions=True):
+                if isinstance(outcome, BaseException):
+                    raise outcome
+        for item in sorted(self._undo, key=lambda u: u.due_s):
+            await self._heal(item)
         self._undo.clear()
-        self.cluster.network.heal_all()
-        self.cluster.network.set_latency(*BASE_LATENCY_MS)
-        for broker_id in sorted(self.cluster.brokers):
-            zk = self.cluster.brokers[broker_id].zk
-            if isinstance(zk, SimZooKeeperClient):
-                zk.reconnect()
-        for broker_id in sorted(self.crashed):
+        for broker_id in sorted(self.paused):
+            await self._resume(broker_id)
+        for broker_id in sorted(self.isolated):
+            await self._reconnect(broker_id)
+        for broker_id in sorted(self.zk_isolated):
+            await self._reconnect_zk(broker_id)
+        await self.backend.heal_network()
+        await self.backend.refresh()
+        for broker_id in self.backend.broker_ids:
+            if broker_id not in self.down and not self.backend.running(broker_id):
+                self.event(
+                    f"broker {broker_id} had exited by itself "
+                    f"({self.backend.exit_note(broker_id)}); starting it again"
+                )
+                self.down.add(broker_id)
+        for broker_id in sorted(self.down):
             await self._start(broker_id)
+        for broker_id in sorted(self._serving):
+            await self._serving[broker_id]
 
-    # -- targets ----------------------------------------------------------------------------
+    # -- targets ------------------------------------------------------------------------------
 
-    def _resolve(self, fault: Fault) -> list[int]:
-        """Broker ids the fault applies to, resolved now (the leader at fault time)."""
-        target = fault.target or ""
-        live = sorted(self.cluster.brokers)
-        if fault.action == "restart" and target in ("", "all"):
-            return sorted(self.crashed)
-        if target in ("", "all"):
-            return live
-        if target == "controller":
-            controller = self.cluster.controller_id()
-            return [controller] if controller > 0 else []
-        if target == "random":
-            return [self.rng.choice(live)] if live else []
-        kind, _, rest = target.partition(":")
-        if kind == "broker":
-            return [int(rest)]
-        if kind in ("leader", "follower"):
-            topic, _, number = rest.rpartition("-")
-            tp = TopicPartition(topic, int(number))
-            leaders = [
-                b
-                for b in live
-                if (p := self.cluster.brokers[b].replica_manager.partitions.get(tp)) is not None
-                and p.is_leader
-            ]
-            if kind == "leader":
-                return leaders[:1]
-            followers = [
-                b
-                for b in live
-                if b not in leaders and tp in self.cluster.brokers[b].replica_manager.partitions
-            ]
-            return [self.rng.choice(followers)] if followers else []
-        raise UnsupportedFaultError(f"unknown target {target!r}")
+    async def _view(self, fault: Fault) -> ClusterView:
+        kind = view_needs(fault)
+        await self.backend.refresh()
+        controller = -1
+        replicas = ()
+        if kind is TargetKind.CONTROLLER:
+            controller = await self.backend.controller_id()
+        elif kind in (TargetKind.LEADER, TargetKind.FOLLOWER):
+            replicas = await self.backend.describe_replicas(self._answering())
+        running = tuple(b for b in self._running() if b not in self.down)
+        return ClusterView(running, tuple(sorted(self.down)), controller, replicas)
 
-    # -- the faults -------------------------------------------------------------------------
-    # Each applies the fault and returns how to undo it (or None).
-
-    # Broker lifecycle steps hold that broker's lock, so a restart still waiting out its old
-    # registration and a later fault on the same broker never overlap.
+    # -- broker lifecycle ---------------------------------------------------------------------
 
     def _lock(self, broker_id: int) -> asyncio.Lock:
         return self._locks.setdefault(broker_id, asyncio.Lock())
 
-    async def _start(self, broker_id: int) -> None:
+    async def _kill(self, broker_id: int, sig: signal.Signals, *, lose_unflushed: bool) -> None:
+        """SIGKILL: a crash; SIGTERM: a controlled shutdown."""
         async with self._lock(broker_id):
-            if broker_id in self.crashed:
-                self.crashed.discard(broker_id)
-                await self.cluster.start_broker(broker_id)
-
-    async def _crash_one(self, broker_id: int, *, lose_unflushed: bool) -> None:
-        async with self._lock(broker_id):
-            broker = self.cluster.brokers.pop(broker_id, None)
-            if broker is None:
+            if broker_id in self.down or not self.backend.running(broker_id):
                 return
-            zk = broker.zk
-            if isinstance(zk, SimZooKeeperClient):
-                zk.disconnect()
-            self.cluster.network.crash(broker_node(broker_id))
-            await broker.crash(drop_unflushed=lose_unflushed)
-            self.crashed.add(broker_id)
+            serving = self._serving.pop(broker_id, None)
+            if serving is not None:
+                _forget(serving)  # a start that went wrong no longer matters: it goes down now
+            if sig == signal.SIGKILL:
+                self.paused.discard(broker_id)  # dies where it stands, without running again
+                await self.backend.crash(broker_id, lose_unflushed=lose_unflushed)
+            else:
+                await self._resume(broker_id)  # a stopped process holds SIGTERM until it runs
+                await self.backend.shutdown(broker_id)
+            self.down.add(broker_id)
 
-    async def _stop_controlled(self, broker_id: int) -> None:
+    async def _start(self, broker_id: int) -> None:
+        """Start the broker if it is down; a background task waits until it serves."""
         async with self._lock(broker_id):
-            if broker_id in self.cluster.brokers:
-                await self.cluster.stop_broker(broker_id)
-                self.crashed.add(broker_id)
+            if broker_id not in self.down and self.backend.running(broker_id):
+                return
+            try:
+                await self.backend.start_broker(broker_id)
+            except BrokerStartError as e:
+                self.down.add(broker_id)
+                self.event(f"broker {broker_id} did not start ({e}); it stays down for now")
+                return
+            self.down.discard(broker_id)
+            self._serving[broker_id] = asyncio.get_running_loop().create_task(
+                self._wait_serving(broker_id), name=f"serving-{broker_id}"
+            )
+
+    async def _wait_serving(self, broker_id: int) -> None:
+        clock = self.backend.clock
+        started = clock.monotonic_ms()
+        limit_s = _session_timeout_s(self.scenario) + self.spec.serving_grace_s
+        while not await self.backend.serving_again(broker_id):
+            waited_s = (clock.monotonic_ms() - started) / 1000
+            if not self.backend.running(broker_id):
+                raise RunError(
+                    f"broker {broker_id} exited while starting "
+                    f"({self.backend.exit_note(broker_id)})"
+                )
+            if waited_s > limit_s:
+                raise RunError(
+                    f"broker {broker_id} not serving {limit_s:g} s after its start "
+                    f"({self.backend.exit_note(broker_id)})"
+                )
+            await asyncio.sleep(self.spec.serving_poll_s)
+        waited_s = (clock.monotonic_ms() - started) / 1000
+        self.event(f"broker {broker_id} serving again ({waited_s:.1f} s after its start)")
 
     def _on_halt(self, broker_id: int) -> None:
-        self._event(f"broker {broker_id} halted (log dir failed)")
-        task = asyncio.get_running_loop().create_task(
-            self._crash_one(broker_id, lose_unflushed=False)
+        self.event(f"broker {broker_id} halted (log dir failed)")
+        self._in_background(
+            self._kill(broker_id, signal.SIGKILL, lose_unflushed=False), f"halt {broker_id}"
         )
-        self._healing.add(task)
 
-    async def _disk_full(self, fault: Fault, targets: list[int]) -> Callable[[], Awaitable[None]]:
-        """The targets' disks fill: their next append fails and they halt. Undo: room again,
-        and the halted brokers restarted (by their operator)."""
-        del fault
-        dirs = [d for broker_id in targets for d in self.cluster.log_dirs(broker_id)]
-        disk_faults.fill(dirs)
+    async def _pause_one(self, broker_id: int) -> None:
+        if self.backend.running(broker_id) and broker_id not in self.down | self.paused:
+            await self.backend.pause(broker_id)
+            self.paused.add(broker_id)
 
-        async def undo() -> None:
-            disk_faults.free(dirs)
-            for broker_id in targets:
-                await self._start(broker_id)
+    async def _resume(self, broker_id: int) -> None:
+        if broker_id in self.paused:
+            self.paused.discard(broker_id)
+            await self.backend.resume(broker_id)
 
-        return undo
+    async def _isolate_one(self, broker_id: int) -> None:
+        if broker_id not in self.isolated and self.backend.running(broker_id):
+            await self.backend.isolate(broker_id)
+            self.isolated.add(broker_id)
 
-    def _restarter(self, targets: list[int]) -> Callable[[], Awaitable[None]]:
+    async def _reconnect(self, broker_id: int) -> None:
+        if broker_id in self.isolated:
+            self.isolated.discard(broker_id)
+            await self.backend.reconnect(broker_id)
+
+    async def _isolate_zk_one(self, broker_id: int) -> None:
+        if broker_id not in self.zk_isolated and self.backend.running(broker_id):
+            await self.backend.isolate_zk(broker_id)
+            self.zk_isolated.add(broker_id)
+
+    async def _reconnect_zk(self, broker_id: int) -> None:
+        if broker_id in self.zk_isolated:
+            self.zk_isolated.discard(broker_id)
+            await self.backend.reconnect_zk(broker_id)
+
+    def _restarter(self, targets: list[int]) -> Undo:
         async def restart() -> None:
             for broker_id in targets:
                 await self._start(broker_id)
 
         return restart
 
-    async def _crash(self, fault: Fault, targets: list[int]) -> Callable[[], Awaitable[None]]:
-        lose = bool(fault.params.get("lose_unflushed", False))
-        for broker_id in targets:
-            await self._crash_one(broker_id, lose_unflushed=lose)
-        return self._restarter(targets)
-
-    async def _restart(self, fault: Fault, targets: list[int]) -> None:
-        """Start brokers that are down (a running one is left alone, as the scenario language
-        says and the real-process runner does)."""
-        del fault
-        for broker_id in targets:
-            await self._start(broker_id)
-
-    async def _controlled_shutdown(
-        self, fault: Fault, targets: list[int]
-    ) -> Callable[[], Awaitable[None]]:
-        del fault
-        for broker_id in targets:
-            await self._stop_controlled(broker_id)
-        return self._restarter(targets)
-
-    async def _rolling_restart(self, fault: Fault, targets: list[int]) -> None:
-        interval_s = float(fault.params.get("interval_s", 10.0))
-        for broker_id in targets:
-            await self._stop_controlled(broker_id)
-            await self._start(broker_id)
-            await asyncio.sleep(interval_s)
-
-    def _zk_of(self, broker_id: int) -> SimZooKeeperClient | None:
-        broker = self.cluster.brokers.get(broker_id)
-        zk = broker.zk if broker is not None else None
-        return zk if isinstance(zk, SimZooKeeperClient) else None
-
-    async def _isolate(self, fault: Fault, targets: list[int]) -> Callable[[], Awaitable[None]]:
-        del fault
-        for broker_id in targets:
-            self.cluster.network.isolate(broker_node(broker_id))
-            zk = self._zk_of(broker_id)
-            if zk is not None:
-                zk.disconnect()
-
-        async def heal() -> None:
+    def _each(self, step: Callable[[int], Awaitable[None]], targets: list[int]) -> Undo:
+        async def undo() -> None:
             for broker_id in targets:
-                self.cluster.network.heal(broker_node(broker_id))
-                zk = self._zk_of(broker_id)
-                if zk is not None:
-                    zk.reconnect()
+                await step(broker_id)
 
-        return heal
+        return undo
 
-    _pause = _isolate  # see the module doc: what the others see of a paused broker
 
-    async def _isolate_zk(self, fault: Fault, targets: list[int]) -> Callable[[], Awaitable[None]]:
-        del fault
+# -- the actions ---------------------------------------------------------------------------------
+# Each applies its fault to the resolved targets and returns how to undo it (or None).
+
+
+async def _crash(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+    lose = bool(fault.params.get("lose_unflushed", False))
+    for broker_id in targets:
+        await run._kill(broker_id, signal.SIGKILL, lose_unflushed=lose)
+    return run._restarter(targets)
+
+
+async def _restart(run: _Run, fault: Fault, targets: list[int]) -> None:
+    del fault  # a broker that runs is left alone (ACTIONS["restart"])
+    await run._restarter(targets)()
+
+
+async def _controlled_shutdown(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+    del fault
+    for broker_id in targets:
+        await run._kill(broker_id, signal.SIGTERM, lose_unflushed=False)
+    return run._restarter(targets)
+
+
+async def _pause(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+    del fault
+    for broker_id in targets:
+        await run._pause_one(broker_id)
+    return run._each(run._resume, targets)
+
+
+async def _isolate(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+    del fault
+    for broker_id in targets:
+        await run._isolate_one(broker_id)
+    return run._each(run._reconnect, targets)
+
+
+async def _isolate_zk(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+    del fault
+    for broker_id in targets:
+        await run._isolate_zk_one(broker_id)
+    return run._each(run._reconnect_zk, targets)
+
+
+async def _split(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+    groups_param = fault.params.get("groups")
+    if groups_param:
+        groups = [[int(b) for b in group] for group in groups_param]
+    else:  # the target(s) on one side, every other broker on the other
+        groups = [list(targets), [b for b in run.backend.broker_ids if b not in targets]]
+    await run.backend.split(groups)
+    return run.backend.heal_split
+
+
+async def _expire_session(run: _Run, fault: Fault, targets: list[int]) -> None:
+    del fault
+    for broker_id in targets:
+        await run.backend.expire_session(broker_id)
+
+
+async def _slow_network(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+    latency = float(fault.params.get("latency_ms", 50.0))
+    jitter = float(fault.params.get("jitter_ms", 0.0))
+    await run.backend.slow_network(targets, latency, jitter)
+    return run.backend.normal_network
+
+
+async def _clock_jump(run: _Run, fault: Fault, targets: list[int]) -> None:
+    await run.backend.clock_jump(targets, float(fault.params["seconds"]))
+
+
+async def _disk_full(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+    """The targets' disks fill: their next append fails and they halt. Undo: room again, and
+    the halted brokers started again (by their operator)."""
+    del fault
+    for broker_id in targets:
+        await run.backend.fill_disk(broker_id)
+
+    async def undo() -> None:
         for broker_id in targets:
-            zk = self._zk_of(broker_id)
-            if zk is not None:
-                zk.disconnect()
+            await run.backend.free_disk(broker_id)
+            await run._start(broker_id)
 
-        async def heal() -> None:
-            for broker_id in targets:
-                zk = self._zk_of(broker_id)
-                if zk is not None:
-                    zk.reconnect()
+    return undo
 
-        return heal
 
-    async def _split(self, fault: Fault, targets: list[int]) -> Callable[[], Awaitable[None]]:
-        groups_param = fault.params.get("groups")
-        if groups_param:
-            groups = [{broker_node(int(b)) for b in group} for group in groups_param]
-        else:  # the target(s) on one side, every other broker on the other
-            rest = [b for b in self.cluster.broker_ids if b not in targets]
-            groups = [{broker_node(b) for b in targets}, {broker_node(b) for b in rest}]
-        # Clients and ZooKeeper are not part of the split: they reach everyone.
-        for broker_group in groups:
-            others = [g for g in groups if g is not broker_group]
-            for src in sorted(broker_group):
-                for other in others:
-                    for dst in sorted(other):
-                        self.cluster.network.one_way(src, dst)
+async def _rolling_restart(run: _Run, fault: Fault, targets: list[int]) -> None:
+    run._in_background(_restart_in_turn(run, targets, float(fault.params["interval_s"])), "roll")
 
-        async def heal() -> None:
-            self.cluster.network.heal_all()
 
-        return heal
+async def _restart_in_turn(run: _Run, targets: list[int], interval_s: float) -> None:
+    loop = asyncio.get_running_loop()
+    for broker_id in targets:
+        began = loop.time()
+        await run._kill(broker_id, signal.SIGTERM, lose_unflushed=False)
+        run.event(f"rolling restart: broker {broker_id} shut down")
+        await run._start(broker_id)
+        serving = run._serving.get(broker_id)
+        if serving is not None:
+            await serving
+        await asyncio.sleep(max(began + interval_s - loop.time(), 0.0))
 
-    async def _expire_session(self, fault: Fault, targets: list[int]) -> None:
-        del fault
-        for broker_id in targets:
-            zk = self._zk_of(broker_id)
-            if zk is not None:
-                self.cluster.zk_server.expire_session(zk.session_id)
 
-    async def _slow_network(
-        self, fault: Fault, targets: list[int]
-    ) -> Callable[[], Awaitable[None]]:
-        del targets
-        latency = float(fault.params.get("latency_ms", 50.0))
-        jitter = float(fault.params.get("jitter_ms", 0.0))
-        self.cluster.network.set_latency(latency, jitter)
+APPLY: Final[Mapping[str, Apply]] = MappingProxyType(
+    {
+        "crash": _crash,
+        "restart": _restart,
+        "pause": _pause,
+        "isolate": _isolate,
+        "split": _split,
+        "isolate_zk": _isolate_zk,
+        "expire_session": _expire_session,
+        "slow_network": _slow_network,
+        "disk_full": _disk_full,
+        "clock_jump": _clock_jump,
+        "rolling_restart": _rolling_restart,
+        "controlled_shutdown": _controlled_shutdown,
+    }
+)
+"""How the runner applies each action of ``ACTIONS`` (every one, and no other)."""
+assert set(APPLY) == set(ACTIONS), "faults.runner: an action without a way to apply it"
 
-        async def heal() -> None:
-            self.cluster.network.set_latency(*BASE_LATENCY_MS)
 
-        return heal
+# -- helpers -------------------------------------------------------------------------------------
 
-    async def _clock_jump(self, fault: Fault, targets: list[int]) -> None:
-        del targets
-        self.cluster.clock.jump_ms(int(float(fault.params.get("seconds", 60)) * 1000))
+ZK_SESSION_TIMEOUT_MS_DEFAULT: Final = 6000  # the brokers' default
 
-    # -- the end ----------------------------------------------------------------------------
 
-    def _snapshot_logs(self) -> None:
-        topics = {t.name for t in self.scenario.cluster.topics}
-        for broker_id in sorted(self.cluster.brokers):
-            rm = self.cluster.brokers[broker_id].replica_manager
-            for tp in sorted(rm.partitions):
-                if tp.topic not in topics:
-                    continue
-                partition = rm.partitions[tp]
-                log = partition.log
-                entries = [
-                    (record.offset, (record.value or b"").decode(errors="replace"))
-                    for _, records in log.batches()
-                    for record in records
-                ]
-                self.history.final_logs[(tp.topic, tp.partition, broker_id)] = entries
-                if partition.is_leader:
-                    self.history.final_hw[(tp.topic, tp.partition)] = log.high_watermark
+def _session_timeout_s(scenario: Scenario) -> float:
+    raw = scenario.cluster.broker_config.get(
+        "zookeeper.session.timeout.ms", ZK_SESSION_TIMEOUT_MS_DEFAULT
+    )
+    return int(raw) / 1000
+
+
+def _describe_topics(s: Scenario) -> list[str]:
+    return [
+        f"{t.name} ({t.partitions} partitions, RF {t.replication_factor}, "
+        f"min ISR {t.min_insync_replicas})"
+        for t in s.cluster.topics
+    ]
+
+
+def _forget(task: asyncio.Task[None]) -> None:
+    """Cancel a background task, or take its outcome if it has one (so that asyncio does not
+    report an exception nobody retrieved)."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()

@@ -175,7 +175,6 @@ def describe_value(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
-
 # -- the scenario value ----------------------------------------------------------------------
 
 

@@ -398,4 +398,3 @@ class _Checker:
                     f"{path}.window_s",
                     f"leaves no room for {action} to start and heal within the run",
                 )
-
