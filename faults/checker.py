@@ -1,7 +1,7 @@
 """The history checker: what a failure-injection run did to the data, judged from its history.
 
 Pure: ``check(history) -> CheckReport``, values in, values out; no IO, no clock. The same
-checker judges simulated and real runs (``sim.history`` explains what a history holds).
+checker judges simulated and real runs (``faults.history`` explains what a history holds).
 
 Theory of operation. One pass over the operations indexes them per partition (sends by value,
 ok reads); one stable sort orders the replica samples by time. Every check below is then a

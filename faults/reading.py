@@ -309,10 +309,7 @@ class _Reader:
         )
 
 
-# -- checking --------------------------------------------------------------------------------
-
-
-CATALOG_DIR: Final = Path(__file__).with_name("catalog")
+# -- the catalog -----------------------------------------------------------------------------
 
 
 def catalog() -> dict[str, Path]:
@@ -334,6 +331,3 @@ def find(name_or_path: str | Path) -> Path:
         f"no such scenario in the catalog ({', '.join(entries)}) and no such file",
         source=str(name_or_path),
     )
-
-
-# -- where a random fault may start (the checker and sim.schedules) --------------------------

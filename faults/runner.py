@@ -46,7 +46,7 @@ from kafkasim.client.minimal import MinimalClient
 from kafkasim.common.errors import KafkasimError
 from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.backend import Backend, BackendSpec, BrokerStartError, check_supported
-from kafkasim.faults.history import FaultEvent, History
+from kafkasim.faults.history import FaultEvent, History, ReplicaSample
 from kafkasim.faults.resolve import ClusterView, resolve, view_needs
 from kafkasim.faults.scenario import Fault, Scenario, TargetKind
 from kafkasim.faults.workload import Workload
@@ -288,7 +288,7 @@ class _Run:
         kind = view_needs(fault)
         await self.backend.refresh()
         controller = -1
-        replicas = ()
+        replicas: tuple[ReplicaSample, ...] = ()
         if kind is TargetKind.CONTROLLER:
             controller = await self.backend.controller_id()
         elif kind in (TargetKind.LEADER, TargetKind.FOLLOWER):

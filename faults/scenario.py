@@ -353,6 +353,9 @@ def parse_target(text: str) -> Target:
 # -- the actions -----------------------------------------------------------------------------
 
 
+# -- where a random fault may start (checked on load, drawn by a sweep) ---------------------
+
+
 def ms_at_least(seconds: float) -> int:
     """The first whole millisecond at or after ``seconds`` (exact in float, not just close)."""
     ms = math.ceil(seconds * 1000)  # the product may be off by an ulp either way

@@ -1,6 +1,5 @@
 """Fault schedules for sweeps: random ones drawn from a scenario's ``[seed_faults]``, and a
-failing one shrunk to a minimal one. The scenario language itself is ``sim.scenario``, which
-re-exports ``randomize`` and ``shrink``.
+failing one shrunk to a minimal one.
 
 Theory of operation
 -------------------

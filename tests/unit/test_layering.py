@@ -24,6 +24,7 @@ PACKAGES = [
     "controller",
     "client",
     "sim",
+    "faults",
     "cluster",
     "cli",
     "proto",
