@@ -1,5 +1,6 @@
 """The compose cluster (compose/docker-compose.yml) as a library, and the chaos runner's
-compose backend.
+compose backend. (One module, ~650 lines: the backend is a thin layer over the library, and
+both go through the same docker CLI calls.)
 
 ``ComposeCluster`` drives one compose project: ZooKeeper and brokers 1-3 in containers, the
 brokers' external listeners published on 127.0.0.1 ports of our choosing, every fault through

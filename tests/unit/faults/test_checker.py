@@ -1,4 +1,4 @@
-"""The history checker (sim/checker.py) on hand-made histories: a clean run checks ok, and each
+"""The history checker (faults/checker.py) on hand-made histories: a clean run checks ok, and each
 history that holds exactly one kind of anomaly is caught and named — the checker is what every
 failure-injection verdict rests on, so each rule has a history that trips it."""
 
