@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 
 from kafkasim.common.clock import SystemClock
-from kafkasim.sim import checker, runner, scenario, schedules
+from kafkasim.faults import checker, reading, runner, schedules
+from kafkasim.sim.backend import SIM
 
 
 def main() -> None:
@@ -24,7 +25,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.getLogger().setLevel(logging.ERROR)
     seeds = range(1, 4 if args.quick else 21)
-    base = scenario.load(scenario.find(args.scenario))
+    base = reading.load(reading.find(args.scenario))
     wall = SystemClock()
     simulated_s = 0.0
     anomalies = 0
@@ -32,7 +33,7 @@ def main() -> None:
     for seed in seeds:
         chosen = schedules.randomize(base, random.Random(seed)) if base.seed_faults else base
         with tempfile.TemporaryDirectory(prefix="kafkasim-sim-bench-") as tmp:
-            history = runner.run(chosen, seed, Path(tmp))
+            history = runner.run(chosen, SIM, Path(tmp), seed=seed)
         simulated_s += max((op.time_ms for op in history.ops), default=0) / 1000
         anomalies += not checker.check(history).ok
     wall_s = max(wall.monotonic_ms() - started, 1) / 1000

@@ -1,6 +1,6 @@
 """``kafkasim check HISTORY.jsonl [--json]``: judge a failure-injection run's history.
 
-Prints the verdict (``sim.checker``) and exits 0 when the run is safe, 1 when anomalies were
+Prints the verdict (``faults.checker``) and exits 0 when the run is safe, 1 when anomalies were
 found, 2 when the file cannot be read as a history.
 """
 
@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kafkasim.sim.checker import check
-from kafkasim.sim.history import History
+from kafkasim.faults.checker import check
+from kafkasim.faults.history import History
 
 EXIT_SAFE = 0
 EXIT_ANOMALIES = 1

@@ -3,7 +3,8 @@
 * ``sim list``: the scenario catalog.
 * ``sim run SCENARIO --seed N``: one run; prints the faults as they happen (virtual time), then
   the checker's verdict; writes the history (JSON lines) and, with ``--report``, an HTML report.
-  The same scenario and seed replay the same history, byte for byte.
+  The same scenario and seed replay the same history, byte for byte. The same run as
+  ``kafkasim chaos run SCENARIO --backend sim --seed N``.
 * ``sim sweep SCENARIO --seeds 1..100``: one run per seed, each with a fault schedule drawn at
   random from the scenario's ``seed_faults`` section (its fixed schedule when it has none);
   lists every seed whose run the checker rejects (for a ``may-lose`` scenario: every seed that
@@ -26,9 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from kafkasim.common.clock import SystemClock
-from kafkasim.sim import checker, runner, scenario, schedules
-from kafkasim.sim import report as html_report
-from kafkasim.sim.history import History
+from kafkasim.faults import checker, runner, schedules
+from kafkasim.faults import report as html_report
+from kafkasim.faults.backend import BackendSpec
+from kafkasim.faults.history import History
+from kafkasim.faults.reading import catalog, find, load
+from kafkasim.faults.scenario import Fault, Scenario
+from kafkasim.faults.writing import dump
+from kafkasim.sim.backend import SIM
 
 
 def register(sub: Any) -> None:
@@ -67,8 +73,8 @@ def parse_seeds(text: str) -> range:
 
 def cmd_list(args: argparse.Namespace) -> int:
     del args
-    for name, path in sorted(scenario.catalog().items()):
-        loaded = scenario.load(path)
+    for name, path in sorted(catalog().items()):
+        loaded = load(path)
         summary = loaded.description.strip().splitlines()[0] if loaded.description else ""
         print(f"{name:<28} {loaded.expect:<9} {summary}")
     return 0
@@ -80,35 +86,61 @@ def _quiet_logs() -> None:
 
 
 def run_once(
-    chosen: scenario.Scenario, seed: int, *, on_event: Callable[[str], None] | None = None
+    chosen: Scenario,
+    seed: int | None,
+    *,
+    spec: BackendSpec = SIM,
+    directory: Path | None = None,
+    on_event: Callable[[str], None] | None = None,
 ) -> History:
-    with tempfile.TemporaryDirectory(prefix="kafkasim-sim-") as tmp:
-        return runner.run(chosen, seed, Path(tmp), on_event=on_event)
+    """One run on ``spec``'s backend, its files in ``directory`` (a temporary one if None)."""
+    if directory is not None:
+        return runner.run(chosen, spec, directory, seed=seed, on_event=on_event)
+    with tempfile.TemporaryDirectory(prefix=f"kafkasim-{spec.name}-") as tmp:
+        return runner.run(chosen, spec, Path(tmp), seed=seed, on_event=on_event)
 
 
-def meets_expectation(chosen: scenario.Scenario, report: checker.CheckReport) -> bool:
+def meets_expectation(chosen: Scenario, report: checker.CheckReport) -> bool:
     """A safe scenario must check clean; an unsafe one is run to show its loss, so any
     outcome is as expected (the verdict says which)."""
     return report.ok if chosen.expect == "safe" else True
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    chosen = scenario.load(scenario.find(args.scenario))
-    if args.random_faults:
-        chosen = schedules.randomize(chosen, random.Random(args.seed))
-    _quiet_logs()
-    print(f"scenario {chosen.name} (expect: {chosen.expect}), seed {args.seed}", flush=True)
+def run_and_report(
+    args: argparse.Namespace,
+    chosen: Scenario,
+    spec: BackendSpec,
+    seed: int | None,
+    directory: Path | None = None,
+) -> int:
+    """``sim run`` and ``chaos run``: one run with progress lines, the verdict, the outputs;
+    the exit status."""
+    where = f"seed {seed}" if spec is SIM else spec.runtime
+    print(f"scenario {chosen.name} (expect: {chosen.expect}), {where}", flush=True)
     wall = SystemClock()
     started = wall.monotonic_ms()
-    history = run_once(chosen, args.seed, on_event=lambda line: print(line, flush=True))
+    history = run_once(chosen, seed, spec=spec, directory=directory, on_event=_print_flushed)
     wall_s = max(wall.monotonic_ms() - started, 1) / 1000
     report = checker.check(history)
     for line in report.verdict_lines():
         print(line)
-    sim_s = max((op.time_ms for op in history.ops), default=0) / 1000
-    print(f"simulated {sim_s:.0f} s in {wall_s:.1f} s of wall time ({sim_s / wall_s:.0f}x)")
+    if spec is SIM:
+        sim_s = max((op.time_ms for op in history.ops), default=0) / 1000
+        print(f"simulated {sim_s:.0f} s in {wall_s:.1f} s of wall time ({sim_s / wall_s:.0f}x)")
+    else:
+        print(f"ran {chosen.run_s:g} s of workload and settling in {wall_s:.1f} s of wall time")
+    if directory is not None:
+        print(f"cluster files: {directory}")
     save_outputs(args, history, report)
     return 0 if meets_expectation(chosen, report) else 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    chosen = load(find(args.scenario))
+    if args.random_faults:
+        chosen = schedules.randomize(chosen, random.Random(args.seed))
+    _quiet_logs()
+    return run_and_report(args, chosen, SIM, args.seed)
 
 
 def save_outputs(args: argparse.Namespace, history: History, report: checker.CheckReport) -> None:
@@ -122,11 +154,11 @@ def save_outputs(args: argparse.Namespace, history: History, report: checker.Che
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    base = scenario.load(scenario.find(args.scenario))
+    base = load(find(args.scenario))
     seeds = parse_seeds(args.seeds)
     _quiet_logs()
     print(f"sweeping {base.name} (expect: {base.expect}) over seeds {args.seeds}", flush=True)
-    failing: list[tuple[int, scenario.Scenario]] = []
+    failing: list[tuple[int, Scenario]] = []
     lossy = 0
     wall = SystemClock()
     started = wall.monotonic_ms()
@@ -153,13 +185,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 1
     seed, chosen = failing[0]
 
-    def fails(faults: tuple[scenario.Fault, ...]) -> bool:
+    def fails(faults: tuple[Fault, ...]) -> bool:
         trial = dataclasses.replace(chosen, faults=faults, seed_faults=None)
         return not checker.check(run_once(trial, seed)).ok
 
     minimal = schedules.shrink(chosen.faults, fails)
     shrunk = dataclasses.replace(chosen, faults=minimal, seed_faults=None)
-    text = scenario.dump(shrunk)
+    text = dump(shrunk)
     print(f"seed {seed} shrunk from {len(chosen.faults)} to {len(minimal)} faults; replay with")
     print(f"  kafkasim sim run FILE --seed {seed}   where FILE holds:")
     print(text)
@@ -167,3 +199,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         args.save.write_text(text)
         print(f"saved: {args.save}")
     return 1
+
+
+def _print_flushed(line: str) -> None:
+    print(line, flush=True)

@@ -1,5 +1,6 @@
 """The compose cluster (compose/docker-compose.yml) as a library, and the chaos runner's
-compose backend.
+compose backend. (One module, ~650 lines: the backend is a thin layer over the library, and
+both go through the same docker CLI calls.)
 
 ``ComposeCluster`` drives one compose project: ZooKeeper and brokers 1-3 in containers, the
 brokers' external listeners published on 127.0.0.1 ports of our choosing, every fault through
@@ -8,7 +9,7 @@ match). The compose tests (tests/compose) and ``ComposeBackend`` share it.
 
 ``ComposeBackend`` (``COMPOSE``, ``kafkasim chaos run SCENARIO --backend compose``) runs a
 scenario on a compose project of its own: a project name and free 127.0.0.1 ports per run,
-the scenario's broker settings (``cluster.chaos.broker_props``) in a generated override file
+the scenario's broker settings (``faults.backend.broker_props``) in a generated override file
 (``KAFKASIM_CFG_<KEY>`` variables, see compose/broker-entrypoint.sh) under the run's
 directory, and ``down -v`` (that project's containers, networks and volumes) at the end,
 whatever happened. How each fault maps onto containers:
@@ -58,15 +59,15 @@ from typing import Final
 
 from kafkasim import proto
 from kafkasim.client.simple import MinimalClient
-from kafkasim.cluster import chaos
-from kafkasim.cluster.chaos import BackendSpec, ChaosError
+from kafkasim.cluster.chaos import ZK_SESSION_TIMEOUT_MS_DEFAULT, ChaosError, process_backend
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc import RpcError
 from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.controller.zk_process import free_loopback_port
+from kafkasim.faults.backend import BackendSpec, broker_props
+from kafkasim.faults.history import ReplicaSample
+from kafkasim.faults.scenario import Scenario
 from kafkasim.proto import kafkasim_pb2 as pb
-from kafkasim.sim.history import ReplicaSample
-from kafkasim.sim.scenario import Scenario
 
 __all__ = [
     "BROKER_IDS",
@@ -442,8 +443,8 @@ def render_override(
 def chaos_broker_props(scenario: Scenario) -> dict[str, object]:
     """The scenario's settings over the same defaults a local run's brokers get."""
     return {
-        "zookeeper.session.timeout.ms": chaos.ZK_SESSION_TIMEOUT_MS_DEFAULT,
-        **chaos.broker_props(scenario),
+        "zookeeper.session.timeout.ms": ZK_SESSION_TIMEOUT_MS_DEFAULT,
+        **broker_props(scenario),
     }
 
 
@@ -644,7 +645,7 @@ COMPOSE: Final = BackendSpec(
     injectable=INJECTABLE,
     not_injectable=NOT_INJECTABLE,
     lose_unflushed=LOSE_UNFLUSHED_REASON,
-    create=ComposeBackend,
+    create=process_backend(ComposeBackend),
     brokers=len(BROKER_IDS),
     brokers_reason="the compose file has brokers 1, 2 and 3",
     # Containers start slowly on a loaded machine (vfs); the logs are read through the engine.

@@ -38,7 +38,7 @@ ZOOKEEPER_PACKAGES=libzookeeper-java,default-jre-headless
 # kafkasim's importable packages (as [tool.setuptools.packages.find] lists them) and other
 # files of its wheel: what the source hash covers.
 SOURCE_FILES=(pyproject.toml README.md)
-SOURCE_DIRS=(kafkasim common storage cli proto node controller client sim cluster spark)
+SOURCE_DIRS=(kafkasim common storage cli proto node controller client sim faults cluster spark)
 
 say() { printf 'build-offline: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }

@@ -1,1 +1,2 @@
-"""kafkasim sim package."""
+"""The deterministic runtime: the virtual-time loop, SimNetwork, the ZooKeeper twin, SimCluster,
+and the simulation as a failure-run backend."""

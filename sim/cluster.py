@@ -61,7 +61,7 @@ class SimCluster:
         self.brokers: dict[int, Broker] = {}
         self._zk_clients: dict[int, list[SimZooKeeperClient]] = {}
         self._clients: list[SimTransport] = []
-        # Who hears that a broker halted itself (sim.runner tracks its crashed brokers);
+        # Who hears that a broker halted itself (a failure run tracks its crashed brokers);
         # None: the cluster crashes it.
         self.on_halt: Callable[[int], None] | None = None
         self._halts: set[asyncio.Task[None]] = set()

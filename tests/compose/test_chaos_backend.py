@@ -26,9 +26,13 @@ _REASON = compose_unavailable()
 if _REASON is not None:
     pytest.skip(_REASON, allow_module_level=True)
 
-from kafkasim.cluster import chaos, compose  # noqa: E402 - after the skip: nothing runs without an engine
-from kafkasim.sim import checker, runner, scenario  # noqa: E402
-from kafkasim.sim.history import History  # noqa: E402
+from kafkasim.cluster import compose  # noqa: E402 - after the skip: nothing runs without an engine
+from kafkasim.faults import checker, runner  # noqa: E402
+from kafkasim.faults.history import History  # noqa: E402
+from kafkasim.faults.reading import find, load  # noqa: E402
+from kafkasim.faults.scenario import Scenario  # noqa: E402
+from kafkasim.faults.validation import check  # noqa: E402
+from kafkasim.sim.backend import SIM  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -36,9 +40,9 @@ FAULT_AT_S = 6.0
 FAULT_FOR_S = 15.0  # past the 6 s ZooKeeper session timeout: another leader is elected
 
 
-def leader_isolation() -> scenario.Scenario:
+def leader_isolation() -> Scenario:
     """leader-partition with its fault an isolate of the same target, in less time."""
-    base = scenario.load(scenario.find("leader-partition"))
+    base = load(find("leader-partition"))
     (fault,) = base.faults
     assert (fault.action, fault.target) == ("split", "leader:events-0")
     chosen = dataclasses.replace(
@@ -51,7 +55,7 @@ def leader_isolation() -> scenario.Scenario:
         ),
         seed_faults=None,
     )
-    scenario.check(chosen)
+    check(chosen)
     return chosen
 
 
@@ -79,11 +83,11 @@ def test_an_isolated_leader_loses_nothing_acknowledged_and_agrees_with_the_simul
     chosen = leader_isolation()
     events: list[str] = []
     try:
-        history = chaos.run(chosen, tmp_path / "real", on_event=events.append, spec=compose.COMPOSE)
+        history = runner.run(chosen, compose.COMPOSE, tmp_path / "real", on_event=events.append)
     finally:
         print("\n".join(events))  # shown when the test fails
     real = checker.check(history)
-    simulated = checker.check(runner.run(chosen, 1, tmp_path / "sim"))
+    simulated = checker.check(runner.run(chosen, SIM, tmp_path / "sim", seed=1))
 
     assert real.ok, real.verdict_lines()
     assert real.verdict == simulated.verdict == "SAFE"

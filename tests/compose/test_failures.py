@@ -1,11 +1,11 @@
 """Failures a cluster of containers suffers, judged by the history checker (issue 6).
 
 Each test creates its own topic (1 partition, RF 3, min ISR 2) on the compose cluster, runs
-the simulation's workload (``sim.workload.Workload``: an idempotent acks=all producer and a
+the simulation's workload (``faults.workload.Workload``: an idempotent acks=all producer and a
 consumer, from the host through the external listeners, on GrpcTransport and the wall
 clock), injects one fault with the docker CLI while it writes, heals it, waits until every
 replica is back in the ISR, reads the partition to its high watermark, copies each broker's
-partition directory out of its container, and hands the history to ``sim.checker``: no
+partition directory out of its container, and hands the history to ``faults.checker``: no
 acknowledged record may be lost (nor duplicated, reordered or read beyond the HW).
 
 Every wait is bounded; none is an assertion on how fast something happens.
@@ -35,10 +35,9 @@ from kafkasim.common.clock import SystemClock  # noqa: E402
 from kafkasim.common.rpc import RpcError  # noqa: E402
 from kafkasim.common.rpc_grpc_client import GrpcTransport  # noqa: E402
 from kafkasim.common.types import TopicPartition  # noqa: E402
-from kafkasim.proto import kafkasim_pb2 as pb  # noqa: E402
-from kafkasim.sim import checker  # noqa: E402
-from kafkasim.sim.history import FaultEvent, History, Op, OpType, ReplicaSample  # noqa: E402
-from kafkasim.sim.scenario import (  # noqa: E402
+from kafkasim.faults import checker  # noqa: E402
+from kafkasim.faults.history import FaultEvent, History, Op, OpType, ReplicaSample  # noqa: E402
+from kafkasim.faults.scenario import (  # noqa: E402
     ClusterSpec,
     ConsumerSpec,
     ProducerSpec,
@@ -46,7 +45,8 @@ from kafkasim.sim.scenario import (  # noqa: E402
     TopicSpec,
     WorkloadSpec,
 )
-from kafkasim.sim.workload import Workload  # noqa: E402
+from kafkasim.faults.workload import Workload  # noqa: E402
+from kafkasim.proto import kafkasim_pb2 as pb  # noqa: E402
 from kafkasim.storage.records.batch import RecordBatchBuilder  # noqa: E402
 
 logger = logging.getLogger(__name__)

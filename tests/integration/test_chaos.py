@@ -19,8 +19,12 @@ import pytest
 
 from kafkasim.cluster import chaos
 from kafkasim.controller.zk_process import zookeeper_available
-from kafkasim.sim import checker, runner, scenario
-from kafkasim.sim.history import History
+from kafkasim.faults import checker, runner
+from kafkasim.faults.history import History
+from kafkasim.faults.reading import find, load
+from kafkasim.faults.scenario import Scenario
+from kafkasim.faults.validation import check
+from kafkasim.sim.backend import SIM
 from tests.cli_run import kafkasim
 
 
@@ -30,10 +34,10 @@ def needs_zookeeper() -> None:
         pytest.skip(f"real ZooKeeper unavailable: {reason}")
 
 
-def shortened(name: str, *, at_s: float, duration_s: float) -> scenario.Scenario:
+def shortened(name: str, *, at_s: float, duration_s: float) -> Scenario:
     """The catalog scenario with 20 s of workload and 10 s of settling, its one fault moved
     to ``at_s`` for ``duration_s``: the same fault on the same target, in less time."""
-    base = scenario.load(scenario.find(name))
+    base = load(find(name))
     (fault,) = base.faults
     chosen = dataclasses.replace(
         base,
@@ -41,7 +45,7 @@ def shortened(name: str, *, at_s: float, duration_s: float) -> scenario.Scenario
         faults=(dataclasses.replace(fault, at_s=at_s, duration_s=duration_s),),
         seed_faults=None,
     )
-    scenario.check(chosen)
+    check(chosen)
     return chosen
 
 
@@ -71,9 +75,9 @@ def test_a_real_run_is_safe_and_agrees_with_the_simulation(
     caplog.set_level(logging.ERROR)
     chosen = shortened(name, at_s=at_s, duration_s=duration_s)
     events: list[str] = []
-    history = chaos.run(chosen, tmp_path / "real", on_event=events.append)
+    history = runner.run(chosen, chaos.LOCAL, tmp_path / "real", on_event=events.append)
     real = checker.check(history)
-    simulated = checker.check(runner.run(chosen, 1, tmp_path / "sim"))
+    simulated = checker.check(runner.run(chosen, SIM, tmp_path / "sim", seed=1))
 
     assert real.ok, real.verdict_lines()
     assert (real.ok, real.lost) == (simulated.ok, simulated.lost) == (True, 0)

@@ -21,12 +21,14 @@ from pathlib import Path
 
 import pytest
 
+from kafkasim.faults import checker, reading, runner, schedules
+from kafkasim.faults.history import History
+from kafkasim.faults.scenario import Fault, Scenario
 from kafkasim.node import replication
-from kafkasim.sim import checker, runner, scenario, schedules
-from kafkasim.sim.history import History
+from kafkasim.sim.backend import SIM
 
-SAFE = sorted(n for n, p in scenario.catalog().items() if scenario.load(p).expect == "safe")
-UNSAFE = sorted(n for n, p in scenario.catalog().items() if scenario.load(p).expect != "safe")
+SAFE = sorted(n for n, p in reading.catalog().items() if reading.load(p).expect == "safe")
+UNSAFE = sorted(n for n, p in reading.catalog().items() if reading.load(p).expect != "safe")
 RANDOM_SEEDS = (1, 2)  # more seeds: kafkasim sim sweep, ./dev bench sim
 
 
@@ -35,9 +37,9 @@ def _quiet(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.ERROR)
 
 
-def run(chosen: scenario.Scenario, seed: int, tmp_path: Path) -> History:
+def run(chosen: Scenario, seed: int, tmp_path: Path) -> History:
     root = tmp_path / f"{chosen.name}-{seed}-{len(list(tmp_path.iterdir()))}"
-    return runner.run(chosen, seed, root)
+    return runner.run(chosen, SIM, root, seed=seed)
 
 
 def test_the_catalog_has_both_kinds() -> None:
@@ -51,7 +53,7 @@ def test_the_catalog_has_both_kinds() -> None:
 def test_a_safe_scenario_finds_nothing_with_its_own_and_random_schedules(
     name: str, tmp_path: Path
 ) -> None:
-    base = scenario.load(scenario.find(name))
+    base = reading.load(reading.find(name))
     runs = [(base, 1)] + [(schedules.randomize(base, random.Random(s)), s) for s in RANDOM_SEEDS]
     for chosen, seed in runs:
         report = checker.check(run(chosen, seed, tmp_path))
@@ -61,7 +63,7 @@ def test_a_safe_scenario_finds_nothing_with_its_own_and_random_schedules(
 
 @pytest.mark.parametrize("name", UNSAFE)
 def test_an_unsafe_scenario_shows_its_loss(name: str, tmp_path: Path) -> None:
-    report = checker.check(run(scenario.load(scenario.find(name)), 1, tmp_path))
+    report = checker.check(run(reading.load(reading.find(name)), 1, tmp_path))
     assert report.lost > 0, report.verdict_lines()
     assert report.verdict == "DATA LOST"
 
@@ -70,7 +72,7 @@ def test_an_injected_replication_bug_is_caught_by_a_sweep_and_shrinks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(replication, "HW_IGNORES_FOLLOWERS_BUG", True)
-    base = scenario.load(scenario.find("leader-crash"))
+    base = reading.load(reading.find("leader-crash"))
     failing = None
     for seed in range(1, 11):
         chosen = schedules.randomize(base, random.Random(seed))
@@ -80,7 +82,7 @@ def test_an_injected_replication_bug_is_caught_by_a_sweep_and_shrinks(
     assert failing is not None, "the sweep missed the injected bug in 10 seeds"
     seed, chosen = failing
 
-    def fails(faults: tuple[scenario.Fault, ...]) -> bool:
+    def fails(faults: tuple[Fault, ...]) -> bool:
         trial = dataclasses.replace(chosen, faults=faults, seed_faults=None)
         return not checker.check(run(trial, seed, tmp_path)).ok
 
@@ -93,7 +95,7 @@ def test_an_injected_replication_bug_is_caught_by_a_sweep_and_shrinks(
 
 
 def test_a_run_replays_exactly_from_its_seed(tmp_path: Path) -> None:
-    chosen = schedules.randomize(scenario.load(scenario.find("leader-crash")), random.Random(5))
+    chosen = schedules.randomize(reading.load(reading.find("leader-crash")), random.Random(5))
     first = list(run(chosen, 5, tmp_path).lines())
     second = list(run(chosen, 5, tmp_path).lines())
     assert first == second
@@ -130,7 +132,7 @@ action = "crash"
 target = "leader:events-0"
 duration_s = 3.0
 """
-    chosen = scenario.parse(text, source="timing.toml")
+    chosen = reading.parse(text, source="timing.toml")
     history = run(chosen, 1, tmp_path)
     starts = {f.action: f.start_ms for f in history.faults}
     assert 12_000 <= starts["crash"] < 12_100

@@ -29,6 +29,7 @@ PACKAGES = [
     "controller",
     "client",
     "sim",
+    "faults",
     "cluster",
     "cli",
     "proto",

@@ -69,3 +69,25 @@ def test_bad_input_gives_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
         assert out.returncode != 0
         assert out.stderr.count("\n") == 1, out.stderr
         assert message in out.stderr
+
+
+def test_chaos_run_on_the_sim_backend_is_the_same_run_as_sim_run(tmp_path: Path) -> None:
+    sim, chaos = tmp_path / "sim.jsonl", tmp_path / "chaos.jsonl"
+    one = kafkasim("sim", "run", "follower-pause", "--seed", "4", "--history", str(sim))
+    assert one.returncode == 0, one.stdout + one.stderr
+    other = kafkasim(
+        "chaos", "run", "follower-pause", "--backend", "sim", "--seed", "4",
+        "--history", str(chaos),
+    )  # fmt: skip
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert other.stdout.splitlines()[0] == "scenario follower-pause (expect: safe), seed 4"
+    assert sim.read_bytes() == chaos.read_bytes()
+
+
+def test_a_seed_is_refused_for_a_backend_that_cannot_replay_one() -> None:
+    out = kafkasim("chaos", "run", "leader-crash", "--backend", "local", "--seed", "4")
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        "kafkasim chaos: error: --seed is for --backend sim: a local processes run is not "
+        "replayable"
+    )

@@ -9,8 +9,10 @@ from dataclasses import replace
 import pytest
 
 from kafkasim.cluster import chaos, compose
-from kafkasim.sim.runner import UnsupportedFaultError
-from kafkasim.sim.scenario import ACTIONS, Fault, catalog, find, load
+from kafkasim.faults.actions import ACTIONS
+from kafkasim.faults.backend import UnsupportedFaultError, check_supported, unsupported_faults
+from kafkasim.faults.reading import catalog, find, load
+from kafkasim.faults.scenario import Fault
 
 # Everything in the catalog whose faults are crashes, pauses, shutdowns or isolations.
 RUNNABLE = {
@@ -37,13 +39,13 @@ def test_every_action_is_either_injected_or_refused_with_a_reason() -> None:
 @pytest.mark.parametrize("name", sorted(catalog()))
 def test_the_catalog_runs_or_is_refused_naming_the_compose_cluster(name: str) -> None:
     chosen = load(find(name))
-    clauses = chaos.unsupported_faults(chosen, compose.COMPOSE)
+    clauses = unsupported_faults(chosen, compose.COMPOSE)
     assert (name in RUNNABLE) == (not clauses), clauses
     if not clauses:
-        chaos.check_supported(chosen, compose.COMPOSE)
+        check_supported(chosen, compose.COMPOSE)
         return
     with pytest.raises(UnsupportedFaultError) as caught:
-        chaos.check_supported(chosen, compose.COMPOSE)
+        check_supported(chosen, compose.COMPOSE)
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(f"scenario {name}: the compose cluster cannot inject ")
@@ -57,7 +59,7 @@ def test_isolate_is_injected_but_split_and_a_power_cut_are_refused() -> None:
         Fault(3.0, "crash", "broker:3", 1.0, {"lose_unflushed": True}),
         Fault(4.0, "isolate_zk", "broker:2", 1.0),
     )
-    clauses = chaos.unsupported_faults(replace(base, faults=faults), compose.COMPOSE)
+    clauses = unsupported_faults(replace(base, faults=faults), compose.COMPOSE)
     assert [c.split(":", 1)[0] for c in clauses] == [
         "split (faults[1])",
         "crash with lose_unflushed (faults[2])",
@@ -65,19 +67,19 @@ def test_isolate_is_injected_but_split_and_a_power_cut_are_refused() -> None:
     ]
     assert "docker kill" in clauses[1]
     # The same scenario on local processes refuses the isolation too.
-    assert chaos.unsupported_faults(replace(base, faults=faults))[0].startswith("isolate")
+    assert unsupported_faults(replace(base, faults=faults), chaos.LOCAL)[0].startswith("isolate")
 
 
 def test_a_scenario_without_three_brokers_is_refused() -> None:
     base = load(find("leader-crash"))
     five = replace(base, cluster=replace(base.cluster, brokers=5))
     with pytest.raises(UnsupportedFaultError) as caught:
-        chaos.check_supported(five, compose.COMPOSE)
+        check_supported(five, compose.COMPOSE)
     assert str(caught.value) == (
         f"scenario {base.name}: the compose cluster cannot run cluster.brokers = 5: "
         "the compose file has brokers 1, 2 and 3"
     )
-    chaos.check_supported(five)  # local processes run any number
+    check_supported(five, chaos.LOCAL)  # local processes run any number
 
 
 def test_broker_settings_become_kafkasim_cfg_variables() -> None:

@@ -1,7 +1,7 @@
 """The history checker: what a failure-injection run did to the data, judged from its history.
 
 Pure: ``check(history) -> CheckReport``, values in, values out; no IO, no clock. The same
-checker judges simulated and real runs (``sim.history`` explains what a history holds).
+checker judges simulated and real runs (``faults.history`` explains what a history holds).
 
 Theory of operation. One pass over the operations indexes them per partition (sends by value,
 ok reads); one stable sort orders the replica samples by time. Every check below is then a
@@ -57,324 +57,26 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafkasim.common.types import TopicPartition
-from kafkasim.sim.history import History, Op, OpType, ReplicaSample
+from kafkasim.faults.history import History, Op, OpType, ReplicaSample
+from kafkasim.faults.verdict import (
+    CheckReport,
+    DivergentRead,
+    DuplicateRecord,
+    LostRecord,
+    PartitionReport,
+    ReadBeyondHw,
+    Reordering,
+    UnexpectedRecord,
+    Violation,
+)
 
-EXAMPLES_MAX = 10  # evidence items printed per kind and partition by verdict_lines()
+__all__ = ["CheckReport", "PartitionReport", "Violation", "check"]
 
 Report = Callable[[int, str], None]  # records a violation: (invariant, detail)
-
-
-# -- evidence -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LostRecord:
-    """An acknowledged value absent from the final state."""
-
-    value: str
-    process: str
-    offset: int | None  # the offset the acknowledgement named
-    time_ms: int  # when it was acknowledged
-
-
-@dataclass(frozen=True, slots=True)
-class UnexpectedRecord:
-    """A value in the final state that was never sent to this partition."""
-
-    value: str
-    offset: int  # -1: a read that recorded no offset
-    source: str  # "log" (the final leader's log) or the process that read it
-
-
-@dataclass(frozen=True, slots=True)
-class DuplicateRecord:
-    value: str
-    offsets: tuple[int, ...]
-    process: str | None  # the producer that sent it; None when it was never sent
-    idempotent: bool  # True: invariant 7 is violated
-
-
-@dataclass(frozen=True, slots=True)
-class Reordering:
-    """``later_value`` was sent after ``earlier_value`` by ``process`` but sits before it."""
-
-    process: str
-    earlier_value: str
-    earlier_offset: int
-    later_value: str
-    later_offset: int
-    idempotent: bool  # True: the order was guaranteed, so this is an anomaly
-
-
-@dataclass(frozen=True, slots=True)
-class ReadBeyondHw:
-    value: str
-    process: str
-    offset: int
-    hw: int
-    time_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class DivergentRead:
-    """A read of ``offset`` returned ``value``; the final leader's log holds ``log_value``."""
-
-    process: str
-    offset: int
-    value: str
-    log_value: str
-    time_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Violation:
-    invariant: int  # the number in ARCHITECTURE.md's "Invariants"
-    topic: str
-    partition: int
-    detail: str
-
-    def __str__(self) -> str:
-        return f"invariant {self.invariant} on {self.topic}-{self.partition}: {self.detail}"
-
-
-# -- reports --------------------------------------------------------------------------------
-
-
-@dataclass
-class PartitionReport:
-    topic: str
-    partition: int
-    leader: int | None  # the final leader (rule 1); None when no replica log was captured
-    final_hw: int | None
-    acknowledged: int = 0  # distinct values acknowledged (acks "1" or "all")
-    read: int = 0  # distinct values returned by ok reads
-    lost: list[LostRecord] = field(default_factory=list)
-    unexpected: list[UnexpectedRecord] = field(default_factory=list)
-    duplicates: list[DuplicateRecord] = field(default_factory=list)
-    reordered: list[Reordering] = field(default_factory=list)
-    read_beyond_hw: list[ReadBeyondHw] = field(default_factory=list)
-    divergent_reads: list[DivergentRead] = field(default_factory=list)
-    violations: list[Violation] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-    @property
-    def reordered_guaranteed(self) -> int:
-        """Reorderings of idempotent producers: the ones that count against the run."""
-        return sum(1 for r in self.reordered if r.idempotent)
-
-    @property
-    def ok(self) -> bool:
-        return not (
-            self.lost
-            or self.unexpected
-            or self.read_beyond_hw
-            or self.divergent_reads
-            or self.violations
-            or self.reordered_guaranteed
-        )
-
-
-@dataclass
-class CheckReport:
-    """The verdict on one history: per-partition evidence plus every invariant violation.
-
-    ``ok``: nothing lost, nothing unexpected, no read beyond the HW, no divergent read, no
-    reordering of an idempotent producer, no invariant violated. Duplicates and reorderings of
-    non-idempotent producers are reported but Kafka allows them, so they leave ``ok`` alone.
-    """
-
-    partitions: dict[tuple[str, int], PartitionReport] = field(default_factory=dict)
-    invariant_violations: list[Violation] = field(default_factory=list)
-
-    def _sum(self, count: Callable[[PartitionReport], int]) -> int:
-        return sum(count(p) for p in self.partitions.values())
-
-    @property
-    def acknowledged(self) -> int:
-        return self._sum(lambda p: p.acknowledged)
-
-    @property
-    def read(self) -> int:
-        return self._sum(lambda p: p.read)
-
-    @property
-    def lost(self) -> int:
-        return self._sum(lambda p: len(p.lost))
-
-    @property
-    def duplicated(self) -> int:
-        return self._sum(lambda p: len(p.duplicates))
-
-    @property
-    def unexpected(self) -> int:
-        return self._sum(lambda p: len(p.unexpected))
-
-    @property
-    def reordered(self) -> int:
-        return self._sum(lambda p: len(p.reordered))
-
-    @property
-    def read_beyond_hw(self) -> int:
-        return self._sum(lambda p: len(p.read_beyond_hw))
-
-    @property
-    def divergent_reads(self) -> int:
-        return self._sum(lambda p: len(p.divergent_reads))
-
-    @property
-    def ok(self) -> bool:
-        return not self.invariant_violations and all(p.ok for p in self.partitions.values())
-
-    @property
-    def verdict(self) -> str:
-        if self.lost or self.divergent_reads:
-            return "DATA LOST"
-        if self.invariant_violations:
-            return "INVARIANT VIOLATED"
-        return "SAFE" if self.ok else "ANOMALIES"
-
-    def counts(self) -> dict[str, int]:
-        return {
-            "acknowledged": self.acknowledged,
-            "read": self.read,
-            "lost": self.lost,
-            "duplicated": self.duplicated,
-            "unexpected": self.unexpected,
-            "reordered": self.reordered,
-            "read_beyond_hw": self.read_beyond_hw,
-            "divergent_reads": self.divergent_reads,
-            "invariant_violations": len(self.invariant_violations),
-        }
-
-    def verdict_lines(self, examples_max: int = EXAMPLES_MAX) -> list[str]:
-        """The text summary: the verdict line, then one line per partition and, under it, at
-        most ``examples_max`` examples of each kind of anomaly."""
-        lines = [f"VERDICT: {self.verdict} — {_summary(self.counts(), self._allowed())}"]
-        for report in self.partitions.values():
-            lines.extend(_partition_lines(report, examples_max))
-        return lines
-
-    def _allowed(self) -> tuple[int, int]:
-        """(duplicates, reorderings) by non-idempotent producers: reported, allowed."""
-        dup = self._sum(lambda p: sum(1 for d in p.duplicates if not d.idempotent))
-        reo = self._sum(lambda p: len(p.reordered) - p.reordered_guaranteed)
-        return dup, reo
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form (``kafkasim check --json``)."""
-        return {
-            "verdict": self.verdict,
-            "ok": self.ok,
-            "counts": self.counts(),
-            "invariant_violations": [asdict(v) for v in self.invariant_violations],
-            "partitions": [
-                {
-                    "topic": p.topic,
-                    "partition": p.partition,
-                    "leader": p.leader,
-                    "final_hw": p.final_hw,
-                    "acknowledged": p.acknowledged,
-                    "read": p.read,
-                    "ok": p.ok,
-                    "lost": [asdict(x) for x in p.lost],
-                    "unexpected": [asdict(x) for x in p.unexpected],
-                    "duplicates": [asdict(x) for x in p.duplicates],
-                    "reordered": [asdict(x) for x in p.reordered],
-                    "read_beyond_hw": [asdict(x) for x in p.read_beyond_hw],
-                    "divergent_reads": [asdict(x) for x in p.divergent_reads],
-                }
-                for p in self.partitions.values()
-            ],
-        }
-
-
-def _summary(counts: dict[str, int], allowed: tuple[int, int]) -> str:
-    dup_allowed, reo_allowed = allowed
-    parts = [
-        f"{counts['acknowledged']} acknowledged",
-        f"{counts['read']} read back",
-        f"{counts['lost']} lost",
-        f"{counts['duplicated']} duplicated"
-        + (f" ({dup_allowed} by non-idempotent producers, allowed)" if dup_allowed else ""),
-        f"{counts['unexpected']} unexpected",
-        f"{counts['reordered']} reordered"
-        + (f" ({reo_allowed} by non-idempotent producers, allowed)" if reo_allowed else ""),
-    ]
-    if counts["divergent_reads"]:
-        parts.append(f"{counts['divergent_reads']} divergent reads")
-    parts.append(f"{counts['invariant_violations']} invariant violations")
-    return ", ".join(parts)
-
-
-def _partition_lines(p: PartitionReport, examples_max: int) -> list[str]:
-    leader = "none" if p.leader is None else str(p.leader)
-    hw = "unknown" if p.final_hw is None else str(p.final_hw)
-    status = "ok" if p.ok else "ANOMALIES"
-    lines = [
-        f"{p.name}: {status} — leader {leader}, HW {hw}, {p.acknowledged} acknowledged, "
-        f"{p.read} read back, {len(p.lost)} lost, {len(p.duplicates)} duplicated, "
-        f"{len(p.unexpected)} unexpected, {len(p.reordered)} reordered"
-    ]
-
-    def section(title: str, items: Sequence[Any], show: Callable[[Any], str]) -> None:
-        if not items:
-            return
-        lines.append(f"  {title} ({len(items)}):")
-        lines.extend(f"    {show(item)}" for item in items[:examples_max])
-        if len(items) > examples_max:
-            lines.append(f"    … and {len(items) - examples_max} more")
-
-    section(
-        "lost",
-        p.lost,
-        lambda x: f"{x.value!r} acknowledged at offset {x.offset} to {x.process} at {x.time_ms} ms",
-    )
-    section(
-        "unexpected",
-        p.unexpected,
-        lambda x: f"{x.value!r} at offset {x.offset} ({x.source}), never sent to {p.name}",
-    )
-    section(
-        "duplicated",
-        p.duplicates,
-        lambda x: (
-            f"{x.value!r} at offsets {list(x.offsets)} from {x.process}"
-            + (" (idempotent: invariant 7)" if x.idempotent else " (not idempotent: allowed)")
-        ),
-    )
-    section(
-        "reordered",
-        p.reordered,
-        lambda x: (
-            f"{x.process} sent {x.earlier_value!r} before {x.later_value!r}, but they "
-            f"sit at offsets {x.earlier_offset} and {x.later_offset}"
-            + ("" if x.idempotent else " (not idempotent: allowed)")
-        ),
-    )
-    section(
-        "read beyond HW",
-        p.read_beyond_hw,
-        lambda x: (
-            f"{x.process} read {x.value!r} at offset {x.offset} with HW {x.hw} at {x.time_ms} ms"
-        ),
-    )
-    section(
-        "divergent reads",
-        p.divergent_reads,
-        lambda x: (
-            f"{x.process} read {x.value!r} at offset {x.offset} at {x.time_ms} ms; "
-            f"the final log holds {x.log_value!r} there"
-        ),
-    )
-    section("invariant violations", p.violations, lambda v: f"invariant {v.invariant}: {v.detail}")
-    return lines
 
 
 # -- the check ------------------------------------------------------------------------------
@@ -441,6 +143,34 @@ def check(history: History) -> CheckReport:
     return report
 
 
+class _Partition:
+    """One partition under judgement: its indexed operations, the report being filled, and
+    the final state of rule 2 (a value's first offset in ``first``; only values seen at a
+    second offset pay for a set in ``more``, so a clean history of 10^6 values stays small)."""
+
+    def __init__(self, tp: TopicPartition, ops: _Ops, report: PartitionReport) -> None:
+        self.tp = tp
+        self.ops = ops
+        self.report = report
+        self.first: dict[str, int] = {}
+        self.more: dict[str, set[int]] = {}
+        self.seen_without_offset: set[str] = set()  # read by an op that recorded no offset
+
+    def violation(self, invariant: int, detail: str) -> None:
+        self.report.violations.append(
+            Violation(invariant, self.tp.topic, self.tp.partition, detail)
+        )
+
+    def place(self, value: str, offset: int, source: str) -> None:
+        known = self.first.get(value)
+        if known is None:
+            self.first[value] = offset
+            if value not in self.ops.sends:
+                self.report.unexpected.append(UnexpectedRecord(value, offset, source))  # rule 4
+        elif known != offset:
+            self.more.setdefault(value, {known}).add(offset)
+
+
 def _check_partition(
     tp: TopicPartition,
     ops: _Ops,
@@ -448,120 +178,132 @@ def _check_partition(
     logs: dict[int, list[tuple[int, str]]],
     final_hw: int | None,
 ) -> PartitionReport:
-    violations: list[Violation] = []
-
-    def violation(invariant: int, detail: str) -> None:
-        violations.append(Violation(invariant, tp.topic, tp.partition, detail))
-
-    # Rule 1: the final leader and HW.
     leader_samples = [s for s in samples if s.is_leader]
     if final_hw is None and leader_samples:
         final_hw = leader_samples[-1].high_watermark
-    hw = final_hw
+    leader, committed = _rule_final_leader(samples, logs, final_hw)
+    p = _Partition(tp, ops, PartitionReport(tp.topic, tp.partition, leader, final_hw))
+    _rule_final_state(p, committed)
+    _rule_reads_below_hw(p)
+    _rule_divergent_reads(p, committed)
+    _rule_lost_and_reordered(p, committed if leader is not None else None)
+    _rule_duplicates(p)
+    for broker, entries in sorted(logs.items()):
+        _check_log_offsets(broker, entries, p.violation)
+    _check_samples(samples, p.violation)
+    if final_hw is not None and leader is not None and leader_samples:
+        _check_isr_prefix(
+            leader, leader_samples, logs, committed, hw=final_hw, violation=p.violation
+        )
+    return p.report
+
+
+def _rule_final_leader(
+    samples: Sequence[ReplicaSample], logs: dict[int, list[tuple[int, str]]], hw: int | None
+) -> tuple[int | None, list[tuple[int, str]]]:
+    """Rule 1: the final leader, and its log below the final HW."""
     leader = _final_leader(samples, logs, hw)
     committed = [] if leader is None else [(o, v) for o, v in logs[leader] if hw is None or o < hw]
-    report = PartitionReport(tp.topic, tp.partition, leader, final_hw)
+    return leader, committed
 
-    # Rule 2: the final state. A value's first offset lives in `first`; only values seen at a
-    # second offset pay for a set (`more`), so a clean history of 10^6 values stays small.
-    first: dict[str, int] = {}
-    more: dict[str, set[int]] = {}
-    seen_without_offset: set[str] = set()  # a read that recorded no offset
 
-    def place(value: str, offset: int, source: str) -> None:
-        known = first.get(value)
-        if known is None:
-            first[value] = offset
-            if value not in ops.sends:
-                report.unexpected.append(UnexpectedRecord(value, offset, source))  # rule 4
-        elif known != offset:
-            more.setdefault(value, {known}).add(offset)
-
+def _rule_final_state(p: _Partition, committed: list[tuple[int, str]]) -> None:
+    """Rules 2 and 4: the final state (the committed log, then every ok read, in order), and
+    every value in it that no send carried."""
     for offset, value in committed:
-        place(value, offset, "log")
-    log_at = dict(committed)
+        p.place(value, offset, "log")
     read_values: set[str] = set()
-    divergent: set[tuple[int, str]] = set()
-    for op in ops.reads:
+    for op in p.ops.reads:
         read_values.add(op.value)
         if op.offset is None:
-            seen_without_offset.add(op.value)
-            if op.value not in first and op.value not in ops.sends:
-                report.unexpected.append(UnexpectedRecord(op.value, -1, op.process))
+            p.seen_without_offset.add(op.value)
+            if op.value not in p.first and op.value not in p.ops.sends:
+                p.report.unexpected.append(UnexpectedRecord(op.value, -1, op.process))
             continue
-        place(op.value, op.offset, op.process)
-        if op.hw is not None and op.offset >= op.hw:  # rule 7, invariant 3
-            report.read_beyond_hw.append(
+        p.place(op.value, op.offset, op.process)
+    p.report.read = len(read_values)
+
+
+def _rule_reads_below_hw(p: _Partition) -> None:
+    """Rule 7 (invariant 3): a read at or above the HW of the fetch that returned it."""
+    for op in p.ops.reads:
+        if op.offset is not None and op.hw is not None and op.offset >= op.hw:
+            p.report.read_beyond_hw.append(
                 ReadBeyondHw(op.value, op.process, op.offset, op.hw, op.time_ms)
             )
-            violation(
+            p.violation(
                 3,
                 f"{op.process} read offset {op.offset} ({op.value!r}) at {op.time_ms} ms "
                 f"from a fetch whose HW was {op.hw}",
             )
+
+
+def _rule_divergent_reads(p: _Partition, committed: list[tuple[int, str]]) -> None:
+    """Rule 8: a read below the final HW whose value the final leader's log does not hold
+    there (each offset and value once)."""
+    log_at = dict(committed)
+    divergent: set[tuple[int, str]] = set()
+    for op in p.ops.reads:
+        if op.offset is None:
+            continue
         log_value = log_at.get(op.offset)
         if (
             log_value is not None
             and log_value != op.value
             and (op.offset, op.value) not in divergent
         ):
-            divergent.add((op.offset, op.value))  # rule 8
-            report.divergent_reads.append(
+            divergent.add((op.offset, op.value))
+            p.report.divergent_reads.append(
                 DivergentRead(op.process, op.offset, op.value, log_value, op.time_ms)
             )
-    report.read = len(read_values)
 
-    # Rules 3 and 6: lost and reordered acknowledged values, in send order.
-    in_log = {v for _, v in committed} if leader is not None else None
+
+def _rule_lost_and_reordered(p: _Partition, committed: list[tuple[int, str]] | None) -> None:
+    """Rules 3 and 6: acknowledged values absent from the final log (from the final state
+    when no log was captured), and acknowledged values of one producer out of send order."""
+    in_log = {v for _, v in committed} if committed is not None else None
     running_max: dict[str, tuple[int, str]] = {}  # process -> (highest offset so far, value)
-    for value, send in ops.sends.items():
+    for value, send in p.ops.sends.items():
         ack = send.ack
         if ack is None or ack.acks == "0":
             continue
-        report.acknowledged += 1
-        position = first.get(value)
+        p.report.acknowledged += 1
+        position = p.first.get(value)
         gone = (
             value not in in_log
             if in_log is not None
-            else position is None and value not in seen_without_offset
+            else position is None and value not in p.seen_without_offset
         )
         if gone:
-            report.lost.append(LostRecord(value, ack.process, ack.offset, ack.time_ms))
+            p.report.lost.append(LostRecord(value, ack.process, ack.offset, ack.time_ms))
         if position is None:
             continue
-        if value in more:
-            position = min(more[value])
+        if value in p.more:
+            position = min(p.more[value])
         highest = running_max.get(send.process)
         if highest is None or position > highest[0]:
             running_max[send.process] = (position, value)
         elif position < highest[0]:
-            report.reordered.append(
+            p.report.reordered.append(
                 Reordering(send.process, highest[1], highest[0], value, position, send.idempotent)
             )
 
-    # Rule 5: duplicates (invariant 7 for idempotent producers).
-    for value, offsets in more.items():
-        sent = ops.sends.get(value)
+
+def _rule_duplicates(p: _Partition) -> None:
+    """Rule 5: a value at more than one offset (invariant 7 for an idempotent producer)."""
+    for value, offsets in p.more.items():
+        sent = p.ops.sends.get(value)
         idempotent = sent is not None and sent.idempotent
         duplicate = DuplicateRecord(
             value, tuple(sorted(offsets)), None if sent is None else sent.process, idempotent
         )
-        report.duplicates.append(duplicate)
+        p.report.duplicates.append(duplicate)
         if idempotent:
-            violation(
+            p.violation(
                 7,
                 f"idempotent producer {duplicate.process} wrote {value!r} at offsets "
                 f"{list(duplicate.offsets)}",
             )
-
-    for broker, entries in sorted(logs.items()):
-        _check_log_offsets(broker, entries, violation)
-    _check_samples(samples, violation)
-    if hw is not None and leader is not None and leader_samples:
-        _check_isr_prefix(leader, leader_samples, logs, committed, hw=hw, violation=violation)
-
-    report.violations = violations
-    return report
 
 
 def _final_leader(

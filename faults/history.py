@@ -1,8 +1,8 @@
 """What a failure-injection run records: every client operation (Jepsen's history), samples of
 every replica's state over time, and each replica's log at the end.
 
-The same types serve the deterministic simulation and real runs (``cluster.chaos``), so one
-checker (``sim.checker``) judges both. A history is written as JSON lines (one object per line,
+The same types serve every backend of a run (the simulation, processes, containers), so one
+checker (``faults.checker``) judges both. A history is written as JSON lines (one object per line,
 ``kind`` first) so that a run can be checked again later (``kafkasim check FILE``).
 
 Operations follow Jepsen's model: a ``send`` is recorded when it is invoked (``invoke``) and

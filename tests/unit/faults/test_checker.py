@@ -1,4 +1,4 @@
-"""The history checker (sim/checker.py) on hand-made histories: a clean run checks ok, and each
+"""The history checker (faults/checker.py) on hand-made histories: a clean run checks ok, and each
 history that holds exactly one kind of anomaly is caught and named — the checker is what every
 failure-injection verdict rests on, so each rule has a history that trips it."""
 
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkasim.sim.checker import CheckReport, Violation, check
-from kafkasim.sim.history import FaultEvent, History, Op, OpType, ReplicaSample
+from kafkasim.faults.checker import CheckReport, Violation, check
+from kafkasim.faults.history import FaultEvent, History, Op, OpType, ReplicaSample
 from tests.cli_run import kafkasim as run_kafkasim
 
 kafkasim = functools.partial(run_kafkasim, timeout=120)

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkasim.sim.scenario import (
-    ACTIONS,
+from kafkasim.faults.actions import ACTIONS
+from kafkasim.faults.reading import catalog, find, load, parse
+from kafkasim.faults.scenario import (
     EXPECT_MAY_LOSE,
     EXPECT_SAFE,
     ClusterSpec,
@@ -29,15 +30,11 @@ from kafkasim.sim.scenario import (
     TargetKind,
     TopicSpec,
     WorkloadSpec,
-    catalog,
-    check,
-    dump,
-    find,
-    load,
-    parse,
     parse_target,
 )
-from kafkasim.sim.schedules import randomize, shrink
+from kafkasim.faults.schedules import randomize, shrink
+from kafkasim.faults.validation import check
+from kafkasim.faults.writing import dump
 
 REQUIRED = {
     "leader-crash",

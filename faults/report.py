@@ -17,8 +17,8 @@ import html
 from collections import defaultdict
 from collections.abc import Sequence
 
-from kafkasim.sim.checker import CheckReport
-from kafkasim.sim.history import History, OpType, ReplicaSample
+from kafkasim.faults.history import History, OpType, ReplicaSample
+from kafkasim.faults.verdict import CheckReport
 
 WIDTH, HEIGHT, PAD = 860, 200, 42
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")

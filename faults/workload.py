@@ -1,6 +1,5 @@
-"""A scenario's workload, recorded into a :class:`~sim.history.History`: the same code for the
-deterministic simulation (``sim.runner``) and for real runs (``cluster.chaos``) — only the
-transport, the clock and the bootstrap addresses differ.
+"""A scenario's workload, recorded into a ``History``: the same code on every backend of a
+failure run — only the transport, the clock and the bootstrap addresses differ.
 
 * **Producers** send unique values (``<producer>-<n>``) at the scenario's rate, round robin
   over the topic's partitions (explicit partitions, so every partition gets a stream), through
@@ -31,9 +30,9 @@ from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkaError, KafkasimError, error_for_name
 from kafkasim.common.rpc import ClientTransport, RpcError
 from kafkasim.common.types import TopicPartition
+from kafkasim.faults.history import History, Op, OpType, ReplicaSample
+from kafkasim.faults.scenario import ProducerSpec, Scenario
 from kafkasim.proto import kafkasim_pb2 as pb
-from kafkasim.sim.history import History, Op, OpType, ReplicaSample
-from kafkasim.sim.scenario import ProducerSpec, Scenario
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +50,10 @@ _DEFINITELY_NOT_WRITTEN = frozenset(
     )
 )
 OffsetOutOfRangeError = error_for_name("OFFSET_OUT_OF_RANGE")
+
+
+class FinalReadError(KafkasimError):
+    """The final read could not read a partition to its high watermark in time."""
 
 
 @dataclass
@@ -250,7 +253,13 @@ class Workload:
         for spec in self.scenario.cluster.topics:
             for p in range(spec.partitions):
                 tp = TopicPartition(spec.name, p)
-                await asyncio.wait_for(self._read_to_hw(client, name, tp), timeout_s)
+                try:
+                    await asyncio.wait_for(self._read_to_hw(client, name, tp), timeout_s)
+                except TimeoutError:
+                    raise FinalReadError(
+                        f"final read of {tp.topic}-{tp.partition}: its high watermark not "
+                        f"reached within {timeout_s:g} s (no leader, or none that answers)"
+                    ) from None
 
     async def _read_to_hw(self, client: MinimalClient, name: str, tp: TopicPartition) -> None:
         position = await self._log_start(client, tp, 0)

@@ -1,6 +1,5 @@
 """Fault schedules for sweeps: random ones drawn from a scenario's ``[seed_faults]``, and a
-failing one shrunk to a minimal one. The scenario language itself is ``sim.scenario``, which
-re-exports ``randomize`` and ``shrink``.
+failing one shrunk to a minimal one.
 
 Theory of operation
 -------------------
@@ -11,7 +10,7 @@ Theory of operation
    tail of more than RF-1 replicas is not, and is only scheduled by hand.
 2. ``shrink`` is pure apart from calling the predicate: ddmin over the fault list, then halving
    each duration while the run still fails, until neither changes anything. The result is saved
-   with ``sim.scenario.dump`` and replays with ``kafkasim sim run FILE --seed N``.
+   with ``faults.writing.dump`` and replays with ``kafkasim sim run FILE --seed N``.
 """
 
 from __future__ import annotations
@@ -21,21 +20,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from kafkasim.sim.scenario import (
-    ACTIONS,
+from kafkasim.faults.actions import ACTIONS, ActionSpec, Duration
+from kafkasim.faults.scenario import (
     DURATION_S_MIN,
-    ActionSpec,
-    Duration,
     Fault,
     RandomFaults,
     Scenario,
     ScenarioError,
     Target,
     TargetKind,
-    _ms_at_most,
-    _start_range_ms,
-    check,
+    ms_at_most,
+    start_range_ms,
 )
+from kafkasim.faults.validation import check
 
 __all__ = ["randomize", "shrink"]
 
@@ -61,9 +58,9 @@ def randomize(scenario: Scenario, rng: random.Random) -> Scenario:
 
 def _random_fault(scenario: Scenario, spec: RandomFaults, rng: random.Random) -> Fault:
     action = ACTIONS[rng.choice(spec.actions)]
-    run_ms = _ms_at_most(scenario.workload.duration_s)
-    at_ms = rng.randint(*_start_range_ms(scenario, spec, action.name))
-    max_ms = max(1, _ms_at_most(spec.max_duration_s))
+    run_ms = ms_at_most(scenario.workload.duration_s)
+    at_ms = rng.randint(*start_range_ms(scenario, spec, action.name))
+    max_ms = max(1, ms_at_most(spec.max_duration_s))
     span_ms = min(rng.randint(max(1, max_ms // 10), max_ms), run_ms - at_ms)
 
     params: dict[str, Any] = {}

@@ -1,0 +1,295 @@
+"""The deterministic simulation as a failure-run backend: the real brokers, controller and
+clients on the virtual-time loop, with SimNetwork and SimZooKeeper (``SIM``, ``SimBackend``).
+
+How the faults map onto the simulation:
+
+* ``crash``: the broker stops at once (no controlled shutdown, no flush); with
+  ``lose_unflushed`` every byte not yet fsynced is lost, as on a power cut.
+* ``pause``: the broker's network and ZooKeeper connection go silent for the duration. A paused
+  process's own timers keep running here (a real SIGSTOP stops them too); what others see —
+  no answers, no heartbeats, a session that may expire — is the same.
+* ``isolate``: cut from every other node, ZooKeeper included. ``isolate_zk``: from ZooKeeper
+  only. ``split``: brokers in separate groups cannot reach each other (clients and ZooKeeper
+  reach all). ``expire_session``: the broker's ZooKeeper session expires now.
+* ``slow_network``: latency (and jitter) on every message of the simulation, not only the
+  target's, for the duration.
+* ``clock_jump``: the wall clock (``time_ms``) of the whole simulation jumps; durations
+  (``monotonic_ms``) do not.
+* ``disk_full``: every append under the broker's log dirs fails with ENOSPC
+  (``storage.disk_faults``); the append answers KAFKA_STORAGE_ERROR, the dir goes offline and
+  the broker halts (as Kafka does when its log dirs have failed); the runner hears of it at
+  once and counts the broker as crashed.
+* A broker whose start-up fails (its ZooKeeper unreachable) is stopped again, as a Kafka
+  broker whose start-up failed exits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final, TypeVar
+
+from kafkasim.common.clock import Clock
+from kafkasim.common.errors import KafkasimError
+from kafkasim.common.rpc import ClientTransport
+from kafkasim.faults.actions import ACTIONS
+from kafkasim.faults.backend import BackendSpec, BrokerStartError, broker_props
+from kafkasim.faults.history import History, ReplicaSample
+from kafkasim.faults.scenario import Scenario
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.cluster import SimCluster, broker_address, broker_node
+from kafkasim.sim.loop import run_simulation
+from kafkasim.sim.network import SimTransport
+from kafkasim.sim.zookeeper import SimZooKeeperClient
+from kafkasim.storage import disk_faults
+
+__all__ = ["SIM", "SimBackend"]
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+BASE_LATENCY_MS: Final = (1.0, 2.0)  # base, jitter: a message takes 1-3 ms
+TIME_LIMIT_S: Final = 7200.0  # virtual seconds: a run that goes on longer is stuck
+
+
+class SimBackend:
+    """``faults.backend.Backend`` on a ``SimCluster``, created when the run's loop starts."""
+
+    def __init__(self, scenario: Scenario, seed: int | None, root: Path) -> None:
+        self.scenario = scenario
+        self.seed = 1 if seed is None else seed
+        self.root = root
+        self._cluster: SimCluster | None = None
+        self._paused: set[int] = set()
+        self._on_halt: Callable[[int], None] | None = None
+
+    @property
+    def spec(self) -> BackendSpec:
+        return SIM
+
+    @property
+    def cluster(self) -> SimCluster:
+        if self._cluster is None:
+            self._cluster = SimCluster(
+                self.root,
+                brokers=self.scenario.cluster.brokers,
+                seed=self.seed,
+                broker_props=broker_props(self.scenario),
+                # The simulated ZooKeeper needs the session timeout the brokers ask for.
+                zk_session_timeout_ms=int(
+                    self.scenario.cluster.broker_config.get("zookeeper.session.timeout.ms", 6000)
+                ),
+            )
+        return self._cluster
+
+    @property
+    def broker_ids(self) -> tuple[int, ...]:
+        return tuple(self.cluster.broker_ids)
+
+    @property
+    def bootstrap(self) -> list[str]:
+        return [broker_address(b) for b in self.cluster.broker_ids]
+
+    @property
+    def clock(self) -> Clock:
+        return self.cluster.clock
+
+    def run_loop(self, main: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+        return run_simulation(main(), time_limit_s=TIME_LIMIT_S)
+
+    async def start(self) -> None:
+        cluster = self.cluster
+        # Every message takes BASE_LATENCY_MS plus a seeded jitter: without it, a follower's
+        # long-poll would copy every append at the same virtual instant, and the windows in
+        # which replicas differ (where replication bugs live) would never open.
+        cluster.network.set_latency(*BASE_LATENCY_MS)
+        cluster.on_halt = self._halted
+        await cluster.start()
+        await cluster.wait_for(lambda: cluster.controller_id() > 0, what="a controller")
+
+    def describe(self) -> str:
+        return f"simulation seed {self.seed}"
+
+    def transport_for(self, name: str) -> ClientTransport:
+        return SimTransport(self.cluster.network, name)
+
+    def address(self, broker_id: int) -> str:
+        return broker_address(broker_id)
+
+    def running(self, broker_id: int) -> bool:
+        return broker_id in self.cluster.brokers
+
+    async def refresh(self) -> None:
+        pass  # the cluster's own table is always current
+
+    def set_on_halt(self, callback: Callable[[int], None]) -> None:
+        self._on_halt = callback
+
+    def _halted(self, broker_id: int) -> None:
+        if self._on_halt is not None:
+            self._on_halt(broker_id)
+
+    def _zk_of(self, broker_id: int) -> SimZooKeeperClient | None:
+        broker = self.cluster.brokers.get(broker_id)
+        zk = broker.zk if broker is not None else None
+        return zk if isinstance(zk, SimZooKeeperClient) else None
+
+    async def crash(self, broker_id: int, *, lose_unflushed: bool) -> None:
+        broker = self.cluster.brokers.pop(broker_id, None)
+        if broker is None:
+            return
+        self._paused.discard(broker_id)
+        zk = broker.zk
+        if isinstance(zk, SimZooKeeperClient):
+            zk.disconnect()
+        self.cluster.network.crash(broker_node(broker_id))
+        await broker.crash(drop_unflushed=lose_unflushed)
+
+    async def shutdown(self, broker_id: int) -> None:
+        if broker_id in self.cluster.brokers:
+            await self.cluster.stop_broker(broker_id)
+
+    async def start_broker(self, broker_id: int) -> None:
+        try:
+            await self.cluster.start_broker(broker_id)
+        except KafkasimError as e:
+            # Kafka's start-up failure: the process shuts down and exits.
+            logger.info("broker %d: start-up failed (%s); stopping it", broker_id, e)
+            await self.crash(broker_id, lose_unflushed=False)
+            raise BrokerStartError(f"broker {broker_id}: start-up failed: {e}") from e
+
+    async def serving_again(self, broker_id: int) -> bool:
+        return broker_id in self.cluster.brokers  # start_broker returns once it serves
+
+    def exit_note(self, broker_id: int) -> str:
+        return f"simulated broker {broker_id}"
+
+    async def pause(self, broker_id: int) -> None:
+        # What the others see of a paused broker: see the module doc.
+        self._paused.add(broker_id)
+        await self.isolate(broker_id)
+
+    async def resume(self, broker_id: int) -> None:
+        if broker_id in self._paused:
+            self._paused.discard(broker_id)
+            await self.reconnect(broker_id)
+
+    async def isolate(self, broker_id: int) -> None:
+        self.cluster.network.isolate(broker_node(broker_id))
+        await self.isolate_zk(broker_id)
+
+    async def reconnect(self, broker_id: int) -> None:
+        self.cluster.network.heal(broker_node(broker_id))
+        await self.reconnect_zk(broker_id)
+
+    async def isolate_zk(self, broker_id: int) -> None:
+        zk = self._zk_of(broker_id)
+        if zk is not None:
+            zk.disconnect()
+
+    async def reconnect_zk(self, broker_id: int) -> None:
+        zk = self._zk_of(broker_id)
+        if zk is not None:
+            zk.reconnect()
+
+    async def split(self, groups: list[list[int]]) -> None:
+        sides = [{broker_node(b) for b in group} for group in groups]
+        for side in sides:
+            for src in sorted(side):
+                for other in sides:
+                    if other is side:
+                        continue
+                    for dst in sorted(other):
+                        self.cluster.network.one_way(src, dst)
+
+    async def heal_split(self) -> None:
+        self.cluster.network.heal_all()
+
+    async def expire_session(self, broker_id: int) -> None:
+        zk = self._zk_of(broker_id)
+        if zk is not None:
+            self.cluster.zk_server.expire_session(zk.session_id)
+
+    async def slow_network(
+        self, broker_ids: list[int], latency_ms: float, jitter_ms: float
+    ) -> None:
+        del broker_ids  # every link: see the module doc
+        self.cluster.network.set_latency(latency_ms, jitter_ms)
+
+    async def normal_network(self) -> None:
+        self.cluster.network.set_latency(*BASE_LATENCY_MS)
+
+    async def clock_jump(self, broker_ids: list[int], seconds: float) -> None:
+        del broker_ids  # one clock for the whole simulation
+        self.cluster.clock.jump_ms(int(seconds * 1000))
+
+    async def fill_disk(self, broker_id: int) -> None:
+        disk_faults.fill(self.cluster.log_dirs(broker_id))
+
+    async def free_disk(self, broker_id: int) -> None:
+        disk_faults.free(self.cluster.log_dirs(broker_id))
+
+    async def heal_network(self) -> None:
+        self.cluster.network.heal_all()
+        self.cluster.network.set_latency(*BASE_LATENCY_MS)
+        self._paused.clear()
+        for broker_id in sorted(self.cluster.brokers):
+            await self.reconnect_zk(broker_id)
+
+    async def controller_id(self) -> int:
+        return self.cluster.controller_id()
+
+    async def describe_replicas(self, broker_ids: list[int]) -> tuple[ReplicaSample, ...]:
+        """Each broker's own answer to DescribeReplicas, taken in process (no virtual time
+        passes, no message is drawn on the network's random stream)."""
+        found: list[ReplicaSample] = []
+        for broker_id in broker_ids:
+            broker = self.cluster.brokers.get(broker_id)
+            if broker is None:
+                continue
+            response = broker.replica_manager.describe_replicas(pb.DescribeReplicasRequest())
+            found.extend(
+                ReplicaSample.from_state(response.monotonic_ms, r) for r in response.replicas
+            )
+        return tuple(found)
+
+    async def finish(self, history: History) -> list[str]:
+        """Every live replica's log as it is in memory; the leaders' high watermarks."""
+        topics = {t.name for t in self.scenario.cluster.topics}
+        for broker_id in sorted(self.cluster.brokers):
+            rm = self.cluster.brokers[broker_id].replica_manager
+            for tp in sorted(rm.partitions):
+                if tp.topic not in topics:
+                    continue
+                partition = rm.partitions[tp]
+                log = partition.log
+                entries = [
+                    (record.offset, (record.value or b"").decode(errors="replace"))
+                    for _, records in log.batches()
+                    for record in records
+                ]
+                history.final_logs[(tp.topic, tp.partition, broker_id)] = entries
+                if partition.is_leader:
+                    history.final_hw[(tp.topic, tp.partition)] = log.high_watermark
+        return []
+
+    async def close(self) -> None:
+        if self._cluster is None:
+            return
+        cluster = self._cluster
+        disk_faults.free(d for b in cluster.broker_ids for d in cluster.log_dirs(b))
+        await cluster.stop()
+
+
+SIM: Final = BackendSpec(
+    name="sim",
+    runtime="simulation",
+    injectable=frozenset(ACTIONS),
+    not_injectable=MappingProxyType({}),
+    lose_unflushed="",
+    create=SimBackend,
+)
+"""The deterministic simulation: every action, a crash that loses unflushed data too."""
