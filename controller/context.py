@@ -3,7 +3,7 @@
 :class:`ControllerContext` is Kafka's ``ControllerContext``: live brokers, assignments, the
 partition states as last read or written (with their znode versions), the topics being
 deleted. Only the event being handled changes it (one event queue, see
-:mod:`controller.core`), and it is dropped when the controller resigns.
+:mod:`controller.events`), and it is dropped when the controller resigns.
 :class:`ControllerSnapshot` is a frozen copy for ``cluster status`` and tests.
 """
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
+from kafkasim.controller.partition_state_machine import PartitionState
 from kafkasim.controller.zk_data import BrokerInfo, LeaderAndIsr
 
 
@@ -67,10 +68,12 @@ class ControllerSnapshot:
 class ControllerContext:
     """The active controller's picture of the cluster (Kafka's ``ControllerContext``).
 
-    Changed only by the event being handled. ``partition_states`` mirrors the state znodes as
-    last read or written (with their versions); a partition in ``assignments`` without a state
-    is *new* (no replica was live when it was created). Live brokers include the ones shutting
-    down; :meth:`live_broker_ids` excludes them, as Kafka's ``liveBrokerIds`` does.
+    Changed only by the event being handled. ``leadership`` mirrors the state znodes as last
+    read or written (with their versions), Kafka's ``partitionLeadershipInfo``; a partition in
+    ``assignments`` without one is *new* (no replica was live when it was created).
+    ``partition_states`` holds each partition's state in the partition state machine. Live
+    brokers include the ones shutting down; :meth:`live_broker_ids` excludes them, as Kafka's
+    ``liveBrokerIds`` does.
     """
 
     def __init__(self, epoch: int, epoch_zk_version: int) -> None:
@@ -81,7 +84,8 @@ class ControllerContext:
         self.shutting_down: set[int] = set()
         self.assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self.topic_zk_versions: dict[str, int] = {}
-        self.partition_states: dict[TopicPartition, LeaderAndIsr] = {}
+        self.leadership: dict[TopicPartition, LeaderAndIsr] = {}
+        self.partition_states: dict[TopicPartition, PartitionState] = {}
         self.topics_to_delete: set[str] = set()
         # Started deletions: the (partition, broker) replicas whose StopReplica(delete) is
         # not yet acknowledged.
@@ -117,6 +121,7 @@ class ControllerContext:
 
     def remove_topic(self, topic: str) -> None:
         for tp in self.partitions_of(topic):
+            self.leadership.pop(tp, None)
             self.partition_states.pop(tp, None)
         self.assignments.pop(topic, None)
         self.topic_zk_versions.pop(topic, None)
@@ -127,6 +132,5 @@ class ControllerContext:
         """Every partition of ``topic`` has a live leader."""
         tps = self.partitions_of(topic)
         return bool(tps) and all(
-            tp in self.partition_states and self.partition_states[tp].leader in self.live_brokers
-            for tp in tps
+            tp in self.leadership and self.leadership[tp].leader in self.live_brokers for tp in tps
         )
