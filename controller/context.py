@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
@@ -53,6 +54,22 @@ class ControllerSnapshot:
     shutting_down_brokers: frozenset[int]
     partitions: Mapping[TopicPartition, PartitionView]
     topics_being_deleted: frozenset[str]
+
+    @classmethod
+    def inactive(cls, broker_id: int, active_controller_id: int) -> ControllerSnapshot:
+        """The view of a broker that is not the active controller."""
+        return cls(
+            broker_id,
+            False,
+            active_controller_id,
+            -1,
+            -1,
+            "",
+            MappingProxyType({}),
+            frozenset(),
+            MappingProxyType({}),
+            frozenset(),
+        )
 
     def topics(self) -> list[str]:
         return sorted({tp.topic for tp in self.partitions})
@@ -127,6 +144,41 @@ class ControllerContext:
         self.topic_zk_versions.pop(topic, None)
         self.topics_to_delete.discard(topic)
         self.deletion_pending.pop(topic, None)
+
+    def snapshot(self, broker_id: int, active_controller_id: int) -> ControllerSnapshot:
+        """A frozen copy of this picture (see :class:`ControllerSnapshot`)."""
+        partitions: dict[TopicPartition, PartitionView] = {}
+        for tp in self.all_partitions():
+            state = self.leadership.get(tp)
+            replicas = self.replicas(tp)
+            offline = tuple(r for r in replicas if r not in self.live_brokers)
+            if state is None:
+                partitions[tp] = PartitionView(
+                    tp, replicas, zk_data.NO_LEADER, -1, (), -1, -1, offline
+                )
+            else:
+                partitions[tp] = PartitionView(
+                    tp,
+                    replicas,
+                    state.leader,
+                    state.leader_epoch,
+                    state.isr,
+                    state.controller_epoch,
+                    state.zk_version,
+                    offline,
+                )
+        return ControllerSnapshot(
+            broker_id,
+            True,
+            active_controller_id,
+            self.epoch,
+            self.epoch_zk_version,
+            self.cluster_id,
+            MappingProxyType(dict(sorted(self.live_brokers.items()))),
+            frozenset(self.shutting_down),
+            MappingProxyType(partitions),
+            frozenset(self.topics_to_delete),
+        )
 
     def has_leaders(self, topic: str) -> bool:
         """Every partition of ``topic`` has a live leader."""

@@ -5,27 +5,17 @@ Runs inside every broker, as in Kafka's ZooKeeper mode; the one that wins ``/con
 
 Theory of operation
 -------------------
-1. **Election and fencing.** A broker campaigns by creating the ephemeral ``/controller`` and
-   incrementing ``/controller_epoch`` in one ZooKeeper ``multi`` (creating the epoch znode
-   with 0 first if absent, so the first controller has epoch 1). The epoch znode's *version*
-   after that write is the fence: every later write of the active controller is a ``multi``
-   that starts with ``CheckOp("/controller_epoch", version)``. A deposed controller that has
-   not noticed yet (a zombie) therefore cannot change anything; when one of its writes fails
-   that way, it resigns. Brokers drop requests carrying an older ``controller_epoch``.
-2. **One event queue.** ZooKeeper watches, admin calls, controlled shutdowns and broker
-   answers become events, handled one at a time by one asyncio task (Kafka's
-   ``ControllerEventManager``). No two decisions interleave, so the in-memory
-   :class:`~controller.context.ControllerContext` is only ever changed by the event being handled.
-3. **Read, decide, conditionally write.** Brokers change ISRs themselves (version-checked
-   writes), so before any decision the controller re-reads the partition state znode, decides
-   with the pure functions of :mod:`controller.election`, and writes with the version it read
-   (``SetOp(path, data, zk_version)``) inside the fenced multi. ``BadVersionError``: somebody
-   wrote meanwhile; re-read and decide again (bounded attempts, then the partition is reported
-   as failed and logged). A partition state znode naming a newer controller epoch means this
-   controller is a zombie: resign.
-4. **Tell the brokers.** Decisions of one event are collected in a
-   :class:`~controller.channel.RequestBatch` and sent through the
-   :class:`~controller.channel.ControllerChannel` (ordered, retried per broker).
+1. **Election and fencing** (:mod:`controller.campaign`, :mod:`controller.zk_writer`): the
+   winner of ``/controller`` bumps ``/controller_epoch``; that znode's version then guards
+   every write of the winner, so a deposed controller that has not noticed yet (a zombie)
+   changes nothing, and resigns when a write fails that way.
+2. **One event queue** (:mod:`controller.events`): watches, admin calls, controlled shutdowns
+   and broker answers are handled one at a time, so no two decisions interleave.
+3. **Read, decide, conditionally write** (:mod:`controller.partition_state_machine`): brokers
+   change ISRs themselves, so each decision re-reads the partition state znode and writes
+   with the version read; on a conflict it reads and decides again (bounded).
+4. **Tell the brokers**: the decisions of one event go out as one
+   :class:`~controller.channel.RequestBatch` (ordered, retried per broker).
 
 Invariants (also asserted by :func:`controller.election.sanity_check` before each write):
 leader ∈ ISR ⊆ assigned replicas; leader epochs only grow (every new leader or ISR decided by
@@ -54,8 +44,6 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from types import MappingProxyType
 from typing import TypeVar
 
 from google.protobuf.message import Message
@@ -73,6 +61,7 @@ from kafkasim.common.errors import KafkaError
 from kafkasim.common.rpc import Transport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import admin_requests, campaign, zk_data
+from kafkasim.controller.active import ActiveController
 from kafkasim.controller.admin_requests import RESOURCE_TYPE_TOPIC
 from kafkasim.controller.api import (
     BrokerNotAvailableError,
@@ -94,15 +83,10 @@ from kafkasim.controller.api import (
     UnknownTopicOrPartitionError,
 )
 from kafkasim.controller.channel import ControllerChannel
-from kafkasim.controller.cluster_changes import ClusterChanges
 from kafkasim.controller.context import ControllerContext, ControllerSnapshot, PartitionView
 from kafkasim.controller.events import ControllerEvent, ControllerEventManager
-from kafkasim.controller.leadership import Leadership
 from kafkasim.controller.log import ControllerLog, logger
-from kafkasim.controller.partition_state_machine import PartitionStateMachine
 from kafkasim.controller.term import Term, Watches
-from kafkasim.controller.topic_admin import TopicAdmin
-from kafkasim.controller.topic_deletion import TopicDeletionManager
 from kafkasim.controller.zk_access import RetryingCoordination
 from kafkasim.controller.zk_writer import UNCLEAN_LEADER_ELECTION_ENABLE, FencedZkWriter
 from kafkasim.proto import kafkasim_pb2 as pb
@@ -140,18 +124,6 @@ _MOVE_BACKOFF_S = 1.0  # after failing to become controller, before freeing /con
 _CAMPAIGN_ATTEMPTS_MAX = 3  # /controller vanished between a failed campaign and the re-read
 
 
-@dataclass(frozen=True)
-class _Active:
-    """The objects of one term, built when this broker wins the election."""
-
-    term: Term
-    partitions: PartitionStateMachine
-    deletion: TopicDeletionManager
-    leadership: Leadership
-    cluster: ClusterChanges
-    admin: TopicAdmin
-
-
 class Controller:
     """Kafka's controller for one broker: campaigns, and when active, manages the cluster.
 
@@ -183,7 +155,7 @@ class Controller:
         self._clock = clock
         self._rng = rng if rng is not None else random.Random(broker_id)
         self._events = ControllerEventManager(f"controller-{broker_id}", self._process)
-        self._active: _Active | None = None
+        self._active: ActiveController | None = None
         self._rebalance_task: asyncio.Task[None] | None = None
         self._active_controller_id = zk_data.NO_LEADER
         self._session_id = 0
@@ -227,50 +199,8 @@ class Controller:
     def snapshot(self) -> ControllerSnapshot:
         """A frozen copy of the controller's view (see :class:`ControllerSnapshot`)."""
         if self._active is None:
-            return ControllerSnapshot(
-                self.broker_id,
-                False,
-                self._active_controller_id,
-                -1,
-                -1,
-                "",
-                MappingProxyType({}),
-                frozenset(),
-                MappingProxyType({}),
-                frozenset(),
-            )
-        ctx = self._active.term.ctx
-        partitions: dict[TopicPartition, PartitionView] = {}
-        for tp in ctx.all_partitions():
-            state = ctx.leadership.get(tp)
-            offline = tuple(r for r in ctx.replicas(tp) if r not in ctx.live_brokers)
-            if state is None:
-                partitions[tp] = PartitionView(
-                    tp, ctx.replicas(tp), zk_data.NO_LEADER, -1, (), -1, -1, offline
-                )
-            else:
-                partitions[tp] = PartitionView(
-                    tp,
-                    ctx.replicas(tp),
-                    state.leader,
-                    state.leader_epoch,
-                    state.isr,
-                    state.controller_epoch,
-                    state.zk_version,
-                    offline,
-                )
-        return ControllerSnapshot(
-            self.broker_id,
-            True,
-            self._active_controller_id,
-            ctx.epoch,
-            ctx.epoch_zk_version,
-            ctx.cluster_id,
-            MappingProxyType(dict(sorted(ctx.live_brokers.items()))),
-            frozenset(ctx.shutting_down),
-            MappingProxyType(partitions),
-            frozenset(ctx.topics_to_delete),
-        )
+            return ControllerSnapshot.inactive(self.broker_id, self._active_controller_id)
+        return self._active.term.ctx.snapshot(self.broker_id, self._active_controller_id)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -491,7 +421,7 @@ class Controller:
     def _ctx(self) -> ControllerContext | None:
         return self._active.term.ctx if self._active is not None else None
 
-    def _require_active(self) -> _Active:
+    def _require_active(self) -> ActiveController:
         if self._active is None:
             raise ControllerMovedError(f"broker {self.broker_id} is no longer the controller")
         return self._active
@@ -506,11 +436,15 @@ class Controller:
             not_running=f"broker {self.broker_id}: controller not running",
         )
 
-    def _route(self, name: str, handler: Callable[[_Active], Awaitable[None]]) -> ControllerEvent:
+    def _route(
+        self, name: str, handler: Callable[[ActiveController], Awaitable[None]]
+    ) -> ControllerEvent:
         """An event handled by the term's objects (it requires the active controller)."""
         return ControllerEvent(name, lambda: handler(self._require_active()))
 
-    def _watcher(self, name: str, handler: Callable[[_Active], Awaitable[None]]) -> Watcher:
+    def _watcher(
+        self, name: str, handler: Callable[[ActiveController], Awaitable[None]]
+    ) -> Watcher:
         def watcher(event: WatchEvent) -> None:
             self._events.put(self._route(name, handler))
 
@@ -671,7 +605,24 @@ class Controller:
             return
         new_epoch, new_version = won
         self._active_controller_id = self.broker_id
-        self._active = active = self._new_term(new_epoch, new_version)
+        self._active = active = ActiveController(
+            Term(
+                self.broker_id,
+                ControllerContext(new_epoch, new_version),
+                zk=FencedZkWriter(self._zk, new_epoch, new_version, self._log),
+                channel=ControllerChannel(
+                    self._transport,
+                    request_timeout_s=self._config.controller_socket_timeout_ms / 1000,
+                    backoff_initial_s=self._config.request_backoff_ms / 1000,
+                    backoff_max_s=self._config.request_backoff_max_ms / 1000,
+                ),
+                config=self._config,
+                log=self._log,
+                watches=self._watches,
+                on_stop_replica_response=self._on_stop_replica_response,
+            ),
+            self._rng,
+        )
         self._log.info("became the controller with epoch %d", new_epoch)
         try:
             await active.cluster.on_controller_failover()
@@ -688,37 +639,6 @@ class Controller:
             # elections as fast as ZooKeeper answers.
             await asyncio.sleep(_MOVE_BACKOFF_S)
             await campaign.delete_own_controller_znode(self._zk, self.broker_id, self._log)
-
-    def _new_term(self, epoch: int, epoch_zk_version: int) -> _Active:
-        """The objects of a term: context, fenced writer, channel, and those built on them."""
-        config = self._config
-        channel = ControllerChannel(
-            self._transport,
-            request_timeout_s=config.controller_socket_timeout_ms / 1000,
-            backoff_initial_s=config.request_backoff_ms / 1000,
-            backoff_max_s=config.request_backoff_max_ms / 1000,
-        )
-        term = Term(
-            self.broker_id,
-            ControllerContext(epoch, epoch_zk_version),
-            zk=FencedZkWriter(self._zk, epoch, epoch_zk_version, self._log),
-            channel=channel,
-            config=config,
-            log=self._log,
-            watches=self._watches,
-            on_stop_replica_response=self._on_stop_replica_response,
-        )
-        partitions = PartitionStateMachine(term)
-        deletion = TopicDeletionManager(term, partitions)
-        leadership = Leadership(term, partitions)
-        return _Active(
-            term,
-            partitions,
-            deletion,
-            leadership,
-            ClusterChanges(term, partitions, deletion, leadership),
-            TopicAdmin(term, self._rng),
-        )
 
     async def _resign(self) -> None:
         """Forget the term and stop talking to brokers (Kafka's onControllerResignation)."""
