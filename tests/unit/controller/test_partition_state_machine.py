@@ -19,7 +19,7 @@ from kafkasim.controller.partition_state_machine import (
 from kafkasim.controller.zk_data import LeaderAndIsr
 
 from .harness import run
-from .term_bench import bump_controller_epoch, term_bench
+from .term_bench import TermBench, bump_controller_epoch, term_bench
 
 NON_EXISTENT = PartitionState.NON_EXISTENT
 NEW = PartitionState.NEW
@@ -120,13 +120,21 @@ def test_partition_without_live_replica_stays_new() -> None:
     run(scenario)
 
 
+async def _with_state(
+    live: list[int], replicas: list[int], state: LeaderAndIsr
+) -> tuple[TermBench, PartitionStateMachine]:
+    """Partition t-0 on ``replicas`` with ``state`` in ZooKeeper, as a failover finds it."""
+    bench = await term_bench(live, {"t": {0: replicas}})
+    psm = PartitionStateMachine(bench.term)
+    psm.add_new([T0])
+    await bench.write_state(T0, state)
+    psm.initialize_states()
+    return bench, psm
+
+
 def test_offline_election_picks_a_live_isr_member_with_the_next_epoch() -> None:
     async def scenario() -> None:
-        bench = await term_bench([2, 3], {"t": {0: [1, 2, 3]}})
-        psm = PartitionStateMachine(bench.term)
-        psm.add_new([T0])
-        await bench.write_state(T0, LeaderAndIsr(1, 4, (1, 3), 0))
-        psm.initialize_states()
+        bench, psm = await _with_state([2, 3], [1, 2, 3], LeaderAndIsr(1, 4, (1, 3), 0))
         assert psm.state(T0) is OFFLINE  # its leader, broker 1, is not live
         batch = RequestBatch()
         results = await psm.elect_offline([T0], batch)
@@ -142,11 +150,7 @@ def test_offline_election_picks_a_live_isr_member_with_the_next_epoch() -> None:
 
 def test_offline_election_without_live_isr_member_stays_offline() -> None:
     async def scenario() -> None:
-        bench = await term_bench([2], {"t": {0: [1, 2]}})
-        psm = PartitionStateMachine(bench.term)
-        psm.add_new([T0])
-        await bench.write_state(T0, LeaderAndIsr(1, 4, (1,), 0))
-        psm.initialize_states()
+        bench, psm = await _with_state([2], [1, 2], LeaderAndIsr(1, 4, (1,), 0))
         results = await psm.elect_offline([T0], RequestBatch())
         assert not results[T0].elected
         assert psm.state(T0) is OFFLINE
@@ -158,11 +162,7 @@ def test_offline_election_without_live_isr_member_stays_offline() -> None:
 
 def test_election_decides_on_the_state_znode_not_the_cached_state() -> None:
     async def scenario() -> None:
-        bench = await term_bench([2, 3], {"t": {0: [1, 2, 3]}})
-        psm = PartitionStateMachine(bench.term)
-        psm.add_new([T0])
-        await bench.write_state(T0, LeaderAndIsr(1, 4, (1, 2, 3), 0))
-        psm.initialize_states()
+        bench, psm = await _with_state([2, 3], [1, 2, 3], LeaderAndIsr(1, 4, (1, 2, 3), 0))
         # The leader shrank the ISR after the controller's picture was taken.
         current = await bench.state(T0)
         await bench.zk.zk.set(
@@ -180,11 +180,7 @@ def test_election_decides_on_the_state_znode_not_the_cached_state() -> None:
 
 def test_removing_the_last_isr_leader_leaves_the_partition_offline() -> None:
     async def scenario() -> None:
-        bench = await term_bench([2], {"t": {0: [1, 2]}})
-        psm = PartitionStateMachine(bench.term)
-        psm.add_new([T0])
-        await bench.write_state(T0, LeaderAndIsr(1, 4, (1,), 0))
-        psm.initialize_states()
+        bench, psm = await _with_state([2], [1, 2], LeaderAndIsr(1, 4, (1,), 0))
         await psm.remove_replica_from_isr([T0], 1, RequestBatch())
         state = await bench.state(T0)
         assert (state.leader, state.isr, state.leader_epoch) == (zk_data.NO_LEADER, (1,), 5)
