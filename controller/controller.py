@@ -86,7 +86,8 @@ from kafkasim.controller.channel import ControllerChannel
 from kafkasim.controller.context import ControllerContext, ControllerSnapshot, PartitionView
 from kafkasim.controller.events import ControllerEvent, ControllerEventManager
 from kafkasim.controller.log import ControllerLog, logger
-from kafkasim.controller.term import Term, Watches
+from kafkasim.controller.term import Watches
+from kafkasim.controller.topic_admin import await_topics
 from kafkasim.controller.zk_access import RetryingCoordination
 from kafkasim.controller.zk_writer import UNCLEAN_LEADER_ELECTION_ENABLE, FencedZkWriter
 from kafkasim.proto import kafkasim_pb2 as pb
@@ -336,23 +337,7 @@ class Controller:
     async def _await_topics(
         self, results: list[TopicResult], done: Callable[[str], bool], timeout_ms: int
     ) -> list[TopicResult]:
-        """Wait until ``done(topic)`` for every successful result, or the timeout."""
-        pending = [r.name for r in results if r.ok]
-
-        async def wait() -> None:
-            while not all(done(t) for t in pending):
-                await self._events.changed.wait()
-
-        try:
-            await asyncio.wait_for(wait(), timeout_ms / 1000)
-        except TimeoutError:
-            return [
-                r
-                if not r.ok or done(r.name)
-                else TopicResult(r.name, RequestTimedOutError.code, "Operation timed out.")
-                for r in results
-            ]
-        return results
+        return await await_topics(results, done, timeout_ms, lambda: self._events.changed)
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[TopicPartition]:
         """Move leadership and ISR membership off ``broker_id`` (Kafka's
@@ -384,37 +369,15 @@ class Controller:
             lambda: self._require_active().leadership.elect_leaders(election_type, partitions),
         )
 
-    # -- the same, in protobuf form (see controller.admin_requests) ---------------------------
+    # -- the same, in protobuf form, for the broker's request handlers ----------------------
+    # (functions of the controller's entry points, so they become methods here)
 
-    async def handle_create_topics(
-        self, request: pb.CreateTopicsRequest
-    ) -> pb.CreateTopicsResponse:
-        return await admin_requests.handle_create_topics(self, request)
-
-    async def handle_delete_topics(
-        self, request: pb.DeleteTopicsRequest
-    ) -> pb.DeleteTopicsResponse:
-        return await admin_requests.handle_delete_topics(self, request)
-
-    async def handle_create_partitions(
-        self, request: pb.CreatePartitionsRequest
-    ) -> pb.CreatePartitionsResponse:
-        return await admin_requests.handle_create_partitions(self, request)
-
-    async def handle_incremental_alter_configs(
-        self, request: pb.IncrementalAlterConfigsRequest
-    ) -> pb.IncrementalAlterConfigsResponse:
-        return await admin_requests.handle_incremental_alter_configs(self, request)
-
-    async def handle_controlled_shutdown(
-        self, request: pb.ControlledShutdownRequest
-    ) -> pb.ControlledShutdownResponse:
-        return await admin_requests.handle_controlled_shutdown(self, request)
-
-    async def handle_elect_leaders(
-        self, request: pb.ElectLeadersRequest
-    ) -> pb.ElectLeadersResponse:
-        return await admin_requests.handle_elect_leaders(self, request)
+    handle_create_topics = admin_requests.handle_create_topics
+    handle_delete_topics = admin_requests.handle_delete_topics
+    handle_create_partitions = admin_requests.handle_create_partitions
+    handle_incremental_alter_configs = admin_requests.handle_incremental_alter_configs
+    handle_controlled_shutdown = admin_requests.handle_controlled_shutdown
+    handle_elect_leaders = admin_requests.handle_elect_leaders
 
     # -- events: queueing, routing, processing ------------------------------------------------
 
@@ -605,23 +568,16 @@ class Controller:
             return
         new_epoch, new_version = won
         self._active_controller_id = self.broker_id
-        self._active = active = ActiveController(
-            Term(
-                self.broker_id,
-                ControllerContext(new_epoch, new_version),
-                zk=FencedZkWriter(self._zk, new_epoch, new_version, self._log),
-                channel=ControllerChannel(
-                    self._transport,
-                    request_timeout_s=self._config.controller_socket_timeout_ms / 1000,
-                    backoff_initial_s=self._config.request_backoff_ms / 1000,
-                    backoff_max_s=self._config.request_backoff_max_ms / 1000,
-                ),
-                config=self._config,
-                log=self._log,
-                watches=self._watches,
-                on_stop_replica_response=self._on_stop_replica_response,
-            ),
-            self._rng,
+        self._active = active = ActiveController.begin(
+            self.broker_id,
+            ControllerContext(new_epoch, new_version),
+            FencedZkWriter(self._zk, new_epoch, new_version, self._log),
+            self._transport,
+            config=self._config,
+            log=self._log,
+            watches=self._watches,
+            on_stop_replica_response=self._on_stop_replica_response,
+            rng=self._rng,
         )
         self._log.info("became the controller with epoch %d", new_epoch)
         try:

@@ -10,9 +10,10 @@ rest follows from the watches (:mod:`controller.cluster_changes`,
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kafkasim.common.coordination import (
     BadVersionError,
@@ -31,6 +32,7 @@ from kafkasim.controller.api import (
     InvalidTopicError,
     NewPartitions,
     NewTopic,
+    RequestTimedOutError,
     TopicAlreadyExistsError,
     TopicConfigAlteration,
     TopicResult,
@@ -308,6 +310,32 @@ class TopicAdmin:
                     await self._zk.fenced([CreateOp(zk_data.delete_topic_path(name))])
                 results.append(TopicResult(name))
         return results
+
+
+async def await_topics(
+    results: list[TopicResult],
+    done: Callable[[str], bool],
+    timeout_ms: int,
+    changed: Callable[[], asyncio.Event],
+) -> list[TopicResult]:
+    """Wait until ``done(topic)`` for every successful result (checked each time
+    ``changed()`` fires), or the timeout: then the results not done are REQUEST_TIMED_OUT."""
+    pending = [r.name for r in results if r.ok]
+
+    async def wait() -> None:
+        while not all(done(t) for t in pending):
+            await changed().wait()
+
+    try:
+        await asyncio.wait_for(wait(), timeout_ms / 1000)
+    except TimeoutError:
+        return [
+            r
+            if not r.ok or done(r.name)
+            else TopicResult(r.name, RequestTimedOutError.code, "Operation timed out.")
+            for r in results
+        ]
+    return results
 
 
 def _topics_collide(a: str, b: str) -> bool:
