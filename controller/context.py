@@ -3,7 +3,7 @@
 :class:`ControllerContext` is Kafka's ``ControllerContext``: live brokers, assignments, the
 partition states as last read or written (with their znode versions), the topics being
 deleted. Only the event being handled changes it (one event queue, see
-:mod:`controller.core`), and it is dropped when the controller resigns.
+:mod:`controller.events`), and it is dropped when the controller resigns.
 :class:`ControllerSnapshot` is a frozen copy for ``cluster status`` and tests.
 """
 
@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
+from kafkasim.controller.partition_state_machine import PartitionState
 from kafkasim.controller.zk_data import BrokerInfo, LeaderAndIsr
 
 
@@ -53,6 +55,22 @@ class ControllerSnapshot:
     partitions: Mapping[TopicPartition, PartitionView]
     topics_being_deleted: frozenset[str]
 
+    @classmethod
+    def inactive(cls, broker_id: int, active_controller_id: int) -> ControllerSnapshot:
+        """The view of a broker that is not the active controller."""
+        return cls(
+            broker_id,
+            False,
+            active_controller_id,
+            -1,
+            -1,
+            "",
+            MappingProxyType({}),
+            frozenset(),
+            MappingProxyType({}),
+            frozenset(),
+        )
+
     def topics(self) -> list[str]:
         return sorted({tp.topic for tp in self.partitions})
 
@@ -67,10 +85,12 @@ class ControllerSnapshot:
 class ControllerContext:
     """The active controller's picture of the cluster (Kafka's ``ControllerContext``).
 
-    Changed only by the event being handled. ``partition_states`` mirrors the state znodes as
-    last read or written (with their versions); a partition in ``assignments`` without a state
-    is *new* (no replica was live when it was created). Live brokers include the ones shutting
-    down; :meth:`live_broker_ids` excludes them, as Kafka's ``liveBrokerIds`` does.
+    Changed only by the event being handled. ``leadership`` mirrors the state znodes as last
+    read or written (with their versions), Kafka's ``partitionLeadershipInfo``; a partition in
+    ``assignments`` without one is *new* (no replica was live when it was created).
+    ``partition_states`` holds each partition's state in the partition state machine. Live
+    brokers include the ones shutting down; :meth:`live_broker_ids` excludes them, as Kafka's
+    ``liveBrokerIds`` does.
     """
 
     def __init__(self, epoch: int, epoch_zk_version: int) -> None:
@@ -81,7 +101,8 @@ class ControllerContext:
         self.shutting_down: set[int] = set()
         self.assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self.topic_zk_versions: dict[str, int] = {}
-        self.partition_states: dict[TopicPartition, LeaderAndIsr] = {}
+        self.leadership: dict[TopicPartition, LeaderAndIsr] = {}
+        self.partition_states: dict[TopicPartition, PartitionState] = {}
         self.topics_to_delete: set[str] = set()
         # Started deletions: the (partition, broker) replicas whose StopReplica(delete) is
         # not yet acknowledged.
@@ -117,16 +138,51 @@ class ControllerContext:
 
     def remove_topic(self, topic: str) -> None:
         for tp in self.partitions_of(topic):
+            self.leadership.pop(tp, None)
             self.partition_states.pop(tp, None)
         self.assignments.pop(topic, None)
         self.topic_zk_versions.pop(topic, None)
         self.topics_to_delete.discard(topic)
         self.deletion_pending.pop(topic, None)
 
+    def snapshot(self, broker_id: int, active_controller_id: int) -> ControllerSnapshot:
+        """A frozen copy of this picture (see :class:`ControllerSnapshot`)."""
+        partitions: dict[TopicPartition, PartitionView] = {}
+        for tp in self.all_partitions():
+            state = self.leadership.get(tp)
+            replicas = self.replicas(tp)
+            offline = tuple(r for r in replicas if r not in self.live_brokers)
+            if state is None:
+                partitions[tp] = PartitionView(
+                    tp, replicas, zk_data.NO_LEADER, -1, (), -1, -1, offline
+                )
+            else:
+                partitions[tp] = PartitionView(
+                    tp,
+                    replicas,
+                    state.leader,
+                    state.leader_epoch,
+                    state.isr,
+                    state.controller_epoch,
+                    state.zk_version,
+                    offline,
+                )
+        return ControllerSnapshot(
+            broker_id,
+            True,
+            active_controller_id,
+            self.epoch,
+            self.epoch_zk_version,
+            self.cluster_id,
+            MappingProxyType(dict(sorted(self.live_brokers.items()))),
+            frozenset(self.shutting_down),
+            MappingProxyType(partitions),
+            frozenset(self.topics_to_delete),
+        )
+
     def has_leaders(self, topic: str) -> bool:
         """Every partition of ``topic`` has a live leader."""
         tps = self.partitions_of(topic)
         return bool(tps) and all(
-            tp in self.partition_states and self.partition_states[tp].leader in self.live_brokers
-            for tp in tps
+            tp in self.leadership and self.leadership[tp].leader in self.live_brokers for tp in tps
         )
