@@ -49,6 +49,7 @@ from kafkasim.controller.controller import Controller, ControllerConfig
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.config_changes import TopicConfigChangeListener
 from kafkasim.node.fetcher import ReplicaFetcherManager
+from kafkasim.node.group_apis import ReplicaOffsetsTopic, group_handlers
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_records import OFFSETS_TOPIC
 from kafkasim.node.metadata_cache import MetadataCache
@@ -201,7 +202,7 @@ class Broker:
         self._running = False
         # Consumer groups of the __consumer_offsets partitions this broker leads.
         self.groups = GroupCoordinator(
-            self.broker_id, config, self.replica_manager, clock, self._rng
+            self.broker_id, config, ReplicaOffsetsTopic(self.replica_manager), clock, self._rng
         )
         self.topic_creator = TopicCreator(
             config, self._create_topics_via_controller, self._create_internal_topic
@@ -253,6 +254,9 @@ class Broker:
         self.zk.add_session_listener(self._on_session_state)
         await self.config_changes.start()
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
+        # As Kafka's ZooKeeper-mode broker: groups map over the partitions __consumer_offsets
+        # has (an older run may have made it with another count), read before serving.
+        self.groups.set_partition_count(await self._offsets_topic_partition_count())
         # One server per listener (Kafka's listeners): the same handlers, except that the
         # answers naming brokers name them by the listener the request came in on.
         inter_broker = self.config.inter_broker_listener
@@ -523,6 +527,15 @@ class Broker:
         assert isinstance(response, pb.CreateTopicsResponse)
         return response
 
+    async def _offsets_topic_partition_count(self) -> int:
+        """``__consumer_offsets``' partition count in ZooKeeper, else the count this broker
+        would create it with (``offsets.topic.num.partitions``)."""
+        try:
+            data, _ = await self.zk.get(zk_data.topic_path(OFFSETS_TOPIC))
+        except NoNodeError:
+            return int(self.config["offsets.topic.num.partitions"])
+        return len(zk_data.decode_topic_assignment(data))
+
     # -- follower plumbing ------------------------------------------------------------------
 
     def _follow(self, targets: list[FetchTarget]) -> None:
@@ -571,15 +584,7 @@ class Broker:
             proto.METHOD_FIND_COORDINATOR: functools.partial(
                 self._handle_find_coordinator, listener=listener
             ),
-            proto.METHOD_JOIN_GROUP: self.groups.join_group,
-            proto.METHOD_SYNC_GROUP: self.groups.sync_group,
-            proto.METHOD_HEARTBEAT: self.groups.heartbeat,
-            proto.METHOD_LEAVE_GROUP: self.groups.leave_group,
-            proto.METHOD_OFFSET_COMMIT: self.groups.offset_commit,
-            proto.METHOD_OFFSET_FETCH: self.groups.offset_fetch,
-            proto.METHOD_LIST_GROUPS: self.groups.list_groups,
-            proto.METHOD_DESCRIBE_GROUPS: self.groups.describe_groups,
-            proto.METHOD_DELETE_GROUPS: self.groups.delete_groups,
+            **group_handlers(self.groups),
         }
 
     def _stream_handlers(self) -> dict[str, Callable[[AsyncIterator[Any]], AsyncIterator[Any]]]:

@@ -10,27 +10,20 @@ The state machine is Kafka's (``GroupMetadata.scala``)::
     any state ──group deleted / coordinator moves──► Dead
 
 Everything here is pure bookkeeping on values: no clock reads (times come in as arguments), no
-IO. The coordinator (``node.group_coordinator``) owns the futures that answer waiting JoinGroup
-and SyncGroup requests and decides when to write to ``__consumer_offsets``.
+IO. A member holds the futures that answer its waiting JoinGroup and SyncGroup (completed with
+domain results, ``node.group_types``); the coordinator (``node.group_membership``) decides when
+to answer them and when to write to ``__consumer_offsets``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 from dataclasses import dataclass, field
 
+from kafkasim.common.errors import KafkaError
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.group_records import GroupValue, MemberValue, OffsetValue
-from kafkasim.proto import kafkasim_pb2 as pb
-
-
-class GroupState(enum.Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
+from kafkasim.node.group_types import GroupProtocol, GroupState, JoinGroupResult, SyncGroupResult
 
 
 @dataclass
@@ -41,12 +34,12 @@ class Member:
     session_timeout_ms: int
     rebalance_timeout_ms: int
     protocol_type: str
-    protocols: tuple[tuple[str, bytes], ...]
+    protocols: tuple[GroupProtocol, ...]
     assignment: bytes = b""
     # The member's session ends when no heartbeat (or join/sync) came before this time.
     heartbeat_deadline_ms: int = 0
-    join_future: asyncio.Future[pb.JoinGroupResponse] | None = None
-    sync_future: asyncio.Future[pb.SyncGroupResponse] | None = None
+    join_future: asyncio.Future[JoinGroupResult] | None = None
+    sync_future: asyncio.Future[SyncGroupResult] | None = None
 
     @property
     def awaiting_join(self) -> bool:
@@ -57,13 +50,26 @@ class Member:
         return self.sync_future is not None and not self.sync_future.done()
 
     def metadata_for(self, protocol: str) -> bytes:
-        for name, metadata in self.protocols:
-            if name == protocol:
-                return metadata
+        for p in self.protocols:
+            if p.name == protocol:
+                return p.metadata
         raise KeyError(f"member {self.member_id} does not support protocol {protocol}")
 
-    def same_protocols(self, protocols: tuple[tuple[str, bytes], ...]) -> bool:
+    def same_protocols(self, protocols: tuple[GroupProtocol, ...]) -> bool:
         return self.protocols == protocols
+
+    def fail(self, error: type[KafkaError]) -> None:
+        """Answer a waiting JoinGroup and SyncGroup with ``error``."""
+        if self.join_future is not None and not self.join_future.done():
+            self.join_future.set_result(JoinGroupResult(error=error, member_id=self.member_id))
+        self.join_future = None
+        self.fail_sync(error)
+
+    def fail_sync(self, error: type[KafkaError]) -> None:
+        """Answer a waiting SyncGroup with ``error``."""
+        if self.sync_future is not None and not self.sync_future.done():
+            self.sync_future.set_result(SyncGroupResult(error=error))
+        self.sync_future = None
 
 
 @dataclass
@@ -84,9 +90,7 @@ class Group:
 
     # -- protocol selection -------------------------------------------------------------
 
-    def supports_protocols(
-        self, protocol_type: str, protocols: tuple[tuple[str, bytes], ...]
-    ) -> bool:
+    def supports_protocols(self, protocol_type: str, protocols: tuple[GroupProtocol, ...]) -> bool:
         """A joining member fits when the type matches and it shares one protocol with all."""
         if not protocols:
             return False
@@ -94,12 +98,12 @@ class Group:
             return bool(protocol_type)
         if protocol_type != self.protocol_type:
             return False
-        names = {name for name, _ in protocols}
+        names = {p.name for p in protocols}
         return bool(names & self.candidate_protocols())
 
     def candidate_protocols(self) -> set[str]:
         """Protocols every member supports."""
-        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
+        sets = [{p.name for p in m.protocols} for m in self.members.values()]
         return set.intersection(*sets) if sets else set()
 
     def select_protocol(self) -> str:
@@ -109,11 +113,11 @@ class Group:
         votes: dict[str, int] = {}
         order: list[str] = []
         for member in self.members.values():
-            for name, _ in member.protocols:
-                if name in candidates:
-                    votes[name] = votes.get(name, 0) + 1
-                    if name not in order:
-                        order.append(name)
+            for p in member.protocols:
+                if p.name in candidates:
+                    votes[p.name] = votes.get(p.name, 0) + 1
+                    if p.name not in order:
+                        order.append(p.name)
                     break
         return max(order, key=lambda name: (votes[name], -order.index(name)))
 
@@ -190,7 +194,7 @@ class Group:
                 session_timeout_ms=m.session_timeout_ms,
                 rebalance_timeout_ms=m.rebalance_timeout_ms,
                 protocol_type=value.protocol_type,
-                protocols=((protocol, m.subscription),),
+                protocols=(GroupProtocol(protocol, m.subscription),),
                 assignment=m.assignment,
                 heartbeat_deadline_ms=now_ms + m.session_timeout_ms,
             )

@@ -345,3 +345,53 @@ def test_clients_cannot_create_internal_topics_and_every_group_gets_a_coordinato
         assert len(metadata.topics[0].partitions) == PARTITIONS
 
     simulate(tmp_path, scenario, **SETTINGS)
+
+
+def test_an_offsets_topic_an_older_run_made_smaller_still_places_every_group(
+    tmp_path: Path,
+) -> None:
+    """``__consumer_offsets`` was made with 3 partitions; the brokers restart saying 50. As
+    Kafka's ZooKeeper-mode brokers do, each maps groups over the topic's actual count (read
+    from ZooKeeper at start), so every group still has a coordinator and keeps its commits
+    (over 50, most of these groups would map to partitions that do not exist)."""
+    groups = [f"group-{i}" for i in range(8)]
+    assert sum(partition_for(g, 50) >= 3 for g in groups) >= 4
+
+    async def fetch_all(cluster: SimCluster, client: MinimalClient) -> dict[str, int]:
+        """Each group's committed offset, looking the coordinator up again while leadership
+        settles after the restarts (as a client does on NOT_COORDINATOR)."""
+        fetched = {}
+        for group in groups:
+            for _ in range(50):
+                address = await coordinator(cluster, client, group)
+                fetch = pb.OffsetFetchRequest(group_id=group)
+                answer = await call(client, address, proto.METHOD_OFFSET_FETCH, fetch)
+                if answer.error_code == 0:
+                    break
+                assert answer.error_code in (
+                    code("NOT_COORDINATOR"),
+                    code("COORDINATOR_LOAD_IN_PROGRESS"),
+                ), (group, answer)
+                await cluster.sleep(0.5)
+            assert answer.error_code == 0, (group, answer)
+            fetched[group] = answer.partitions[0].committed_offset if answer.partitions else -1
+        return fetched
+
+    async def scenario(cluster: SimCluster) -> None:
+        client = cluster.client()
+        for i, group in enumerate(groups):
+            address = await coordinator(cluster, client, group)
+            commit = pb.OffsetCommitRequest(group_id=group, generation_id=-1)
+            commit.partitions.add(topic="t", partition=0, committed_offset=100 + i)
+            answer = await call(client, address, proto.METHOD_OFFSET_COMMIT, commit)
+            assert answer.partitions[0].error_code == 0, (group, answer)
+        cluster.broker_props["offsets.topic.num.partitions"] = 50
+        for broker_id in cluster.broker_ids:
+            await cluster.stop_broker(broker_id)
+            await cluster.start_broker(broker_id)
+        assert await fetch_all(cluster, client) == {
+            group: 100 + i for i, group in enumerate(groups)
+        }
+        assert [b.groups.partition_count for b in cluster.brokers.values()] == [3, 3, 3]
+
+    simulate(tmp_path, scenario, **{**SETTINGS, "offsets.topic.num.partitions": 3})

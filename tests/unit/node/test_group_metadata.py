@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kafkasim.node.group_metadata import Group, GroupState, Member
+from kafkasim.node.group_metadata import Group, Member
+from kafkasim.node.group_types import GroupProtocol, GroupState
 
 
 def member(member_id: str, *protocols: str) -> Member:
@@ -13,7 +14,7 @@ def member(member_id: str, *protocols: str) -> Member:
         session_timeout_ms=6000,
         rebalance_timeout_ms=9000,
         protocol_type="consumer",
-        protocols=tuple((p, p.encode()) for p in protocols),
+        protocols=tuple(GroupProtocol(p, p.encode()) for p in protocols),
     )
 
 
@@ -36,11 +37,13 @@ def test_a_tie_goes_to_the_earliest_members_choice() -> None:
 def test_a_joiner_must_share_a_protocol_and_the_type() -> None:
     group = Group("g")
     assert not group.supports_protocols("consumer", ())
-    assert group.supports_protocols("consumer", (("range", b""),))
+    assert group.supports_protocols("consumer", (GroupProtocol("range", b""),))
     group.add_member(member("a", "range"))
-    assert group.supports_protocols("consumer", (("x", b""), ("range", b"")))
-    assert not group.supports_protocols("consumer", (("roundrobin", b""),))
-    assert not group.supports_protocols("connect", (("range", b""),))
+    assert group.supports_protocols(
+        "consumer", (GroupProtocol("x", b""), GroupProtocol("range", b""))
+    )
+    assert not group.supports_protocols("consumer", (GroupProtocol("roundrobin", b""),))
+    assert not group.supports_protocols("connect", (GroupProtocol("range", b""),))
 
 
 def test_the_leader_moves_to_the_next_member_when_it_leaves() -> None:
