@@ -1449,8 +1449,8 @@ Global___IncrementalAlterConfigsResponse: _TypeAlias = IncrementalAlterConfigsRe
 @_typing.final
 class FindCoordinatorRequest(_message.Message):
     """---------------------------------------------------------------- consumer groups
-    The coordinator of a group is the leader of partition abs(javaHashCode(group_id)) % 50 of
-    __consumer_offsets (created on first use). Member metadata and assignments are opaque bytes
+    The coordinator of a group is the leader of partition abs(javaHashCode(group_id)) modulo the
+    partition count of __consumer_offsets (created on first use with offsets.topic.num.partitions). Member metadata and assignments are opaque bytes
     to the coordinator (the client encodes Kafka's ConsumerProtocol in them).
     """
 
