@@ -4,6 +4,7 @@ batches (a fetch response of a partition written before and after Kafka 0.11).""
 from __future__ import annotations
 
 import struct
+import zlib
 
 import pytest
 from hypothesis import given, settings
@@ -19,7 +20,7 @@ from kafkasim.storage.records.batch import (
     encode_control_batch,
     encode_empty_batch,
 )
-from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.compression import CompressionType, compress
 from kafkasim.storage.records.entry import decode_entries, iter_entries
 from kafkasim.storage.records.legacy import encode_legacy
 
@@ -27,7 +28,9 @@ T0 = 1_700_000_000_000
 GZIP = CompressionType.GZIP
 
 
-def _legacy(magic: int, base: int, count: int, codec: CompressionType = GZIP, **kw: object) -> bytes:
+def _legacy(
+    magic: int, base: int, count: int, codec: CompressionType = GZIP, **kw: object
+) -> bytes:
     return encode_legacy(
         [(T0 + base + i, b"k%d" % (base + i), b"v%d" % (base + i)) for i in range(count)],
         magic=magic,
@@ -149,12 +152,23 @@ def test_records_below_the_fetch_offset_inside_an_entry_are_skipped(
     assert offsets == [o for o in [*range(10), 13] if o >= fetch_offset]
 
 
-def test_a_bad_inner_crc_is_corrupt_message() -> None:
+def _v1_gzip_wrapper(offset: int, inner: bytes) -> bytes:
+    """A v1 gzip wrapper around ``inner`` with a correct outer CRC, whatever ``inner`` holds."""
+    value = compress(GZIP, inner)
+    body = struct.pack(">bbqi", 1, int(GZIP), T0, -1) + struct.pack(">i", len(value)) + value
+    return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
+
+
+def test_a_bad_crc_of_a_message_inside_a_wrapper_is_corrupt_message() -> None:
     """CRC-32 of each message inside a wrapper is checked, as check.crcs does."""
-    data = bytearray(_legacy(1, 0, 1, CompressionType.NONE) + _legacy(1, 1, 1, CompressionType.NONE))
-    data[-1] ^= 0xFF
+    inner = bytearray(encode_legacy([(T0, b"k", b"v0"), (T0, b"k", b"v1")], magic=1))
+    assert [r.value for _, rs in decode_entries(_v1_gzip_wrapper(1, bytes(inner))) for r in rs] == [
+        b"v0",
+        b"v1",
+    ]
+    inner[-1] ^= 0xFF
     with pytest.raises(CorruptRecordError, match="CRC"):
-        list(decode_entries(bytes(data)))
+        list(decode_entries(_v1_gzip_wrapper(1, bytes(inner))))
 
 
 def test_a_bad_v2_crc_after_legacy_entries_is_corrupt_message() -> None:
@@ -199,9 +213,7 @@ def test_any_mix_reads_every_record_from_any_fetch_offset(
             chunks.append(encode_batch(rows, base_offset=offset, compression=codec))
         else:
             rows = [(T0 + offset + i, b"k", struct.pack(">q", offset + i)) for i in range(count)]
-            chunks.append(
-                encode_legacy(rows, magic=magic, base_offset=offset, compression=codec)
-            )
+            chunks.append(encode_legacy(rows, magic=magic, base_offset=offset, compression=codec))
         offset += count
     fetch_offset = data.draw(st.integers(0, offset - 1))
     got = [
