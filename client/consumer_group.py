@@ -1,6 +1,7 @@
-"""The consumer's side of a consumer group (Kafka's ``ConsumerCoordinator``): finding the
-group coordinator, joining and syncing, heartbeats, leaving, and committing and fetching
-offsets.
+"""The group protocol of a consumer (Kafka's ``AbstractCoordinator`` with the offset calls of
+its ``ConsumerCoordinator``): finding the group coordinator, joining and syncing, heartbeats,
+leaving, and committing and fetching offsets. When the consumer uses them on ``poll`` is
+:mod:`client.consumer_coordinator`'s.
 
 Theory of operation
 -------------------

@@ -23,7 +23,8 @@ from kafkasim.common.errors import KafkaError, KafkasimError, RequestTimedOutErr
 from kafkasim.common.rpc import RpcError
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
-from kafkasim.storage.records.batch import Record, RecordBatchBuilder, decode_batch, iter_batches
+from kafkasim.storage.records.batch import Record, RecordBatchBuilder
+from kafkasim.storage.records.entry import decode_entries
 
 __all__ = ["FetchResult", "MinimalClient", "ProduceResult"]
 
@@ -152,17 +153,18 @@ class MinimalClient(NetworkClient):
         max_bytes: int = 1024 * 1024,
         max_wait_ms: int = 0,
     ) -> FetchResult:
-        """Records from ``offset`` (as a consumer: only below the HW), from the leader;
-        retried (a moved leader, a broker down) under this client's policy."""
+        """Records from ``offset`` (as a consumer: only below the HW; any message format),
+        from the leader; retried (a moved leader, a broker down) under this client's policy."""
         async for attempt in self.retrying():
             with attempt:
                 part = await self.fetch_raw(
                     tp, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms
                 )
-                records: list[Record] = []
-                for position, _ in iter_batches(part.records, verify_crc=True):
-                    _, batch_records = decode_batch(part.records, position)
-                    records.extend(r for r in batch_records if r.offset >= offset)
+                records = [
+                    r
+                    for _, entry_records in decode_entries(part.records, fetch_offset=offset)
+                    for r in entry_records
+                ]
                 return FetchResult(records, part.high_watermark, part.log_start_offset)
         raise AssertionError("unreachable")  # pragma: no cover
 

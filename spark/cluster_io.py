@@ -10,7 +10,8 @@ connections are opened where they are used and closed there.
 
 Reading one offset range (:func:`read_range`) fetches from the partition's leader, straight
 as a consumer (``replica_id=-1``, so never at or above the high watermark), one fetch of up to
-``FETCH_MAX_BYTES`` at a time, decoding whole batches and keeping the records inside the range.
+``FETCH_MAX_BYTES`` at a time, decoding whole entries (v2 batches, or v0/v1 messages of a log
+written before Kafka 0.11) and keeping the records inside the range.
 Failures and what they do:
 
 ==============================  ===============================================================
@@ -51,7 +52,7 @@ from kafkasim.spark.options import (
     TimestampSpec,
 )
 from kafkasim.spark.planning import OffsetRange
-from kafkasim.storage.records.batch import decode_batch, iter_batches
+from kafkasim.storage.records.entry import decode_entries
 
 logger = logging.getLogger(__name__)
 
@@ -295,26 +296,25 @@ async def _after_missing_records(
 
 
 def _decode_into(chunk: RecordColumns, data: bytes, position: int, until: int) -> int:
-    """Append the records in ``[position, until)`` of fetched ``data``; the next position."""
+    """Append the records in ``[position, until)`` of fetched ``data`` (entries of any message
+    format); the next position."""
     keys, values, offsets = chunk.keys, chunk.values, chunk.offsets
     timestamps, types, headers = chunk.timestamps_ms, chunk.timestamp_types, chunk.headers
     next_position = position
-    for pos, header in iter_batches(data, verify_crc=False):
-        if header.base_offset >= until:
-            break
+    for header, records in decode_entries(data, fetch_offset=position):
         next_position = max(next_position, min(header.next_offset, until))
-        if header.is_control or header.next_offset <= position:
-            continue
-        _, records = decode_batch(data, pos, verify_crc=True)
-        timestamp_type = int(header.timestamp_type)
-        for rec in records:
-            if rec.offset < position or rec.offset >= until:
-                continue
-            keys.append(rec.key)
-            values.append(rec.value)
-            offsets.append(rec.offset)
-            timestamps.append(rec.timestamp)
-            types.append(timestamp_type)
-            if headers is not None:
-                headers.append([(h.key, h.value) for h in rec.headers])
+        if not header.is_control:
+            timestamp_type = int(header.timestamp_type)
+            for rec in records:
+                if rec.offset >= until:
+                    break
+                keys.append(rec.key)
+                values.append(rec.value)
+                offsets.append(rec.offset)
+                timestamps.append(rec.timestamp)
+                types.append(timestamp_type)
+                if headers is not None:
+                    headers.append([(h.key, h.value) for h in rec.headers])
+        if header.next_offset >= until:
+            break  # every later entry starts at or past the end of the range
     return next_position

@@ -52,13 +52,13 @@ from kafkasim.storage.records.batch import (
     Record,
     compute_crc,
     decode_batch,
-    iter_batches,
     rebuild_batch,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
 )
 from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.entry import LogEntryHeader, decode_entries
 from kafkasim.storage.segment import (
     AppendedBatch,
     FetchDataInfo,
@@ -659,19 +659,20 @@ class Log:
             segment = next_segment
         return empty
 
-    def batches(self, max_bytes: int = 1 << 20) -> Iterator[tuple[BatchHeader, list[Record]]]:
-        """Every batch from the log start offset to the log end, decoded, read ``max_bytes``
-        at a time: for rebuilding state from a whole log (the group coordinator loading
-        ``__consumer_offsets``, a simulation's snapshot of each replica)."""
+    def batches(self, max_bytes: int = 1 << 20) -> Iterator[tuple[LogEntryHeader, list[Record]]]:
+        """Every entry (v2 batch, or v0/v1 message of a log written before Kafka 0.11) from the
+        log start offset to the log end, decoded, read ``max_bytes`` at a time: for rebuilding
+        state from a whole log (the group coordinator loading ``__consumer_offsets``, a
+        simulation's snapshot of each replica)."""
         position = self.log_start_offset
         end = self.log_end_offset
         while position < end:
             data = self.read(position, max_bytes).records
             if not data:
                 return
-            for pos, header in iter_batches(data):
+            for header, records in decode_entries(data):
                 position = header.next_offset
-                yield header, decode_batch(data, pos)[1]
+                yield header, records
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP (-3) or a timestamp ≥ 0.

@@ -10,6 +10,8 @@ Rooms:
   control (transaction marker) batches.
 * :mod:`~storage.records.legacy` — message formats v0 and v1 with their CRC32 and wrapper
   messages.
+* :mod:`~storage.records.entry` — one entry of any format: its header, and
+  :func:`decode_entries`, the one reader of records out of a buffer mixing the formats.
 
 The magic byte is at byte 16 in every format (:func:`peek_magic`), so a reader of a mixed log
 picks the parser per entry. See ``docs/record-formats.md`` for the formats side by side.
@@ -64,6 +66,7 @@ from kafkasim.storage.records.batch import (
     validate_batch,
 )
 from kafkasim.storage.records.compression import CompressionType, compress, decompress
+from kafkasim.storage.records.entry import LogEntryHeader, decode_entries, iter_entries
 from kafkasim.storage.records.legacy import (
     MAGIC_V0,
     MAGIC_V1,
@@ -102,6 +105,7 @@ __all__ = [
     "EndTransactionMarker",
     "Header",
     "LegacyRecord",
+    "LogEntryHeader",
     "Record",
     "RecordBatchBuilder",
     "TimestampType",
@@ -109,6 +113,7 @@ __all__ = [
     "compute_crc",
     "control_record_key",
     "decode_batch",
+    "decode_entries",
     "decode_legacy",
     "decompress",
     "encode_batch",
@@ -117,6 +122,7 @@ __all__ = [
     "encode_legacy",
     "increment_sequence",
     "iter_batches",
+    "iter_entries",
     "parse_control_key",
     "parse_end_transaction_marker",
     "peek_magic",

@@ -17,12 +17,18 @@ branch on the type, and recovery orders legacy entries by their last offsets, as
 :func:`check_entry_records` is the one strict full decode of an entry's records (every record
 present and well formed, nothing left over, the codec known and the payload decompressing);
 ``verify-log`` uses it, and leader validation may.
+
+:func:`decode_entries` is the one reader of records out of a buffer of entries of any format (a
+fetch response, a read of the log): every consumer, the simple client, the Spark reader and
+``Log.batches`` decode through it, so a partition written before Kafka 0.11 reads the same
+everywhere, as Kafka's consumer reads every format.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -37,6 +43,7 @@ from kafkasim.storage.records.batch import (
     RECORD_BATCH_OVERHEAD,
     RECORDS_OFFSET,
     BatchHeader,
+    Record,
     TimestampType,
     compute_crc,
     decode_batch,
@@ -51,6 +58,7 @@ from kafkasim.storage.records.legacy import (
     RECORD_OVERHEAD_V0,
     RECORD_OVERHEAD_V1,
     TIMESTAMP_TYPE_MASK,
+    LegacyRecord,
     decode_legacy,
 )
 
@@ -210,3 +218,62 @@ def check_entry_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> En
             f"last inner message has offset {messages[-1].offset}"
         )
     return EntryRecords(messages[0].offset, len(messages))
+
+
+def iter_entries(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, LogEntryHeader]]:
+    """``(position, header)`` of each entry of a buffer of concatenated entries of any format
+    (v2 batches and v0/v1 messages, mixed). CorruptRecordError at a header that cannot be an
+    entry's or a trailing partial entry; checksums are :func:`decode_entries`' to check."""
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        header = parse_entry_header(buf, pos)
+        size = header.size_in_bytes
+        if pos + size > end:
+            raise CorruptRecordError(
+                f"entry at position {pos} declares {size} bytes "
+                f"but only {end - pos} remain (partial entry)"
+            )
+        yield pos, header
+        pos += size
+
+
+def decode_entries(
+    buf: bytes | bytearray | memoryview, *, fetch_offset: int = 0
+) -> Iterator[tuple[LogEntryHeader, list[Record]]]:
+    """Each entry of ``buf`` (v2 batches and v0/v1 messages, in any mix) with its records at
+    or above ``fetch_offset``, as Kafka's consumer reads a fetch response.
+
+    Every entry's checksum is checked (Kafka's ``check.crcs``): CRC-32C of a v2 batch, CRC-32 of
+    a legacy message and of each message inside a compressed wrapper. Records come out as
+    :class:`~storage.records.batch.Record`: a v0 message has timestamp -1 (NO_TIMESTAMP); a v1
+    message its own, except inside a LogAppendTime wrapper, where each inner message reports
+    the wrapper's; legacy messages have no headers. The records' timestamp type is the entry's
+    (``header.timestamp_type``). A fetch answers from the start of the entry holding
+    ``fetch_offset`` (a v2 batch, or a legacy wrapper whose first inner offset is only known
+    once decompressed), so the records below it are dropped here; an entry may thus come with
+    no record, and control batches come with theirs: callers move on to ``header.next_offset``
+    and skip ``header.is_control`` entries. CorruptRecordError / InvalidRecordError (Kafka's
+    CORRUPT_MESSAGE / INVALID_RECORD) naming the entry's position and what is wrong.
+    """
+    for pos, header in iter_entries(buf):
+        if isinstance(header, BatchHeader):
+            _, records = decode_batch(buf, pos)
+            if header.base_offset < fetch_offset:
+                records = [r for r in records if r.offset >= fetch_offset]
+            yield header, records
+            continue
+        with memoryview(buf) as view:
+            messages = decode_legacy(view[pos : pos + header.size_in_bytes], deep=True)
+        yield header, [_legacy_record(m) for m in messages if m.offset >= fetch_offset]
+
+
+def _legacy_record(message: LegacyRecord) -> Record:
+    timestamp = NO_TIMESTAMP if message.timestamp is None else message.timestamp
+    return Record(
+        message.offset,
+        timestamp,
+        message.key,
+        message.value,
+        size_in_bytes=message.size_in_bytes,
+    )

@@ -154,14 +154,15 @@ def test_a_silent_member_is_removed_after_its_session_timeout(tmp_path: Path) ->
                     break
             assert len(a.assignment()) == len(b.assignment()) == 2
             # b goes silent: no polls, no heartbeats, no LeaveGroup (as a crashed process).
-            assert b._group is not None
-            await b._group.stop_heartbeats()
+            assert b._coordinator is not None
+            group = b._coordinator.group
+            await group.stop_heartbeats()
             start = cluster.clock.monotonic_ms()
             while len(a.assignment()) < 4:
                 await a.poll(500)
                 assert cluster.clock.monotonic_ms() - start < 20_000
             assert cluster.clock.monotonic_ms() - start >= 5000  # not before the session ends
-            b._group.member_id = ""  # do not leave on close: it is gone already
+            group.member_id = ""  # do not leave on close: it is gone already
 
     simulate(tmp_path, scenario, **FAST_GROUPS)
 
