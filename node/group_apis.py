@@ -52,7 +52,8 @@ from kafkasim.node.group_types import (
 )
 from kafkasim.node.replica_manager import ReplicaManager
 from kafkasim.proto import kafkasim_pb2 as pb
-from kafkasim.storage.records.batch import BatchHeader, Record
+from kafkasim.storage.records.batch import Record
+from kafkasim.storage.records.entry import LogEntryHeader
 
 
 def error_code(error: Error) -> int:
@@ -317,7 +318,7 @@ class ReplicaOffsetsTopic:
     def __init__(self, replica_manager: ReplicaManager) -> None:
         self._replica_manager = replica_manager
 
-    def batches(self, partition: int) -> Iterable[tuple[BatchHeader, Sequence[Record]]]:
+    def batches(self, partition: int) -> Iterable[tuple[LogEntryHeader, Sequence[Record]]]:
         tp = TopicPartition(OFFSETS_TOPIC, partition)
         return self._replica_manager.partition(tp).log.batches()
 

@@ -25,11 +25,12 @@ from kafkasim.node.group_records import (
     decode_offset_value,
 )
 from kafkasim.node.group_types import GroupState
-from kafkasim.storage.records.batch import BatchHeader, Record
+from kafkasim.storage.records.batch import Record
+from kafkasim.storage.records.entry import LogEntryHeader
 
 
 def load_groups(
-    batches: Iterable[tuple[BatchHeader, Sequence[Record]]], now_ms: int
+    batches: Iterable[tuple[LogEntryHeader, Sequence[Record]]], now_ms: int
 ) -> dict[str, Group]:
     """The groups of one partition's log, by id (in id order); loaded members must heartbeat
     within their session timeout from ``now_ms``."""

@@ -36,7 +36,8 @@ from kafkasim.node.group_records import (
     partition_for,
 )
 from kafkasim.node.group_types import Error, GroupState
-from kafkasim.storage.records.batch import BatchHeader, Record, encode_batch
+from kafkasim.storage.records.batch import Record, encode_batch
+from kafkasim.storage.records.entry import LogEntryHeader
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class OffsetsTopic(Protocol):
     """This broker's replicas of ``__consumer_offsets`` as the coordinator uses them (Kafka's
     ``ReplicaManager.getLog`` and ``appendRecords`` with internal topics allowed)."""
 
-    def batches(self, partition: int) -> Iterable[tuple[BatchHeader, Sequence[Record]]]:
+    def batches(self, partition: int) -> Iterable[tuple[LogEntryHeader, Sequence[Record]]]:
         """Every batch of the local replica, decoded; raises a :class:`KafkaError`
         (UNKNOWN_TOPIC_OR_PARTITION) when this broker has no replica of ``partition``."""
         ...
