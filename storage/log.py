@@ -59,6 +59,7 @@ from kafkasim.storage.records.batch import (
     set_partition_leader_epoch,
 )
 from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.validation import validate_leader_batch
 from kafkasim.storage.segment import (
     AppendedBatch,
     FetchDataInfo,
@@ -247,10 +248,11 @@ class Log:
         self._check_open()
         view = memoryview(records)
         headers = self._analyze(view, origin, leader=True)
+        if not headers:
+            raise InvalidRecordError(f"{self.topic_partition}: the append holds no record batch")
         now_ms = self._clock.time_ms()
         is_client = origin is AppendOrigin.CLIENT
-        if is_client or self._target_codec is not None:
-            headers = self._validate_and_convert(headers, view, now_ms, is_client)
+        headers = self._validate_and_convert(headers, now_ms, is_client)
         producer_ids = {h.producer_id for _, h, _ in headers if h.producer_id >= 0}
         saved = self.producer_state.save_entries(producer_ids) if producer_ids else None
         try:
@@ -263,14 +265,27 @@ class Log:
     def _validate_and_convert(
         self,
         headers: list[tuple[int, BatchHeader, memoryview]],
-        view: memoryview,
         now_ms: int,
         is_client: bool,
     ) -> list[tuple[int, BatchHeader, memoryview]]:
+        """Kafka's LogValidator on every batch (records walked, see ``records.validation``),
+        then the topic's compression.type. Nothing is written before every batch passed."""
         out = []
-        for position, header, batch_view in headers:
-            if is_client:
-                self._validate_client_batch(header, batch_view, now_ms)
+        config = self.config
+        for position, received, received_view in headers:
+            try:
+                header, batch_view = validate_leader_batch(
+                    received_view,
+                    received,
+                    is_client=is_client,
+                    compacted=config.compact,
+                    log_append_time=self._log_append_time,
+                    max_timestamp_difference_ms=config.message_timestamp_difference_max_ms,
+                    now_ms=now_ms,
+                    position=position,
+                )
+            except (CorruptRecordError, InvalidRecordError, InvalidTimestampError) as e:
+                raise type(e)(f"{self.topic_partition}: {e.message}") from None
             if self._target_codec is not None and self._target_codec != header.compression:
                 converted = memoryview(_recompress(batch_view, self._target_codec))
                 out.append((position, BatchHeader.parse(converted), converted))
@@ -513,6 +528,12 @@ class Log:
                     f"{self.topic_partition}: batch at position {position} has CRC "
                     f"{header.crc:#010x} but its content hashes to {actual:#010x}"
                 )
+            try:
+                header.compression  # noqa: B018 (ids 5-7 raise, as Kafka's forId does)
+            except CorruptRecordError as e:
+                raise CorruptRecordError(
+                    f"{self.topic_partition}: batch at position {position}: {e.message}"
+                ) from None
             if not leader:
                 if header.base_offset <= last_offset or header.last_offset < header.base_offset:
                     raise InvalidOffsetError(
@@ -540,40 +561,6 @@ class Log:
             f"{self.topic_partition}: {remaining} bytes at position {position} are "
             f"not a record batch (magic {magic})"
         )
-
-    def _validate_client_batch(self, header: BatchHeader, batch: memoryview, now_ms: int) -> None:
-        tp = self.topic_partition
-        if header.is_control:
-            raise InvalidRecordError(f"{tp}: clients may not write control batches")
-        if header.records_count <= 0:
-            raise InvalidRecordError(f"{tp}: batches from clients must hold at least one record")
-        if header.last_offset_delta != header.records_count - 1:
-            raise InvalidRecordError(
-                f"{tp}: batch has {header.records_count} records but last offset delta "
-                f"{header.last_offset_delta}"
-            )
-        limit = self.config.message_timestamp_difference_max_ms
-        needs_records = self.config.compact or (
-            limit < INT64_MAX and self.config.message_timestamp_type == "CreateTime"
-        )
-        if not needs_records:
-            return
-        _, records = decode_batch(batch)
-        for record in records:
-            if self.config.compact and record.key is None:
-                raise InvalidRecordError(
-                    f"{tp}: a compacted topic cannot accept a record without a key"
-                )
-            if (
-                limit < INT64_MAX
-                and not self._log_append_time
-                and abs(record.timestamp - now_ms) > limit
-            ):
-                raise InvalidTimestampError(
-                    f"{tp}: timestamp {record.timestamp} of the record at offset delta "
-                    f"{record.offset} is out of range (more than "
-                    f"message.timestamp.difference.max.ms={limit} from {now_ms})"
-                )
 
     def _apply_config(self, config: LogConfig) -> None:
         """Derive what the append path needs from the config once, not per append."""
