@@ -29,6 +29,7 @@ from kafkasim.common.errors import (
     CorruptRecordError,
     InvalidOffsetError,
     InvalidRecordError,
+    InvalidRequestError,
     InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -73,7 +74,9 @@ logger = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
+MAX_TIMESTAMP = -3  # KIP-734
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: the local log start; without tiered storage, EARLIEST
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005: the last tiered offset; without tiered storage, none
 INT64_MAX = 2**63 - 1
 _BASE_AND_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 LEGACY_MESSAGE_MIN_SIZE = 14  # crc, magic, attributes, key and value lengths
@@ -661,7 +664,10 @@ class Log:
                 yield header, decode_batch(data, pos)[1]
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """ListOffsets: EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP (-3) or a timestamp ≥ 0.
+        """ListOffsets: EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP (-3), EARLIEST_LOCAL (-4),
+        LATEST_TIERED (-5) or a timestamp ≥ 0, as Kafka's ``fetchOffsetByTimestamp`` answers
+        them without tiered storage (-4 is the log start offset, -5 finds no offset). Other
+        negative timestamps are INVALID_REQUEST (Kafka would search for them as timestamps).
 
         For a timestamp: the first segment whose largest timestamp reaches it, its time index,
         then its offset index, then a scan — the first record with timestamp ≥ ``timestamp``.
@@ -669,28 +675,53 @@ class Log:
         self._check_open()
         epoch = self.epoch_cache.latest_epoch
         latest_epoch = -1 if epoch is None else epoch
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             start_epoch = self.epoch_cache.epoch_for_offset(self.log_start_offset)
             return TimestampAndOffset(
                 -1, self.log_start_offset, -1 if start_epoch is None else start_epoch
             )
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, self._next_offset, latest_epoch)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return TimestampAndOffset(-1, -1, -1)
         if timestamp == MAX_TIMESTAMP:
-            best: TimestampAndOffset | None = None
-            for segment in self.segments:
-                ts = segment.max_timestamp_so_far
-                if ts >= 0 and (best is None or ts > best.timestamp):
-                    best = TimestampAndOffset(ts, segment.offset_of_max_timestamp_so_far, -1)
-            return best
+            return self._max_timestamp_and_offset()
         if timestamp < 0:
-            raise InvalidRecordError(f"invalid timestamp {timestamp} for offset lookup")
+            raise InvalidRequestError(
+                f"{self.topic_partition}: unknown special timestamp {timestamp} for an offset "
+                "lookup (-1 latest, -2 earliest, -3 max timestamp, -4 earliest local, "
+                "-5 latest tiered, or a timestamp >= 0)"
+            )
         for segment in self.segments:
             if segment.largest_timestamp >= timestamp:
                 found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
                 if found is not None:
                     return found
         return None
+
+    def _max_timestamp_and_offset(self) -> TimestampAndOffset | None:
+        """MAX_TIMESTAMP (KIP-734, as Kafka 3.8+ answers it): the largest timestamp, the offset
+        of the first record that has it and the leader epoch of its batch."""
+        best: LogSegment | None = None
+        for segment in self.segments:
+            ts = segment.max_timestamp_so_far
+            if ts >= 0 and (best is None or ts > best.max_timestamp_so_far):
+                best = segment
+        if best is None:
+            return None
+        max_ts = best.max_timestamp_so_far
+        batch_last = best.offset_of_max_timestamp_so_far
+        info = best.read(batch_last, 1, None, True)
+        data = b"" if info is None else info.records
+        for position, header in iter_batches(data):
+            if header.last_offset < batch_last:
+                continue
+            epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else -1
+            for record in decode_batch(data, position)[1]:
+                if record.timestamp == max_ts:
+                    return TimestampAndOffset(max_ts, record.offset, epoch)
+            return TimestampAndOffset(max_ts, batch_last, epoch)
+        return TimestampAndOffset(max_ts, batch_last, -1)
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch (KIP-101/279): (largest epoch ≤ requested, its end offset)."""
