@@ -364,7 +364,7 @@ def _walk(
             f"{end}-byte record area"
         ) from None
     except InvalidRecordError as e:
-        if e.message.startswith("record "):
+        if e.message.startswith((f"record {index} ", f"record {index}:")):
             raise
         raise InvalidRecordError(f"record {index}: {e.message}") from None
     if pos != end:
