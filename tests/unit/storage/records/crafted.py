@@ -137,3 +137,36 @@ def batch_of(
         last_offset_delta=len(records) - 1 if last_offset_delta is None else last_offset_delta,
     )
     return with_records_area(header, b"".join(records), compression)
+
+
+GARBAGE = bytes(range(251, 256)) * 8
+
+CORRUPTIONS: list[tuple[str, bytes, str, str]] = [
+    # (name, batch with its CRC recomputed, Kafka error name, what the message says)
+    ("claims 5 of 3", claims(good_batch(3), 5), "INVALID_RECORD", "premature end"),
+    ("claims 1000 of 3", claims(good_batch(3), 1000), "INVALID_RECORD", "record 3 of 1000"),
+    ("claims 2^31-1 of 3", claims(good_batch(3), 2**31 - 1), "INVALID_RECORD", "premature end"),
+    ("claims 2 of 3", claims(good_batch(3), 2), "INVALID_RECORD", "bytes remain"),
+    ("garbage records", with_records_area(good_batch(3), GARBAGE), "INVALID_RECORD", "record 0"),
+    ("codec id 5", with_header(good_batch(3), attributes=5), "CORRUPT_MESSAGE", "type id 5"),
+    ("gzip flag, plain data", with_header(good_batch(3), attributes=1), "CORRUPT_MESSAGE", "gzip"),
+    (
+        "gzip of garbage",
+        with_records_area(good_batch(3), GARBAGE, CompressionType.GZIP),
+        "INVALID_RECORD",
+        "gzip, 3 records",
+    ),
+    (
+        "offset deltas 0, 2, 1",
+        batch_of([record(0), record(2), record(1)]),
+        "INVALID_RECORD",
+        "inner record offsets",
+    ),
+    (
+        "last offset delta 9 for 3",
+        with_header(good_batch(3), last_offset_delta=9),
+        "INVALID_RECORD",
+        "inconsistent batch offset range",
+    ),
+]
+"""Damage a client could send, as the leader must refuse it."""
