@@ -10,6 +10,8 @@ Rooms:
   control (transaction marker) batches.
 * :mod:`~storage.records.legacy` — message formats v0 and v1 with their CRC32 and wrapper
   messages.
+* :mod:`~storage.records.validation` — record-level validation of a v2 batch (every record
+  walked once), as Kafka's ``LogValidator`` does on the leader.
 
 The magic byte is at byte 16 in every format (:func:`peek_magic`), so a reader of a mixed log
 picks the parser per entry. See ``docs/record-formats.md`` for the formats side by side.
@@ -71,6 +73,11 @@ from kafkasim.storage.records.legacy import (
     decode_legacy,
     encode_legacy,
 )
+from kafkasim.storage.records.validation import (
+    check_produce_records,
+    validate_batch_records,
+    validate_leader_batch,
+)
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
@@ -105,6 +112,7 @@ __all__ = [
     "Record",
     "RecordBatchBuilder",
     "TimestampType",
+    "check_produce_records",
     "compress",
     "compute_crc",
     "control_record_key",
@@ -127,4 +135,6 @@ __all__ = [
     "set_max_timestamp",
     "set_partition_leader_epoch",
     "validate_batch",
+    "validate_batch_records",
+    "validate_leader_batch",
 ]
