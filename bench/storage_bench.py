@@ -118,16 +118,7 @@ def bench_append(root: Path, batch_size: int, total_bytes: int) -> tuple[float, 
     count = max(total_bytes // len(batch), 1)
 
     def engine() -> float:
-        d = root / f"append-{batch_size}"
-        shutil.rmtree(d, ignore_errors=True)
-        log = Log.open(d, LogConfig.from_props({}), ManualClock(T0), topic_partition=TP)
-        start = time.perf_counter()
-        for _ in range(count):
-            log.append_as_leader(batch, leader_epoch=0)
-        elapsed = time.perf_counter() - start
-        log.close_handlers()
-        shutil.rmtree(d)
-        return elapsed
+        return _append_seconds(root, batch, count)
 
     def bare() -> float:
         path = root / f"bare-{batch_size}.log"
