@@ -46,6 +46,7 @@ from kafkasim.storage.file_records import Buffer, TimestampAndOffset
 from kafkasim.storage.loader import load_log, rebuild_producer_state
 from kafkasim.storage.producer_state import ProducerStateManager
 from kafkasim.storage.records.batch import (
+    COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -531,12 +532,13 @@ class Log:
                     f"{self.topic_partition}: batch at position {position} has CRC "
                     f"{header.crc:#010x} but its content hashes to {actual:#010x}"
                 )
-            try:
-                header.compression  # noqa: B018 (ids 5-7 raise, as Kafka's forId does)
-            except CorruptRecordError as e:
+            codec_id = header.attributes & COMPRESSION_CODEC_MASK
+            if codec_id > max(CompressionType):
+                # Kafka's CompressionType.forId refuses ids 5-7, on the leader and followers.
                 raise CorruptRecordError(
-                    f"{self.topic_partition}: batch at position {position}: {e.message}"
-                ) from None
+                    f"{self.topic_partition}: batch at position {position}: unknown "
+                    f"compression type id {codec_id}"
+                )
             if not leader:
                 if header.base_offset <= last_offset or header.last_offset < header.base_offset:
                     raise InvalidOffsetError(
