@@ -4,6 +4,9 @@ and noisy, so only ratios and growth are meaningful, never absolute targets).
 1. Leader append of ready-made batches (16 KiB, 256 KiB) through ``Log.append_as_leader``
    (validation, CRC, offset assignment, epoch stamp, indexing) against a bare ``os.write``
    loop of the same bytes. Aim: ≥ 0.5 at 16 KiB, ≥ 0.8 at 256 KiB.
+   1b. The cost of record-level validation (Kafka's LogValidator, one walk over every record):
+   the same appends with it and with it replaced by a pass-through, for small and large
+   records, uncompressed and lz4.
 2. Lookups by offset and by timestamp in logs of 1e5 and 1e7 records: p50/p99 and the growth
    from the small log to the large one (it must stay logarithmic: a small factor, not
    a hundredfold).
@@ -31,9 +34,11 @@ import crc32c
 
 from kafkasim.common.clock import ManualClock
 from kafkasim.common.types import TopicPartition
+from kafkasim.storage import log as log_module
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log import Log
 from kafkasim.storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, RecordBatchBuilder
+from kafkasim.storage.records.compression import CompressionType
 
 TP = TopicPartition("bench", 0)
 T0 = 1_700_000_000_000
@@ -47,8 +52,65 @@ def _batch_of(size: int, record_size: int = 1024) -> bytes:
     return builder.build()
 
 
+def _keyed_batch_of(size: int, record_size: int, compression: CompressionType) -> bytes:
+    """Keyed records, half random and half repeated (lz4 compresses them about 2:1)."""
+    builder = RecordBatchBuilder(compression=compression)
+    rng = random.Random(size + record_size)
+    half = record_size // 2
+    while builder.estimated_size_in_bytes() + record_size + 16 < size:
+        builder.append(T0, b"key", rng.randbytes(half) + b"x" * (record_size - half))
+    return builder.build()
+
+
 def _best_of(runs: int, fn: Callable[[], float]) -> float:
     return min(fn() for _ in range(runs))
+
+
+def _append_seconds(root: Path, batch: bytes, count: int) -> float:
+    """Seconds to append ``batch`` ``count`` times as leader into a fresh log."""
+    d = root / "append-timed"
+    shutil.rmtree(d, ignore_errors=True)
+    log = Log.open(d, LogConfig.from_props({}), ManualClock(T0), topic_partition=TP)
+    start = time.perf_counter()
+    for _ in range(count):
+        log.append_as_leader(batch, leader_epoch=0)
+    elapsed = time.perf_counter() - start
+    log.close_handlers()
+    shutil.rmtree(d)
+    return elapsed
+
+
+def _skip_record_validation(batch: memoryview, header: BatchHeader, **_: object) -> object:
+    return header, batch
+
+
+def bench_validation(root: Path, total_bytes: int) -> list[tuple[str, float, float, float]]:
+    """Leader append MB/s with record-level validation and with it replaced by a
+    pass-through (the header and CRC checks stay), interleaved runs, best of 3 each."""
+    cases = [
+        ("16 KiB, 100 B records, none", 16 * 1024, 100, CompressionType.NONE),
+        ("16 KiB, 1 KiB records, none", 16 * 1024, 1024, CompressionType.NONE),
+        ("256 KiB, 1 KiB records, none", 256 * 1024, 1024, CompressionType.NONE),
+        ("16 KiB, 100 B records, lz4", 16 * 1024, 100, CompressionType.LZ4),
+        ("16 KiB, 1 KiB records, lz4", 16 * 1024, 1024, CompressionType.LZ4),
+    ]
+    rows = []
+    real = log_module.validate_leader_batch
+    for label, size, record_size, codec in cases:
+        batch = _keyed_batch_of(size, record_size, codec)
+        count = max(total_bytes // size, 1)
+        on: list[float] = []
+        off: list[float] = []
+        for _ in range(3):
+            on.append(_append_seconds(root, batch, count))
+            log_module.validate_leader_batch = _skip_record_validation  # type: ignore[assignment]
+            try:
+                off.append(_append_seconds(root, batch, count))
+            finally:
+                log_module.validate_leader_batch = real
+        mb = count * len(batch) / 1e6
+        rows.append((label, mb / min(on), mb / min(off), min(off) / min(on)))
+    return rows
 
 
 def bench_append(root: Path, batch_size: int, total_bytes: int) -> tuple[float, float]:
@@ -56,16 +118,7 @@ def bench_append(root: Path, batch_size: int, total_bytes: int) -> tuple[float, 
     count = max(total_bytes // len(batch), 1)
 
     def engine() -> float:
-        d = root / f"append-{batch_size}"
-        shutil.rmtree(d, ignore_errors=True)
-        log = Log.open(d, LogConfig.from_props({}), ManualClock(T0), topic_partition=TP)
-        start = time.perf_counter()
-        for _ in range(count):
-            log.append_as_leader(batch, leader_epoch=0)
-        elapsed = time.perf_counter() - start
-        log.close_handlers()
-        shutil.rmtree(d)
-        return elapsed
+        return _append_seconds(root, batch, count)
 
     def bare() -> float:
         path = root / f"bare-{batch_size}.log"
@@ -220,6 +273,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"   {size // 1024:>4} KiB batches: engine {engine:8.1f} MB/s, bare "
                 f"{bare:8.1f} MB/s, ratio {engine / bare:.2f}"
             )
+
+        print("\n1b. leader append with record-level validation vs without it (MB/s)")
+        for label, on, off, ratio in bench_validation(root, total // 4):
+            print(f"   {label:<30} with {on:8.1f}, without {off:8.1f}, ratio {ratio:.2f}")
 
         print("\n2. lookups (p50 / p99, microseconds)")
         sizes = (10**4, 10**5) if quick else (10**5, 10**7)

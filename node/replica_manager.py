@@ -43,8 +43,9 @@ from kafkasim.node.config import BrokerConfig
 from kafkasim.node.partition import Partition
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.config import LogConfig
-from kafkasim.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kafkasim.storage.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkasim.storage.log_manager import LogManager
+from kafkasim.storage.records.validation import check_produce_records
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +178,7 @@ class ReplicaManager:
             )
             try:
                 partition = self.leader_partition(tp)
+                check_produce_records(data.records)
                 info = partition.append_records_to_leader(data.records, acks)
             except Exception as e:
                 result.error_code, result.error_message = _error(e)
@@ -325,7 +327,8 @@ class ReplicaManager:
                 if part.timestamp == LATEST_TIMESTAMP:
                     result.offset = fetchable
                     result.leader_epoch = partition.leader_epoch
-                elif part.timestamp == EARLIEST_TIMESTAMP:
+                elif part.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                    # Without tiered storage the local log start is the log start (KIP-405).
                     result.offset = log.log_start_offset
                     epoch = log.epoch_cache.epoch_for_offset(log.log_start_offset)
                     result.leader_epoch = -1 if epoch is None else epoch

@@ -29,6 +29,7 @@ from kafkasim.common.errors import (
     CorruptRecordError,
     InvalidOffsetError,
     InvalidRecordError,
+    InvalidRequestError,
     InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -45,6 +46,7 @@ from kafkasim.storage.file_records import Buffer, TimestampAndOffset
 from kafkasim.storage.loader import load_log, rebuild_producer_state
 from kafkasim.storage.producer_state import ProducerStateManager
 from kafkasim.storage.records.batch import (
+    COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -59,6 +61,7 @@ from kafkasim.storage.records.batch import (
 )
 from kafkasim.storage.records.compression import CompressionType
 from kafkasim.storage.records.entry import LogEntryHeader, decode_entries
+from kafkasim.storage.records.validation import validate_leader_batch
 from kafkasim.storage.segment import (
     AppendedBatch,
     FetchDataInfo,
@@ -72,7 +75,9 @@ logger = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
+MAX_TIMESTAMP = -3  # KIP-734
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: the local log start; without tiered storage, EARLIEST
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005: the last tiered offset; without tiered storage, none
 INT64_MAX = 2**63 - 1
 _BASE_AND_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 LEGACY_MESSAGE_MIN_SIZE = 14  # crc, magic, attributes, key and value lengths
@@ -247,10 +252,11 @@ class Log:
         self._check_open()
         view = memoryview(records)
         headers = self._analyze(view, origin, leader=True)
+        if not headers:
+            raise InvalidRecordError(f"{self.topic_partition}: the append holds no record batch")
         now_ms = self._clock.time_ms()
         is_client = origin is AppendOrigin.CLIENT
-        if is_client or self._target_codec is not None:
-            headers = self._validate_and_convert(headers, view, now_ms, is_client)
+        headers = self._validate_and_convert(headers, now_ms, is_client)
         producer_ids = {h.producer_id for _, h, _ in headers if h.producer_id >= 0}
         saved = self.producer_state.save_entries(producer_ids) if producer_ids else None
         try:
@@ -263,14 +269,27 @@ class Log:
     def _validate_and_convert(
         self,
         headers: list[tuple[int, BatchHeader, memoryview]],
-        view: memoryview,
         now_ms: int,
         is_client: bool,
     ) -> list[tuple[int, BatchHeader, memoryview]]:
+        """Kafka's LogValidator on every batch (records walked, see ``records.validation``),
+        then the topic's compression.type. Nothing is written before every batch passed."""
         out = []
-        for position, header, batch_view in headers:
-            if is_client:
-                self._validate_client_batch(header, batch_view, now_ms)
+        config = self.config
+        for position, received, received_view in headers:
+            try:
+                header, batch_view = validate_leader_batch(
+                    received_view,
+                    received,
+                    is_client=is_client,
+                    compacted=config.compact,
+                    log_append_time=self._log_append_time,
+                    max_timestamp_difference_ms=config.message_timestamp_difference_max_ms,
+                    now_ms=now_ms,
+                    position=position,
+                )
+            except (CorruptRecordError, InvalidRecordError, InvalidTimestampError) as e:
+                raise type(e)(f"{self.topic_partition}: {e.message}") from None
             if self._target_codec is not None and self._target_codec != header.compression:
                 converted = memoryview(_recompress(batch_view, self._target_codec))
                 out.append((position, BatchHeader.parse(converted), converted))
@@ -513,6 +532,13 @@ class Log:
                     f"{self.topic_partition}: batch at position {position} has CRC "
                     f"{header.crc:#010x} but its content hashes to {actual:#010x}"
                 )
+            codec_id = header.attributes & COMPRESSION_CODEC_MASK
+            if codec_id > max(CompressionType):
+                # Kafka's CompressionType.forId refuses ids 5-7, on the leader and followers.
+                raise CorruptRecordError(
+                    f"{self.topic_partition}: batch at position {position}: unknown "
+                    f"compression type id {codec_id}"
+                )
             if not leader:
                 if header.base_offset <= last_offset or header.last_offset < header.base_offset:
                     raise InvalidOffsetError(
@@ -540,40 +566,6 @@ class Log:
             f"{self.topic_partition}: {remaining} bytes at position {position} are "
             f"not a record batch (magic {magic})"
         )
-
-    def _validate_client_batch(self, header: BatchHeader, batch: memoryview, now_ms: int) -> None:
-        tp = self.topic_partition
-        if header.is_control:
-            raise InvalidRecordError(f"{tp}: clients may not write control batches")
-        if header.records_count <= 0:
-            raise InvalidRecordError(f"{tp}: batches from clients must hold at least one record")
-        if header.last_offset_delta != header.records_count - 1:
-            raise InvalidRecordError(
-                f"{tp}: batch has {header.records_count} records but last offset delta "
-                f"{header.last_offset_delta}"
-            )
-        limit = self.config.message_timestamp_difference_max_ms
-        needs_records = self.config.compact or (
-            limit < INT64_MAX and self.config.message_timestamp_type == "CreateTime"
-        )
-        if not needs_records:
-            return
-        _, records = decode_batch(batch)
-        for record in records:
-            if self.config.compact and record.key is None:
-                raise InvalidRecordError(
-                    f"{tp}: a compacted topic cannot accept a record without a key"
-                )
-            if (
-                limit < INT64_MAX
-                and not self._log_append_time
-                and abs(record.timestamp - now_ms) > limit
-            ):
-                raise InvalidTimestampError(
-                    f"{tp}: timestamp {record.timestamp} of the record at offset delta "
-                    f"{record.offset} is out of range (more than "
-                    f"message.timestamp.difference.max.ms={limit} from {now_ms})"
-                )
 
     def _apply_config(self, config: LogConfig) -> None:
         """Derive what the append path needs from the config once, not per append."""
@@ -675,7 +667,10 @@ class Log:
                 yield header, records
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """ListOffsets: EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP (-3) or a timestamp ≥ 0.
+        """ListOffsets: EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP (-3), EARLIEST_LOCAL (-4),
+        LATEST_TIERED (-5) or a timestamp ≥ 0, as Kafka's ``fetchOffsetByTimestamp`` answers
+        them without tiered storage (-4 is the log start offset, -5 finds no offset). Other
+        negative timestamps are INVALID_REQUEST (Kafka would search for them as timestamps).
 
         For a timestamp: the first segment whose largest timestamp reaches it, its time index,
         then its offset index, then a scan — the first record with timestamp ≥ ``timestamp``.
@@ -683,28 +678,53 @@ class Log:
         self._check_open()
         epoch = self.epoch_cache.latest_epoch
         latest_epoch = -1 if epoch is None else epoch
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             start_epoch = self.epoch_cache.epoch_for_offset(self.log_start_offset)
             return TimestampAndOffset(
                 -1, self.log_start_offset, -1 if start_epoch is None else start_epoch
             )
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, self._next_offset, latest_epoch)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return TimestampAndOffset(-1, -1, -1)
         if timestamp == MAX_TIMESTAMP:
-            best: TimestampAndOffset | None = None
-            for segment in self.segments:
-                ts = segment.max_timestamp_so_far
-                if ts >= 0 and (best is None or ts > best.timestamp):
-                    best = TimestampAndOffset(ts, segment.offset_of_max_timestamp_so_far, -1)
-            return best
+            return self._max_timestamp_and_offset()
         if timestamp < 0:
-            raise InvalidRecordError(f"invalid timestamp {timestamp} for offset lookup")
+            raise InvalidRequestError(
+                f"{self.topic_partition}: unknown special timestamp {timestamp} for an offset "
+                "lookup (-1 latest, -2 earliest, -3 max timestamp, -4 earliest local, "
+                "-5 latest tiered, or a timestamp >= 0)"
+            )
         for segment in self.segments:
             if segment.largest_timestamp >= timestamp:
                 found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
                 if found is not None:
                     return found
         return None
+
+    def _max_timestamp_and_offset(self) -> TimestampAndOffset | None:
+        """MAX_TIMESTAMP (KIP-734, as Kafka 3.8+ answers it): the largest timestamp, the offset
+        of the first record that has it and the leader epoch of its batch."""
+        best: LogSegment | None = None
+        for segment in self.segments:
+            ts = segment.max_timestamp_so_far
+            if ts >= 0 and (best is None or ts > best.max_timestamp_so_far):
+                best = segment
+        if best is None:
+            return None
+        max_ts = best.max_timestamp_so_far
+        batch_last = best.offset_of_max_timestamp_so_far
+        info = best.read(batch_last, 1, None, True)
+        data = b"" if info is None else info.records
+        for header, records in decode_entries(data):
+            if header.last_offset < batch_last:
+                continue
+            epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else -1
+            for record in records:
+                if record.timestamp == max_ts:
+                    return TimestampAndOffset(max_ts, record.offset, epoch)
+            return TimestampAndOffset(max_ts, batch_last, epoch)
+        return TimestampAndOffset(max_ts, batch_last, -1)
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch (KIP-101/279): (largest epoch ≤ requested, its end offset)."""

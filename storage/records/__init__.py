@@ -12,6 +12,8 @@ Rooms:
   messages.
 * :mod:`~storage.records.entry` — one entry of any format: its header, and
   :func:`decode_entries`, the one reader of records out of a buffer mixing the formats.
+* :mod:`~storage.records.validation` — record-level validation of a v2 batch (every record
+  walked once), as Kafka's ``LogValidator`` does on the leader.
 
 The magic byte is at byte 16 in every format (:func:`peek_magic`), so a reader of a mixed log
 picks the parser per entry. See ``docs/record-formats.md`` for the formats side by side.
@@ -74,6 +76,11 @@ from kafkasim.storage.records.legacy import (
     decode_legacy,
     encode_legacy,
 )
+from kafkasim.storage.records.validation import (
+    check_produce_records,
+    validate_batch_records,
+    validate_leader_batch,
+)
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
@@ -109,6 +116,7 @@ __all__ = [
     "Record",
     "RecordBatchBuilder",
     "TimestampType",
+    "check_produce_records",
     "compress",
     "compute_crc",
     "control_record_key",
@@ -133,4 +141,6 @@ __all__ = [
     "set_max_timestamp",
     "set_partition_leader_epoch",
     "validate_batch",
+    "validate_batch_records",
+    "validate_leader_batch",
 ]

@@ -864,7 +864,7 @@ def _decode_records(data: bytes, header: BatchHeader, batch_pos: int) -> list[Re
                 z = (z & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                z, pos = _raw_varint(data, pos, 5)
+                z, pos = raw_varint(data, pos, 5)
             size = (z >> 1) ^ -(z & 1)
             body_start = pos
             rec_end = pos + size
@@ -881,7 +881,7 @@ def _decode_records(data: bytes, header: BatchHeader, batch_pos: int) -> list[Re
                 z = (z & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                z, pos = _raw_varint(data, pos, 10)
+                z, pos = raw_varint(data, pos, 10)
             ts_delta = (z >> 1) ^ -(z & 1)
             # offset delta
             z = data[pos]
@@ -891,7 +891,7 @@ def _decode_records(data: bytes, header: BatchHeader, batch_pos: int) -> list[Re
                 z = (z & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                z, pos = _raw_varint(data, pos, 5)
+                z, pos = raw_varint(data, pos, 5)
             delta = (z >> 1) ^ -(z & 1)
             if delta <= prev_delta or delta > last_delta:
                 raise InvalidRecordError(
@@ -907,7 +907,7 @@ def _decode_records(data: bytes, header: BatchHeader, batch_pos: int) -> list[Re
                 z = (z & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                z, pos = _raw_varint(data, pos, 5)
+                z, pos = raw_varint(data, pos, 5)
             if z & 1:
                 key: bytes | None = None  # Kafka reads any negative length as null
             else:
@@ -922,7 +922,7 @@ def _decode_records(data: bytes, header: BatchHeader, batch_pos: int) -> list[Re
                 z = (z & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                z, pos = _raw_varint(data, pos, 5)
+                z, pos = raw_varint(data, pos, 5)
             if z & 1:
                 value: bytes | None = None
             else:
@@ -934,7 +934,7 @@ def _decode_records(data: bytes, header: BatchHeader, batch_pos: int) -> list[Re
                 headers: tuple[Header, ...] = ()
                 pos += 1
             else:
-                headers, pos = _decode_headers(data, pos, rec_end)
+                headers, pos = decode_headers(data, pos, rec_end)
             if pos != rec_end:
                 raise InvalidRecordError(
                     f"record at byte {start} declares {size} bytes but its fields take "
@@ -964,7 +964,7 @@ def _decode_records(data: bytes, header: BatchHeader, batch_pos: int) -> list[Re
     return records
 
 
-def _raw_varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+def raw_varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
     """The still zig-zagged value of a varint of 3+ bytes (the decoder's slow path)."""
     if max_bytes == 5:
         value, pos = decode_varint(data, pos)
@@ -973,7 +973,9 @@ def _raw_varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
     return (value << 1) ^ (value >> 63), pos
 
 
-def _decode_headers(data: bytes, pos: int, rec_end: int) -> tuple[tuple[Header, ...], int]:
+def decode_headers(data: bytes, pos: int, rec_end: int) -> tuple[tuple[Header, ...], int]:
+    """The headers of a record at ``pos`` (count varint, then each key and value), none of
+    them running past ``rec_end``; InvalidRecordError for a bad count, size or non-UTF-8 key."""
     count, pos = decode_varint(data, pos)
     if count < 0 or count > rec_end - pos:
         raise InvalidRecordError(f"invalid number of record headers {count}")
