@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from kafkasim.client.minimal import MinimalClient
 
 from kafkasim import proto
+from kafkasim.client.simple import MinimalClient
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import error_for_name
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
-from kafkasim.node.rpc_grpc import GrpcTransport
 from kafkasim.proto import kafkasim_pb2 as pb
 from tests.cli_run import cluster_up
 from tests.cli_run import kafkasim as run_kafkasim
