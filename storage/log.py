@@ -313,13 +313,41 @@ class Log:
         for _, header, batch_view in headers:
             base = next_offset
             last = base + header.last_offset_delta
-            if header.producer_id >= 0 and is_client:
+            size = header.size_in_bytes
+            if append_time >= 0:
+                rewritten = bytearray(batch_view)
+                set_base_offset(rewritten, 0, base)
+                set_partition_leader_epoch(rewritten, 0, leader_epoch)
+                set_log_append_time(rewritten, 0, append_time)
+                chunks.append(rewritten)
+                batch_max_ts = append_time
+            else:
+                # Only the first 16 bytes change (base offset, leader epoch: outside the CRC),
+                # so the header is copied and the body goes out untouched beside it.
+                head = bytearray(batch_view[:RECORD_BATCH_OVERHEAD])
+                _BASE_AND_EPOCH.pack_into(head, 0, base, size - LOG_OVERHEAD, leader_epoch)
+                chunks.append(head)
+                chunks.append(batch_view[RECORD_BATCH_OVERHEAD:])
+                batch_max_ts = header.max_timestamp
+            if batch_max_ts > max_ts:
+                max_ts, max_ts_offset = batch_max_ts, last
+            batches.append(AppendedBatch(last, batch_max_ts, size))
+            record_count += header.records_count
+            total += size
+            next_offset = last + 1
+        # Kafka's order: roll first (its producer snapshot covers the offsets below the new
+        # segment), then the producers' sequences, then the write.
+        segment = self._maybe_roll(total, max_ts, first_offset, next_offset - 1)
+        if is_client:
+            for (_, header, _), appended in zip(headers, batches, strict=True):
+                if header.producer_id < 0:
+                    continue
                 duplicate = self.producer_state.check_and_update(
                     header.producer_id,
                     header.producer_epoch,
                     header.base_sequence,
                     header.last_sequence,
-                    last,
+                    appended.last_offset,
                     header.max_timestamp,
                     is_from_client=True,
                 )
@@ -343,36 +371,7 @@ class Log:
                         0,
                         duplicate=True,
                     )
-            size = header.size_in_bytes
-            if append_time >= 0:
-                rewritten = bytearray(batch_view)
-                set_base_offset(rewritten, 0, base)
-                set_partition_leader_epoch(rewritten, 0, leader_epoch)
-                set_log_append_time(rewritten, 0, append_time)
-                chunks.append(rewritten)
-                batch_max_ts = append_time
-            else:
-                # Only the first 16 bytes change (base offset, leader epoch: outside the CRC),
-                # so the header is copied and the body goes out untouched beside it.
-                head = bytearray(batch_view[:RECORD_BATCH_OVERHEAD])
-                _BASE_AND_EPOCH.pack_into(head, 0, base, size - LOG_OVERHEAD, leader_epoch)
-                chunks.append(head)
-                chunks.append(batch_view[RECORD_BATCH_OVERHEAD:])
-                batch_max_ts = header.max_timestamp
-            if batch_max_ts > max_ts:
-                max_ts, max_ts_offset = batch_max_ts, last
-            batches.append(AppendedBatch(last, batch_max_ts, size))
-            record_count += header.records_count
-            total += size
-            next_offset = last + 1
-        self._write(
-            chunks,
-            batches,
-            total=total,
-            max_timestamp=max_ts,
-            first_offset=first_offset,
-            epochs=((leader_epoch, first_offset),),
-        )
+        self._write(segment, chunks, batches, total, epochs=((leader_epoch, first_offset),))
         return LogAppendInfo(
             first_offset,
             next_offset - 1,
@@ -422,19 +421,13 @@ class Log:
                 max_ts, max_ts_offset = header.max_timestamp, header.last_offset
             record_count += header.records_count
             total += header.size_in_bytes
+        segment = self._maybe_roll(total, max_ts, first.base_offset, batches[-1].last_offset)
         producer_ids = {h.producer_id for _, h, _ in headers if h.producer_id >= 0}
         saved = self.producer_state.save_entries(producer_ids) if producer_ids else None
         try:
             for _, header, _ in headers:
                 self.producer_state.update_from_replicated_batch(header)
-            self._write(
-                [view[:total]],
-                batches,
-                total=total,
-                max_timestamp=max_ts,
-                first_offset=first.base_offset,
-                epochs=epochs,
-            )
+            self._write(segment, [view[:total]], batches, total, epochs=epochs)
         except BaseException:
             if saved is not None:
                 self.producer_state.restore_entries(saved)
@@ -451,22 +444,17 @@ class Log:
             total,
         )
 
-    def _write(
-        self,
-        chunks: Sequence[Buffer],
-        batches: Sequence[AppendedBatch],
-        *,
-        total: int,
-        max_timestamp: int,
-        first_offset: int,
-        epochs: Sequence[tuple[int, int]],
-    ) -> None:
+    def _maybe_roll(
+        self, total: int, max_timestamp: int, first_offset: int, last_offset: int
+    ) -> LogSegment:
+        """The segment an append of ``total`` bytes goes to: the active one, or a new one rolled
+        at ``first_offset`` (Kafka's ``maybeRoll``), before the producer state sees the
+        append."""
         if total > self.config.segment_bytes:
             raise RecordListTooLargeError(
                 f"{self.topic_partition}: an append of {total} bytes exceeds segment.bytes="
                 f"{self.config.segment_bytes}"
             )
-        last_offset = batches[-1].last_offset
         segment = self.segments.active
         if segment.should_roll(
             RollParams(
@@ -479,6 +467,18 @@ class Log:
             )
         ):
             segment = self.roll(first_offset)
+        return segment
+
+    def _write(
+        self,
+        segment: LogSegment,
+        chunks: Sequence[Buffer],
+        batches: Sequence[AppendedBatch],
+        total: int,
+        *,
+        epochs: Sequence[tuple[int, int]],
+    ) -> None:
+        last_offset = batches[-1].last_offset
         try:
             segment.append(chunks, batches, total)
         except OSError as e:
