@@ -19,8 +19,11 @@ from __future__ import annotations
 
 from typing import Final
 
+INT16_MIN: Final = -(2**15)
 INT16_MAX: Final = 2**15 - 1
+INT32_MIN: Final = -(2**31)
 INT32_MAX: Final = 2**31 - 1
+INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 
 NO_TIMESTAMP: Final = -1

@@ -47,20 +47,18 @@ from kafkasim.common.errors import (
     OutOfOrderSequenceNumberError,
     StorageInternalError,
 )
+from kafkasim.common.sentinels import INT16_MAX, INT32_MAX, NO_TIMESTAMP
 from kafkasim.storage.checkpoints import TMP_SUFFIX, atomic_write
-from kafkasim.storage.records.batch import BatchHeader
+from kafkasim.storage.records.batch import (
+    NO_PRODUCER_EPOCH,
+    NO_SEQUENCE,
+    BatchHeader,
+)
 
 logger = logging.getLogger(__name__)
 
 NUM_BATCHES_TO_RETAIN = 5
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_TIMESTAMP = -1
 NO_COORDINATOR_EPOCH = -1
-INT16_MAX = 2**15 - 1
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 
 PRODUCER_SNAPSHOT_VERSION = 1
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -73,11 +71,6 @@ _HEADER = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")
 _ENTRY = struct.Struct(">qhiqiqiq")
 _ENTRIES_OFFSET = _HEADER.size  # the CRC covers everything after itself
-
-
-def increment_sequence(sequence: int, increment: int) -> int:
-    """``sequence + increment`` wrapping past 2**31 - 1 to 0 (DefaultRecordBatch's rule)."""
-    return (sequence + increment) % (INT32_MAX + 1)
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:

@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
+from kafkasim.common.sentinels import INT32_MAX, NO_TIMESTAMP
 from kafkasim.storage import file_names
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.epoch_cache import LeaderEpochFileCache
@@ -46,9 +47,6 @@ from kafkasim.storage.records.entry import (
 from kafkasim.storage.time_index import TimeIndex
 
 log = logging.getLogger(__name__)
-
-INT32_MAX = 2**31 - 1
-NO_TIMESTAMP = -1
 
 
 class RollParams(NamedTuple):

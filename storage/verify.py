@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkasim.common.errors import CorruptIndexError, KafkaError, KafkasimError
+from kafkasim.common.sentinels import INT32_MAX
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage import file_names
 from kafkasim.storage.checkpoints import (
@@ -56,8 +57,6 @@ from kafkasim.storage.records.entry import (
     parse_entry_header,
 )
 from kafkasim.storage.time_index import TimeIndex
-
-INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)

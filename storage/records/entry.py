@@ -34,13 +34,13 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.common.sentinels import NO_TIMESTAMP
 from kafkasim.storage.records.batch import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_ID,
-    NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     Record,

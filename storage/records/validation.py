@@ -43,6 +43,7 @@ from kafkasim.common.errors import (
     InvalidRecordError,
     InvalidTimestampError,
 )
+from kafkasim.common.sentinels import INT64_MAX, NO_TIMESTAMP
 from kafkasim.storage.records.batch import (
     LENGTH_OFFSET,
     MAGIC_OFFSET,
@@ -55,9 +56,7 @@ from kafkasim.storage.records.batch import (
     set_max_timestamp,
 )
 from kafkasim.storage.records.compression import CompressionType, decompress
-from kafkasim.storage.records.varint import INT64_MAX
 
-NO_TIMESTAMP = -1
 _UNBOUNDED = 1 << 70
 """Farther than any int64 timestamp delta can reach: a bound that never trips."""
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.common.sentinels import NO_TIMESTAMP
 from kafkasim.storage.records.batch import (
-    NO_TIMESTAMP,
     ControlRecordType,
     Header,
     TimestampType,
