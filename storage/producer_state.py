@@ -1,5 +1,8 @@
 """Idempotent-producer state of one partition: Kafka's ProducerStateManager, minus transactions.
 
+(One module, ~610 lines: the sequence rules, the entries and the snapshot format are one
+manager's state, and much of it is the theory of operation below.)
+
 Theory of operation
 -------------------
 An idempotent producer stamps every batch with its producer id, producer epoch and the

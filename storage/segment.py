@@ -1,5 +1,8 @@
 """A log segment: one ``.log`` file and its sparse ``.index`` and ``.timeindex``.
 
+(One module, ~610 lines: appends, reads, lookups, recovery and truncation all keep the same
+three files and their invariants in step; apart, each would reach into the others' state.)
+
 Invariants:
   * every offset in the segment is ≥ ``base_offset`` and fits a 4-byte relative offset;
   * an offset-index entry maps the *last* offset of a batch to that batch's *start* position,
