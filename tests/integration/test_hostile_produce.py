@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from kafkasim.client.minimal import MinimalClient
+from kafkasim.client.simple import MinimalClient
 
 from kafkasim import proto
 from kafkasim.common.clock import SystemClock
