@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from kafkasim.client.simple import MinimalClient
 
 from kafkasim import proto
+from kafkasim.client.simple import MinimalClient
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
