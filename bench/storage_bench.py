@@ -34,7 +34,7 @@ import crc32c
 
 from kafkasim.common.clock import ManualClock
 from kafkasim.common.types import TopicPartition
-from kafkasim.storage import log as log_module
+from kafkasim.storage import log_append as log_module
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log import Log
 from kafkasim.storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, RecordBatchBuilder

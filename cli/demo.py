@@ -22,7 +22,8 @@ from kafkasim.common.clock import ManualClock
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log import Log
-from kafkasim.storage.records.batch import RecordBatchBuilder, decode_batch
+from kafkasim.storage.records.batch import RecordBatchBuilder
+from kafkasim.storage.records.entry import decode_entries
 from kafkasim.storage.verify import verify
 
 
@@ -102,12 +103,12 @@ def _storage_demo(root: Path, batch_count: int) -> int:
     _step("look up by offset and by timestamp")
     target = log.log_end_offset // 2
     fetched = log.read(target, 400)
-    header, records = decode_batch(fetched.records)
+    header, records = next(decode_entries(fetched.records))
+    record = next(r for r in records if r.offset >= target)
     print(
-        f"read(offset={target}) -> batch {header.base_offset}..{header.last_offset} from "
+        f"read(offset={target}) -> batch {records[0].offset}..{header.last_offset} from "
         f"segment {fetched.segment_base_offset} at position {fetched.position}; record "
-        f"{records[target - header.base_offset].offset} = "
-        f"{records[target - header.base_offset].value!r}"
+        f"{record.offset} = {record.value!r}"
     )
     when = 1_700_000_000_000 + (batch_count // 3) * 1_000 + 500
     found = log.fetch_offset_by_timestamp(when)

@@ -46,11 +46,11 @@ from kafkasim.storage.records.compression import CompressionType
 from kafkasim.storage.records.entry import (
     ENTRY_HEADER_BYTES,
     MIN_ENTRY_SIZE,
-    check_entry_records,
     entry_crc,
     parse_entry_header,
 )
 from kafkasim.storage.records.legacy import decode_legacy
+from kafkasim.storage.records.validation import validate_batch_records
 from kafkasim.storage.time_index import TimeIndex
 
 
@@ -216,7 +216,7 @@ def _dump_v2(
     )
     if valid:
         try:
-            check_entry_records(raw)
+            validate_batch_records(raw, 0, header, dense_offsets=False)
         except KafkaError as e:
             print(f"| invalid records: {e.message}")
             return False

@@ -45,7 +45,7 @@ from kafkasim.faults.scenario import Scenario
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage import file_names
 from kafkasim.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
-from kafkasim.storage.records.batch import decode_batch, iter_batches
+from kafkasim.storage.records.entry import decode_entries
 
 __all__ = [
     "INJECTABLE",
@@ -492,9 +492,10 @@ LOCAL: Final = BackendSpec(
 
 def read_replica_log(partition_dir: Path) -> tuple[list[tuple[int, str]], str | None]:
     """Every record of one replica's log on disk, ``(offset, value as text)``, segments in
-    base-offset order, each batch's CRC checked. Reading stops at the first batch that does
-    not check; the second item then says where and why (None when the whole log is sound).
-    A zero-filled tail (a preallocated segment) ends a segment quietly."""
+    base-offset order, entries of every message format (v2 batches, v0/v1 messages of a log
+    written before Kafka 0.11), each entry's checksum checked. Reading stops at the first entry
+    that does not check; the second item then says where and why (None when the whole log is
+    sound). A zero-filled tail (a preallocated segment) ends a segment quietly."""
     entries: list[tuple[int, str]] = []
     segments = sorted(
         (file_names.offset_from_file_name(p.name), p)
@@ -502,14 +503,13 @@ def read_replica_log(partition_dir: Path) -> tuple[list[tuple[int, str]], str | 
     )
     for _, path in segments:
         data = path.read_bytes()
-        position = 0  # the end of the last batch read whole
+        position = 0  # the end of the last entry read whole
         try:
-            for start, header in iter_batches(data):
-                _, records = decode_batch(data, start, verify_crc=True)
+            for header, records in decode_entries(data):
                 entries.extend(
                     (r.offset, (r.value or b"").decode(errors="replace")) for r in records
                 )
-                position = start + header.size_in_bytes
+                position += header.size_in_bytes
         except KafkaError as e:
             if not any(data[position:]):
                 continue

@@ -16,10 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kafkasim.common.errors import InvalidConfigError
-from kafkasim.common.sentinels import INT32_MAX
-
-# INT64_MAX is re-exported: storage.config imports it from here.
-from kafkasim.common.sentinels import INT64_MAX as INT64_MAX  # noqa: PLC0414
+from kafkasim.common.sentinels import INT32_MAX, INT64_MAX
 
 
 class ConfigType(Enum):

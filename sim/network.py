@@ -1,5 +1,8 @@
 """SimNetwork: the Rpc port in memory, on the virtual-time loop, with seeded faults.
 
+(One module, ~830 lines: transports, servers, unary calls and stream pipes are one network
+whose deliveries and faults are ordered by one loop and decided by one seeded RNG.)
+
 Theory of operation
 -------------------
 Every node owns one or more transports (:class:`SimTransport`) named by the node. A server

@@ -1,5 +1,8 @@
 """SimZooKeeper: ZooKeeper in memory, the simulation's twin of ``controller/zk_kazoo.py``.
 
+(One module, ~980 lines: the server's tree, sessions and watches and the client's session
+state machine exchange private call types; a server/client split would have to export them.)
+
 Theory of operation
 -------------------
 One :class:`SimZooKeeperServer` holds the znode tree, the session table and the watch tables.

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from kafkasim.common.errors import InconsistentBrokerMetadataError, KafkaStorageError
+from kafkasim.common.sentinels import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from kafkasim.common.types import TopicPartition
 
 T = TypeVar("T")
@@ -37,9 +38,6 @@ LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 META_PROPERTIES_FILE = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 TMP_SUFFIX = ".tmp"
-
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 # Java's Integer.parseInt / Long.parseLong accept an optional sign and ASCII digits only;
 # Python's int() would also take spaces, underscores and non-ASCII digits.

@@ -28,6 +28,7 @@ import logging
 from dataclasses import dataclass, field
 
 from kafkasim.common.errors import UnsupportedForMessageFormatError
+from kafkasim.common.sentinels import INT32_MAX, INT64_MAX
 from kafkasim.storage import file_names
 from kafkasim.storage.log import Log
 from kafkasim.storage.records.batch import (
@@ -106,7 +107,7 @@ def needs_cleaning(log: Log, rng: CleanableRange, now_ms: int) -> bool:
     if rng.dirty_ratio >= log.config.min_cleanable_dirty_ratio:
         return True
     first = log.segments.floor(rng.first_dirty_offset)
-    if first is not None and log.config.max_compaction_lag_ms < 2**63 - 1:
+    if first is not None and log.config.max_compaction_lag_ms < INT64_MAX:
         for _, header in first.log.batch_headers(0):
             first_ts = (
                 header.first_timestamp if isinstance(header, BatchHeader) else header.max_timestamp
@@ -205,7 +206,7 @@ class LogCleaner:
             fits = (
                 current
                 and size + segment.size <= log.config.segment_bytes
-                and last - current[0].base_offset <= 2**31 - 1
+                and last - current[0].base_offset <= INT32_MAX
                 and offset_index_bytes + segment.offset_index.size_in_bytes <= max_index_bytes
                 and time_index_bytes + segment.time_index.size_in_bytes <= max_index_bytes
             )

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafkasim.common.config import INT64_MAX, Config, ConfigDef, ConfigKey, ConfigType
+from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.sentinels import INT64_MAX
 
 I, L, D, B, S, LST = (  # noqa: E741 - one letter per type keeps the key tables one line each
     ConfigType.INT,

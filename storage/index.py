@@ -18,8 +18,7 @@ from types import TracebackType
 from typing import ClassVar, Self
 
 from kafkasim.common.errors import InvalidOffsetError
-
-INT32_MAX = 2**31 - 1
+from kafkasim.common.sentinels import INT32_MAX
 
 # Lookups first search the last 8 KiB of entries (Kafka's ``warmEntries``), see
 # ``_largest_lower_bound_slot``.

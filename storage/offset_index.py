@@ -6,7 +6,8 @@ import struct
 from typing import ClassVar, NamedTuple
 
 from kafkasim.common.errors import CorruptIndexError, InvalidOffsetError
-from kafkasim.storage.index import INT32_MAX, AbstractIndex
+from kafkasim.common.sentinels import INT32_MAX
+from kafkasim.storage.index import AbstractIndex
 
 _ENTRY = struct.Struct(">ii")
 _INT32 = struct.Struct(">i")

@@ -1,5 +1,8 @@
 """Idempotent-producer state of one partition: Kafka's ProducerStateManager, minus transactions.
 
+(One module, ~610 lines: the sequence rules, the entries and the snapshot format are one
+manager's state, and much of it is the theory of operation below.)
+
 Theory of operation
 -------------------
 An idempotent producer stamps every batch with its producer id, producer epoch and the
@@ -47,20 +50,18 @@ from kafkasim.common.errors import (
     OutOfOrderSequenceNumberError,
     StorageInternalError,
 )
+from kafkasim.common.sentinels import INT16_MAX, INT32_MAX, NO_TIMESTAMP
 from kafkasim.storage.checkpoints import TMP_SUFFIX, atomic_write
-from kafkasim.storage.records.batch import BatchHeader
+from kafkasim.storage.records.batch import (
+    NO_PRODUCER_EPOCH,
+    NO_SEQUENCE,
+    BatchHeader,
+)
 
 logger = logging.getLogger(__name__)
 
 NUM_BATCHES_TO_RETAIN = 5
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_TIMESTAMP = -1
 NO_COORDINATOR_EPOCH = -1
-INT16_MAX = 2**15 - 1
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 
 PRODUCER_SNAPSHOT_VERSION = 1
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -73,11 +74,6 @@ _HEADER = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")
 _ENTRY = struct.Struct(">qhiqiqiq")
 _ENTRIES_OFFSET = _HEADER.size  # the CRC covers everything after itself
-
-
-def increment_sequence(sequence: int, increment: int) -> int:
-    """``sequence + increment`` wrapping past 2**31 - 1 to 0 (DefaultRecordBatch's rule)."""
-    return (sequence + increment) % (INT32_MAX + 1)
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:

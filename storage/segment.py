@@ -1,5 +1,8 @@
 """A log segment: one ``.log`` file and its sparse ``.index`` and ``.timeindex``.
 
+(One module, ~610 lines: appends, reads, lookups, recovery and truncation all keep the same
+three files and their invariants in step; apart, each would reach into the others' state.)
+
 Invariants:
   * every offset in the segment is ≥ ``base_offset`` and fits a 4-byte relative offset;
   * an offset-index entry maps the *last* offset of a batch to that batch's *start* position,
@@ -29,6 +32,7 @@ from typing import NamedTuple
 
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
+from kafkasim.common.sentinels import INT32_MAX, NO_TIMESTAMP
 from kafkasim.storage import file_names
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.epoch_cache import LeaderEpochFileCache
@@ -46,9 +50,6 @@ from kafkasim.storage.records.entry import (
 from kafkasim.storage.time_index import TimeIndex
 
 log = logging.getLogger(__name__)
-
-INT32_MAX = 2**31 - 1
-NO_TIMESTAMP = -1
 
 
 class RollParams(NamedTuple):

@@ -39,6 +39,21 @@ class LogSegments:
         self._bases, self._segments = [], []
         return removed
 
+    def truncate_to(self, offset: int) -> None:
+        """Delete the segments starting above ``offset`` and truncate the (then) active one to
+        it (Kafka's ``LocalLog.truncateTo``); the log moves its offsets."""
+        for segment in [s for s in self._segments if s.base_offset > offset]:
+            self.remove(segment.base_offset)
+            segment.close_handlers()
+            segment.delete_if_exists()
+        self.active.truncate_to(offset)
+
+    def delete_all(self) -> None:
+        """Remove every segment from the map and delete its files."""
+        for segment in self.clear():
+            segment.close_handlers()
+            segment.delete_if_exists()
+
     def __len__(self) -> int:
         return len(self._segments)
 

@@ -6,9 +6,8 @@ import struct
 from typing import ClassVar, NamedTuple
 
 from kafkasim.common.errors import CorruptIndexError, InvalidOffsetError
+from kafkasim.common.sentinels import NO_TIMESTAMP
 from kafkasim.storage.index import AbstractIndex
-
-NO_TIMESTAMP = -1
 
 _ENTRY = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")

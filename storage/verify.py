@@ -17,7 +17,8 @@ What is checked, per partition directory:
 * the offset index (each entry at the start of an entry whose offsets it names) and the time
   index (each entry naming the batch with that max timestamp), their zero-filled preallocated
   tail accepted on the last (active) segment, so a running broker's directory verifies clean;
-* ``.snapshot`` files (producer state: name, CRC, layout, not beyond the log end), the
+* ``.snapshot`` files (producer state: name, CRC, layout, not beyond the log end, every
+  producer's last batch below the snapshot's offset), the
   leader-epoch checkpoint and leftover temporary files.
 
 Per log dir: the offset checkpoint files and ``meta.properties`` (well formed, known version).
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkasim.common.errors import CorruptIndexError, KafkaError, KafkasimError
+from kafkasim.common.sentinels import INT32_MAX
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage import file_names
 from kafkasim.storage.checkpoints import (
@@ -55,8 +57,6 @@ from kafkasim.storage.records.entry import (
     parse_entry_header,
 )
 from kafkasim.storage.time_index import TimeIndex
-
-INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,7 +456,9 @@ def _legacy_v0(dir_: Path, base: int) -> bool:
 
 
 def check_snapshots(dir_: Path, log_end: int, problems: list[Problem]) -> None:
-    """Producer-state snapshots: a parsable name, intact content, not beyond the log end."""
+    """Producer-state snapshots: a parsable name, intact content, not beyond the log end, and
+    every producer's last batch below the offset in the name (the snapshot holds the state of
+    the offsets below it, as Kafka takes it at a roll before the next batch's producer)."""
     for path in sorted(dir_.glob(f"*{file_names.SNAPSHOT_SUFFIX}")):
         try:
             offset = file_names.offset_from_file_name(path.name)
@@ -464,7 +466,7 @@ def check_snapshots(dir_: Path, log_end: int, problems: list[Problem]) -> None:
             problems.append(Problem(path, str(e)))
             continue
         try:
-            decode_snapshot(path.read_bytes())
+            entries = decode_snapshot(path.read_bytes())
         except KafkasimError as e:
             problems.append(Problem(path, str(e)))
             continue
@@ -472,6 +474,15 @@ def check_snapshots(dir_: Path, log_end: int, problems: list[Problem]) -> None:
             problems.append(
                 Problem(path, f"snapshot at offset {offset} is beyond the log end {log_end}")
             )
+        for entry in entries:
+            if entry.last_data_offset >= offset:
+                problems.append(
+                    Problem(
+                        path,
+                        f"snapshot at offset {offset} holds producer {entry.producer_id}'s "
+                        f"batch ending at offset {entry.last_data_offset}, not below {offset}",
+                    )
+                )
 
 
 def verify_partition_dir(dir_: Path, *, compacted: bool | None = None) -> list[Problem]:

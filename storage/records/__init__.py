@@ -35,7 +35,6 @@ from kafkasim.storage.records.batch import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
-    NO_TIMESTAMP,
     PARTITION_LEADER_EPOCH_OFFSET,
     PRODUCER_EPOCH_OFFSET,
     PRODUCER_ID_OFFSET,

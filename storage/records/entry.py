@@ -14,9 +14,10 @@ decompresses), so :class:`LegacyEntryHeader` has no ``base_offset``: code that n
 branch on the type, and recovery orders legacy entries by their last offsets, as Kafka's
 ``LogSegment.recover`` does (it looks at nothing else).
 
-:func:`check_entry_records` is the one strict full decode of an entry's records (every record
-present and well formed, nothing left over, the codec known and the payload decompressing);
-``verify-log`` uses it, and leader validation may.
+:func:`check_entry_records` is the strict check of an entry's records for stored data
+(``verify-log``, ``dump-log``): a v2 batch goes through the leader's own record walk
+(:func:`~storage.records.validation.validate_batch_records`), a v0/v1 message's inner messages
+are decoded here.
 
 :func:`decode_entries` is the one reader of records out of a buffer of entries of any format (a
 fetch response, a read of the log): every consumer, the simple client, the Spark reader and
@@ -33,15 +34,14 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.common.sentinels import NO_TIMESTAMP
 from kafkasim.storage.records.batch import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_ID,
-    NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
-    RECORDS_OFFSET,
     BatchHeader,
     Record,
     TimestampType,
@@ -61,6 +61,7 @@ from kafkasim.storage.records.legacy import (
     LegacyRecord,
     decode_legacy,
 )
+from kafkasim.storage.records.validation import validate_batch_records
 
 MIN_ENTRY_SIZE: Final = LOG_OVERHEAD_V0
 """The smallest entry of any format (an empty v0 message): a reader needs this many bytes."""
@@ -183,15 +184,15 @@ class EntryRecords(NamedTuple):
 
 
 def check_entry_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> EntryRecords:
-    """Decode every record of the entry at ``pos`` strictly; say where it starts and how many
-    records it holds.
+    """Check every record of the stored entry at ``pos`` (its checksum already checked); say
+    where it starts and how many records it holds.
 
-    Beyond the header and checksum: the codec id is known and the payload decompresses; a v2
-    batch holds exactly ``recordsCount`` well-formed records and no byte after them (an empty
-    batch, as compaction writes it, has no record area at all); a legacy wrapper's inner
-    messages are well formed, uncompressed, of the wrapper's magic, with valid CRCs.
-    CorruptRecordError or InvalidRecordError (Kafka's CORRUPT_MESSAGE / INVALID_RECORD)
-    naming what is wrong.
+    Beyond the header: the codec id is known and the payload decompresses; a v2 batch holds
+    exactly ``recordsCount`` well-formed records with increasing offset deltas and no byte
+    after them (:func:`~storage.records.validation.validate_batch_records`, gaps allowed as
+    compaction leaves them); a legacy wrapper's inner messages are well formed, uncompressed, of
+    the wrapper's magic, with valid CRCs. CorruptRecordError or InvalidRecordError (Kafka's
+    CORRUPT_MESSAGE / INVALID_RECORD) naming what is wrong.
     """
     header = parse_entry_header(buf, pos)
     size = header.size_in_bytes
@@ -200,14 +201,8 @@ def check_entry_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> En
             f"entry at position {pos} declares {size} bytes but only {len(buf) - pos} remain"
         )
     if isinstance(header, BatchHeader):
-        header.compression  # noqa: B018 - raises CorruptRecordError for codec ids 5-7
-        if header.records_count == 0 and size != RECORDS_OFFSET:
-            raise InvalidRecordError(
-                f"record batch at position {pos} declares 0 records but carries "
-                f"{size - RECORDS_OFFSET} bytes of record data"
-            )
-        _, records = decode_batch(buf, pos)
-        return EntryRecords(header.base_offset, len(records))
+        validate_batch_records(buf, pos, header, dense_offsets=False)
+        return EntryRecords(header.base_offset, header.records_count)
     with memoryview(buf) as view:
         messages = decode_legacy(view[pos : pos + size], deep=True)
     if not messages:

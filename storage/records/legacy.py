@@ -49,7 +49,8 @@ from kafkasim.common.errors import (
     InvalidRecordError,
     UnsupportedCompressionTypeError,
 )
-from kafkasim.storage.records.batch import LOG_OVERHEAD, NO_TIMESTAMP, TimestampType
+from kafkasim.common.sentinels import NO_TIMESTAMP
+from kafkasim.storage.records.batch import LOG_OVERHEAD, TimestampType
 from kafkasim.storage.records.compression import CompressionType, compress, decompress
 
 MAGIC_V0: Final = 0

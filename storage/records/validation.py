@@ -43,6 +43,7 @@ from kafkasim.common.errors import (
     InvalidRecordError,
     InvalidTimestampError,
 )
+from kafkasim.common.sentinels import INT64_MAX, NO_TIMESTAMP
 from kafkasim.storage.records.batch import (
     LENGTH_OFFSET,
     MAGIC_OFFSET,
@@ -55,9 +56,7 @@ from kafkasim.storage.records.batch import (
     set_max_timestamp,
 )
 from kafkasim.storage.records.compression import CompressionType, decompress
-from kafkasim.storage.records.varint import INT64_MAX
 
-NO_TIMESTAMP = -1
 _UNBOUNDED = 1 << 70
 """Farther than any int64 timestamp delta can reach: a bound that never trips."""
 
@@ -101,9 +100,13 @@ def validate_batch_records(
     """Walk every record of the v2 batch at ``pos`` (decompressing it); return its largest
     record timestamp (-1 for a batch without records).
 
-    The caller has parsed the header (pass it to save a parse) and checked the CRC. Raises
-    CorruptRecordError for an unknown codec or a payload that does not decompress,
-    InvalidRecordError for records that do not match the header (see the module docstring);
+    The one record-level check of a v2 batch: the leader's (through
+    :func:`validate_leader_batch`) and that of stored data (``verify-log``, ``dump-log``,
+    through :func:`~storage.records.entry.check_entry_records`, with ``dense_offsets`` off since
+    compaction leaves gaps). The caller has parsed the header (pass it to save a parse) and
+    checked the CRC. Raises CorruptRecordError for an unknown codec or a payload that does not
+    decompress, InvalidRecordError for records that do not match the header (see the module
+    docstring; an empty batch has no record area at all);
     with ``compacted``, InvalidRecordError for a null key; with ``timestamp_range`` (inclusive
     bounds), InvalidTimestampError for a CreateTime record outside it (records without a
     timestamp, -1, are exempt, as in Kafka).
@@ -119,12 +122,19 @@ def validate_batch_records(
     count = header.records_count
     if count < 0:
         raise InvalidRecordError(f"{where}: invalid record count {count}")
-    if count == 0:
-        return NO_TIMESTAMP  # Kafka does not look past the header of an empty batch either
     try:
         codec = header.compression
     except CorruptRecordError as e:
         raise CorruptRecordError(f"{where}: {e.message}") from None
+    if count == 0:
+        # Kafka's record iterator stops at once, then finds any record data left over
+        # ("records still remaining"); an empty batch as compaction writes it has none.
+        if size != RECORDS_OFFSET:
+            raise InvalidRecordError(
+                f"{where} declares 0 records but carries {size - RECORDS_OFFSET} bytes of "
+                "record data"
+            )
+        return NO_TIMESTAMP
     with memoryview(buf) as view, view[pos + RECORDS_OFFSET : pos + size] as payload:
         if codec == CompressionType.NONE:
             data = bytes(payload)

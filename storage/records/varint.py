@@ -24,13 +24,8 @@ functions; the functions here are the reference and the slow path.
 from __future__ import annotations
 
 from kafkasim.common.errors import InvalidRecordError
+from kafkasim.common.sentinels import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
-INT16_MIN = -(1 << 15)
-INT16_MAX = (1 << 15) - 1
-INT32_MIN = -(1 << 31)
-INT32_MAX = (1 << 31) - 1
-INT64_MIN = -(1 << 63)
-INT64_MAX = (1 << 63) - 1
 UINT32_MAX = (1 << 32) - 1
 
 # Pre-encoded zig-zag varints for 0 <= n < SMALL_VARINT_LIMIT. Lengths, offset deltas and most

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from kafkasim.common.sentinels import NO_TIMESTAMP
 from kafkasim.common.types import TopicPartition
 from kafkasim.sim.cluster import SimCluster
-from kafkasim.storage.records.batch import NO_TIMESTAMP, TimestampType
+from kafkasim.storage.records.batch import TimestampType
 from tests.sim.helpers import create, leader_of, partition_on, simulate
 from tests.sim.test_consumer import consuming, poll_until
 from tests.unit.storage.legacy_logs import T0, write_legacy_partition

@@ -22,6 +22,10 @@ from kafkasim.faults.reading import catalog, find, load
 from kafkasim.faults.scenario import Fault
 from kafkasim.storage import file_names
 from kafkasim.storage.records.batch import RecordBatchBuilder, set_base_offset
+from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.legacy import encode_legacy
+
+GZIP = CompressionType.GZIP
 
 RUNNABLE = {"leader-crash", "follower-pause", "controller-crash", "rolling-restart", "kip101-case1"}
 
@@ -120,6 +124,22 @@ def test_a_replica_log_is_read_segment_by_segment_in_offset_order(tmp_path: Path
     entries, problem = chaos.read_replica_log(tmp_path)
     assert problem is None
     assert entries == [(0, "a"), (1, "b"), (2, "c"), (3, "d"), (4, "e"), (5, "f")]
+
+
+def test_a_replica_log_written_before_kafka_0_11_reads_every_format(tmp_path: Path) -> None:
+    """v0 messages, a gzip v1 wrapper, then v2 batches appended by a later broker."""
+    v0 = encode_legacy([(None, None, b"a")], magic=0)
+    wrapper = encode_legacy(
+        [(1, None, b"b"), (2, None, b"c")], magic=1, base_offset=1, compression=GZIP
+    )
+    path = write_segment(tmp_path, 0, [["d"], ["e"]])
+    v2 = bytearray(path.read_bytes())
+    set_base_offset(v2, 0, 3)
+    set_base_offset(v2, len(v2) // 2, 4)
+    path.write_bytes(v0 + wrapper + bytes(v2))
+    entries, problem = chaos.read_replica_log(tmp_path)
+    assert problem is None
+    assert entries == [(0, "a"), (1, "b"), (2, "c"), (3, "d"), (4, "e")]
 
 
 def test_reading_stops_at_a_batch_whose_crc_does_not_match(tmp_path: Path) -> None:

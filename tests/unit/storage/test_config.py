@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from kafkasim.common.config import INT64_MAX, ConfigKey, ConfigType
+from kafkasim.common.config import ConfigKey, ConfigType
 from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.sentinels import INT64_MAX
 from kafkasim.storage.config import (
     BROKER_LOG_CONFIG_DEF,
     TOPIC_KEYS,

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from kafkasim.common.errors import InvalidOffsetError
-from kafkasim.storage.index import INT32_MAX, WARM_SECTION_BYTES, AbstractIndex
+from kafkasim.common.sentinels import INT32_MAX
+from kafkasim.storage.index import WARM_SECTION_BYTES, AbstractIndex
 from kafkasim.storage.offset_index import OffsetIndex, OffsetPosition
 from kafkasim.storage.time_index import TimeIndex, TimestampOffset
 

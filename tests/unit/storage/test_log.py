@@ -20,7 +20,8 @@ from kafkasim.common.errors import (
     RecordTooLargeError,
     UnsupportedForMessageFormatError,
 )
-from kafkasim.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from kafkasim.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
+from kafkasim.storage.producer_state import decode_snapshot
 from kafkasim.storage.records.batch import (
     BatchHeader,
     ControlRecordType,
@@ -349,6 +350,37 @@ def test_roll_when_the_next_batch_would_overflow_segment_bytes(tmp_path: Path) -
     log.append_as_leader(batch, leader_epoch=0)
     assert [s.base_offset for s in log.segments] == [0, 3]
     assert log.segments.first is not None and log.segments.first.size == len(batch) * 3
+    log.close()
+
+
+def _snapshot_last_offsets(log: Log) -> dict[int, list[int]]:
+    """Each snapshot's offset -> its producers' last batch offsets."""
+    return {
+        int(path.name.split(".")[0]): [
+            e.last_data_offset for e in decode_snapshot(path.read_bytes())
+        ]
+        for path in sorted(log.dir.glob("*.snapshot"))
+    }
+
+
+@pytest.mark.parametrize("follower", [False, True], ids=["leader", "follower"])
+def test_the_snapshot_at_a_roll_holds_the_state_below_the_new_segment(
+    tmp_path: Path, follower: bool
+) -> None:
+    """Kafka rolls before the batch that caused the roll updates the producer state: the
+    snapshot named by the new segment's base offset covers exactly the offsets below it."""
+    size = len(make_batch([b"x" * 100], producer_id=7, producer_epoch=0, base_sequence=0))
+    log, _ = open_log(tmp_path, **{"segment.bytes": size * 3})
+    for i in range(7):
+        batch = make_batch([b"x" * 100], producer_id=7, producer_epoch=0, base_sequence=i)
+        if follower:
+            data = bytearray(batch)
+            set_base_offset(data, 0, i)
+            log.append_as_follower(bytes(data))
+        else:
+            log.append_as_leader(batch, leader_epoch=0)
+    assert [s.base_offset for s in log.segments] == [0, 3, 6]
+    assert _snapshot_last_offsets(log) == {3: [2], 6: [5]}
     log.close()
 
 

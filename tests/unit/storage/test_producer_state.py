@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkasim.common.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from kafkasim.common.sentinels import INT32_MAX
 from kafkasim.storage.producer_state import (
-    INT32_MAX,
     NUM_BATCHES_TO_RETAIN,
     BatchMetadata,
     CorruptSnapshotError,
@@ -25,9 +25,9 @@ from kafkasim.storage.producer_state import (
     decode_snapshot,
     decrement_sequence,
     encode_snapshot,
-    increment_sequence,
     snapshot_file_name,
 )
+from kafkasim.storage.records.batch import increment_sequence
 
 PID = 1000
 T0 = 1_700_000_000_000

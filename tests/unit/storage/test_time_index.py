@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkasim.common.errors import CorruptIndexError, InvalidOffsetError
-from kafkasim.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from kafkasim.common.sentinels import NO_TIMESTAMP
+from kafkasim.storage.time_index import TimeIndex, TimestampOffset
 
 BASE = 500
 _names = itertools.count()

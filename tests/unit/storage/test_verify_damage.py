@@ -99,3 +99,33 @@ def test_a_leader_epoch_going_back_is_reported(tmp_path: Path) -> None:
     seg.write_bytes(bytes(data))
     problems = [str(p) for p in verify(dir_)]
     assert any(f"position {second} has leader epoch 1 after epoch 9" in p for p in problems)
+
+
+def _idempotent_log(tmp_path: Path) -> Path:
+    log, _ = open_log(tmp_path, **{"segment.bytes": 700})
+    for i in range(20):
+        batch = make_batch(
+            [b"a%03d" % i, b"b%03d" % i], producer_id=3, producer_epoch=0, base_sequence=2 * i
+        )
+        log.append_as_leader(batch, leader_epoch=1)
+    log.close()
+    return log.dir
+
+
+def test_an_idempotent_producers_rolled_log_verifies_clean(tmp_path: Path) -> None:
+    """Every snapshot taken at a roll holds the producer's batches below its offset only."""
+    dir_ = _idempotent_log(tmp_path)
+    assert len(list(dir_.glob("*.snapshot"))) > 2
+    assert [str(p) for p in verify(dir_)] == []
+
+
+def test_a_snapshot_holding_a_batch_at_or_above_its_offset_is_reported(tmp_path: Path) -> None:
+    dir_ = _idempotent_log(tmp_path)
+    first, last = sorted(dir_.glob("*.snapshot"))[0], sorted(dir_.glob("*.snapshot"))[-1]
+    offset = int(first.name.split(".")[0])
+    first.write_bytes(last.read_bytes())  # the newest state under an older, lower name
+    problems = [str(p) for p in verify(dir_)]
+    assert any(
+        first.name in p and f"snapshot at offset {offset} holds producer 3's batch ending at" in p
+        for p in problems
+    )

@@ -13,6 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.common.sentinels import INT16_MAX, INT32_MAX, INT64_MAX
 from kafkasim.storage.records.batch import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
@@ -54,7 +55,7 @@ from kafkasim.storage.records.batch import (
 )
 from kafkasim.storage.records.compression import CompressionType
 from kafkasim.storage.records.legacy import encode_legacy
-from kafkasim.storage.records.varint import INT16_MAX, INT32_MAX, INT64_MAX, encode_varint
+from kafkasim.storage.records.varint import encode_varint
 
 HeaderList = Sequence[tuple[str, bytes | None]]
 RecordTuple = tuple[int, bytes | None, bytes | None, HeaderList]

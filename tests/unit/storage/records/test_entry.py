@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkasim.common.errors import CorruptRecordError
+from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.common.sentinels import NO_TIMESTAMP
 from kafkasim.storage.records.batch import (
-    NO_TIMESTAMP,
     ControlRecordType,
     Header,
     TimestampType,
@@ -21,8 +21,14 @@ from kafkasim.storage.records.batch import (
     encode_empty_batch,
 )
 from kafkasim.storage.records.compression import CompressionType, compress
-from kafkasim.storage.records.entry import decode_entries, iter_entries
+from kafkasim.storage.records.entry import (
+    EntryRecords,
+    check_entry_records,
+    decode_entries,
+    iter_entries,
+)
 from kafkasim.storage.records.legacy import encode_legacy
+from tests.unit.storage.records.crafted import batch_of, claims, good_batch, record
 
 T0 = 1_700_000_000_000
 GZIP = CompressionType.GZIP
@@ -222,3 +228,30 @@ def test_any_mix_reads_every_record_from_any_fetch_offset(
         for r in records
     ]
     assert got == [(o, o) for o in range(fetch_offset, offset)]
+
+
+# -- check_entry_records: the strict check of stored entries (verify-log, dump-log) -------------
+
+
+def test_check_entry_records_accepts_a_compacted_v2_batch_with_gaps() -> None:
+    """Stored data is checked without the client's dense offsets: compaction leaves gaps."""
+    gaps = batch_of([record(0), record(2), record(5)], last_offset_delta=5)
+    buf = b"\x00" * 7 + gaps
+    assert check_entry_records(buf, 7) == EntryRecords(first_offset=0, record_count=3)
+
+
+def test_check_entry_records_walks_v2_records_as_the_leader_does() -> None:
+    with pytest.raises(InvalidRecordError, match="record 2 has offset delta 1 after 2"):
+        check_entry_records(batch_of([record(0), record(2), record(1)], last_offset_delta=5))
+    with pytest.raises(InvalidRecordError, match="premature end of records: record 3 of 5"):
+        check_entry_records(claims(good_batch(3), 5))
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_check_entry_records_decodes_legacy_inner_messages(magic: int) -> None:
+    assert check_entry_records(_legacy(magic, 10, 4)) == EntryRecords(10, 4)
+    inner = bytearray(encode_legacy([(T0, b"k", b"v0"), (T0, b"k", b"v1")], magic=1))
+    assert check_entry_records(_v1_gzip_wrapper(1, bytes(inner))) == EntryRecords(0, 2)
+    inner[-1] ^= 0xFF  # an inner message's CRC no longer matches
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        check_entry_records(_v1_gzip_wrapper(1, bytes(inner)))

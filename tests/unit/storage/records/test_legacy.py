@@ -14,6 +14,7 @@ from kafkasim.common.errors import (
     InvalidRecordError,
     UnsupportedCompressionTypeError,
 )
+from kafkasim.common.sentinels import INT64_MAX
 from kafkasim.storage.records.batch import TimestampType, encode_batch
 from kafkasim.storage.records.compression import CompressionType, compress, xxh32
 from kafkasim.storage.records.legacy import (
@@ -23,7 +24,6 @@ from kafkasim.storage.records.legacy import (
     decode_legacy,
     encode_legacy,
 )
-from kafkasim.storage.records.varint import INT64_MAX
 
 LEGACY_CODECS = [c for c in CompressionType if c != CompressionType.ZSTD]
 

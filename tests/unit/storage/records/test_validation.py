@@ -99,6 +99,19 @@ def test_empty_batch_is_not_walked() -> None:
     assert validate_batch_records(empty) == -1
 
 
+def test_an_empty_batch_carrying_record_data_is_invalid_record() -> None:
+    """Kafka's record iterator finds "records still remaining" after the 0 it was told of."""
+    batch = with_header(good_batch(2), records_count=0, last_offset_delta=0)
+    with pytest.raises(InvalidRecordError, match="declares 0 records but carries"):
+        validate_batch_records(batch)
+
+
+def test_an_empty_batch_with_an_unknown_codec_is_corrupt_message() -> None:
+    batch = with_header(encode_batch([]), attributes=6)
+    with pytest.raises(CorruptRecordError, match="type id 6"):
+        validate_batch_records(batch)
+
+
 # -- record count and record area --------------------------------------------------------------
 
 

@@ -7,11 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkasim.common.errors import InvalidRecordError
+from kafkasim.common.sentinels import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from kafkasim.storage.records.varint import (
-    INT32_MAX,
-    INT32_MIN,
-    INT64_MAX,
-    INT64_MIN,
     NULL_VARINT,
     SMALL_VARINT_LIMIT,
     SMALL_VARINTS,

@@ -1,0 +1,362 @@
+"""What one append to a partition log holds and becomes, before the log writes it.
+
+Kafka's ``UnifiedLog.analyzeAndValidateRecords`` (the batches of a request: header, size, CRC,
+codec, order), the leader's ``LogValidator`` glue (record-level validation, the topic's
+``compression.type``), the offset assignment of a leader append and the producers' sequence
+check of a client's batches. Per batch, never per record, except where the validator walks
+records. :class:`~storage.log.Log` owns the state these read (its next offset, its producer
+state) and does the roll and the write.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from kafkasim.common.errors import (
+    CorruptRecordError,
+    InvalidOffsetError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordTooLargeError,
+    UnsupportedForMessageFormatError,
+)
+from kafkasim.common.types import TopicPartition
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.file_records import Buffer
+from kafkasim.storage.producer_state import ProducerStateManager
+from kafkasim.storage.records.batch import (
+    COMPRESSION_CODEC_MASK,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    compute_crc,
+    decode_batch,
+    rebuild_batch,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.validation import validate_leader_batch
+from kafkasim.storage.segment import AppendedBatch, RollParams
+
+_BASE_AND_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+LEGACY_MESSAGE_MIN_SIZE = 14  # crc, magic, attributes, key and value lengths
+
+BatchEntry = tuple[int, BatchHeader, memoryview]
+"""One batch of an append: its position in the request, its header, its bytes."""
+
+
+class AppendOrigin(Enum):
+    """Who is appending: a client through the leader, a follower's fetcher, or the broker."""
+
+    CLIENT = "client"
+    REPLICATION = "replication"
+    COORDINATOR = "coordinator"
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    """What an append did (offsets assigned, timestamps) — per append, not per record."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    record_count: int
+    batch_count: int
+    valid_bytes: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRules:
+    """What the append path needs of a topic's config, derived once per config change."""
+
+    topic_partition: TopicPartition
+    config: LogConfig
+    log_append_time: bool
+    target_codec: CompressionType | None  # None: keep the producer's
+
+    @classmethod
+    def of(cls, topic_partition: TopicPartition, config: LogConfig) -> AppendRules:
+        name = config.compression_type
+        codec = (
+            None
+            if name == "producer"
+            else CompressionType.NONE
+            if name == "uncompressed"
+            else CompressionType.from_name(name)
+        )
+        return cls(topic_partition, config, config.message_timestamp_type == "LogAppendTime", codec)
+
+
+@dataclass(slots=True)
+class PlannedAppend:
+    """The bytes of an append ready for the segment, and what the log learns from them."""
+
+    chunks: list[Buffer]
+    batches: list[AppendedBatch]
+    epochs: Sequence[tuple[int, int]]  # (leader epoch, its first offset) to record
+    first_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    record_count: int
+    total: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset
+
+    def roll_params(self, config: LogConfig, now_ms: int) -> RollParams:
+        """What the active segment needs to decide whether this append rolls it."""
+        return RollParams(
+            config.segment_ms,
+            config.segment_bytes,
+            self.max_timestamp,
+            self.last_offset,
+            self.total,
+            now_ms,
+        )
+
+    def info(self, log_append_time: int, log_start_offset: int) -> LogAppendInfo:
+        return LogAppendInfo(
+            self.first_offset,
+            self.last_offset,
+            self.max_timestamp,
+            self.offset_of_max_timestamp,
+            log_append_time,
+            log_start_offset,
+            self.record_count,
+            len(self.batches),
+            self.total,
+        )
+
+
+def analyze_append(view: memoryview, rules: AppendRules, *, leader: bool) -> list[BatchEntry]:
+    """Shallow-validate every batch in an append: header, size, CRC, codec id, and on a
+    follower the offsets in order. Only v2 batches are appended."""
+    tp = rules.topic_partition
+    out: list[BatchEntry] = []
+    position = 0
+    size = len(view)
+    last_offset = -1
+    max_message_bytes = rules.config.max_message_bytes
+    while position < size:
+        remaining = size - position
+        magic = view[position + MAGIC_OFFSET] if remaining > MAGIC_OFFSET else -1
+        if magic != 2 or remaining < RECORD_BATCH_OVERHEAD:
+            _reject_non_batch(view, position, magic, tp)
+        header = BatchHeader.parse(view, position)
+        batch_size = header.size_in_bytes
+        if batch_size > remaining:
+            raise InvalidRecordError(
+                f"{tp}: batch at position {position} claims {batch_size} bytes but the append "
+                f"has {remaining}"
+            )
+        if leader and batch_size > max_message_bytes:
+            raise RecordTooLargeError(
+                f"{tp}: a batch of {batch_size} bytes exceeds max.message.bytes={max_message_bytes}"
+            )
+        actual = compute_crc(view, position, batch_size)
+        if actual != header.crc:
+            raise CorruptRecordError(
+                f"{tp}: batch at position {position} has CRC {header.crc:#010x} but its "
+                f"content hashes to {actual:#010x}"
+            )
+        codec_id = header.attributes & COMPRESSION_CODEC_MASK
+        if codec_id > max(CompressionType):
+            # Kafka's CompressionType.forId refuses ids 5-7, on the leader and followers.
+            raise CorruptRecordError(
+                f"{tp}: batch at position {position}: unknown compression type id {codec_id}"
+            )
+        if not leader:
+            if header.base_offset <= last_offset or header.last_offset < header.base_offset:
+                raise InvalidOffsetError(
+                    f"{tp}: out of order offsets in follower append: batch "
+                    f"{header.base_offset}..{header.last_offset} after {last_offset}"
+                )
+            last_offset = header.last_offset
+        out.append((position, header, view[position : position + batch_size]))
+        position += batch_size
+    return out
+
+
+def _reject_non_batch(view: memoryview, position: int, magic: int, tp: TopicPartition) -> None:
+    remaining = len(view) - position
+    legacy_size = (
+        int.from_bytes(view[position + 8 : position + 12], "big", signed=True)
+        if remaining >= LOG_OVERHEAD
+        else 0
+    )
+    if magic in (0, 1) and legacy_size >= LEGACY_MESSAGE_MIN_SIZE:
+        raise UnsupportedForMessageFormatError(
+            f"{tp}: batch at position {position} has magic {magic}; this log stores "
+            "RecordBatch v2 (magic 2) only"
+        )
+    raise InvalidRecordError(
+        f"{tp}: {remaining} bytes at position {position} are not a record batch (magic {magic})"
+    )
+
+
+def validate_and_convert(
+    entries: list[BatchEntry], rules: AppendRules, now_ms: int, *, is_client: bool
+) -> list[BatchEntry]:
+    """Kafka's LogValidator on every batch (records walked, see ``records.validation``),
+    then the topic's compression.type. Nothing is written before every batch passed."""
+    out = []
+    config = rules.config
+    target = rules.target_codec
+    for position, received, received_view in entries:
+        try:
+            header, batch_view = validate_leader_batch(
+                received_view,
+                received,
+                is_client=is_client,
+                compacted=config.compact,
+                log_append_time=rules.log_append_time,
+                max_timestamp_difference_ms=config.message_timestamp_difference_max_ms,
+                now_ms=now_ms,
+                position=position,
+            )
+        except (CorruptRecordError, InvalidRecordError, InvalidTimestampError) as e:
+            raise type(e)(f"{rules.topic_partition}: {e.message}") from None
+        if target is not None and target != header.compression:
+            converted = memoryview(_recompress(batch_view, target))
+            out.append((position, BatchHeader.parse(converted), converted))
+        else:
+            out.append((position, header, batch_view))
+    return out
+
+
+def assign_offsets(
+    entries: list[BatchEntry], next_offset: int, leader_epoch: int, append_time: int
+) -> PlannedAppend:
+    """A leader append: dense offsets from ``next_offset``, the leader epoch stamped, and with
+    ``append_time`` ≥ 0 (LogAppendTime) the broker's timestamp set."""
+    chunks: list[Buffer] = []
+    batches: list[AppendedBatch] = []
+    first_offset = next_offset
+    max_ts, max_ts_offset = -1, next_offset
+    record_count = total = 0
+    for _, header, batch_view in entries:
+        base = next_offset
+        last = base + header.last_offset_delta
+        size = header.size_in_bytes
+        if append_time >= 0:
+            rewritten = bytearray(batch_view)
+            set_base_offset(rewritten, 0, base)
+            set_partition_leader_epoch(rewritten, 0, leader_epoch)
+            set_log_append_time(rewritten, 0, append_time)
+            chunks.append(rewritten)
+            batch_max_ts = append_time
+        else:
+            # Only the first 16 bytes change (base offset, leader epoch: outside the CRC),
+            # so the header is copied and the body goes out untouched beside it.
+            head = bytearray(batch_view[:RECORD_BATCH_OVERHEAD])
+            _BASE_AND_EPOCH.pack_into(head, 0, base, size - LOG_OVERHEAD, leader_epoch)
+            chunks.append(head)
+            chunks.append(batch_view[RECORD_BATCH_OVERHEAD:])
+            batch_max_ts = header.max_timestamp
+        if batch_max_ts > max_ts:
+            max_ts, max_ts_offset = batch_max_ts, last
+        batches.append(AppendedBatch(last, batch_max_ts, size))
+        record_count += header.records_count
+        total += size
+        next_offset = last + 1
+    return PlannedAppend(
+        chunks,
+        batches,
+        ((leader_epoch, first_offset),),
+        first_offset,
+        max_ts,
+        max_ts_offset,
+        record_count,
+        total,
+    )
+
+
+def as_replicated(view: memoryview, entries: list[BatchEntry]) -> PlannedAppend:
+    """A follower append: the leader's bytes as they are, its epochs recorded."""
+    batches: list[AppendedBatch] = []
+    epochs: list[tuple[int, int]] = []
+    first = entries[0][1]
+    max_ts, max_ts_offset = -1, first.base_offset
+    record_count = total = 0
+    for _, header, _ in entries:
+        batches.append(
+            AppendedBatch(header.last_offset, header.max_timestamp, header.size_in_bytes)
+        )
+        if header.partition_leader_epoch >= 0:
+            epochs.append((header.partition_leader_epoch, header.base_offset))
+        if header.max_timestamp > max_ts:
+            max_ts, max_ts_offset = header.max_timestamp, header.last_offset
+        record_count += header.records_count
+        total += header.size_in_bytes
+    return PlannedAppend(
+        [view[:total]],
+        batches,
+        epochs,
+        first.base_offset,
+        max_ts,
+        max_ts_offset,
+        record_count,
+        total,
+    )
+
+
+def check_client_sequences(
+    producer_state: ProducerStateManager,
+    entries: list[BatchEntry],
+    plan: PlannedAppend,
+    rules: AppendRules,
+    *,
+    append_time: int,
+    log_start_offset: int,
+) -> LogAppendInfo | None:
+    """Check and record each idempotent batch's sequence; the original append's info when
+    the (single) batch is a retry of one already written, else None."""
+    for (_, header, _), appended in zip(entries, plan.batches, strict=True):
+        if header.producer_id < 0:
+            continue
+        duplicate = producer_state.check_and_update(
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            header.last_sequence,
+            appended.last_offset,
+            header.max_timestamp,
+            is_from_client=True,
+        )
+        if duplicate is None:
+            continue
+        if len(entries) > 1:
+            raise InvalidRecordError(
+                f"{rules.topic_partition}: a duplicate batch (producer {header.producer_id}, "
+                f"sequence {header.base_sequence}) inside a request of several batches"
+            )
+        return LogAppendInfo(
+            duplicate.first_offset,
+            duplicate.last_offset,
+            duplicate.timestamp,
+            duplicate.last_offset,
+            append_time,
+            log_start_offset,
+            0,
+            0,
+            0,
+            duplicate=True,
+        )
+    return None
+
+
+def _recompress(batch: memoryview, codec: CompressionType) -> bytes:
+    """Re-encode a client batch with the topic's compression.type (Kafka does the same)."""
+    header, records = decode_batch(batch)
+    return rebuild_batch(header, records, compression=codec)
