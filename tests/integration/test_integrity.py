@@ -55,7 +55,7 @@ def test_forged_controller_requests_lose_no_acknowledged_record(
                 assert result.ok, result
                 acked[b"acked-%d" % i] = result.base_offset
             controller, epochs, _ = await _zk_state(local_cluster)
-            leader = client.leaders[TP]
+            leader = client.metadata.leader(TP)
 
             async def send(broker_id: int, method: str, request: Any) -> Any:
                 address = local_cluster.brokers[broker_id].address
@@ -99,10 +99,10 @@ def test_forged_controller_requests_lose_no_acknowledged_record(
             local_cluster.kill(leader)
             for _ in range(200):
                 await client.refresh_metadata(["events"])
-                if client.leaders.get(TP) not in (None, -1, leader):
+                if client.metadata.leader(TP) not in (-1, leader):
                     break
                 await asyncio.sleep(0.1)
-            assert client.leaders[TP] not in (-1, leader)
+            assert client.metadata.leader(TP) not in (-1, leader)
             read = {r.value: r.offset for r in await client.read_all(TP)}
             assert read == acked
         finally:
