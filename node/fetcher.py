@@ -58,6 +58,7 @@ class ReplicaState(enum.Enum):
     TRUNCATING = "truncating"  # asking the leader where the logs agree, then truncating there
     FETCHING = "fetching"  # copying the leader's batches from the local log end
 
+
 _OUT_OF_RANGE = error_for_name("OFFSET_OUT_OF_RANGE").code
 _FENCED = error_for_name("FENCED_LEADER_EPOCH").code
 
