@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 from kafkasim import proto
 from kafkasim.common.coordination import CoordinationError, NoNodeError
-from kafkasim.common.errors import error_for_code, error_for_name
+from kafkasim.common.errors import KafkaError, error_for_code, error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.node import apis_admin
 from kafkasim.node import apis_replica as replica
 from kafkasim.node.apis_group import group_handlers
 from kafkasim.node.group_records import OFFSETS_TOPIC
-from kafkasim.node.producer_ids import handle_init_producer_id
+from kafkasim.node.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdManager
 from kafkasim.proto import kafkasim_pb2 as pb
 
 if TYPE_CHECKING:
@@ -53,6 +53,8 @@ NOT_CONTROLLER = error_for_name("NOT_CONTROLLER").code
 STALE_BROKER_EPOCH = error_for_name("STALE_BROKER_EPOCH").code
 RESOURCE_TYPE_TOPIC = apis_admin.RESOURCE_TYPE_TOPIC
 RESOURCE_TYPE_BROKER = 4  # Kafka's ConfigResource.Type.BROKER
+InvalidRequestError = error_for_name("INVALID_REQUEST")
+CoordinatorLoadInProgressError = error_for_name("COORDINATOR_LOAD_IN_PROGRESS")
 
 
 class KafkaApis:
@@ -326,7 +328,7 @@ class KafkaApis:
     async def handle_init_producer_id(
         self, request: pb.InitProducerIdRequest
     ) -> pb.InitProducerIdResponse:
-        return await handle_init_producer_id(self.broker.producer_ids, request)
+        return await init_producer_id(self.broker.producer_ids, request)
 
     async def handle_describe_cluster(
         self, _request: pb.DescribeClusterRequest, *, listener: str
@@ -406,3 +408,37 @@ class KafkaApis:
                 is_default=not config.is_set(name),
                 config_source=4 if config.is_set(name) else 5,
             )
+
+
+async def init_producer_id(
+    manager: ProducerIdManager | None, request: pb.InitProducerIdRequest
+) -> pb.InitProducerIdResponse:
+    """Answer InitProducerId: a fresh producer id with epoch 0, or an error code.
+
+    Transactions are not supported: a non-empty ``transactional_id`` is INVALID_REQUEST.
+    A broker that cannot reserve a block (no session yet, ZooKeeper unreachable or contended)
+    answers COORDINATOR_LOAD_IN_PROGRESS, which the producer retries (Kafka answers it rather
+    than REQUEST_TIMED_OUT, which older clients treat as fatal).
+    """
+    failed = pb.InitProducerIdResponse(producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
+    if request.transactional_id:
+        logger.info(
+            "InitProducerId for transactional id %r refused: transactions are not supported",
+            request.transactional_id,
+        )
+        failed.error_code = InvalidRequestError.code
+        return failed
+    if manager is None:
+        failed.error_code = CoordinatorLoadInProgressError.code
+        return failed
+    try:
+        producer_id = await manager.generate_producer_id()
+    except CoordinationError as e:
+        logger.warning("broker %d: no producer id block: %s", manager.broker_id, e)
+        failed.error_code = CoordinatorLoadInProgressError.code
+        return failed
+    except KafkaError as e:
+        logger.error("broker %d: %s", manager.broker_id, e)
+        failed.error_code = e.code
+        return failed
+    return pb.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
