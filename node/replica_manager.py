@@ -4,10 +4,8 @@ It serves produce (with the acks=all purgatory), fetch (consumers below the HW; 
 anything, with long-poll), ListOffsets, OffsetsForLeaderEpoch and DeleteRecords (with its
 low-watermark purgatory) for partitions it leads, and applies the controller's LeaderAndIsr /
 StopReplica. It takes and returns the domain values of ``node.replica_types`` (the front doors
-translate, ``node.apis``); both purgatories are ``node.purgatory``'s. It writes ISR changes
-to ZooKeeper as a version-checked update of the partition state znode plus an
-``/isr_change_notification`` entry (Kafka's ZooKeeper-mode ISR path), and checkpoints high
-watermarks.
+translate, ``node.apis``); both purgatories are ``node.purgatory``'s. It decides ISR changes
+(written to ZooKeeper by ``node.isr_writer``) and checkpoints high watermarks.
 
 Every request path answers with Kafka's per-partition errors; nothing here raises into the
 transport. Not thread-safe: one event loop.
@@ -24,10 +22,7 @@ from dataclasses import dataclass
 
 from kafkasim.common.clock import Clock
 from kafkasim.common.coordination import (
-    BadVersionError,
     Coordination,
-    CoordinationError,
-    NoNodeError,
 )
 from kafkasim.common.errors import (
     FencedLeaderEpochError,
@@ -40,10 +35,10 @@ from kafkasim.common.errors import (
     error_for_name,
 )
 from kafkasim.common.types import TopicPartition
-from kafkasim.controller import zk_data
 from kafkasim.controller.api import INTERNAL_TOPICS
 from kafkasim.node.config import BrokerConfig
-from kafkasim.node.partition import Partition, PendingExpand, PendingIsrChange
+from kafkasim.node.isr_writer import ZkIsrWriter
+from kafkasim.node.partition import Partition
 from kafkasim.node.purgatory import (
     DelayedDeleteRecords,
     DelayedOperations,
@@ -135,7 +130,6 @@ class ReplicaManager:
         self.config = config
         self.log_manager = log_manager
         self._clock = clock
-        self._zk = coordination
         self._topic_config = topic_config
         self.partitions: dict[TopicPartition, Partition] = {}
         self.rules = rules
@@ -149,13 +143,20 @@ class ReplicaManager:
         # Set by the broker: whether a broker is alive (its metadata cache); DeleteRecords'
         # low watermark leaves out followers on dead brokers, as Kafka's does.
         self.is_broker_alive: Callable[[int], bool] = lambda _broker_id: True
-        self.isr_shrinks = 0
-        self.isr_expands = 0
-        self._isr_tasks: set[asyncio.Task[None]] = set()
+        # The leader's ISR changes, written to ZooKeeper (Kafka's ZkIsrManager).
+        self.isr_writer = ZkIsrWriter(broker_id, coordination)
 
     def set_coordination(self, coordination: Coordination) -> None:
         """A new ZooKeeper session (after expiry): ISR writes go through it from now on."""
-        self._zk = coordination
+        self.isr_writer.set_coordination(coordination)
+
+    @property
+    def isr_shrinks(self) -> int:
+        return self.isr_writer.shrinks
+
+    @property
+    def isr_expands(self) -> int:
+        return self.isr_writer.expands
 
     # -- lookups ----------------------------------------------------------------------------
 
@@ -565,7 +566,7 @@ class ReplicaManager:
     def _maybe_expand_isr(self, partition: Partition) -> None:
         change = partition.isr_to_expand()
         if change is not None:
-            self._start_isr_write(partition, change)
+            self.isr_writer.propose(partition, change)
 
     def maybe_shrink_isr(self) -> None:
         """Kafka's isr-expiration task (run every replica.lag.time.max.ms / 2)."""
@@ -573,62 +574,7 @@ class ReplicaManager:
         for partition in list(self.partitions.values()):
             change = partition.isr_to_shrink(now_ms, self.lag_time_max_ms)
             if change is not None:
-                self._start_isr_write(partition, change)
-
-    def _start_isr_write(self, partition: Partition, change: PendingIsrChange) -> None:
-        partition.propose_isr(change)
-        kind = "expand" if isinstance(change, PendingExpand) else "shrink"
-        task = asyncio.get_running_loop().create_task(
-            self._write_isr(partition, change), name=f"isr-{kind}-{partition.tp}"
-        )
-        self._isr_tasks.add(task)
-        task.add_done_callback(self._isr_tasks.discard)
-
-    async def _write_isr(self, partition: Partition, change: PendingIsrChange) -> None:
-        """Version-checked write of the partition state znode, then the change notification."""
-        tp = partition.tp
-        proposed = change.proposed
-        state = zk_data.LeaderAndIsr(
-            self.broker_id,
-            partition.leader_epoch,
-            tuple(sorted(proposed)),
-            partition.controller_epoch,
-            partition.zk_version,
-        )
-        try:
-            stat = await self._zk.set(
-                zk_data.partition_state_path(tp),
-                zk_data.encode_partition_state(state),
-                version=partition.zk_version,
-            )
-        except BadVersionError:
-            logger.info(
-                "%s: cached zkVersion %d not equal to that in ZooKeeper, skip updating ISR",
-                tp,
-                partition.zk_version,
-            )
-            partition.abort_isr_change()
-            return
-        except (CoordinationError, NoNodeError) as e:
-            logger.warning("%s: could not write ISR %s: %s", tp, sorted(proposed), e)
-            partition.abort_isr_change()
-            return
-        if partition.pending_isr != change:
-            return  # a LeaderAndIsr arrived meanwhile and reset the state
-        if isinstance(change, PendingExpand):
-            self.isr_expands += 1
-        else:
-            self.isr_shrinks += 1
-        partition.commit_isr(proposed, stat.version)
-        try:
-            await self._zk.create(
-                f"{zk_data.ISR_CHANGE_NOTIFICATION}/{zk_data.ISR_CHANGE_PREFIX}",
-                zk_data.encode_isr_change([tp]),
-                sequence=True,
-                makepath=True,
-            )
-        except CoordinationError as e:
-            logger.warning("%s: could not write the ISR change notification: %s", tp, e)
+                self.isr_writer.propose(partition, change)
 
     # -- checkpoints and facts --------------------------------------------------------------
 
@@ -636,10 +582,6 @@ class ReplicaManager:
         self.log_manager.checkpoint_high_watermarks()
 
     async def close(self) -> None:
-        for task in list(self._isr_tasks):
-            task.cancel()
-        for task in list(self._isr_tasks):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self.isr_writer.close()
         for partition in self.partitions.values():
             partition.fail_waiters(NotLeaderOrFollowerError(f"{partition.tp}: broker stopping"))
