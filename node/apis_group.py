@@ -21,13 +21,13 @@ from typing import Any, TypeVar
 
 from kafkasim import proto
 from kafkasim.common.types import TopicPartition
+from kafkasim.node.apis_replica import error_code
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_types import (
     DeleteGroupsParams,
     DeleteGroupsResult,
     DescribeGroupsParams,
     DescribeGroupsResult,
-    Error,
     GroupProtocol,
     HeartbeatParams,
     HeartbeatResult,
@@ -47,12 +47,6 @@ from kafkasim.node.group_types import (
     SyncGroupResult,
 )
 from kafkasim.proto import kafkasim_pb2 as pb
-
-
-def error_code(error: Error) -> int:
-    """An error's code on the wire; 0 for none."""
-    return 0 if error is None else error.code
-
 
 # -- JoinGroup, SyncGroup ------------------------------------------------------------------------
 

@@ -42,8 +42,8 @@ from kafkasim.node.replica_types import (
 from kafkasim.proto import kafkasim_pb2 as pb
 
 
-def code_of(error: KafkaError | None) -> int:
-    """An error's code on the wire; 0 for none."""
+def error_code(error: KafkaError | type[KafkaError] | None) -> int:
+    """An error's code on the wire (an error or its class); 0 for none."""
     return 0 if error is None else error.code
 
 
@@ -74,7 +74,7 @@ def produce_response(
             pb.ProducePartitionResponse(
                 topic=r.tp.topic,
                 partition=r.tp.partition,
-                error_code=code_of(r.error),
+                error_code=error_code(r.error),
                 error_message=message_of(r.error),
                 base_offset=r.base_offset,
                 log_append_time_ms=r.log_append_time_ms,
@@ -114,7 +114,7 @@ def fetch_response(results: Iterable[FetchPartitionData]) -> pb.FetchResponse:
             pb.FetchPartitionResponse(
                 topic=r.tp.topic,
                 partition=r.tp.partition,
-                error_code=code_of(r.error),
+                error_code=error_code(r.error),
                 error_message=message_of(r.error),
                 high_watermark=r.high_watermark,
                 last_stable_offset=r.last_stable_offset,
@@ -150,7 +150,7 @@ def list_offsets_response(results: Iterable[ListOffsetsPartitionResult]) -> pb.L
             pb.ListOffsetsPartitionResponse(
                 topic=r.tp.topic,
                 partition=r.tp.partition,
-                error_code=code_of(r.error),
+                error_code=error_code(r.error),
                 timestamp=r.timestamp,
                 offset=r.offset,
                 leader_epoch=r.leader_epoch,
@@ -181,7 +181,7 @@ def offsets_for_leader_epoch_response(
             pb.EpochEndOffset(
                 topic=r.tp.topic,
                 partition=r.tp.partition,
-                error_code=code_of(r.error),
+                error_code=error_code(r.error),
                 leader_epoch=r.leader_epoch,
                 end_offset=r.end_offset,
             )
@@ -240,7 +240,7 @@ def delete_records_response(
                 topic=r.tp.topic,
                 partition=r.tp.partition,
                 low_watermark=r.low_watermark,
-                error_code=code_of(r.error),
+                error_code=error_code(r.error),
                 error_message=message_of(r.error),
             )
             for r in results
@@ -287,8 +287,8 @@ def stop_replica_params(request: pb.StopReplicaRequest) -> StopReplicaParams:
 
 def partition_errors(result: PartitionErrors) -> tuple[int, list[pb.PartitionError]]:
     """A LeaderAndIsr or StopReplica answer's top-level code and per-partition errors."""
-    return code_of(result.error), [
-        pb.PartitionError(topic=tp.topic, partition=tp.partition, error_code=code_of(error))
+    return error_code(result.error), [
+        pb.PartitionError(topic=tp.topic, partition=tp.partition, error_code=error_code(error))
         for tp, error in result.partitions
     ]
 
