@@ -18,7 +18,7 @@ Theory of operation:
    (REQUEST_TIMED_OUT) and the operation completes.
 
 An operation completes exactly once; its waiter then resumes. If the waiter goes away (the
-request is cancelled), the operation leaves every watch list and its timer is cancelled.
+request is cancelled), the operation leaves every watch list and never completes.
 Not thread-safe: one event loop (the broker's).
 
 Two concrete operations: :class:`DelayedProduce` (acks=all: HW ≥ the batch's last offset + 1,
@@ -140,23 +140,29 @@ class DelayedOperationPurgatory(Generic[Op]):
         return sum(1 for op in self._watchers.get(tp, ()) if not op.completed)
 
     async def try_complete_else_watch(self, op: Op) -> None:
-        """Return once ``op`` has completed: at once, on a later check, or at its timeout."""
-        if op.try_complete():
-            return
+        """Return once ``op`` has completed: at once, on a later check, or at its timeout.
+
+        The waiter always yields to the loop before it resumes, even for an operation complete
+        at once, so an answer never overtakes work already scheduled (the order of events in
+        the simulation, and so its histories, depend on it)."""
         loop = asyncio.get_running_loop()
         done = op.completion(loop)
-        keys = op.keys
-        for tp in keys:
-            self._watchers.setdefault(tp, []).append(op)
-        timer = loop.call_later(max(op.timeout_ms, 0) / 1000, op.on_expiration)
+        keys: list[TopicPartition] = []
+        if not op.try_complete():
+            keys = op.keys
+            for tp in keys:
+                self._watchers.setdefault(tp, []).append(op)
         try:
-            await done
+            await asyncio.wait([done], timeout=max(op.timeout_ms, 0) / 1000)
+        except asyncio.CancelledError:
+            op.completed = True  # abandoned: the request went away, nobody reads the answer
+            raise
         finally:
-            timer.cancel()
-            # Completed (or abandoned: the request went away): no watch list keeps it.
-            op.completed = True
+            # Completed, expiring or abandoned: no watch list keeps it.
             for tp in keys:
                 self._forget(tp, op)
+        if not op.completed:
+            op.on_expiration()
 
     def check_and_complete(self, tp: TopicPartition) -> int:
         """Check every operation watching ``tp`` again; how many completed."""

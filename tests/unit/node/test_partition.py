@@ -19,6 +19,7 @@ from kafkasim.node.partition import Partition
 from kafkasim.node.purgatory import DelayedDeleteRecords, PartitionWait
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log import Log
+from tests.unit.node.looptools import turns
 from tests.unit.storage.logtools import T0, make_batch
 
 PolicyViolationError = error_for_name("POLICY_VIOLATION")
@@ -67,10 +68,10 @@ def test_delete_moves_the_leaders_start_and_waits_for_every_follower(tmp_path: P
         assert partition.low_watermark == 0
         done, wait = await park(partition, 3)
         partition.record_follower_fetch(2, 5, NOW_MS, log_start_offset=3)
-        await asyncio.sleep(0)
+        await turns()
         assert not done.done() and partition.low_watermark == 0
         partition.record_follower_fetch(3, 5, NOW_MS, log_start_offset=3)
-        await asyncio.sleep(0)
+        await turns()
         assert done.done() and wait.done and wait.error is None
         assert partition.low_watermark == 3
 
@@ -92,7 +93,7 @@ def test_a_follower_on_a_dead_broker_does_not_hold_the_low_watermark(tmp_path: P
         partition.delete_records_on_leader(2)
         done, _ = await park(partition, 2)
         partition.record_follower_fetch(2, 5, NOW_MS, log_start_offset=2)
-        await asyncio.sleep(0)
+        await turns()
         assert done.done()
 
     run(scenario())
@@ -135,7 +136,7 @@ def test_a_follower_refuses_and_losing_leadership_fails_parked_deletes(tmp_path:
             leader_id=2, leader_epoch=2, isr=[1, 2, 3], replicas=[1, 2, 3], zk_version=1,
             controller_epoch=1,
         )  # fmt: skip
-        await asyncio.sleep(0)
+        await turns()
         assert parked.done() and isinstance(wait.error, NotLeaderOrFollowerError)
         with pytest.raises(NotLeaderOrFollowerError):
             partition.delete_records_on_leader(3)

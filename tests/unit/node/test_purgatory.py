@@ -23,6 +23,7 @@ from kafkasim.node.purgatory import (
 )
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log import Log
+from tests.unit.node.looptools import turns
 from tests.unit.storage.logtools import T0, make_batch
 
 NOW_MS = 1_000
@@ -78,11 +79,11 @@ def test_a_produce_completes_once_every_partition_reached_its_offset(tmp_path: P
         assert delayed.produce.watched(TP0) == delayed.produce.watched(TP1) == 1
         for follower in (2, 3):
             p0.record_follower_fetch(follower, 3, NOW_MS)
-        await asyncio.sleep(0)
+        await turns()
         assert waits[0].done and not waits[1].done and not task.done()
         for follower in (2, 3):
             p1.record_follower_fetch(follower, 3, NOW_MS)
-        await asyncio.sleep(0)
+        await turns()
         assert task.done() and [w.error for w in waits] == [None, None]
         assert delayed.produce.watched(TP0) == delayed.produce.watched(TP1) == 0
 
@@ -101,7 +102,7 @@ def test_reached_after_the_isr_shrank_below_min_isr_answers_not_enough_replicas_
         # with one ISR member where min.insync.replicas asks for two.
         partition.commit_isr(frozenset({1}), 1)
         assert partition.high_watermark == 3
-        await asyncio.sleep(0)
+        await turns()
         assert task.done()
         assert isinstance(wait.error, error_for_name("NOT_ENOUGH_REPLICAS_AFTER_APPEND"))
 
@@ -118,7 +119,7 @@ def test_losing_leadership_fails_the_waiting_partitions(tmp_path: Path) -> None:
             leader_id=2, leader_epoch=2, isr=[2, 3], replicas=[1, 2, 3], zk_version=1,
             controller_epoch=1,
         )  # fmt: skip
-        await asyncio.sleep(0)
+        await turns()
         assert task.done() and isinstance(wait.error, NotLeaderOrFollowerError)
         assert delayed.produce.watched(TP0) == 0
 
@@ -149,7 +150,7 @@ def test_a_cancelled_waiter_leaves_no_watcher_behind(tmp_path: Path) -> None:
         partition = leader(tmp_path, TP0, delayed)
         task = await parked(delayed, DelayedProduce([PartitionWait(partition, 3)], 30_000))
         task.cancel()
-        await asyncio.sleep(0)
+        await turns()
         assert task.cancelled()
         assert delayed.produce.watched(TP0) == 0
 
@@ -168,11 +169,11 @@ def test_delete_records_waits_for_the_low_watermark_and_only_for_its_own_purgato
         wait = PartitionWait(partition, 2)
         op = DelayedDeleteRecords([wait], 30_000)
         task = asyncio.create_task(delayed.delete_records.try_complete_else_watch(op))
-        await asyncio.sleep(0)
+        await turns()
         assert delayed.delete_records.watched(TP0) == 1 and delayed.produce.watched(TP0) == 0
         partition.record_follower_fetch(2, 3, NOW_MS, log_start_offset=2)
         partition.record_follower_fetch(3, 3, NOW_MS, log_start_offset=2)
-        await asyncio.sleep(0)
+        await turns()
         assert task.done() and wait.error is None
         assert delayed.delete_records.watched(TP0) == 0
 
