@@ -22,6 +22,11 @@ Every request carries ``controller_id``, ``controller_epoch`` and the target bro
 (the czxid of its registration, KIP-380), so a broker can drop requests from a deposed
 controller or meant for an earlier incarnation of itself.
 
+This is a wire client of the brokers (as Kafka's controller sends LeaderAndIsr, UpdateMetadata
+and StopReplica over its own network client), so it builds and reads protobuf requests itself;
+the controller's admin requests from clients, by contrast, reach it only as domain calls
+(translated by the broker's request layer, ``node.apis_admin``).
+
 Not thread-safe: everything runs on one asyncio loop.
 """
 

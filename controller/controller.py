@@ -60,9 +60,8 @@ from kafkasim.common.coordination import (
 from kafkasim.common.errors import KafkaError
 from kafkasim.common.rpc import Transport
 from kafkasim.common.types import TopicPartition
-from kafkasim.controller import admin_requests, campaign, zk_data
+from kafkasim.controller import campaign, zk_data
 from kafkasim.controller.active import ActiveController
-from kafkasim.controller.admin_requests import RESOURCE_TYPE_TOPIC
 from kafkasim.controller.api import (
     BrokerNotAvailableError,
     ControllerConfig,
@@ -93,7 +92,6 @@ from kafkasim.controller.zk_writer import UNCLEAN_LEADER_ELECTION_ENABLE, Fenced
 from kafkasim.proto import kafkasim_pb2 as pb
 
 __all__ = [
-    "RESOURCE_TYPE_TOPIC",
     "UNCLEAN_LEADER_ELECTION_ENABLE",
     "BrokerNotAvailableError",
     "Controller",
@@ -132,8 +130,9 @@ class Controller:
     ``/brokers/ids`` (either order works) and :meth:`stop` on shutdown. While this broker is
     the active controller, the broker's request handlers call the admin entry points
     (:meth:`create_topics`, :meth:`delete_topics`, :meth:`create_partitions`,
-    :meth:`alter_topic_configs`, :meth:`elect_leaders`, :meth:`controlled_shutdown`, or their
-    ``handle_*`` protobuf forms); on any other broker those raise (or answer) NOT_CONTROLLER.
+    :meth:`alter_topic_configs`, :meth:`elect_leaders`, :meth:`controlled_shutdown`; their
+    protobuf forms are translated in the broker's request layer, ``node.apis_admin``); on any
+    other broker those raise NOT_CONTROLLER.
 
     ``rng`` draws Kafka's random start index and shift of new topics' replica assignments
     (seed it for the simulation; the default is seeded with the broker id).
@@ -368,16 +367,6 @@ class Controller:
             "ReplicaLeaderElection",
             lambda: self._require_active().leadership.elect_leaders(election_type, partitions),
         )
-
-    # -- the same, in protobuf form, for the broker's request handlers ----------------------
-    # (functions of the controller's entry points, so they become methods here)
-
-    handle_create_topics = admin_requests.handle_create_topics
-    handle_delete_topics = admin_requests.handle_delete_topics
-    handle_create_partitions = admin_requests.handle_create_partitions
-    handle_incremental_alter_configs = admin_requests.handle_incremental_alter_configs
-    handle_controlled_shutdown = admin_requests.handle_controlled_shutdown
-    handle_elect_leaders = admin_requests.handle_elect_leaders
 
     # -- events: queueing, routing, processing ------------------------------------------------
 

@@ -24,11 +24,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import functools
 import logging
 import random
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -46,16 +45,20 @@ from kafkasim.common.rpc import RpcError, RpcServer, RpcStatus, Transport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.controller import Controller, ControllerConfig
+from kafkasim.node import apis_admin
+from kafkasim.node.apis import KafkaApis
+from kafkasim.node.apis_admin import AdminCalls
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.config_changes import TopicConfigChangeListener
 from kafkasim.node.fetcher import ReplicaFetcherManager
-from kafkasim.node.group_apis import ReplicaOffsetsTopic, group_handlers
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_records import OFFSETS_TOPIC
 from kafkasim.node.metadata_cache import MetadataCache
 from kafkasim.node.metrics import BrokerMetrics
-from kafkasim.node.producer_ids import ProducerIdManager, handle_init_producer_id
+from kafkasim.node.offsets_topic import ReplicaOffsetsTopic
+from kafkasim.node.producer_ids import ProducerIdManager
 from kafkasim.node.replica_manager import FetchTarget, ReplicaManager
+from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.node.topic_creation import TopicCreator, create_internal_topic
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.config import LogConfig
@@ -66,12 +69,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-NOT_CONTROLLER = error_for_name("NOT_CONTROLLER").code
-STALE_BROKER_EPOCH = error_for_name("STALE_BROKER_EPOCH").code
 
-
-class HostedController(Protocol):
-    """What the broker needs from the controller it hosts (``controller.controller``)."""
+class HostedController(AdminCalls, Protocol):
+    """What the broker needs from the controller it hosts (``controller.controller``): its
+    lifecycle, and the admin entry points the request layer calls (``node.apis_admin``)."""
 
     @property
     def is_active(self) -> bool: ...
@@ -83,34 +84,6 @@ class HostedController(Protocol):
     async def stop(self, *, clean: bool = True) -> None: ...
 
     async def replace_session(self, coordination: Coordination) -> None: ...
-
-    async def controlled_shutdown(
-        self, broker_id: int, broker_epoch: int
-    ) -> list[TopicPartition]: ...
-
-    async def handle_create_topics(
-        self, request: pb.CreateTopicsRequest
-    ) -> pb.CreateTopicsResponse: ...
-
-    async def handle_delete_topics(
-        self, request: pb.DeleteTopicsRequest
-    ) -> pb.DeleteTopicsResponse: ...
-
-    async def handle_create_partitions(
-        self, request: pb.CreatePartitionsRequest
-    ) -> pb.CreatePartitionsResponse: ...
-
-    async def handle_elect_leaders(
-        self, request: pb.ElectLeadersRequest
-    ) -> pb.ElectLeadersResponse: ...
-
-    async def handle_incremental_alter_configs(
-        self, request: pb.IncrementalAlterConfigsRequest
-    ) -> pb.IncrementalAlterConfigsResponse: ...
-
-    async def handle_controlled_shutdown(
-        self, request: pb.ControlledShutdownRequest
-    ) -> pb.ControlledShutdownResponse: ...
 
 
 ControllerFactory = Callable[[int, Coordination, Transport, Clock, BrokerConfig], HostedController]
@@ -148,6 +121,7 @@ class Broker:
         controller_factory: ControllerFactory | None = None,
         rng: random.Random | None = None,
         halt: Callable[[str], None] | None = None,
+        rules: ReplicationRules = KAFKA_RULES,
     ) -> None:
         self.config = config
         # What a fatal storage failure does (Kafka's Exit.halt(1)): the broker process exits at
@@ -183,9 +157,10 @@ class Broker:
             clock,
             self.zk,
             topic_config=self.topic_config,
+            rules=rules,
         )
         self.fetchers = ReplicaFetcherManager(
-            self.broker_id, self.metadata.address_of, transport, config, clock
+            self.broker_id, self.metadata.address_of, transport, config, clock, rules=rules
         )
         self.replica_manager.on_become_follower = self._follow
         self.replica_manager.on_stop_following = self.fetchers.remove
@@ -208,6 +183,8 @@ class Broker:
             config, self._create_topics_via_controller, self._create_internal_topic
         )
         self.metrics = BrokerMetrics(self)
+        # The request layer: every gRPC method's handler (translation to domain calls).
+        self.apis = KafkaApis(self)
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -215,7 +192,8 @@ class Broker:
         cached = self._topic_configs.get(topic)
         return cached if cached is not None else self.config.log_config()
 
-    async def _load_topic_config(self, topic: str) -> None:
+    async def load_topic_config(self, topic: str) -> None:
+        """Read ``topic``'s config overrides from ZooKeeper into the cache, once."""
         if topic in self._topic_configs:
             return
         try:
@@ -224,6 +202,10 @@ class Broker:
         except NoNodeError:
             overrides = {}
         self._topic_configs[topic] = self.config.log_config(overrides)
+
+    def forget_topic_config(self, topic: str) -> None:
+        """``topic`` was deleted: its cached config goes with it."""
+        self._topic_configs.pop(topic, None)
 
     @property
     def address(self) -> str:
@@ -263,8 +245,8 @@ class Broker:
         for name, (host, port) in self.config.listeners.items():
             server = self.transport.server(
                 f"{host}:{port}",
-                self.metrics.instrument(self._unary_handlers(name)),
-                self.metrics.instrument_streams(self._stream_handlers()),
+                self.metrics.instrument(self.apis.unary_handlers(name)),
+                self.metrics.instrument_streams(self.apis.stream_handlers()),
             )
             await server.start()
             self.servers[name] = server
@@ -513,7 +495,7 @@ class Broker:
     ) -> pb.CreateTopicsResponse:
         """Topics created on a client's behalf (auto-creation, ``__consumer_offsets``)."""
         if self.controller is not None and self.controller.is_active:
-            return await self.controller.handle_create_topics(request)
+            return await apis_admin.create_topics(self.controller, request)
         try:
             response = await self._call_remote_controller(proto.METHOD_CREATE_TOPICS, request)
         except (RpcError, CoordinationError) as e:
@@ -543,323 +525,6 @@ class Broker:
             partition = self.replica_manager.partitions.get(target.tp)
             if partition is not None:
                 self.fetchers.add(partition, target.leader_id, target.leader_epoch)
-
-    # -- request handlers -------------------------------------------------------------------
-
-    def _unary_handlers(self, listener: str) -> dict[str, Callable[[Any], Awaitable[Any]]]:
-        return {
-            proto.METHOD_METADATA: functools.partial(self._handle_metadata, listener=listener),
-            proto.METHOD_PRODUCE: self._handle_produce,
-            proto.METHOD_FETCH: self.replica_manager.fetch,
-            proto.METHOD_LIST_OFFSETS: self._sync(self.replica_manager.list_offsets),
-            proto.METHOD_DELETE_RECORDS: self.replica_manager.delete_records,
-            proto.METHOD_CREATE_TOPICS: self._admin(
-                pb.CreateTopicsResponse, "handle_create_topics"
-            ),
-            proto.METHOD_DELETE_TOPICS: self._admin(
-                pb.DeleteTopicsResponse, "handle_delete_topics"
-            ),
-            proto.METHOD_CREATE_PARTITIONS: self._admin(
-                pb.CreatePartitionsResponse, "handle_create_partitions"
-            ),
-            proto.METHOD_ELECT_LEADERS: self._admin(
-                pb.ElectLeadersResponse, "handle_elect_leaders"
-            ),
-            proto.METHOD_INCREMENTAL_ALTER_CONFIGS: self._admin(
-                pb.IncrementalAlterConfigsResponse, "handle_incremental_alter_configs"
-            ),
-            proto.METHOD_DESCRIBE_CLUSTER: functools.partial(
-                self._handle_describe_cluster, listener=listener
-            ),
-            proto.METHOD_INIT_PRODUCER_ID: self._handle_init_producer_id,
-            proto.METHOD_DESCRIBE_REPLICAS: self._sync(self.replica_manager.describe_replicas),
-            proto.METHOD_DESCRIBE_CONFIGS: self._handle_describe_configs,
-            proto.METHOD_OFFSETS_FOR_LEADER_EPOCH: self._sync(
-                self.replica_manager.offsets_for_leader_epoch
-            ),
-            proto.METHOD_LEADER_AND_ISR: self._handle_leader_and_isr,
-            proto.METHOD_UPDATE_METADATA: self._handle_update_metadata,
-            proto.METHOD_STOP_REPLICA: self._handle_stop_replica,
-            proto.METHOD_CONTROLLED_SHUTDOWN: self._handle_controlled_shutdown,
-            proto.METHOD_FIND_COORDINATOR: functools.partial(
-                self._handle_find_coordinator, listener=listener
-            ),
-            **group_handlers(self.groups),
-        }
-
-    def _stream_handlers(self) -> dict[str, Callable[[AsyncIterator[Any]], AsyncIterator[Any]]]:
-        return {
-            proto.METHOD_REPLICA_FETCH: self._handle_replica_fetch,
-            proto.METHOD_PRODUCE_STREAM: self._handle_produce_stream,
-        }
-
-    def _sync(self, fn: Callable[[Any], Any]) -> Callable[[Any], Awaitable[Any]]:
-        async def handler(request: Any) -> Any:
-            return fn(request)
-
-        return handler
-
-    def _admin(self, response_cls: type[Any], method: str) -> Callable[[Any], Awaitable[Any]]:
-        async def handler(request: Any) -> Any:
-            if self.controller is None:
-                return _not_controller_response(request, response_cls)
-            # The controller answers NOT_CONTROLLER itself when it is not the active one.
-            return await getattr(self.controller, method)(request)
-
-        return handler
-
-    async def _handle_metadata(
-        self, request: pb.MetadataRequest, *, listener: str
-    ) -> pb.MetadataResponse:
-        response = self.metadata.metadata(request, listener)
-        if not (request.allow_auto_topic_creation and self.topic_creator.auto_create_enabled):
-            return response
-        unknown = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
-        for entry in response.topics:
-            if entry.error_code != unknown:
-                continue
-            # Kafka creates the topic and answers LEADER_NOT_AVAILABLE until it has leaders.
-            code, message = await self.topic_creator.create(
-                self.topic_creator.auto_topic(entry.name)
-            )
-            entry.error_code = code or error_for_name("LEADER_NOT_AVAILABLE").code
-            if code:
-                logger.info("broker %d: auto-creating %s: %s", self.broker_id, entry.name, message)
-        return response
-
-    async def _handle_find_coordinator(
-        self, request: pb.FindCoordinatorRequest, *, listener: str
-    ) -> pb.FindCoordinatorResponse:
-        if request.key_type != 0:
-            return pb.FindCoordinatorResponse(
-                error_code=error_for_name("INVALID_REQUEST").code,
-                error_message=f"key_type {request.key_type}: only groups (0) have coordinators "
-                "here (no transactions)",
-                node_id=-1,
-            )
-        if not request.key:
-            return pb.FindCoordinatorResponse(
-                error_code=error_for_name("INVALID_GROUP_ID").code,
-                error_message="the group id is empty",
-                node_id=-1,
-            )
-        not_available = error_for_name("COORDINATOR_NOT_AVAILABLE").code
-        partition = self.groups.partition_of(request.key)
-        if self.metadata.partition_count(OFFSETS_TOPIC) == 0:
-            code, message = await self.topic_creator.create(self.topic_creator.offsets_topic())
-            return pb.FindCoordinatorResponse(
-                error_code=not_available,
-                error_message=f"creating {OFFSETS_TOPIC}"
-                + (f": {error_for_code(code).error_name}: {message}" if code else ""),
-                node_id=-1,
-            )
-        state = self.metadata.partitions.get(TopicPartition(OFFSETS_TOPIC, partition))
-        endpoint = self.metadata.endpoint_for(state.leader, listener) if state is not None else None
-        if endpoint is None:
-            return pb.FindCoordinatorResponse(
-                error_code=not_available,
-                error_message=f"{OFFSETS_TOPIC}-{partition} has no live leader",
-                node_id=-1,
-            )
-        return pb.FindCoordinatorResponse(
-            node_id=endpoint.node_id, host=endpoint.host, port=endpoint.port
-        )
-
-    async def _handle_produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
-        # acks=0 producers do not wait for this answer (it comes back at once: no purgatory).
-        return await self.replica_manager.produce(request)
-
-    async def _handle_init_producer_id(
-        self, request: pb.InitProducerIdRequest
-    ) -> pb.InitProducerIdResponse:
-        return await handle_init_producer_id(self.producer_ids, request)
-
-    async def _handle_describe_cluster(
-        self, _request: pb.DescribeClusterRequest, *, listener: str
-    ) -> pb.DescribeClusterResponse:
-        response = pb.DescribeClusterResponse(
-            cluster_id=self.metadata.cluster_id, controller_id=self.metadata.controller_id
-        )
-        for broker_id in sorted(self.metadata.brokers):
-            endpoint = self.metadata.endpoint_for(broker_id, listener)
-            if endpoint is not None:
-                response.brokers.append(endpoint)
-        return response
-
-    async def _handle_describe_configs(
-        self, request: pb.DescribeConfigsRequest
-    ) -> pb.DescribeConfigsResponse:
-        response = pb.DescribeConfigsResponse()
-        for resource in request.resources:
-            result = response.results.add(
-                resource_type=resource.resource_type, resource_name=resource.resource_name
-            )
-            if resource.resource_type == 2:  # topic
-                try:
-                    data, _ = await self.zk.get(zk_data.topic_config_path(resource.resource_name))
-                    overrides = zk_data.decode_topic_config(data)
-                except NoNodeError:
-                    result.error_code = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
-                    result.error_message = f"topic {resource.resource_name} does not exist"
-                    continue
-                values = self.config.log_config(overrides).to_props()
-                for name in sorted(values):
-                    if resource.config_names and name not in resource.config_names:
-                        continue
-                    value = values[name]
-                    text = (
-                        ",".join(value)
-                        if isinstance(value, list)
-                        else str(value).lower()
-                        if isinstance(value, bool)
-                        else str(value)
-                    )
-                    result.configs.add(
-                        name=name,
-                        value=text,
-                        is_default=name not in overrides,
-                        config_source=1 if name in overrides else 5,
-                    )
-            elif resource.resource_type == 4:  # broker
-                for name in sorted(self.config.config.values):
-                    if resource.config_names and name not in resource.config_names:
-                        continue
-                    value = self.config.config.values[name]
-                    if value is None:
-                        continue
-                    text = ",".join(value) if isinstance(value, list) else str(value)
-                    result.configs.add(
-                        name=name,
-                        value=text,
-                        read_only=True,
-                        is_default=not self.config.config.is_set(name),
-                        config_source=4 if self.config.config.is_set(name) else 5,
-                    )
-            else:
-                result.error_code = error_for_name("INVALID_REQUEST").code
-                result.error_message = f"unknown resource type {resource.resource_type}"
-        return response
-
-    async def _is_current_broker_epoch(self, kind: str, request_epoch: int) -> bool:
-        """Whether a controller request is for this incarnation of the broker (KIP-380): its
-        ``broker_epoch`` must be the czxid of this broker's current registration znode.
-
-        Checked before anything else of the request, the controller epoch included, so a
-        request that does not carry the right broker epoch changes nothing. Kafka accepts an
-        unknown epoch (-1, from controllers older than KIP-380) and a newer one (the
-        controller may see the new registration before the broker has read its czxid);
-        kafkasim has no older controllers, so -1 is refused, and a newer one is accepted only
-        when ZooKeeper confirms it is the czxid of this session's registration."""
-        if request_epoch >= 0 and request_epoch == self.broker_epoch:
-            return True
-        if request_epoch > self.broker_epoch:
-            try:
-                stat = await self.zk.exists(zk_data.broker_path(self.broker_id))
-            except CoordinationError:
-                stat = None
-            if (
-                stat is not None
-                and stat.ephemeral_owner == self.zk.session_id
-                and stat.czxid == request_epoch
-            ):
-                self.broker_epoch = stat.czxid
-                return True
-        logger.warning(
-            "broker %d: refusing %s with broker epoch %d (STALE_BROKER_EPOCH): the current "
-            "broker epoch is %d",
-            self.broker_id,
-            kind,
-            request_epoch,
-            self.broker_epoch,
-        )
-        return False
-
-    async def _handle_leader_and_isr(
-        self, request: pb.LeaderAndIsrRequest
-    ) -> pb.LeaderAndIsrResponse:
-        if not await self._is_current_broker_epoch("LeaderAndIsr", request.broker_epoch):
-            return pb.LeaderAndIsrResponse(error_code=STALE_BROKER_EPOCH)
-        for topic in sorted({s.topic for s in request.partition_states}):
-            await self._load_topic_config(topic)
-        self.metadata.add_brokers(list(request.live_leaders))
-        response = self.replica_manager.leader_and_isr(request)
-        failed = {(e.topic, e.partition) for e in response.partition_errors if e.error_code}
-        for state in request.partition_states:
-            if state.topic == OFFSETS_TOPIC and (state.topic, state.partition) not in failed:
-                if state.leader == self.broker_id:
-                    self.groups.elect(state.partition, state.leader_epoch)
-                else:
-                    self.groups.resign(state.partition)
-        return response
-
-    async def _handle_stop_replica(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
-        if not await self._is_current_broker_epoch("StopReplica", request.broker_epoch):
-            return pb.StopReplicaResponse(error_code=STALE_BROKER_EPOCH)
-        response = self.replica_manager.stop_replica(request)
-        if not response.error_code:
-            for part in request.partitions:
-                if part.topic == OFFSETS_TOPIC:
-                    self.groups.resign(part.partition)
-        return response
-
-    async def _handle_update_metadata(
-        self, request: pb.UpdateMetadataRequest
-    ) -> pb.UpdateMetadataResponse:
-        if not await self._is_current_broker_epoch("UpdateMetadata", request.broker_epoch):
-            return pb.UpdateMetadataResponse(error_code=STALE_BROKER_EPOCH)
-        if request.controller_epoch < self.replica_manager.controller_epoch:
-            return pb.UpdateMetadataResponse(
-                error_code=error_for_name("STALE_CONTROLLER_EPOCH").code
-            )
-        self.replica_manager.controller_epoch = request.controller_epoch
-        for topic in request.deleted_topics:
-            self._topic_configs.pop(topic, None)
-        self.metadata.update(request)
-        self.replica_manager.maybe_complete_delete_records()  # live brokers may have changed
-        return pb.UpdateMetadataResponse()
-
-    async def _handle_controlled_shutdown(
-        self, request: pb.ControlledShutdownRequest
-    ) -> pb.ControlledShutdownResponse:
-        if self.controller is None:
-            return pb.ControlledShutdownResponse(error_code=NOT_CONTROLLER)
-        return await self.controller.handle_controlled_shutdown(request)
-
-    async def _handle_produce_stream(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        """A producer's pipelined connection: one request at a time, answered in order (as
-        Kafka handles a connection); the client keeps several in flight to fill the pipe."""
-        async for request in requests:
-            yield await self.replica_manager.produce(request)
-
-    async def _handle_replica_fetch(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        """One follower's stream: answer each fetch in order (long-polling as needed)."""
-        async for request in requests:
-            yield await self.replica_manager.fetch(request)
-
-
-def _not_controller_response(request: Any, response_cls: type[Any]) -> Any:
-    """An admin response saying NOT_CONTROLLER for every item (or at the top level)."""
-    response = response_cls()
-    if hasattr(response, "error_code"):
-        response.error_code = NOT_CONTROLLER
-        return response
-    if isinstance(request, pb.IncrementalAlterConfigsRequest):
-        for resource in request.resources:
-            response.responses.add(
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-                error_code=NOT_CONTROLLER,
-                error_message="This is not the controller",
-            )
-        return response
-    items = getattr(request, "topics", None) or getattr(request, "topic_names", [])
-    field = "topics" if hasattr(response, "topics") else "results"
-    for item in items:
-        name = item if isinstance(item, str) else item.name
-        getattr(response, field).add(
-            name=name, error_code=NOT_CONTROLLER, error_message="This is not the controller"
-        )
-    return response
 
 
 def new_cluster_id(rng: random.Random) -> str:

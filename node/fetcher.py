@@ -2,25 +2,31 @@
 
 One :class:`ReplicaFetcher` per leader broker holds one long-lived bidirectional stream
 (``Replication/ReplicaFetch``) multiplexing every partition this broker follows from that
-leader. A partition moves through two states:
+leader. A partition is in one of two states (:class:`ReplicaState`, Kafka's ``Truncating`` and
+``Fetching``), and may be delayed (backing off) in either:
 
 1. **truncating** — right after it starts following (a new leader or a new epoch): ask the
    leader ``OffsetsForLeaderEpoch`` for this replica's latest epoch and truncate to where the
    two logs stop agreeing (``node.replication.truncation_decision``, KIP-101/279), never to the
-   local HW while epochs exist;
+   local HW while epochs exist (``ReplicationRules.truncate_to_high_watermark`` reproduces the
+   pre-KIP-101 rule for the failure-search tests);
 2. **fetching** — fetch from offset = local LEO with the current leader epoch; append the
    leader's batches as they are; HW = min(LEO, leader's HW).
 
 Errors per partition follow Kafka: FENCED_LEADER_EPOCH → stop and wait for the controller's
 next LeaderAndIsr; UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER → back off and retry;
-OFFSET_OUT_OF_RANGE → ask the leader for its log end and start and realign. A broken stream
-is reopened after ``replica.fetch.backoff.ms``.
+OFFSET_OUT_OF_RANGE → ask the leader for its log end and start and realign. Batches the
+follower refuses to append (CORRUPT_MESSAGE: a CRC mismatch; INVALID_RECORD, ...) are not stored:
+one error line names the partition and the error, and that partition's fetch is retried after
+``replica.fetch.backoff.ms`` while the others go on (Kafka's ``partitionsWithError``). A broken
+stream is reopened after ``replica.fetch.backoff.ms``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +35,7 @@ from kafkasim import proto
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import (
     InvalidOffsetError,
+    KafkaError,
     KafkaStorageError,
     error_for_code,
     error_for_name,
@@ -38,18 +45,19 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.partition import Partition
 from kafkasim.node.replication import follower_high_watermark, truncation_decision
+from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 logger = logging.getLogger(__name__)
 
-TRUNCATING = "truncating"
-FETCHING = "fetching"
-DELAYED = "delayed"
 
-# Test-only: follow the pre-KIP-101 rule (truncate to the local HW on becoming follower). The
-# simulation's bug-injection tests switch it on to show that the scenarios catch the loss.
-TRUNCATE_TO_HIGH_WATERMARK_BUG = False
+class ReplicaState(enum.Enum):
+    """Where a followed partition is (Kafka's ``ReplicaState``)."""
+
+    TRUNCATING = "truncating"  # asking the leader where the logs agree, then truncating there
+    FETCHING = "fetching"  # copying the leader's batches from the local log end
+
 
 _OUT_OF_RANGE = error_for_name("OFFSET_OUT_OF_RANGE").code
 _FENCED = error_for_name("FENCED_LEADER_EPOCH").code
@@ -57,10 +65,19 @@ _FENCED = error_for_name("FENCED_LEADER_EPOCH").code
 
 @dataclass(slots=True)
 class FetchState:
+    """A followed partition (Kafka's ``PartitionFetchState``): its state, and until when it
+    backs off (``delayed_until_ms`` in the past: not delayed)."""
+
     partition: Partition
     leader_epoch: int
-    state: str = TRUNCATING
+    state: ReplicaState = ReplicaState.TRUNCATING
     delayed_until_ms: int = 0
+
+    def is_ready(self, state: ReplicaState, now_ms: int) -> bool:
+        return self.state is state and self.delayed_until_ms <= now_ms
+
+    def delay(self, until_ms: int) -> None:
+        self.delayed_until_ms = until_ms
 
 
 class ReplicaFetcher:
@@ -75,9 +92,11 @@ class ReplicaFetcher:
         transport: Transport,
         config: BrokerConfig,
         clock: Clock,
+        rules: ReplicationRules = KAFKA_RULES,
     ) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
+        self.rules = rules
         self._address_of = address_of
         self._transport = transport
         self._clock = clock
@@ -156,18 +175,15 @@ class ReplicaFetcher:
 
     async def _step(self) -> None:
         now = self._clock.time_ms()
-        for state in self.states.values():
-            if state.state == DELAYED and state.delayed_until_ms <= now:
-                state.state = FETCHING
         truncating = {
-            tp: s
-            for tp, s in self.states.items()
-            if s.state == TRUNCATING and s.delayed_until_ms <= now
+            tp: s for tp, s in self.states.items() if s.is_ready(ReplicaState.TRUNCATING, now)
         }
         if truncating:
             await self._truncate(truncating)
             return
-        fetching = {tp: s for tp, s in self.states.items() if s.state == FETCHING}
+        fetching = {
+            tp: s for tp, s in self.states.items() if s.is_ready(ReplicaState.FETCHING, now)
+        }
         if not fetching:
             self._wakeup.clear()
             waiting = [s.delayed_until_ms for s in self.states.values() if s.delayed_until_ms > now]
@@ -237,7 +253,23 @@ class ReplicaFetcher:
                     logger.warning(
                         "%s: follower append rejected (%s); truncating again", partition.tp, e
                     )
-                    state.state = TRUNCATING
+                    state.state = ReplicaState.TRUNCATING
+                    return
+                except KafkaStorageError:
+                    raise  # the log dir failed: the broker halts (see _run)
+                except KafkaError as e:
+                    # Kafka's "Found invalid messages during fetch": nothing was stored; this
+                    # partition backs off and fetches the same offset again.
+                    logger.error(
+                        "%s: found invalid records in the fetch from leader %d at offset %d "
+                        "(%s); retrying in %d ms",
+                        partition.tp,
+                        self.leader_id,
+                        log.log_end_offset,
+                        e,
+                        self.backoff_ms,
+                    )
+                    state.delay(self._clock.time_ms() + self.backoff_ms)
                     return
                 partition.notify_follower_append()
             log.update_high_watermark(
@@ -265,8 +297,7 @@ class ReplicaFetcher:
             self.leader_id,
             error.error_name,
         )
-        state.state = DELAYED
-        state.delayed_until_ms = self._clock.time_ms() + self.backoff_ms
+        state.delay(self._clock.time_ms() + self.backoff_ms)
 
     # -- truncation -------------------------------------------------------------------------
 
@@ -275,10 +306,10 @@ class ReplicaFetcher:
         for tp, state in truncating.items():
             log = state.partition.log
             latest = log.epoch_cache.latest_epoch
-            if TRUNCATE_TO_HIGH_WATERMARK_BUG or latest is None:
+            if self.rules.truncate_to_high_watermark or latest is None:
                 # No epochs to compare (an empty or old-format log): the HW is all we have.
                 log.truncate_to(log.high_watermark)
-                state.state = FETCHING
+                state.state = ReplicaState.FETCHING
                 continue
             request.partitions.add(
                 topic=tp.topic,
@@ -305,7 +336,7 @@ class ReplicaFetcher:
                 continue
             if result.error_code:
                 # Still truncating, retried after the backoff.
-                asked.delayed_until_ms = self._clock.time_ms() + self.backoff_ms
+                asked.delay(self._clock.time_ms() + self.backoff_ms)
                 continue
             log = asked.partition.log
             decision = truncation_decision(
@@ -328,7 +359,7 @@ class ReplicaFetcher:
                     result.end_offset,
                 )
                 log.truncate_to(decision.offset)
-            asked.state = FETCHING if decision.completed else TRUNCATING
+            asked.state = ReplicaState.FETCHING if decision.completed else ReplicaState.TRUNCATING
 
     async def _handle_out_of_range(self, state: FetchState) -> None:
         """The leader has no data at our LEO: we are ahead of it, or behind its log start."""
@@ -375,9 +406,12 @@ class ReplicaFetcherManager:
         transport: Transport,
         config: BrokerConfig,
         clock: Clock,
+        *,
+        rules: ReplicationRules = KAFKA_RULES,
     ) -> None:
         self.broker_id = broker_id
         self._address_of = address_of
+        self._rules = rules
         self._transport = transport
         self._config = config
         self._clock = clock
@@ -394,6 +428,7 @@ class ReplicaFetcherManager:
                 transport=self._transport,
                 config=self._config,
                 clock=self._clock,
+                rules=self._rules,
             )
             self.fetchers[leader_id] = fetcher
         fetcher.add(partition, leader_epoch)

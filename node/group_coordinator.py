@@ -2,7 +2,7 @@
 ``GroupCoordinator``, classic protocol, ZooKeeper mode), over domain values.
 
 It takes the ``*Params`` and returns the ``*Result`` values of ``node.group_types``; the front
-doors translate their wire formats into those (``node.group_apis`` for gRPC). Its parts:
+doors translate their wire formats into those (``node.apis_group`` for gRPC). Its parts:
 
 * ``node.group_manager`` — which ``__consumer_offsets`` partition holds a group, the partitions
   this broker leads and has loaded (``elect``/``resign``), and the acks=all writes;

@@ -1,7 +1,7 @@
 """The group coordinator's domain values: what each group request asks (``*Params``) and what
 it answers (``*Result``), free of any wire format.
 
-The front doors (``node.group_apis`` for gRPC; Kafka's binary protocol next) translate their
+The front doors (``node.apis_group`` for gRPC; Kafka's binary protocol next) translate their
 requests into these and these into their responses; the coordinator (``node.group_coordinator``
 and its parts) takes and returns nothing else. An ``error`` is the class of a Kafka error from
 ``common.errors`` (``None``: no error); its ``code`` is what goes on a wire.

@@ -7,13 +7,18 @@ Invariants (asserted by the simulation's checker):
   * leader epochs only grow; a LeaderAndIsr with an older epoch is ignored;
   * as follower: HW = min(own LEO, leader's HW).
 
-An ISR change the leader has proposed but ZooKeeper has not yet confirmed is a
-:class:`PendingIsrChange`, not a flag: only one is in flight at a time, and min.insync.replicas
-checks use the committed ISR only.
+An ISR change the leader has proposed but ZooKeeper has not yet confirmed is a type, not a
+flag: :class:`PendingExpand` or :class:`PendingShrink` (Kafka's ``PendingExpandIsr`` /
+``PendingShrinkIsr``); only one is in flight at a time, and min.insync.replicas checks use the
+committed ISR only.
 
 DeleteRecords (as leader) moves the log start offset, never past the HW; the request is
 answered once the *low watermark* — the smallest log start offset over this log and the
 followers on live brokers, as their fetches report it — has reached the new start.
+
+Requests waiting on this partition (acks=all produces, DeleteRecords) wait in the purgatories
+of ``node.purgatory`` (``delayed``): the partition checks them when its HW or low watermark may
+have moved, and fails them when it stops leading.
 
 Not thread-safe: everything runs on the broker's event loop.
 """
@@ -26,12 +31,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kafkasim.common.errors import (
+    KafkaError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     error_for_name,
 )
 from kafkasim.common.types import TopicPartition
+from kafkasim.node.purgatory import DelayedOperations
+from kafkasim.node.replica_types import HIGH_WATERMARK_OFFSET
 from kafkasim.node.replication import (
     FollowerState,
     can_join_isr,
@@ -40,21 +48,41 @@ from kafkasim.node.replication import (
     out_of_sync_replicas,
     record_follower_fetch,
 )
+from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.storage.log import Log, LogAppendInfo
 
 logger = logging.getLogger(__name__)
 
 NO_LEADER = -1
-HIGH_WATERMARK_OFFSET = -1  # DeleteRecords: "up to the high watermark"
 PolicyViolationError = error_for_name("POLICY_VIOLATION")
 
 
 @dataclass(frozen=True, slots=True)
-class PendingIsrChange:
-    """An ISR the leader has written to ZooKeeper but not yet seen confirmed."""
+class PendingExpand:
+    """Followers joining the ISR, written to ZooKeeper but not yet confirmed. The HW already
+    counts them (the maximal ISR is the ISR plus ``joining``): once the write lands, they are
+    in the ISR, and a write must never be acknowledged without a member of it."""
 
     proposed: frozenset[int]
-    kind: str  # "expand" or "shrink"
+    joining: frozenset[int]
+
+    def maximal_isr(self, isr: frozenset[int]) -> frozenset[int]:
+        return isr | self.joining
+
+
+@dataclass(frozen=True, slots=True)
+class PendingShrink:
+    """Followers leaving the ISR, written to ZooKeeper but not yet confirmed. Until then they
+    still count for the HW (the maximal ISR is the committed one)."""
+
+    proposed: frozenset[int]
+    leaving: frozenset[int]
+
+    def maximal_isr(self, isr: frozenset[int]) -> frozenset[int]:
+        return isr
+
+
+PendingIsrChange = PendingExpand | PendingShrink
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +102,8 @@ class Partition:
         log: Log,
         *,
         is_broker_alive: Callable[[int], bool] = lambda _broker_id: True,
+        delayed: DelayedOperations | None = None,
+        rules: ReplicationRules = KAFKA_RULES,
     ) -> None:
         self.tp = tp
         self.broker_id = broker_id
@@ -87,10 +117,10 @@ class Partition:
         self.isr: frozenset[int] = frozenset()
         self.pending_isr: PendingIsrChange | None = None
         self.followers: dict[int, FollowerState] = {}
-        self._hw_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._data_waiters: list[asyncio.Future[None]] = []
-        # DeleteRecords parked until the low watermark reaches their offset (the purgatory).
-        self._low_watermark_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # The purgatories of requests waiting on this partition (the replica manager's).
+        self.delayed = delayed if delayed is not None else DelayedOperations()
+        self.rules = rules
         # Whether a broker is alive (the metadata cache's view): the low watermark ignores
         # followers on dead brokers.
         self._is_broker_alive = is_broker_alive
@@ -120,7 +150,7 @@ class Partition:
     def maximal_isr(self) -> frozenset[int]:
         if self.pending_isr is None:
             return self.isr
-        return self.isr | self.pending_isr.proposed
+        return self.pending_isr.maximal_isr(self.isr)
 
     @property
     def under_replicated(self) -> bool:
@@ -197,12 +227,9 @@ class Partition:
             )
         return RoleChange(False, was_leader or leader_changed, leader_changed)
 
-    def fail_waiters(self, error: Exception) -> None:
-        waiters = self._hw_waiters + self._low_watermark_waiters
-        self._hw_waiters, self._low_watermark_waiters = [], []
-        for _, future in waiters:
-            if not future.done():
-                future.set_exception(error)
+    def fail_waiters(self, error: KafkaError) -> None:
+        """Every request waiting on this partition answers ``error`` (it stops leading)."""
+        self.delayed.fail(self.tp, error)
         self._wake_data_waiters()
 
     # -- leader: appends, follower fetches, HW ----------------------------------------------
@@ -247,38 +274,13 @@ class Partition:
             self.maximal_isr,
             self.broker_id,
             self.followers,
+            ignore_followers=self.rules.hw_ignores_followers,
         )
         if not self.log.maybe_increment_high_watermark(new_hw):
             return False
-        hw = self.log.high_watermark
-        still_waiting = []
-        for required, future in self._hw_waiters:
-            if future.done():
-                continue
-            if hw >= required:
-                future.set_result(None)
-            else:
-                still_waiting.append((required, future))
-        self._hw_waiters = still_waiting
+        self.delayed.produce.check_and_complete(self.tp)
         self._wake_data_waiters()
         return True
-
-    def wait_for_high_watermark(self, required_offset: int) -> asyncio.Future[None]:
-        """A future that completes when HW ≥ ``required_offset`` (acks=all purgatory)."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self.log.high_watermark >= required_offset:
-            future.set_result(None)
-        elif not self.is_leader:
-            future.set_exception(NotLeaderOrFollowerError(f"{self.tp}: not the leader"))
-        else:
-            self._hw_waiters.append((required_offset, future))
-        return future
-
-    def acks_all_result(self) -> int:
-        """Error code once HW passed a batch: NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
-        if len(self.isr) < self.log.config.min_insync_replicas:
-            return error_for_name("NOT_ENOUGH_REPLICAS_AFTER_APPEND").code
-        return 0
 
     # -- leader: DeleteRecords and the low watermark ----------------------------------------
 
@@ -321,37 +323,15 @@ class Partition:
         self.maybe_complete_delete_records()
         return requested
 
-    def wait_for_low_watermark(self, required_offset: int) -> asyncio.Future[None]:
-        """A future that completes when the low watermark ≥ ``required_offset``; it fails
-        with NOT_LEADER_OR_FOLLOWER if this replica stops leading first."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if not self.is_leader:
-            future.set_exception(NotLeaderOrFollowerError(f"{self.tp}: not the leader"))
-        elif self.low_watermark >= required_offset:
-            future.set_result(None)
-        else:
-            self._low_watermark_waiters.append((required_offset, future))
-        return future
-
     def maybe_complete_delete_records(self) -> None:
-        """Complete the parked DeleteRecords whose offset the low watermark has reached
-        (after a follower fetch, a local start move, or a change of live brokers)."""
-        if not self._low_watermark_waiters or not self.is_leader:
-            return
-        low = self.low_watermark
-        still_waiting = []
-        for required, future in self._low_watermark_waiters:
-            if future.done():
-                continue
-            if low >= required:
-                future.set_result(None)
-            else:
-                still_waiting.append((required, future))
-        self._low_watermark_waiters = still_waiting
+        """Check the parked DeleteRecords again: the low watermark may have moved (a follower
+        fetch, a local start move, a change of live brokers)."""
+        if self.is_leader:
+            self.delayed.delete_records.check_and_complete(self.tp)
 
     # -- leader: ISR ------------------------------------------------------------------------
 
-    def isr_to_expand(self) -> frozenset[int] | None:
+    def isr_to_expand(self) -> PendingExpand | None:
         """The ISR with caught-up followers added, or None if nothing changes."""
         if not self.is_leader or self.pending_isr is not None:
             return None
@@ -362,9 +342,11 @@ class Partition:
             and r in self.assigned_replicas
             and can_join_isr(state, self.log.high_watermark, self.leader_epoch_start_offset)
         }
-        return self.isr | joining if joining else None
+        if not joining:
+            return None
+        return PendingExpand(self.isr | joining, frozenset(joining))
 
-    def isr_to_shrink(self, now_ms: int, lag_time_max_ms: int) -> frozenset[int] | None:
+    def isr_to_shrink(self, now_ms: int, lag_time_max_ms: int) -> PendingShrink | None:
         """The ISR without followers stuck or slow for ``replica.lag.time.max.ms``."""
         if not self.is_leader or self.pending_isr is not None:
             return None
@@ -376,10 +358,11 @@ class Partition:
             now_ms=now_ms,
             lag_time_max_ms=lag_time_max_ms,
         )
-        return self.isr - out if out else None
+        return PendingShrink(self.isr - out, frozenset(out)) if out else None
 
-    def propose_isr(self, proposed: frozenset[int], kind: str) -> None:
-        self.pending_isr = PendingIsrChange(proposed, kind)
+    def propose_isr(self, change: PendingIsrChange) -> None:
+        """The leader is writing ``change`` to ZooKeeper; until confirmed it is pending."""
+        self.pending_isr = change
 
     def commit_isr(self, isr: frozenset[int], zk_version: int) -> None:
         """ZooKeeper accepted the write: the proposed ISR is now the ISR."""

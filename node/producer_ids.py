@@ -1,4 +1,5 @@
-"""Producer ids for idempotent producers: Kafka's ZkProducerIdManager and InitProducerId.
+"""Producer ids for idempotent producers: Kafka's ZkProducerIdManager (InitProducerId is
+answered from it by ``node.apis.init_producer_id``).
 
 Theory of operation
 -------------------
@@ -37,14 +38,12 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from kafkasim.common.coordination import (
     BadVersionError,
     Coordination,
-    CoordinationError,
     NodeExistsError,
     NoNodeError,
 )
-from kafkasim.common.errors import KafkaError, error_for_name
+from kafkasim.common.errors import KafkaError
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_data import ProducerIdBlock
-from kafkasim.proto import kafkasim_pb2 as pb
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +56,7 @@ NO_PRODUCER_EPOCH = -1
 # spinning.
 BLOCK_WRITE_ATTEMPTS_MAX = 32
 
-_INVALID_REQUEST = error_for_name("INVALID_REQUEST").code
-# Kafka answers COORDINATOR_LOAD_IN_PROGRESS (retriable) while no block can be had, rather
-# than REQUEST_TIMED_OUT, which older clients treat as fatal.
-_COORDINATOR_LOAD_IN_PROGRESS = error_for_name("COORDINATOR_LOAD_IN_PROGRESS").code
+# The InitProducerId request itself is answered in the request layer (``node.apis``).
 
 
 class ProducerIdsExhaustedError(KafkaError):
@@ -177,36 +173,3 @@ class ProducerIdManager:
             block.block_end,
         )
         return block
-
-
-async def handle_init_producer_id(
-    manager: ProducerIdManager | None, request: pb.InitProducerIdRequest
-) -> pb.InitProducerIdResponse:
-    """Answer InitProducerId: a fresh producer id with epoch 0, or an error code.
-
-    Transactions are not supported: a non-empty ``transactional_id`` is INVALID_REQUEST.
-    A broker that cannot reserve a block (no session yet, ZooKeeper unreachable or contended)
-    answers COORDINATOR_LOAD_IN_PROGRESS, which the producer retries.
-    """
-    failed = pb.InitProducerIdResponse(producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
-    if request.transactional_id:
-        logger.info(
-            "InitProducerId for transactional id %r refused: transactions are not supported",
-            request.transactional_id,
-        )
-        failed.error_code = _INVALID_REQUEST
-        return failed
-    if manager is None:
-        failed.error_code = _COORDINATOR_LOAD_IN_PROGRESS
-        return failed
-    try:
-        producer_id = await manager.generate_producer_id()
-    except CoordinationError as e:
-        logger.warning("broker %d: no producer id block: %s", manager.broker_id, e)
-        failed.error_code = _COORDINATOR_LOAD_IN_PROGRESS
-        return failed
-    except KafkaError as e:
-        logger.error("broker %d: %s", manager.broker_id, e)
-        failed.error_code = e.code
-        return failed
-    return pb.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)

@@ -19,10 +19,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 UNDEFINED_EPOCH = -1
-# Test-only: a leader that moves its HW to its own log end offset without waiting for the ISR
-# (so acks=all acknowledges records no follower has). The failure-injection sweep tests switch
-# it on to show that a sweep catches a broken replication rule.
-HW_IGNORES_FOLLOWERS_BUG = False
 UNDEFINED_EPOCH_OFFSET = -1
 
 
@@ -62,13 +58,17 @@ def new_leader_high_watermark(
     isr: Iterable[int],
     leader_id: int,
     followers: Mapping[int, FollowerState],
+    *,
+    ignore_followers: bool = False,
 ) -> int:
     """The HW the leader may move to: min LEO over the ISR, never below ``current_hw``.
 
     A follower in the ISR whose LEO is unknown (-1) holds the HW where it is.
+    ``ignore_followers`` (``ReplicationRules.hw_ignores_followers``, a reproduced bug for the
+    failure-search tests): the leader's own LEO, whatever the followers have.
     """
     candidate = leader_log_end_offset
-    if HW_IGNORES_FOLLOWERS_BUG:
+    if ignore_followers:
         return max(current_hw, candidate)
     for broker_id in isr:
         if broker_id == leader_id:

@@ -25,6 +25,8 @@ How the faults map onto the simulation:
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -38,6 +40,7 @@ from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.backend import BackendSpec, BrokerStartError, broker_props
 from kafkasim.faults.history import History, ReplicaSample
 from kafkasim.faults.scenario import Scenario
+from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.sim.cluster import SimCluster, broker_address, broker_node
 from kafkasim.sim.loop import run_simulation
@@ -45,7 +48,7 @@ from kafkasim.sim.network import SimTransport
 from kafkasim.sim.zookeeper import SimZooKeeperClient
 from kafkasim.storage import disk_faults
 
-__all__ = ["SIM", "SimBackend"]
+__all__ = ["SIM", "SimBackend", "sim_backend"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +61,16 @@ TIME_LIMIT_S: Final = 7200.0  # virtual seconds: a run that goes on longer is st
 class SimBackend:
     """``faults.backend.Backend`` on a ``SimCluster``, created when the run's loop starts."""
 
-    def __init__(self, scenario: Scenario, seed: int | None, root: Path) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        seed: int | None,
+        root: Path,
+        *,
+        rules: ReplicationRules = KAFKA_RULES,
+    ) -> None:
         self.scenario = scenario
+        self.rules = rules
         self.seed = 1 if seed is None else seed
         self.root = root
         self._cluster: SimCluster | None = None
@@ -68,7 +79,7 @@ class SimBackend:
 
     @property
     def spec(self) -> BackendSpec:
-        return SIM
+        return SIM if self.rules == KAFKA_RULES else sim_backend(self.rules)
 
     @property
     def cluster(self) -> SimCluster:
@@ -82,6 +93,7 @@ class SimBackend:
                 zk_session_timeout_ms=int(
                     self.scenario.cluster.broker_config.get("zookeeper.session.timeout.ms", 6000)
                 ),
+                rules=self.rules,
             )
         return self._cluster
 
@@ -250,7 +262,7 @@ class SimBackend:
             broker = self.cluster.brokers.get(broker_id)
             if broker is None:
                 continue
-            response = broker.replica_manager.describe_replicas(pb.DescribeReplicasRequest())
+            response = broker.apis.describe_replicas(pb.DescribeReplicasRequest())
             found.extend(
                 ReplicaSample.from_state(response.monotonic_ms, r) for r in response.replicas
             )
@@ -293,3 +305,11 @@ SIM: Final = BackendSpec(
     create=SimBackend,
 )
 """The deterministic simulation: every action, a crash that loses unflushed data too."""
+
+
+def sim_backend(rules: ReplicationRules) -> BackendSpec:
+    """The simulation whose brokers run by ``rules`` (``node.rules``: switches that reproduce
+    known Kafka bugs, for the tests that show a failure search catches them)."""
+    if rules == KAFKA_RULES:
+        return SIM
+    return dataclasses.replace(SIM, create=functools.partial(SimBackend, rules=rules))

@@ -21,6 +21,7 @@ from kafkasim.client.simple import MinimalClient
 from kafkasim.common.coordination import Coordination
 from kafkasim.node.broker import Broker, controller_factory
 from kafkasim.node.config import BrokerConfig
+from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.sim.loop import VirtualClock
 from kafkasim.sim.network import SimNetwork, SimTransport
 from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
@@ -47,8 +48,11 @@ class SimCluster:
         seed: int = 0,
         broker_props: Mapping[str, object] | None = None,
         zk_session_timeout_ms: int = 6000,
+        rules: ReplicationRules = KAFKA_RULES,
     ) -> None:
         self.root = root
+        # The replication rules every broker runs by (``node.rules``; tests reproduce bugs).
+        self.rules = rules
         self.broker_ids = list(range(1, brokers + 1))
         self.seed = seed
         self.loop = asyncio.get_running_loop()
@@ -117,6 +121,7 @@ class SimCluster:
             ),
             rng=random.Random(f"broker/{self.seed}/{broker_id}"),
             halt=lambda _reason: self._halt(broker_id),
+            rules=self.rules,
         )
         self.brokers[broker_id] = broker
         await broker.start()

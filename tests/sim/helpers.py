@@ -8,6 +8,7 @@ from typing import Any
 
 from kafkasim.client.simple import MinimalClient
 from kafkasim.common.types import TopicPartition
+from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.sim.cluster import SimCluster
 from kafkasim.sim.loop import run_simulation
 
@@ -20,12 +21,14 @@ def simulate(
     *,
     brokers: int = 3,
     seed: int = 0,
+    rules: ReplicationRules = KAFKA_RULES,
     **props: object,
 ) -> Any:
-    """Run ``scenario`` against a started cluster; stop everything afterwards."""
+    """Run ``scenario`` against a started cluster whose brokers run by ``rules``; stop
+    everything afterwards."""
 
     async def main() -> Any:
-        cluster = SimCluster(tmp_path, brokers=brokers, seed=seed, broker_props=props)
+        cluster = SimCluster(tmp_path, brokers=brokers, seed=seed, broker_props=props, rules=rules)
         await cluster.start()
         try:
             await cluster.wait_for(lambda: cluster.controller_id() > 0, what="a controller")

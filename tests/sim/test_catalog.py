@@ -4,7 +4,7 @@
   schedule and with random schedules drawn from several seeds;
 * every unsafe scenario shows the loss it is there to show;
 * a deliberately injected bug (a leader moving its high watermark without waiting for the ISR,
-  ``node.replication.HW_IGNORES_FOLLOWERS_BUG``, so acks=all acknowledges records no follower
+  ``ReplicationRules(hw_ignores_followers=True)``, so acks=all acknowledges records no follower
   has) is caught by a sweep of ``leader-crash`` within ten seeds, and the failing schedule
   shrinks to one that still fails (and is safe without the bug). The pre-KIP-101 truncation
   bug has its own targeted scenarios in ``test_cluster_core.py``: the catalog's faults cannot
@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 
 from kafkasim.faults import checker, reading, runner, schedules
+from kafkasim.faults.backend import BackendSpec
 from kafkasim.faults.history import History
 from kafkasim.faults.scenario import Fault, Scenario
-from kafkasim.node import replication
-from kafkasim.sim.backend import SIM
+from kafkasim.node.rules import ReplicationRules
+from kafkasim.sim.backend import SIM, sim_backend
 
 SAFE = sorted(n for n, p in reading.catalog().items() if reading.load(p).expect == "safe")
 UNSAFE = sorted(n for n, p in reading.catalog().items() if reading.load(p).expect != "safe")
@@ -37,9 +38,9 @@ def _quiet(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.ERROR)
 
 
-def run(chosen: Scenario, seed: int, tmp_path: Path) -> History:
+def run(chosen: Scenario, seed: int, tmp_path: Path, spec: BackendSpec = SIM) -> History:
     root = tmp_path / f"{chosen.name}-{seed}-{len(list(tmp_path.iterdir()))}"
-    return runner.run(chosen, SIM, root, seed=seed)
+    return runner.run(chosen, spec, root, seed=seed)
 
 
 def test_the_catalog_has_both_kinds() -> None:
@@ -68,30 +69,27 @@ def test_an_unsafe_scenario_shows_its_loss(name: str, tmp_path: Path) -> None:
     assert report.verdict == "DATA LOST"
 
 
-def test_an_injected_replication_bug_is_caught_by_a_sweep_and_shrinks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(replication, "HW_IGNORES_FOLLOWERS_BUG", True)
+def test_an_injected_replication_bug_is_caught_by_a_sweep_and_shrinks(tmp_path: Path) -> None:
+    buggy = sim_backend(ReplicationRules(hw_ignores_followers=True))
     base = reading.load(reading.find("leader-crash"))
     failing = None
     for seed in range(1, 11):
         chosen = schedules.randomize(base, random.Random(seed))
-        if not checker.check(run(chosen, seed, tmp_path)).ok:
+        if not checker.check(run(chosen, seed, tmp_path, buggy)).ok:
             failing = (seed, chosen)
             break
     assert failing is not None, "the sweep missed the injected bug in 10 seeds"
     seed, chosen = failing
 
-    def fails(faults: tuple[Fault, ...]) -> bool:
+    def fails(faults: tuple[Fault, ...], spec: BackendSpec = buggy) -> bool:
         trial = dataclasses.replace(chosen, faults=faults, seed_faults=None)
-        return not checker.check(run(trial, seed, tmp_path)).ok
+        return not checker.check(run(trial, seed, tmp_path, spec)).ok
 
     minimal = schedules.shrink(chosen.faults, fails)
     assert 1 <= len(minimal) <= len(chosen.faults)
     assert fails(minimal)
     # The same schedule is safe once the bug is gone: it is the bug that loses the data.
-    monkeypatch.setattr(replication, "HW_IGNORES_FOLLOWERS_BUG", False)
-    assert not fails(minimal)
+    assert not fails(minimal, SIM)
 
 
 def test_a_run_replays_exactly_from_its_seed(tmp_path: Path) -> None:

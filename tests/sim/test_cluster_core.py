@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kafkasim.common.types import TopicPartition
+from kafkasim.node.rules import ReplicationRules
 from kafkasim.sim.cluster import SimCluster
 from tests.sim.helpers import (
     create,
@@ -60,7 +61,6 @@ def _kip101_hw_lag_then_failover(tmp_path: Path, *, bug: bool) -> tuple[int, int
     """KIP-101 case 1: a follower re-enters truncation (as on any LeaderAndIsr) while its HW
     still lags the leader's by a fetch round trip, and the leader dies before the follower's
     next fetch. Returns (acknowledged, readable after failover)."""
-    import kafkasim.node.fetcher as fetcher_module
 
     async def scenario(cluster: SimCluster) -> tuple[int, int]:
         client = await create(cluster, "events", rf=2)
@@ -78,11 +78,8 @@ def _kip101_hw_lag_then_failover(tmp_path: Path, *, bug: bool) -> tuple[int, int
         read = {r.value: r.offset for r in await client.read_all(TP)}
         return len(acked), sum(1 for v, o in acked.items() if read.get(v) == o)
 
-    fetcher_module.TRUNCATE_TO_HIGH_WATERMARK_BUG = bug
-    try:
-        return simulate(tmp_path, scenario, brokers=2)  # type: ignore[no-any-return]
-    finally:
-        fetcher_module.TRUNCATE_TO_HIGH_WATERMARK_BUG = False
+    rules = ReplicationRules(truncate_to_high_watermark=bug)
+    return simulate(tmp_path, scenario, brokers=2, rules=rules)  # type: ignore[no-any-return]
 
 
 def test_kip101_case1_hw_truncation_then_failover_loses_nothing(tmp_path: Path) -> None:
@@ -102,7 +99,6 @@ def _kip101_divergence_after_double_crash(tmp_path: Path, *, bug: bool) -> bool:
     """KIP-101 case 2: both replicas lose power; the one that lost more comes back first,
     becomes leader and writes at offsets the other still holds. Returns whether the two logs
     agree up to the HW after the other returns."""
-    import kafkasim.node.fetcher as fetcher_module
 
     async def scenario(cluster: SimCluster) -> bool:
         client = await create(cluster, "events", rf=2)
@@ -138,11 +134,8 @@ def _kip101_divergence_after_double_crash(tmp_path: Path, *, bug: bool) -> bool:
         hw = partition_on(cluster, follower, TP).high_watermark
         return log_values(cluster, leader, TP, hw) == log_values(cluster, follower, TP, hw)
 
-    fetcher_module.TRUNCATE_TO_HIGH_WATERMARK_BUG = bug
-    try:
-        return simulate(tmp_path, scenario, brokers=2)  # type: ignore[no-any-return]
-    finally:
-        fetcher_module.TRUNCATE_TO_HIGH_WATERMARK_BUG = False
+    rules = ReplicationRules(truncate_to_high_watermark=bug)
+    return simulate(tmp_path, scenario, brokers=2, rules=rules)  # type: ignore[no-any-return]
 
 
 def test_kip101_case2_replicas_do_not_diverge_after_repeated_hard_crashes(

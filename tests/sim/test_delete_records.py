@@ -27,6 +27,7 @@ from kafkasim.common.errors import (
     error_for_name,
 )
 from kafkasim.common.types import TopicPartition
+from kafkasim.node.replica_types import DeleteRecordsParams, DeleteRecordsPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.sim.cluster import SimCluster, broker_address, broker_node
 from kafkasim.sim.network import SimTransport
@@ -201,14 +202,15 @@ def test_a_live_follower_that_cannot_fetch_holds_the_answer_until_request_timed_
 def test_records_of_the_internal_offsets_topic_cannot_be_deleted(tmp_path: Path) -> None:
     async def scenario(cluster: SimCluster) -> None:
         leader = cluster.brokers[1]
-        response = await leader.replica_manager.delete_records(
-            pb.DeleteRecordsRequest(
-                partitions=[pb.DeleteRecordsPartition(topic="__consumer_offsets", offset=0)],
+        (result,) = await leader.replica_manager.delete_records(
+            DeleteRecordsParams(
                 timeout_ms=100,
+                partitions=(
+                    DeleteRecordsPartition(TopicPartition("__consumer_offsets", 0), offset=0),
+                ),
             )
         )
-        (result,) = response.partitions
-        assert result.error_code == error_for_name("INVALID_TOPIC_EXCEPTION").code
+        assert isinstance(result.error, error_for_name("INVALID_TOPIC_EXCEPTION"))
         assert result.low_watermark == -1
 
     simulate(tmp_path, scenario)

@@ -647,85 +647,6 @@ def test_controlled_shutdown_rejects(broker: int, epoch: int, error: str) -> Non
     in_cluster(scenario)
 
 
-def test_controlled_shutdown_of_another_broker_needs_its_epoch() -> None:
-    """Broker 3 (or anyone) asking to shut down broker 1 with broker 3's own epoch is refused
-    with STALE_BROKER_EPOCH; broker 1 keeps its leadership."""
-
-    async def scenario(cluster: Cluster) -> None:
-        await cluster.start(3, 1, 2)
-        await cluster.create_topic("t", {0: [1, 2, 3]})
-        await cluster.settle()
-        admin = await cluster.start_admin()
-        _, other = await admin.get(zk_data.broker_path(3))
-        response = await cluster.active().handle_controlled_shutdown(
-            pb.ControlledShutdownRequest(broker_id=1, broker_epoch=other.czxid)
-        )
-        assert response.error_code == error_for_name("STALE_BROKER_EPOCH").code
-        assert (await cluster.state(T0)).leader == 1
-        assert cluster.active().snapshot().shutting_down_brokers == frozenset()
-
-    in_cluster(scenario)
-
-
-def test_admin_calls_on_a_follower_broker_answer_not_controller() -> None:
-    async def scenario(cluster: Cluster) -> None:
-        await cluster.start(1, 2)
-        follower = cluster.brokers[2].controller
-        response = await follower.handle_controlled_shutdown(
-            pb.ControlledShutdownRequest(broker_id=2, broker_epoch=-1)
-        )
-        assert response.error_code == 41
-        created = await follower.handle_create_topics(
-            pb.CreateTopicsRequest(
-                topics=[pb.CreatableTopic(name="t", num_partitions=1, replication_factor=1)]
-            )
-        )
-        assert [(t.name, t.error_code) for t in created.topics] == [("t", 41)]
-
-    in_cluster(scenario)
-
-
-def test_protobuf_entry_points() -> None:
-    async def scenario(cluster: Cluster) -> None:
-        await cluster.start(1, 2)
-        controller = cluster.active()
-        created = await controller.handle_create_topics(
-            pb.CreateTopicsRequest(
-                topics=[
-                    pb.CreatableTopic(
-                        name="t",
-                        num_partitions=-1,
-                        replication_factor=-1,
-                        assignments=[pb.ReplicaAssignment(partition=0, broker_ids=[2, 1])],
-                    )
-                ],
-                timeout_ms=5_000,
-            )
-        )
-        assert [(t.name, t.error_code) for t in created.topics] == [("t", 0)]
-        await cluster.settle()
-        grown = await controller.handle_create_partitions(
-            pb.CreatePartitionsRequest(topics=[pb.CreatePartitionsTopic(name="t", count=2)])
-        )
-        assert [r.error_code for r in grown.results] == [0]
-        await cluster.settle()
-        elected = await controller.handle_elect_leaders(pb.ElectLeadersRequest(election_type=0))
-        assert {(r.partition, r.error_code) for r in elected.results} == {(0, 84), (1, 84)}
-        admin = await cluster.start_admin()
-        _, stat = await admin.get(zk_data.broker_path(2))
-        shutdown = await controller.handle_controlled_shutdown(
-            pb.ControlledShutdownRequest(broker_id=2, broker_epoch=stat.czxid)
-        )
-        assert shutdown.error_code == 0
-        assert [(p.topic, p.partition) for p in shutdown.remaining_partitions] == []
-        deleted = await controller.handle_delete_topics(
-            pb.DeleteTopicsRequest(topic_names=["t"], timeout_ms=5_000)
-        )
-        assert [(t.name, t.error_code) for t in deleted.topics] == [("t", 0)]
-
-    in_cluster(scenario)
-
-
 # -- preferred election -----------------------------------------------------------------------
 
 
@@ -926,43 +847,6 @@ def test_alter_topic_configs_writes_overrides_and_a_change_notification() -> Non
     in_cluster(scenario)
 
 
-def test_alter_configs_protobuf_form_refuses_other_resources_and_followers() -> None:
-    async def scenario(cluster: Cluster) -> None:
-        await cluster.start(1, 2)
-        await cluster.create_topic("t", {0: [1, 2]})
-        request = pb.IncrementalAlterConfigsRequest(
-            resources=[
-                pb.AlterConfigsResource(
-                    resource_type=4,
-                    resource_name="1",
-                    configs=[pb.AlterableConfig(name="log.retention.ms", value="1")],
-                ),
-                pb.AlterConfigsResource(
-                    resource_type=2,
-                    resource_name="t",
-                    configs=[pb.AlterableConfig(name="cleanup.policy", config_operation=2,
-                                                value="compact")],
-                ),
-            ]
-        )  # fmt: skip
-        response = await cluster.active().handle_incremental_alter_configs(request)
-        assert [(r.resource_type, r.resource_name, r.error_code) for r in response.responses] == [
-            (4, "1", 42),
-            (2, "t", 0),
-        ]
-        admin = await cluster.start_admin()
-        data, _ = await admin.get(zk_data.topic_config_path("t"))
-        assert zk_data.decode_topic_config(data) == {"cleanup.policy": "delete,compact"}
-
-        follower = next(
-            b.controller for b in cluster.brokers.values() if not b.controller.is_active
-        )
-        answer = await follower.handle_incremental_alter_configs(request)
-        assert [r.error_code for r in answer.responses] == [42, 41]
-
-    in_cluster(scenario)
-
-
 def test_a_zombie_controller_cannot_alter_topic_configs() -> None:
     async def scenario(cluster: Cluster) -> None:
         await cluster.start(1, 2)
@@ -979,30 +863,5 @@ def test_a_zombie_controller_cannot_alter_topic_configs() -> None:
         data, _ = await admin.get(zk_data.topic_config_path("t"))
         assert zk_data.decode_topic_config(data) == {}
         assert await admin.get_children(zk_data.CONFIG_CHANGES) == []
-
-    in_cluster(scenario)
-
-
-def test_create_topics_refuses_internal_topics_and_creates_the_rest() -> None:
-    async def scenario(cluster: Cluster) -> None:
-        await cluster.start(1)
-        response = await cluster.active().handle_create_topics(
-            pb.CreateTopicsRequest(
-                topics=[
-                    pb.CreatableTopic(name="__consumer_offsets", num_partitions=1),
-                    pb.CreatableTopic(name="plain", num_partitions=1, replication_factor=1),
-                    pb.CreatableTopic(name="__transaction_state", num_partitions=1),
-                ]
-            )
-        )
-        invalid = error_for_name("INVALID_REQUEST").code
-        assert [(t.name, t.error_code) for t in response.topics] == [
-            ("__consumer_offsets", invalid),
-            ("plain", 0),
-            ("__transaction_state", invalid),
-        ]
-        admin = await cluster.start_admin()
-        assert await admin.exists(zk_data.topic_path("__consumer_offsets")) is None
-        assert await admin.exists(zk_data.topic_path("plain")) is not None
 
     in_cluster(scenario)

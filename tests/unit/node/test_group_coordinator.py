@@ -382,4 +382,4 @@ def test_the_coordinator_never_sees_protobuf(module: str) -> None:
         if isinstance(node, ast.Import)
         for alias in node.names
     }
-    assert not {m for m in imported if m.startswith(("kafkasim.proto", "kafkasim.node.group_apis"))}
+    assert not {m for m in imported if m.startswith(("kafkasim.proto", "kafkasim.node.apis_group"))}

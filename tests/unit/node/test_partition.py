@@ -16,8 +16,10 @@ from kafkasim.common.clock import ManualClock
 from kafkasim.common.errors import NotLeaderOrFollowerError, OffsetOutOfRangeError, error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.partition import Partition
+from kafkasim.node.purgatory import DelayedDeleteRecords, PartitionWait
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log import Log
+from tests.unit.node.looptools import turns
 from tests.unit.storage.logtools import T0, make_batch
 
 PolicyViolationError = error_for_name("POLICY_VIOLATION")
@@ -49,17 +51,28 @@ def run(coro: object) -> None:
     asyncio.run(coro)  # type: ignore[arg-type]
 
 
+async def park(partition: Partition, offset: int) -> tuple[asyncio.Task[None], PartitionWait]:
+    """A DeleteRecords of ``offset`` parked in the partition's purgatory."""
+    wait = PartitionWait(partition, offset)
+    op = DelayedDeleteRecords([wait], timeout_ms=30_000)
+    task = asyncio.create_task(partition.delayed.delete_records.try_complete_else_watch(op))
+    await asyncio.sleep(0)
+    return task, wait
+
+
 def test_delete_moves_the_leaders_start_and_waits_for_every_follower(tmp_path: Path) -> None:
     async def scenario() -> None:
         partition = leader(tmp_path)
         assert partition.delete_records_on_leader(3) == 3
         assert partition.log.log_start_offset == 3
         assert partition.low_watermark == 0
-        done = partition.wait_for_low_watermark(3)
+        done, wait = await park(partition, 3)
         partition.record_follower_fetch(2, 5, NOW_MS, log_start_offset=3)
+        await turns()
         assert not done.done() and partition.low_watermark == 0
         partition.record_follower_fetch(3, 5, NOW_MS, log_start_offset=3)
-        assert done.done() and done.exception() is None
+        await turns()
+        assert done.done() and wait.done and wait.error is None
         assert partition.low_watermark == 3
 
     run(scenario())
@@ -78,8 +91,9 @@ def test_a_follower_on_a_dead_broker_does_not_hold_the_low_watermark(tmp_path: P
     async def scenario() -> None:
         partition = leader(tmp_path, dead=frozenset({3}))
         partition.delete_records_on_leader(2)
-        done = partition.wait_for_low_watermark(2)
+        done, _ = await park(partition, 2)
         partition.record_follower_fetch(2, 5, NOW_MS, log_start_offset=2)
+        await turns()
         assert done.done()
 
     run(scenario())
@@ -117,12 +131,13 @@ def test_a_follower_refuses_and_losing_leadership_fails_parked_deletes(tmp_path:
     async def scenario() -> None:
         partition = leader(tmp_path)
         partition.delete_records_on_leader(2)
-        parked = partition.wait_for_low_watermark(2)
+        parked, wait = await park(partition, 2)
         partition.make_follower(
             leader_id=2, leader_epoch=2, isr=[1, 2, 3], replicas=[1, 2, 3], zk_version=1,
             controller_epoch=1,
         )  # fmt: skip
-        assert isinstance(parked.exception(), NotLeaderOrFollowerError)
+        await turns()
+        assert parked.done() and isinstance(wait.error, NotLeaderOrFollowerError)
         with pytest.raises(NotLeaderOrFollowerError):
             partition.delete_records_on_leader(3)
         with pytest.raises(NotLeaderOrFollowerError):

@@ -13,11 +13,11 @@ import pytest
 from kafkasim.common.coordination import ConnectionLossError
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_data import PRODUCER_ID_BLOCK_SIZE, ProducerIdBlock
+from kafkasim.node.apis import init_producer_id
 from kafkasim.node.producer_ids import (
     INT64_MAX,
     ProducerIdManager,
     ProducerIdsExhaustedError,
-    handle_init_producer_id,
 )
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.sim.loop import run_simulation
@@ -155,7 +155,7 @@ def test_int64_exhaustion_is_an_error_not_a_wrap() -> None:
         manager = ProducerIdManager(1, zk)
         with pytest.raises(ProducerIdsExhaustedError, match="exhausted all producerIds"):
             await manager.generate_producer_id()
-        response = await handle_init_producer_id(manager, pb.InitProducerIdRequest())
+        response = await init_producer_id(manager, pb.InitProducerIdRequest())
         assert (response.error_code, response.producer_id) == (-1, -1)
 
     simulate(scenario)
@@ -175,7 +175,7 @@ def test_init_producer_id_answers(
     async def scenario(server: SimZooKeeperServer) -> pb.InitProducerIdResponse:
         manager = ProducerIdManager(1, await session(server, "broker-1")) if has_manager else None
         request = pb.InitProducerIdRequest(transactional_id=transactional_id)
-        return await handle_init_producer_id(manager, request)
+        return await init_producer_id(manager, request)
 
     response = simulate(scenario)
     assert (response.error_code, response.producer_id, response.producer_epoch) == (
@@ -189,6 +189,6 @@ def test_a_zookeeper_failure_is_answered_as_retriable() -> None:
     async def scenario(server: SimZooKeeperServer) -> pb.InitProducerIdResponse:
         zk = await session(server, "broker-1")
         zk.disconnect()
-        return await handle_init_producer_id(ProducerIdManager(1, zk), pb.InitProducerIdRequest())
+        return await init_producer_id(ProducerIdManager(1, zk), pb.InitProducerIdRequest())
 
     assert simulate(scenario).error_code == 14

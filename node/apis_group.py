@@ -5,33 +5,29 @@
 The translations are pure, free-standing functions — ``<request>_request(pb) -> Params`` and
 ``<request>_response(Result) -> pb`` — so that another front door (Kafka's binary protocol)
 reuses the coordinator unchanged and the request layer can route them as it likes.
-:func:`group_handlers` joins them to a coordinator for the broker's handler table.
+:func:`group_handlers` joins them to a coordinator for the broker's handler table (routed to
+by ``node.apis``, which keeps the group requests here: they are a family of their own with
+their own domain module, ``node.group_types``, and the request layer stays under its size).
 
 Wire conventions kept here and nowhere else: an empty ``member_id`` is a first join; an empty
 ``partitions`` list in OffsetFetch means every committed partition; an error travels as its
 Kafka code (0 for none); a described group with an error has an empty state.
-
-:class:`ReplicaOffsetsTopic` is how the coordinator writes to ``__consumer_offsets`` while the
-replica manager still takes protobuf produce requests; it goes when the replica manager takes
-domain values (``node/apis.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from kafkasim import proto
-from kafkasim.common.errors import KafkaError, error_for_code
 from kafkasim.common.types import TopicPartition
+from kafkasim.node.apis_replica import error_code
 from kafkasim.node.group_coordinator import GroupCoordinator
-from kafkasim.node.group_records import OFFSETS_TOPIC
 from kafkasim.node.group_types import (
     DeleteGroupsParams,
     DeleteGroupsResult,
     DescribeGroupsParams,
     DescribeGroupsResult,
-    Error,
     GroupProtocol,
     HeartbeatParams,
     HeartbeatResult,
@@ -50,16 +46,7 @@ from kafkasim.node.group_types import (
     SyncGroupParams,
     SyncGroupResult,
 )
-from kafkasim.node.replica_manager import ReplicaManager
 from kafkasim.proto import kafkasim_pb2 as pb
-from kafkasim.storage.records.batch import Record
-from kafkasim.storage.records.entry import LogEntryHeader
-
-
-def error_code(error: Error) -> int:
-    """An error's code on the wire; 0 for none."""
-    return 0 if error is None else error.code
-
 
 # -- JoinGroup, SyncGroup ------------------------------------------------------------------------
 
@@ -307,26 +294,3 @@ def group_handlers(coordinator: GroupCoordinator) -> dict[str, Callable[[Any], A
             delete_groups_request, c.delete_groups, delete_groups_response
         ),
     }
-
-
-# -- the coordinator's writes, through the replica manager's produce path ---------------------
-
-
-class ReplicaOffsetsTopic:
-    """``node.group_manager.OffsetsTopic`` over this broker's replica manager."""
-
-    def __init__(self, replica_manager: ReplicaManager) -> None:
-        self._replica_manager = replica_manager
-
-    def batches(self, partition: int) -> Iterable[tuple[LogEntryHeader, Sequence[Record]]]:
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
-        return self._replica_manager.partition(tp).log.batches()
-
-    async def append(self, partition: int, batch: bytes, timeout_ms: int) -> KafkaError | None:
-        request = pb.ProduceRequest(acks=-1, timeout_ms=timeout_ms)
-        request.partitions.add(topic=OFFSETS_TOPIC, partition=partition, records=batch)
-        response = await self._replica_manager.produce(request)
-        [answer] = response.partitions
-        if not answer.error_code:
-            return None
-        return error_for_code(answer.error_code)(answer.error_message)

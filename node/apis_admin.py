@@ -1,14 +1,18 @@
-"""The controller's admin calls in protobuf form, for the broker's request handlers.
+"""The gRPC front door of the controller's admin calls (the admin part of Kafka's
+``KafkaApis``): each function translates a protobuf request into the domain entry points of
+:class:`~controller.controller.Controller` (``create_topics``, ``delete_topics``,
+``create_partitions``, ``alter_topic_configs``, ``elect_leaders``, ``controlled_shutdown``: the
+domain values of ``controller.api``) and their results, or the error they raise, into the
+response. The controller never sees these protobuf forms; another front door (Kafka's binary
+protocol) calls the same entry points.
 
-Each function translates a request into the Python entry points of
-:class:`~controller.controller.Controller` and their results (or the error they raise) into
-the response.
+:func:`not_controller_response` answers for a broker that hosts no controller at all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from kafkasim.common.errors import KafkaError
 from kafkasim.common.types import TopicPartition
@@ -19,6 +23,7 @@ from kafkasim.controller.api import (
     InvalidRequestError,
     NewPartitions,
     NewTopic,
+    NotControllerError,
     TopicConfigAlteration,
     TopicResult,
 )
@@ -63,7 +68,7 @@ class AdminCalls(Protocol):
     ) -> dict[TopicPartition, ElectionOutcome]: ...
 
 
-async def handle_create_topics(
+async def create_topics(
     controller: AdminCalls, request: pb.CreateTopicsRequest
 ) -> pb.CreateTopicsResponse:
     """Clients send -1 for "broker default" (proto3 reads an unset count as 0, which is
@@ -90,7 +95,7 @@ async def handle_create_topics(
         rest.CopyFrom(request)
         del rest.topics[:]
         rest.topics.extend(t for t in request.topics if t.name not in INTERNAL_TOPICS)
-        created = iter((await handle_create_topics(controller, rest)).topics if rest.topics else [])
+        created = iter((await create_topics(controller, rest)).topics if rest.topics else [])
         return pb.CreateTopicsResponse(
             topics=[
                 _topic_result_pb(refused[t.name]) if t.name in refused else next(created)
@@ -118,7 +123,7 @@ async def handle_create_topics(
     return pb.CreateTopicsResponse(topics=[_topic_result_pb(r) for r in results])
 
 
-async def handle_delete_topics(
+async def delete_topics(
     controller: AdminCalls, request: pb.DeleteTopicsRequest
 ) -> pb.DeleteTopicsResponse:
     names = list(request.topic_names)
@@ -129,7 +134,7 @@ async def handle_delete_topics(
     return pb.DeleteTopicsResponse(topics=[_topic_result_pb(r) for r in results])
 
 
-async def handle_create_partitions(
+async def create_partitions(
     controller: AdminCalls, request: pb.CreatePartitionsRequest
 ) -> pb.CreatePartitionsResponse:
     asks = [
@@ -149,7 +154,7 @@ async def handle_create_partitions(
     return pb.CreatePartitionsResponse(results=[_topic_result_pb(r) for r in results])
 
 
-async def handle_incremental_alter_configs(
+async def incremental_alter_configs(
     controller: AdminCalls, request: pb.IncrementalAlterConfigsRequest
 ) -> pb.IncrementalAlterConfigsResponse:
     """Topic resources go to :meth:`Controller.alter_topic_configs`; other resource types are
@@ -185,7 +190,7 @@ async def handle_incremental_alter_configs(
     return response
 
 
-async def handle_controlled_shutdown(
+async def controlled_shutdown(
     controller: AdminCalls, request: pb.ControlledShutdownRequest
 ) -> pb.ControlledShutdownResponse:
     try:
@@ -199,7 +204,7 @@ async def handle_controlled_shutdown(
     )
 
 
-async def handle_elect_leaders(
+async def elect_leaders(
     controller: AdminCalls, request: pb.ElectLeadersRequest
 ) -> pb.ElectLeadersResponse:
     try:
@@ -223,3 +228,30 @@ def _topic_result_pb(result: TopicResult) -> pb.TopicResult:
     return pb.TopicResult(
         name=result.name, error_code=result.error_code, error_message=result.error_message
     )
+
+
+def not_controller_response(request: Any, response_cls: type[Any]) -> Any:
+    """An admin response saying NOT_CONTROLLER for every item (or at the top level)."""
+    response = response_cls()
+    if hasattr(response, "error_code"):
+        response.error_code = NotControllerError.code
+        return response
+    if isinstance(request, pb.IncrementalAlterConfigsRequest):
+        for resource in request.resources:
+            response.responses.add(
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                error_code=NotControllerError.code,
+                error_message="This is not the controller",
+            )
+        return response
+    items = getattr(request, "topics", None) or getattr(request, "topic_names", [])
+    field = "topics" if hasattr(response, "topics") else "results"
+    for item in items:
+        name = item if isinstance(item, str) else item.name
+        getattr(response, field).add(
+            name=name,
+            error_code=NotControllerError.code,
+            error_message="This is not the controller",
+        )
+    return response

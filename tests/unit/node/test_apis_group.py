@@ -11,7 +11,7 @@ from kafkasim import proto
 from kafkasim.common.clock import ManualClock
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
-from kafkasim.node import group_apis as apis
+from kafkasim.node import apis_group as apis
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_types import (
     CommittedOffset,

@@ -1,0 +1,444 @@
+"""The broker's request layer for its gRPC front door (Kafka's ``KafkaApis``): every request the
+broker serves comes in here as protobuf, is translated into domain calls, and the domain
+results are translated back.
+
+What goes where:
+
+* partition requests (Produce, ProduceStream, Fetch, ReplicaFetch, ListOffsets, DeleteRecords,
+  DescribeReplicas, OffsetsForLeaderEpoch, LeaderAndIsr, StopReplica) → ``ReplicaManager``,
+  through the pure translations of ``node.apis_replica`` and the values of
+  ``node.replica_types``;
+* group requests → ``GroupCoordinator`` through ``node.apis_group`` (``node.group_types``);
+* controller admin requests (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
+  IncrementalAlterConfigs, ControlledShutdown) → the hosted controller's domain entry points
+  through ``node.apis_admin``; NOT_CONTROLLER when this broker hosts none;
+* cluster requests (Metadata, FindCoordinator, DescribeCluster, DescribeConfigs,
+  UpdateMetadata, InitProducerId) → the metadata cache, the topic creator, ZooKeeper and the
+  producer-id manager, here.
+
+Controller requests (LeaderAndIsr, UpdateMetadata, StopReplica) are checked against this
+broker's epoch first (KIP-380). A second front door (Kafka's binary protocol) builds the same
+domain values from its own structs and calls the same ``ReplicaManager``, coordinator and
+controller entry points; what it needs of the cluster requests it reads from the same cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from kafkasim import proto
+from kafkasim.common.coordination import CoordinationError, NoNodeError
+from kafkasim.common.errors import KafkaError, error_for_code, error_for_name
+from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
+from kafkasim.node import apis_admin
+from kafkasim.node import apis_replica as replica
+from kafkasim.node.apis_group import group_handlers
+from kafkasim.node.group_records import OFFSETS_TOPIC
+from kafkasim.node.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdManager
+from kafkasim.proto import kafkasim_pb2 as pb
+
+if TYPE_CHECKING:
+    from kafkasim.node.broker import Broker
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[Any], Awaitable[Any]]
+StreamHandler = Callable[[AsyncIterator[Any]], AsyncIterator[Any]]
+
+NOT_CONTROLLER = error_for_name("NOT_CONTROLLER").code
+STALE_BROKER_EPOCH = error_for_name("STALE_BROKER_EPOCH").code
+RESOURCE_TYPE_TOPIC = apis_admin.RESOURCE_TYPE_TOPIC
+RESOURCE_TYPE_BROKER = 4  # Kafka's ConfigResource.Type.BROKER
+InvalidRequestError = error_for_name("INVALID_REQUEST")
+CoordinatorLoadInProgressError = error_for_name("COORDINATOR_LOAD_IN_PROGRESS")
+
+
+class KafkaApis:
+    """The handlers of one broker's gRPC methods, by method name."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.replica_manager = broker.replica_manager
+
+    def unary_handlers(self, listener: str) -> dict[str, Handler]:
+        """Every unary method; answers naming brokers name them by ``listener``."""
+        return {
+            proto.METHOD_METADATA: functools.partial(self.handle_metadata, listener=listener),
+            proto.METHOD_PRODUCE: self.handle_produce,
+            proto.METHOD_FETCH: self.handle_fetch,
+            proto.METHOD_LIST_OFFSETS: self.handle_list_offsets,
+            proto.METHOD_DELETE_RECORDS: self.handle_delete_records,
+            proto.METHOD_CREATE_TOPICS: self._admin(
+                pb.CreateTopicsResponse, apis_admin.create_topics
+            ),
+            proto.METHOD_DELETE_TOPICS: self._admin(
+                pb.DeleteTopicsResponse, apis_admin.delete_topics
+            ),
+            proto.METHOD_CREATE_PARTITIONS: self._admin(
+                pb.CreatePartitionsResponse, apis_admin.create_partitions
+            ),
+            proto.METHOD_ELECT_LEADERS: self._admin(
+                pb.ElectLeadersResponse, apis_admin.elect_leaders
+            ),
+            proto.METHOD_INCREMENTAL_ALTER_CONFIGS: self._admin(
+                pb.IncrementalAlterConfigsResponse, apis_admin.incremental_alter_configs
+            ),
+            proto.METHOD_CONTROLLED_SHUTDOWN: self._admin(
+                pb.ControlledShutdownResponse, apis_admin.controlled_shutdown
+            ),
+            proto.METHOD_DESCRIBE_CLUSTER: functools.partial(
+                self.handle_describe_cluster, listener=listener
+            ),
+            proto.METHOD_INIT_PRODUCER_ID: self.handle_init_producer_id,
+            proto.METHOD_DESCRIBE_REPLICAS: self.handle_describe_replicas,
+            proto.METHOD_DESCRIBE_CONFIGS: self.handle_describe_configs,
+            proto.METHOD_OFFSETS_FOR_LEADER_EPOCH: self.handle_offsets_for_leader_epoch,
+            proto.METHOD_LEADER_AND_ISR: self.handle_leader_and_isr,
+            proto.METHOD_UPDATE_METADATA: self.handle_update_metadata,
+            proto.METHOD_STOP_REPLICA: self.handle_stop_replica,
+            proto.METHOD_FIND_COORDINATOR: functools.partial(
+                self.handle_find_coordinator, listener=listener
+            ),
+            **group_handlers(self.broker.groups),
+        }
+
+    def stream_handlers(self) -> dict[str, StreamHandler]:
+        return {
+            proto.METHOD_REPLICA_FETCH: self.handle_replica_fetch,
+            proto.METHOD_PRODUCE_STREAM: self.handle_produce_stream,
+        }
+
+    # -- partitions: the replica manager ----------------------------------------------------
+
+    async def handle_produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+        # acks=0 producers do not wait for this answer (it comes back at once: no purgatory).
+        results = await self.replica_manager.append_records(replica.produce_params(request))
+        return replica.produce_response(results, request.correlation_id)
+
+    async def handle_produce_stream(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """A producer's pipelined connection: one request at a time, answered in order (as
+        Kafka handles a connection); the client keeps several in flight to fill the pipe."""
+        async for request in requests:
+            yield await self.handle_produce(request)
+
+    async def handle_fetch(self, request: pb.FetchRequest) -> pb.FetchResponse:
+        results = await self.replica_manager.fetch_messages(replica.fetch_params(request))
+        return replica.fetch_response(results)
+
+    async def handle_replica_fetch(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """One follower's stream: answer each fetch in order (long-polling as needed)."""
+        async for request in requests:
+            yield await self.handle_fetch(request)
+
+    async def handle_list_offsets(self, request: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
+        results = self.replica_manager.list_offsets(replica.list_offsets_params(request))
+        return replica.list_offsets_response(results)
+
+    async def handle_offsets_for_leader_epoch(
+        self, request: pb.OffsetsForLeaderEpochRequest
+    ) -> pb.OffsetsForLeaderEpochResponse:
+        params = replica.offsets_for_leader_epoch_params(request)
+        return replica.offsets_for_leader_epoch_response(
+            self.replica_manager.offsets_for_leader_epoch(params)
+        )
+
+    async def handle_delete_records(
+        self, request: pb.DeleteRecordsRequest
+    ) -> pb.DeleteRecordsResponse:
+        results = await self.replica_manager.delete_records(replica.delete_records_params(request))
+        return replica.delete_records_response(results)
+
+    async def handle_describe_replicas(
+        self, request: pb.DescribeReplicasRequest
+    ) -> pb.DescribeReplicasResponse:
+        return self.describe_replicas(request)
+
+    def describe_replicas(self, request: pb.DescribeReplicasRequest) -> pb.DescribeReplicasResponse:
+        """DescribeReplicas at once (also for in-process callers: the simulation's sampler)."""
+        wanted = replica.describe_replicas_params(request)
+        return replica.describe_replicas_response(self.replica_manager.describe_replicas(wanted))
+
+    # -- controller requests ----------------------------------------------------------------
+
+    async def _is_current_broker_epoch(self, kind: str, request_epoch: int) -> bool:
+        """Whether a controller request is for this incarnation of the broker (KIP-380): its
+        ``broker_epoch`` must be the czxid of this broker's current registration znode.
+
+        Checked before anything else of the request, the controller epoch included, so a
+        request that does not carry the right broker epoch changes nothing. Kafka accepts an
+        unknown epoch (-1, from controllers older than KIP-380) and a newer one (the
+        controller may see the new registration before the broker has read its czxid);
+        kafkasim has no older controllers, so -1 is refused, and a newer one is accepted only
+        when ZooKeeper confirms it is the czxid of this session's registration."""
+        broker = self.broker
+        if request_epoch >= 0 and request_epoch == broker.broker_epoch:
+            return True
+        if request_epoch > broker.broker_epoch:
+            try:
+                stat = await broker.zk.exists(zk_data.broker_path(broker.broker_id))
+            except CoordinationError:
+                stat = None
+            if (
+                stat is not None
+                and stat.ephemeral_owner == broker.zk.session_id
+                and stat.czxid == request_epoch
+            ):
+                broker.broker_epoch = stat.czxid
+                return True
+        logger.warning(
+            "broker %d: refusing %s with broker epoch %d (STALE_BROKER_EPOCH): the current "
+            "broker epoch is %d",
+            broker.broker_id,
+            kind,
+            request_epoch,
+            broker.broker_epoch,
+        )
+        return False
+
+    async def handle_leader_and_isr(
+        self, request: pb.LeaderAndIsrRequest
+    ) -> pb.LeaderAndIsrResponse:
+        broker = self.broker
+        if not await self._is_current_broker_epoch("LeaderAndIsr", request.broker_epoch):
+            return pb.LeaderAndIsrResponse(error_code=STALE_BROKER_EPOCH)
+        params = replica.leader_and_isr_params(request)
+        for topic in sorted({s.tp.topic for s in params.partition_states}):
+            await broker.load_topic_config(topic)
+        broker.metadata.add_brokers(list(request.live_leaders))
+        result = self.replica_manager.leader_and_isr(params)
+        if result.error is None:
+            failed = result.failed()
+            for state in params.partition_states:
+                if state.tp.topic == OFFSETS_TOPIC and state.tp not in failed:
+                    if state.leader == broker.broker_id:
+                        broker.groups.elect(state.tp.partition, state.leader_epoch)
+                    else:
+                        broker.groups.resign(state.tp.partition)
+        return replica.leader_and_isr_response(result)
+
+    async def handle_stop_replica(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
+        if not await self._is_current_broker_epoch("StopReplica", request.broker_epoch):
+            return pb.StopReplicaResponse(error_code=STALE_BROKER_EPOCH)
+        params = replica.stop_replica_params(request)
+        result = self.replica_manager.stop_replica(params)
+        if result.error is None:
+            for part in params.partitions:
+                if part.tp.topic == OFFSETS_TOPIC:
+                    self.broker.groups.resign(part.tp.partition)
+        return replica.stop_replica_response(result)
+
+    async def handle_update_metadata(
+        self, request: pb.UpdateMetadataRequest
+    ) -> pb.UpdateMetadataResponse:
+        broker = self.broker
+        if not await self._is_current_broker_epoch("UpdateMetadata", request.broker_epoch):
+            return pb.UpdateMetadataResponse(error_code=STALE_BROKER_EPOCH)
+        if request.controller_epoch < self.replica_manager.controller_epoch:
+            return pb.UpdateMetadataResponse(
+                error_code=error_for_name("STALE_CONTROLLER_EPOCH").code
+            )
+        self.replica_manager.controller_epoch = request.controller_epoch
+        for topic in request.deleted_topics:
+            broker.forget_topic_config(topic)
+        broker.metadata.update(request)
+        self.replica_manager.maybe_complete_delete_records()  # live brokers may have changed
+        return pb.UpdateMetadataResponse()
+
+    def _admin(
+        self, response_cls: type[Any], translate: Callable[[Any, Any], Awaitable[Any]]
+    ) -> Handler:
+        async def handler(request: Any) -> Any:
+            controller = self.broker.controller
+            if controller is None:
+                return apis_admin.not_controller_response(request, response_cls)
+            # The controller raises NOT_CONTROLLER itself when it is not the active one.
+            return await translate(controller, request)
+
+        return handler
+
+    # -- cluster requests -------------------------------------------------------------------
+
+    async def handle_metadata(
+        self, request: pb.MetadataRequest, *, listener: str
+    ) -> pb.MetadataResponse:
+        broker = self.broker
+        creator = broker.topic_creator
+        response = broker.metadata.metadata(request, listener)
+        if not (request.allow_auto_topic_creation and creator.auto_create_enabled):
+            return response
+        unknown = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
+        for entry in response.topics:
+            if entry.error_code != unknown:
+                continue
+            # Kafka creates the topic and answers LEADER_NOT_AVAILABLE until it has leaders.
+            code, message = await creator.create(creator.auto_topic(entry.name))
+            entry.error_code = code or error_for_name("LEADER_NOT_AVAILABLE").code
+            if code:
+                logger.info(
+                    "broker %d: auto-creating %s: %s", broker.broker_id, entry.name, message
+                )
+        return response
+
+    async def handle_find_coordinator(
+        self, request: pb.FindCoordinatorRequest, *, listener: str
+    ) -> pb.FindCoordinatorResponse:
+        broker = self.broker
+        if request.key_type != 0:
+            return pb.FindCoordinatorResponse(
+                error_code=error_for_name("INVALID_REQUEST").code,
+                error_message=f"key_type {request.key_type}: only groups (0) have coordinators "
+                "here (no transactions)",
+                node_id=-1,
+            )
+        if not request.key:
+            return pb.FindCoordinatorResponse(
+                error_code=error_for_name("INVALID_GROUP_ID").code,
+                error_message="the group id is empty",
+                node_id=-1,
+            )
+        not_available = error_for_name("COORDINATOR_NOT_AVAILABLE").code
+        partition = broker.groups.partition_of(request.key)
+        if broker.metadata.partition_count(OFFSETS_TOPIC) == 0:
+            creator = broker.topic_creator
+            code, message = await creator.create(creator.offsets_topic())
+            return pb.FindCoordinatorResponse(
+                error_code=not_available,
+                error_message=f"creating {OFFSETS_TOPIC}"
+                + (f": {error_for_code(code).error_name}: {message}" if code else ""),
+                node_id=-1,
+            )
+        state = broker.metadata.partitions.get(TopicPartition(OFFSETS_TOPIC, partition))
+        endpoint = (
+            broker.metadata.endpoint_for(state.leader, listener) if state is not None else None
+        )
+        if endpoint is None:
+            return pb.FindCoordinatorResponse(
+                error_code=not_available,
+                error_message=f"{OFFSETS_TOPIC}-{partition} has no live leader",
+                node_id=-1,
+            )
+        return pb.FindCoordinatorResponse(
+            node_id=endpoint.node_id, host=endpoint.host, port=endpoint.port
+        )
+
+    async def handle_init_producer_id(
+        self, request: pb.InitProducerIdRequest
+    ) -> pb.InitProducerIdResponse:
+        return await init_producer_id(self.broker.producer_ids, request)
+
+    async def handle_describe_cluster(
+        self, _request: pb.DescribeClusterRequest, *, listener: str
+    ) -> pb.DescribeClusterResponse:
+        metadata = self.broker.metadata
+        response = pb.DescribeClusterResponse(
+            cluster_id=metadata.cluster_id, controller_id=metadata.controller_id
+        )
+        for broker_id in sorted(metadata.brokers):
+            endpoint = metadata.endpoint_for(broker_id, listener)
+            if endpoint is not None:
+                response.brokers.append(endpoint)
+        return response
+
+    async def handle_describe_configs(
+        self, request: pb.DescribeConfigsRequest
+    ) -> pb.DescribeConfigsResponse:
+        response = pb.DescribeConfigsResponse()
+        for resource in request.resources:
+            result = response.results.add(
+                resource_type=resource.resource_type, resource_name=resource.resource_name
+            )
+            if resource.resource_type == RESOURCE_TYPE_TOPIC:
+                await self._describe_topic_configs(resource, result)
+            elif resource.resource_type == RESOURCE_TYPE_BROKER:
+                self._describe_broker_configs(resource, result)
+            else:
+                result.error_code = error_for_name("INVALID_REQUEST").code
+                result.error_message = f"unknown resource type {resource.resource_type}"
+        return response
+
+    async def _describe_topic_configs(
+        self, resource: pb.ConfigResource, result: pb.DescribeConfigsResult
+    ) -> None:
+        broker = self.broker
+        try:
+            data, _ = await broker.zk.get(zk_data.topic_config_path(resource.resource_name))
+            overrides = zk_data.decode_topic_config(data)
+        except NoNodeError:
+            result.error_code = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
+            result.error_message = f"topic {resource.resource_name} does not exist"
+            return
+        values = broker.config.log_config(overrides).to_props()
+        for name in sorted(values):
+            if resource.config_names and name not in resource.config_names:
+                continue
+            value = values[name]
+            text = (
+                ",".join(value)
+                if isinstance(value, list)
+                else str(value).lower()
+                if isinstance(value, bool)
+                else str(value)
+            )
+            result.configs.add(
+                name=name,
+                value=text,
+                is_default=name not in overrides,
+                config_source=1 if name in overrides else 5,
+            )
+
+    def _describe_broker_configs(
+        self, resource: pb.ConfigResource, result: pb.DescribeConfigsResult
+    ) -> None:
+        config = self.broker.config.config
+        for name in sorted(config.values):
+            if resource.config_names and name not in resource.config_names:
+                continue
+            value = config.values[name]
+            if value is None:
+                continue
+            text = ",".join(value) if isinstance(value, list) else str(value)
+            result.configs.add(
+                name=name,
+                value=text,
+                read_only=True,
+                is_default=not config.is_set(name),
+                config_source=4 if config.is_set(name) else 5,
+            )
+
+
+async def init_producer_id(
+    manager: ProducerIdManager | None, request: pb.InitProducerIdRequest
+) -> pb.InitProducerIdResponse:
+    """Answer InitProducerId: a fresh producer id with epoch 0, or an error code.
+
+    Transactions are not supported: a non-empty ``transactional_id`` is INVALID_REQUEST.
+    A broker that cannot reserve a block (no session yet, ZooKeeper unreachable or contended)
+    answers COORDINATOR_LOAD_IN_PROGRESS, which the producer retries (Kafka answers it rather
+    than REQUEST_TIMED_OUT, which older clients treat as fatal).
+    """
+    failed = pb.InitProducerIdResponse(producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
+    if request.transactional_id:
+        logger.info(
+            "InitProducerId for transactional id %r refused: transactions are not supported",
+            request.transactional_id,
+        )
+        failed.error_code = InvalidRequestError.code
+        return failed
+    if manager is None:
+        failed.error_code = CoordinatorLoadInProgressError.code
+        return failed
+    try:
+        producer_id = await manager.generate_producer_id()
+    except CoordinationError as e:
+        logger.warning("broker %d: no producer id block: %s", manager.broker_id, e)
+        failed.error_code = CoordinatorLoadInProgressError.code
+        return failed
+    except KafkaError as e:
+        logger.error("broker %d: %s", manager.broker_id, e)
+        failed.error_code = e.code
+        return failed
+    return pb.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)

@@ -1,0 +1,143 @@
+"""A follower's fetcher against a scripted leader: what it does with what the leader sends.
+
+Why: a follower must never store batches it cannot verify (a CRC mismatch), and, as Kafka's
+fetcher thread, it must say so in one error line naming the partition and keep fetching that
+partition after ``replica.fetch.backoff.ms`` rather than treat the refusal as a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf.message import Message
+
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.rpc import BidiStream, RpcServer
+from kafkasim.common.types import TopicPartition
+from kafkasim.node.config import BrokerConfig
+from kafkasim.node.fetcher import FetchState, ReplicaFetcher, ReplicaState
+from kafkasim.node.partition import Partition
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log import Log
+from tests.unit.storage.logtools import T0, make_batch
+
+TP = TopicPartition("topic", 0)
+BACKOFF_MS = 200
+
+
+class ScriptedStream:
+    """The leader's end of the replication stream: answers each fetch from a script."""
+
+    def __init__(self, answers: list[pb.FetchResponse]) -> None:
+        self.answers = answers
+        self.sent: list[Message] = []
+
+    async def send(self, message: Message) -> None:
+        self.sent.append(message)
+
+    async def recv(self, timeout_s: float | None = None) -> Message:
+        return self.answers.pop(0)
+
+    async def close(self) -> None:
+        pass
+
+
+class ScriptedTransport:
+    def __init__(self, stream: ScriptedStream) -> None:
+        self.stream = stream
+
+    async def call(
+        self, target: str, method: str, request: Message, *, timeout_s: float | None = None
+    ) -> Message:
+        raise AssertionError(f"unexpected call {method}")
+
+    def open_stream(self, target: str, method: str) -> BidiStream:
+        return self.stream
+
+    def server(
+        self,
+        address: str,
+        handlers: Mapping[str, Callable[[Any], Any]],
+        stream_handlers: Mapping[str, Callable[[Any], Any]] | None = None,
+    ) -> RpcServer:
+        raise AssertionError("no server here")
+
+    async def close(self) -> None:
+        pass
+
+
+def answer(records: bytes) -> pb.FetchResponse:
+    return pb.FetchResponse(
+        partitions=[
+            pb.FetchPartitionResponse(
+                topic=TP.topic, partition=TP.partition, high_watermark=2, records=records
+            )
+        ]
+    )
+
+
+def follower(tmp_path: Path, clock: ManualClock) -> Partition:
+    log = Log.open(tmp_path / "topic-0", LogConfig.from_props({}), clock, topic_partition=TP)
+    partition = Partition(TP, 2, log)
+    partition.make_follower(
+        leader_id=1, leader_epoch=0, isr=[1, 2], replicas=[1, 2], zk_version=0, controller_epoch=1
+    )
+    return partition
+
+
+def test_a_crc_bad_fetch_is_refused_logged_once_and_fetched_again_after_the_backoff(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = make_batch([b"a", b"b"])
+    bad = bytearray(good)
+    bad[-1] ^= 0xFF  # a flipped bit in the last record: the batch CRC no longer matches
+
+    async def scenario() -> None:
+        clock = ManualClock(T0)
+        partition = follower(tmp_path, clock)
+        stream = ScriptedStream([answer(bytes(bad)), answer(good)])
+        config = BrokerConfig.from_props(
+            {
+                "broker.id": 2,
+                "log.dirs": str(tmp_path),
+                "zookeeper.connect": "sim",
+                "replica.fetch.backoff.ms": BACKOFF_MS,
+            }
+        )
+        fetcher = ReplicaFetcher(
+            2,
+            1,
+            address_of=lambda _b: "leader:9092",
+            transport=ScriptedTransport(stream),
+            config=config,
+            clock=clock,
+        )
+        state = FetchState(partition, 0, ReplicaState.FETCHING)
+        fetcher.states[TP] = state
+
+        with caplog.at_level(logging.INFO, logger="kafkasim.node.fetcher"):
+            await fetcher._step()
+        assert partition.log.log_end_offset == 0  # nothing stored
+        errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert len(errors) == 1
+        assert errors[0].exc_info is None  # one line, no "fetcher crashed" traceback
+        assert "topic-0" in errors[0].getMessage()
+        assert "CORRUPT_MESSAGE" in errors[0].getMessage()
+        # The partition backs off, still fetching; it is not dropped or truncated.
+        assert state.state is ReplicaState.FETCHING
+        assert not state.is_ready(ReplicaState.FETCHING, clock.time_ms())
+        clock.advance(BACKOFF_MS)
+        assert state.is_ready(ReplicaState.FETCHING, clock.time_ms())
+
+        await fetcher._step()  # the same offset again; the leader now sends good bytes
+        assert isinstance(stream.sent[1], pb.FetchRequest)
+        assert stream.sent[1].partitions[0].fetch_offset == 0
+        assert partition.log.log_end_offset == 2
+
+    asyncio.run(scenario())
