@@ -1,5 +1,7 @@
 """The controller: one broker at a time decides leaders and ISRs and tells the others.
 
+(One module, ~600 lines: the event routing of every kind of event in one place.)
+
 Runs inside every broker, as in Kafka's ZooKeeper mode; the one that wins ``/controller`` is
 *active*, the others only watch that znode and campaign when it goes.
 

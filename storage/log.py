@@ -1,5 +1,8 @@
 """The log of one partition replica: its segments, offsets, producer state and epochs.
 
+(One module, ~600 lines: the state every part of the log shares; appends, reads and retention
+are in ``log_append``, ``log_read`` and ``log_retention``.)
+
 Kafka's ``UnifiedLog`` with its ``LocalLog``. It owns the segment map, the leader-epoch cache
 and the producer state, and keeps:
 

@@ -1,19 +1,8 @@
 """Kafka record formats: RecordBatch v2 (magic 2) and the legacy message formats v0 and v1.
 
-Rooms:
-
-* :mod:`~storage.records.varint` — zig-zag varints (Protobuf encoding) used inside v2 records.
-* :mod:`~storage.records.compression` — the codecs with Kafka's framing (gzip, xerial snappy,
-  lz4 frame, zstd).
-* :mod:`~storage.records.batch` — RecordBatch v2: header parsing, CRC-32C validation, in-place
-  rewrites for the leader (offset, leader epoch, LogAppendTime), the builder and the decoder,
-  control (transaction marker) batches.
-* :mod:`~storage.records.legacy` — message formats v0 and v1 with their CRC32 and wrapper
-  messages.
-* :mod:`~storage.records.entry` — one entry of any format: its header, and
-  :func:`decode_entries`, the one reader of records out of a buffer mixing the formats.
-* :mod:`~storage.records.validation` — record-level validation of a v2 batch (every record
-  walked once), as Kafka's ``LogValidator`` does on the leader.
+Every format Kafka ever wrote is read (v0/v1 message sets with their CRC-32 and compressed
+wrapper messages, v2 batches with CRC-32C); the leader writes v2 only and validates every
+record of a batch before it is stored, as Kafka's ``LogValidator`` does.
 
 The magic byte is at byte 16 in every format (:func:`peek_magic`), so a reader of a mixed log
 picks the parser per entry. See ``docs/record-formats.md`` for the formats side by side.
