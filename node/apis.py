@@ -27,22 +27,48 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kafkasim import proto
-from kafkasim.common.coordination import CoordinationError, NoNodeError
+from kafkasim.common.coordination import Coordination, CoordinationError, NoNodeError
 from kafkasim.common.errors import KafkaError, error_for_code, error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.node import apis_admin
 from kafkasim.node import apis_replica as replica
+from kafkasim.node.apis_admin import AdminCalls
 from kafkasim.node.apis_group import group_handlers
+from kafkasim.node.config import BrokerConfig
+from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_records import OFFSETS_TOPIC
+from kafkasim.node.metadata_cache import MetadataCache
 from kafkasim.node.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdManager
+from kafkasim.node.replica_manager import ReplicaManager
+from kafkasim.node.topic_creation import TopicCreator
 from kafkasim.proto import kafkasim_pb2 as pb
 
-if TYPE_CHECKING:
-    from kafkasim.node.broker import Broker
+
+class BrokerServices(Protocol):
+    """What the request layer reads of its broker (``node.broker.Broker``): the broker wires
+    its parts and hands itself in; the request layer only calls them."""
+
+    broker_id: int
+    broker_epoch: int
+    config: BrokerConfig
+    zk: Coordination
+    metadata: MetadataCache
+    replica_manager: ReplicaManager
+    groups: GroupCoordinator
+    topic_creator: TopicCreator
+    producer_ids: ProducerIdManager | None
+
+    @property
+    def controller(self) -> AdminCalls | None: ...
+
+    async def load_topic_config(self, topic: str) -> None: ...
+
+    def forget_topic_config(self, topic: str) -> None: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +86,7 @@ CoordinatorLoadInProgressError = error_for_name("COORDINATOR_LOAD_IN_PROGRESS")
 class KafkaApis:
     """The handlers of one broker's gRPC methods, by method name."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
         self.replica_manager = broker.replica_manager
 

@@ -33,13 +33,34 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from kafkasim.common.errors import KafkaError, RequestTimedOutError, error_for_name
 from kafkasim.common.types import TopicPartition
+from kafkasim.storage.log import Log
 
-if TYPE_CHECKING:
-    from kafkasim.node.partition import Partition
+
+class WatchedPartition(Protocol):
+    """What an operation reads of the partition it waits on (``node.partition.Partition``)."""
+
+    @property
+    def tp(self) -> TopicPartition: ...
+
+    @property
+    def log(self) -> Log: ...
+
+    @property
+    def isr(self) -> frozenset[int]: ...
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def low_watermark(self) -> int: ...
+
 
 NotEnoughReplicasAfterAppendError = error_for_name("NOT_ENOUGH_REPLICAS_AFTER_APPEND")
 
@@ -49,7 +70,7 @@ class PartitionWait:
     """One partition an operation waits on: until ``partition``'s watermark reaches
     ``required_offset``. Settled once ``done``, with ``error`` (None: satisfied)."""
 
-    partition: Partition
+    partition: WatchedPartition
     required_offset: int
     done: bool = False
     error: KafkaError | None = None
