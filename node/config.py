@@ -38,10 +38,32 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         "Listener name → security protocol (default: each listener named after one).",
     ),
     ConfigKey(
+        "listener.wire.protocol.map",
+        LST,
+        None,
+        "Listener name → wire protocol, grpc or kafka (kafkasim's own key; default: a listener "
+        "named KAFKA speaks Kafka's binary protocol, every other one gRPC).",
+    ),
+    ConfigKey(
         "inter.broker.listener.name",
         S,
         None,
         "The listener brokers and the controller use among themselves (default: PLAINTEXT).",
+    ),
+    ConfigKey(
+        "socket.request.max.bytes",
+        I,
+        104_857_600,
+        "The largest request a Kafka-protocol listener reads; a bigger frame closes the "
+        "connection.",
+        low=1,
+    ),
+    ConfigKey(
+        "connections.max.idle.ms",
+        I,
+        600_000,
+        "A Kafka-protocol connection idle this long is closed.",
+        low=1,
     ),
     ConfigKey("zookeeper.connect", S, None, "ZooKeeper connect string host:port[,…][/chroot]."),
     ConfigKey("zookeeper.session.timeout.ms", I, 18_000, "ZooKeeper session timeout.", low=1),
@@ -145,6 +167,7 @@ def _check_broker_rules(config: Config) -> None:
             raise InvalidConfigError(
                 f"Listener {name} uses security protocol {protocol}: only PLAINTEXT is supported"
             )
+    wire = wire_protocol_map(config["listener.wire.protocol.map"], listeners)
     for name, (host, _port) in advertised.items():
         if name not in listeners:
             raise InvalidConfigError(
@@ -162,6 +185,11 @@ def _check_broker_rules(config: Config) -> None:
             f"inter.broker.listener.name must be a listener name defined in "
             f"advertised.listeners: {inter_broker} is not ({', '.join(advertised)})"
         )
+    if wire[inter_broker] != WIRE_GRPC:
+        raise InvalidConfigError(
+            f"inter.broker.listener.name {inter_broker} speaks {wire[inter_broker]}: brokers and "
+            "the controller talk to each other over gRPC, so it must name a grpc listener"
+        )
 
 
 BROKER_CONFIG_DEF = ConfigDef(
@@ -172,8 +200,37 @@ BROKER_CONFIG_DEF = ConfigDef(
 
 
 DEFAULT_LISTENER = "PLAINTEXT"
-# Kafka's default listener.security.protocol.map: each protocol is also a listener name.
+# Kafka's default listener.security.protocol.map: each protocol is also a listener name; and
+# KAFKA, the default name of the Kafka-protocol listener, is PLAINTEXT too.
 _DEFAULT_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+WIRE_GRPC = "grpc"
+WIRE_KAFKA = "kafka"
+KAFKA_LISTENER = "KAFKA"
+
+
+def wire_protocol_map(values: list[str] | None, listeners: Mapping[str, object]) -> dict[str, str]:
+    """``listener.wire.protocol.map`` (``NAME:grpc|kafka`` entries) → {listener: wire protocol}
+    for every listener in ``listeners``: a listener the map does not name speaks Kafka's
+    protocol when it is called KAFKA and gRPC otherwise. INVALID_CONFIG naming a bad entry."""
+    named: dict[str, str] = {}
+    for value in values or []:
+        name, sep, wire = value.partition(":")
+        wire = wire.strip().lower()
+        if not sep or not name.strip() or wire not in (WIRE_GRPC, WIRE_KAFKA):
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration listener.wire.protocol.map: "
+                "expected NAME:grpc or NAME:kafka"
+            )
+        named[name.strip().upper()] = wire
+    for name in named:
+        if name not in listeners:
+            raise InvalidConfigError(
+                f"listener.wire.protocol.map names {name}, which is not in listeners"
+            )
+    return {
+        name: named.get(name, WIRE_KAFKA if name == KAFKA_LISTENER else WIRE_GRPC)
+        for name in listeners
+    }
 
 
 def parse_listeners(values: list[str], key: str) -> dict[str, tuple[str, int]]:
@@ -195,7 +252,7 @@ def parse_listeners(values: list[str], key: str) -> dict[str, tuple[str, int]]:
 def security_protocol_map(values: list[str] | None) -> dict[str, str]:
     """``NAME:PROTOCOL`` entries → {name: protocol}; None gives Kafka's default map."""
     if not values:
-        return {p: p for p in _DEFAULT_PROTOCOLS}
+        return {**{p: p for p in _DEFAULT_PROTOCOLS}, KAFKA_LISTENER: "PLAINTEXT"}
     out: dict[str, str] = {}
     for value in values:
         name, sep, protocol = value.partition(":")
@@ -254,6 +311,11 @@ class BrokerConfig:
         """Where others reach each listener (``advertised.listeners``, else ``listeners``)."""
         advertised = self.config["advertised.listeners"]
         return parse_listeners(advertised, "advertised.listeners") if advertised else self.listeners
+
+    @property
+    def wire_protocols(self) -> dict[str, str]:
+        """{listener name: "grpc" or "kafka"} (``listener.wire.protocol.map``)."""
+        return wire_protocol_map(self.config["listener.wire.protocol.map"], self.listeners)
 
     @property
     def inter_broker_listener(self) -> str:
