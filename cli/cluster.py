@@ -6,8 +6,9 @@ it started in ``<dir>/cluster.json`` and prints how to reach them: each broker h
 listener (kafkasim's own tools and clients) and a Kafka-protocol one (Kafka's clients: kcat,
 librdkafka, Java), and ``up`` prints a bootstrap string for each. ``status`` shows brokers with
 both addresses, the controller and, for every partition, leader, replicas and ISR (from
-ZooKeeper) with each replica's HW and LEO (asked of the brokers). ``down`` stops everything ``up`` started — by the
-pids it recorded, SIGTERM first (a controlled shutdown), SIGKILL if a process hangs.
+ZooKeeper) with each replica's HW and LEO (asked of the brokers). ``down`` stops everything
+``up`` started — by the pids it recorded, SIGTERM first (a controlled shutdown), SIGKILL if a
+process hangs.
 """
 
 from __future__ import annotations
