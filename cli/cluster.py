@@ -2,10 +2,13 @@
 
 ``up`` starts Debian's ZooKeeper and N brokers (free ports, one data dir each) as detached
 processes, waits until every broker is registered and a controller is elected, records what
-it started in ``<dir>/cluster.json`` and prints how to reach them. ``status`` shows brokers,
-the controller and, for every partition, leader, replicas and ISR (from ZooKeeper) with each
-replica's HW and LEO (asked of the brokers). ``down`` stops everything ``up`` started — by the
-pids it recorded, SIGTERM first (a controlled shutdown), SIGKILL if a process hangs.
+it started in ``<dir>/cluster.json`` and prints how to reach them: each broker has a gRPC
+listener (kafkasim's own tools and clients) and a Kafka-protocol one (Kafka's clients: kcat,
+librdkafka, Java), and ``up`` prints a bootstrap string for each. ``status`` shows brokers with
+both addresses, the controller and, for every partition, leader, replicas and ISR (from
+ZooKeeper) with each replica's HW and LEO (asked of the brokers). ``down`` stops everything
+``up`` started — by the pids it recorded, SIGTERM first (a controlled shutdown), SIGKILL if a
+process hangs.
 """
 
 from __future__ import annotations
@@ -116,6 +119,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 "id": b.broker_id,
                 "pid": b.pid,
                 "address": b.address,
+                "kafka_address": b.kafka_address,
                 "data": str(b.data_dir),
                 "log": str(b.log_path),
             }
@@ -126,9 +130,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     (root / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
     print(f"kafkasim cluster up in {root}")
     print(f"  zookeeper.connect  {state['zookeeper']['connect']}")
-    print(f"  bootstrap.servers  {','.join(b['address'] for b in state['brokers'])}")
+    grpc = ",".join(b["address"] for b in state["brokers"])
+    kafka = ",".join(b["kafka_address"] for b in state["brokers"])
+    print(f"  bootstrap.servers (kafkasim tools, gRPC)  {grpc}")
+    print(f"  bootstrap.servers (Kafka clients)         {kafka}")
     for b in state["brokers"]:
-        print(f"  broker {b['id']}  {b['address']}  pid {b['pid']}  log {b['log']}")
+        print(
+            f"  broker {b['id']}  gRPC {b['address']}  Kafka {b['kafka_address']}  "
+            f"pid {b['pid']}  log {b['log']}"
+        )
     print(f"stop it with: kafkasim cluster down --dir {args.dir}")
     return 0
 
@@ -165,6 +175,10 @@ async def _status(state: dict[str, Any]) -> str:
         state["zookeeper"]["connect"],
         {b["id"]: b["address"] for b in state["brokers"]},
         alive={b["id"]: _pid_alive(b["pid"], state["dir"]) for b in state["brokers"]},
+        # A state file written before brokers had a Kafka listener names none.
+        kafka_addresses={
+            b["id"]: b["kafka_address"] for b in state["brokers"] if "kafka_address" in b
+        },
     )
 
 

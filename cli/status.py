@@ -1,5 +1,6 @@
-"""The cluster status view: brokers and controller from ZooKeeper, partitions in
-``kafka-topics --describe``'s shape, and each replica's HW and LEO asked of its broker."""
+"""The cluster status view: brokers (gRPC address, and Kafka-protocol address when known) and
+controller from ZooKeeper, partitions in ``kafka-topics --describe``'s shape, and each
+replica's HW and LEO asked of its broker."""
 
 from __future__ import annotations
 
@@ -16,8 +17,14 @@ from kafkasim.proto import kafkasim_pb2 as pb
 
 
 async def describe_cluster(
-    connect: str, addresses: dict[int, str], *, alive: dict[int, bool] | None = None
+    connect: str,
+    addresses: dict[int, str],
+    *,
+    alive: dict[int, bool] | None = None,
+    kafka_addresses: dict[int, str] | None = None,
 ) -> str:
+    """``addresses``: each broker's gRPC listener (asked for its replicas);
+    ``kafka_addresses``: its Kafka-protocol listener, shown beside it."""
     zk = KazooCoordination(connect, 10_000)
     await zk.start()
     transport = GrpcTransport()
@@ -40,7 +47,9 @@ async def describe_cluster(
                 else (" process up" if alive.get(broker_id) else " process down")
             )
             registration = "registered" if broker_id in registered else "not registered"
-            lines.append(f"  {broker_id}  {addresses[broker_id]}  {registration}{process}")
+            kafka = (kafka_addresses or {}).get(broker_id)
+            listeners = f"gRPC {addresses[broker_id]}" + (f"  Kafka {kafka}" if kafka else "")
+            lines.append(f"  {broker_id}  {listeners}  {registration}{process}")
         lines.append(
             f"Controller: broker {controller} (controller epoch {controller_epoch})"
             if controller >= 0

@@ -1,11 +1,12 @@
 """The compose cluster (compose/docker-compose.yml) as a library, and the chaos runner's
-compose backend. (One module, ~650 lines: the backend is a thin layer over the library, and
+compose backend. (One module, ~680 lines: the backend is a thin layer over the library, and
 both go through the same docker CLI calls.)
 
 ``ComposeCluster`` drives one compose project: ZooKeeper and brokers 1-3 in containers, the
-brokers' external listeners published on 127.0.0.1 ports of our choosing, every fault through
-the docker CLI on that project's containers only (found by compose's labels, never by a name
-match). The compose tests (tests/compose) and ``ComposeBackend`` share it.
+brokers' external listeners (gRPC and Kafka's protocol) published on 127.0.0.1 ports of our
+choosing, every fault through the docker CLI on that project's containers only (found by
+compose's labels, never by a name match). The compose tests (tests/compose) and
+``ComposeBackend`` share it.
 
 ``ComposeBackend`` (``COMPOSE``, ``kafkasim chaos run SCENARIO --backend compose``) runs a
 scenario on a compose project of its own: a project name and free 127.0.0.1 ports per run,
@@ -82,6 +83,7 @@ __all__ = [
     "compose_command",
     "compose_unavailable",
     "config_environment",
+    "free_broker_ports",
     "free_loopback_ports",
     "render_override",
 ]
@@ -200,9 +202,20 @@ def free_loopback_ports(count: int) -> list[int]:
     return ports
 
 
-def port_environment(ports: Mapping[int, int]) -> dict[str, str]:
-    """The variables the compose file publishes the brokers' external listeners by."""
-    return {f"KAFKASIM_BROKER_{b}_PORT": str(port) for b, port in ports.items()}
+def port_environment(ports: Mapping[int, int], kafka_ports: Mapping[int, int]) -> dict[str, str]:
+    """The variables the compose file publishes the brokers' external listeners by: gRPC
+    (``ports``) and Kafka's protocol (``kafka_ports``)."""
+    return {
+        **{f"KAFKASIM_BROKER_{b}_PORT": str(port) for b, port in ports.items()},
+        **{f"KAFKASIM_BROKER_{b}_KAFKA_PORT": str(port) for b, port in kafka_ports.items()},
+    }
+
+
+def free_broker_ports() -> tuple[dict[int, int], dict[int, int]]:
+    """Free 127.0.0.1 ports for brokers 1-3's external listeners: (gRPC, Kafka's protocol)."""
+    found = iter(free_loopback_ports(2 * len(BROKER_IDS)))
+    grpc = {b: next(found) for b in BROKER_IDS}
+    return grpc, {b: next(found) for b in BROKER_IDS}
 
 
 # -- the cluster ---------------------------------------------------------------------------------
@@ -212,13 +225,15 @@ def port_environment(ports: Mapping[int, int]) -> dict[str, str]:
 class ComposeCluster:
     """One compose project: containers by broker id, faults through the docker CLI (each
     waits for its command; none by name match outside this project). Every compose command
-    gets the brokers' host ports in its environment. ``remember_containers``: look each
+    gets the brokers' host ports in its environment (``ports``: the external gRPC listeners,
+    ``kafka_ports``: the external Kafka-protocol ones). ``remember_containers``: look each
     broker's container up once (for a user that never has compose re-create one)."""
 
     command: str
     files: list[str]
     project: str
     ports: dict[int, int]
+    kafka_ports: dict[int, int]
     remember_containers: bool = False
     _containers: dict[int, str] = field(default_factory=dict, repr=False)
 
@@ -229,6 +244,11 @@ class ComposeCluster:
     def address(self, broker_id: int) -> str:
         """The broker's external listener on the host."""
         return f"127.0.0.1:{self.ports[broker_id]}"
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """``bootstrap.servers`` for Kafka's clients on the host (the KAFKA_EXTERNAL listeners)."""
+        return ",".join(f"127.0.0.1:{self.kafka_ports[b]}" for b in sorted(self.kafka_ports))
 
     @property
     def network(self) -> str:
@@ -246,7 +266,7 @@ class ComposeCluster:
     def compose(self, *args: str, timeout_s: float = DOCKER_COMMAND_TIMEOUT_S) -> str:
         files = [arg for f in self.files for arg in ("-f", f)]
         argv = [*self.command.split(), *files, "-p", self.project, *args]
-        env = {**os.environ, **port_environment(self.ports)}
+        env = {**os.environ, **port_environment(self.ports, self.kafka_ports)}
         result = run_command(argv, timeout_s, env)
         if result.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} failed: {result.stderr.strip()}")
@@ -462,12 +482,11 @@ class ComposeBackend:
         if command is None:
             raise ChaosError("neither `docker compose` nor `docker-compose` works here")
         self.override = root / "compose-override.yml"
-        ports = dict(zip(BROKER_IDS, free_loopback_ports(len(BROKER_IDS)), strict=True))
         self.cluster = ComposeCluster(
             command,
             [str(COMPOSE_FILE), str(self.override)],
             f"kafkasim-chaos-{os.getpid()}-{uuid.uuid4().hex[:8]}",
-            ports,
+            *free_broker_ports(),
             remember_containers=True,  # the run starts and stops them, never re-creates one
         )
         self._status: dict[int, str] = dict.fromkeys(BROKER_IDS, "created")
@@ -511,7 +530,7 @@ class ComposeBackend:
     def describe(self) -> str:
         return (
             f"compose project {self.cluster.project} (external listeners "
-            f"{', '.join(self.cluster.bootstrap)})"
+            f"{', '.join(self.cluster.bootstrap)}; Kafka clients {self.cluster.kafka_bootstrap})"
         )
 
     @property

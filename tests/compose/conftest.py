@@ -35,7 +35,7 @@ from kafkasim.cluster.compose import (
     COMPOSE_FILE,
     ComposeCluster,
     compose_command,
-    free_loopback_ports,
+    free_broker_ports,
     port_environment,
 )
 
@@ -89,11 +89,11 @@ def docker_cleanup() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def broker_ports() -> Iterator[dict[int, int]]:
-    """Host ports of the brokers' external listeners, in the environment every compose
-    command of the session reads (the file interpolates them)."""
-    ports = dict(zip(BROKER_IDS, free_loopback_ports(len(BROKER_IDS)), strict=True))
-    names = port_environment(ports)
+def broker_ports() -> Iterator[tuple[dict[int, int], dict[int, int]]]:
+    """Host ports of the brokers' external listeners (gRPC, Kafka's protocol), in the
+    environment every compose command of the session reads (the file interpolates them)."""
+    ports = free_broker_ports()
+    names = port_environment(*ports)
     saved = {name: os.environ.get(name) for name in names}
     os.environ.update(names)
     try:
@@ -108,13 +108,13 @@ def broker_ports() -> Iterator[dict[int, int]]:
 
 @pytest.fixture(scope="session")
 def compose_project(
-    broker_ports: dict[int, int],
+    broker_ports: tuple[dict[int, int], dict[int, int]],
     docker_compose_command: str,
     docker_compose_file: list[str],
     docker_compose_project_name: str,
 ) -> ComposeCluster:
     return ComposeCluster(
-        docker_compose_command, docker_compose_file, docker_compose_project_name, broker_ports
+        docker_compose_command, docker_compose_file, docker_compose_project_name, *broker_ports
     )
 
 

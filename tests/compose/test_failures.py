@@ -28,6 +28,10 @@ _REASON = compose_unavailable()
 if _REASON is not None:
     pytest.skip(_REASON, allow_module_level=True)
 
+from confluent_kafka import Consumer, KafkaError, Message, Producer  # noqa: E402 - after the skip
+from confluent_kafka import TopicPartition as KafkaTopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
+
 from kafkasim import proto  # noqa: E402 - after the skip: nothing below runs without an engine
 from kafkasim.client.simple import MinimalClient  # noqa: E402
 from kafkasim.cluster.chaos import read_replica_log  # noqa: E402
@@ -264,6 +268,70 @@ def test_cluster_starts_from_the_compose_file_and_serves_the_host(
     assert {b.node_id: f"{b.host}:{b.port}" for b in response.brokers} == {
         b: compose_cluster.address(b) for b in BROKER_IDS
     }
+
+
+def test_a_kafka_client_on_the_host_round_trips_records_through_the_kafka_listener(
+    compose_cluster: ComposeCluster,
+) -> None:
+    """confluent-kafka (librdkafka) on the host, bootstrapped on the published KAFKA_EXTERNAL
+    listeners: metadata names every broker by its host-published Kafka address (the listener
+    the client came in on), and what it produces with acks=all and idempotence it consumes
+    back, in order."""
+    topic, count = "kafka-client-round-trip", 200
+
+    async def create() -> None:
+        transport = GrpcTransport()
+        try:
+            admin = MinimalClient(transport, compose_cluster.bootstrap, SystemClock())
+            await admin.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+            await admin.wait_for_leaders(topic, 1)
+        finally:
+            await transport.close()
+
+    asyncio.run(create())
+    bootstrap = compose_cluster.kafka_bootstrap
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=60)
+    assert {b.id: f"{b.host}:{b.port}" for b in metadata.brokers.values()} == {
+        b: f"127.0.0.1:{compose_cluster.kafka_ports[b]}" for b in BROKER_IDS
+    }
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    offsets: list[int] = []
+    failures: list[KafkaError] = []
+
+    def delivered(err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            failures.append(err)
+        else:
+            offset = msg.offset()
+            assert offset is not None
+            offsets.append(offset)
+
+    sent = [f"record-{i}".encode() for i in range(count)]
+    for value in sent:
+        producer.produce(topic, value, partition=0, on_delivery=delivered)
+    assert producer.flush(120) == 0, "records still undelivered after 120 s"
+    assert not failures and offsets == list(range(count)), failures
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "round-trip", "enable.auto.commit": False}
+    )
+    received: list[bytes] = []
+    try:
+        consumer.assign([KafkaTopicPartition(topic, 0, 0)])
+        clock = SystemClock()
+        deadline = clock.monotonic_ms() + 120_000
+        while len(received) < count and clock.monotonic_ms() < deadline:
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            payload = message.value()
+            assert isinstance(payload, bytes)
+            received.append(payload)
+    finally:
+        consumer.close()
+    assert received == sent
 
 
 def test_killed_leader_is_replaced_and_no_acknowledged_record_is_lost(

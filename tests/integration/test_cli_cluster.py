@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from kafkasim.controller.zk_process import zookeeper_available
 from tests.cli_run import kafkasim
@@ -22,21 +24,37 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/cmdline").read_bytes() != b""
 
 
+def _printed_bootstrap(stdout: str, audience: str) -> str:
+    found = re.search(rf"bootstrap\.servers \({audience}[^)]*\)\s+(\S+)", stdout)
+    assert found is not None, stdout
+    return found.group(1)
+
+
 def test_cluster_up_status_down(tmp_path: Path) -> None:
     root = tmp_path / "c"
     up = kafkasim("cluster", "up", "--brokers", "3", "--dir", str(root))
     try:
         assert up.returncode == 0, up.stdout + up.stderr
-        assert "bootstrap.servers" in up.stdout
         state = json.loads((root / "cluster.json").read_text())
         pids = [b["pid"] for b in state["brokers"]] + [state["zookeeper"]["pid"]]
         assert all(_alive(pid) for pid in pids)
+        grpc = {b["id"]: b["address"] for b in state["brokers"]}
+        kafka = {b["id"]: b["kafka_address"] for b in state["brokers"]}
+        assert _printed_bootstrap(up.stdout, "kafkasim tools") == ",".join(grpc.values())
+        kafka_bootstrap = _printed_bootstrap(up.stdout, "Kafka clients")
+        assert kafka_bootstrap == ",".join(kafka.values())
+        # A Kafka client on the printed string sees every broker by its Kafka listener.
+        metadata = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=30)
+        assert {b.id: f"{b.host}:{b.port}" for b in metadata.brokers.values()} == kafka
         again = kafkasim("cluster", "up", "--dir", str(root))
         assert again.returncode == 1
         assert "already running" in again.stderr and again.stderr.count("\n") == 1
         status = kafkasim("cluster", "status", "--dir", str(root))
         assert status.returncode == 0, status.stderr
         assert status.stdout.count("registered process up") == 3
+        for broker_id, address in grpc.items():
+            line = f"  {broker_id}  gRPC {address}  Kafka {kafka[broker_id]}  registered"
+            assert line in status.stdout
         assert "Controller: broker" in status.stdout
     finally:
         down = kafkasim("cluster", "down", "--dir", str(root))

@@ -1,11 +1,19 @@
-"""The README's Python example runs as written (on a temporary directory)."""
+"""The README's Python example runs as written (on a temporary directory), and its table of
+the Kafka APIs served is the one the brokers advertise."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import cast
+
+from kio.schema.index import api_key_map
+
+from kafkasim.node.apis import BrokerServices
+from kafkasim.node.kafka_apis import KafkaProtocolApis, kafka_handler_tables
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+API_TABLE = re.compile(r"<!-- kafka-api-versions -->\n(.*?)<!-- /kafka-api-versions -->", re.DOTALL)
 
 
 def test_readme_python_example_runs(tmp_path: Path) -> None:
@@ -17,3 +25,25 @@ def test_readme_python_example_runs(tmp_path: Path) -> None:
         exec(compile(code, str(README), "exec"), namespace)
         records = namespace["records"]
         assert [r.value for r in records] == [b"hello"]  # type: ignore[attr-defined]
+
+
+def kafka_api_table() -> str:
+    """The README's "APIs and versions" table: every API a Kafka listener serves (its own
+    handlers and every extra table, as the broker builds them), in api key order, as
+    ApiVersions advertises it. Handlers are only looked up, never called: no broker needed."""
+    no_broker = cast(BrokerServices, object())
+    apis = KafkaProtocolApis(no_broker, "KAFKA", kafka_handler_tables(no_broker))
+    rows = ["| API | key | versions |", "|---|---:|---|"]
+    for key, (low, high) in sorted(apis.versions.items()):
+        name = "".join(word.capitalize() for word in api_key_map[key].split("_"))
+        rows.append(f"| {name} | {key} | {low}-{high} |")
+    return "\n".join(rows) + "\n"
+
+
+def test_readme_kafka_api_table_is_what_the_brokers_advertise() -> None:
+    found = API_TABLE.findall(README.read_text())
+    assert len(found) == 1, "README needs one <!-- kafka-api-versions --> table"
+    expected = kafka_api_table()
+    assert found[0] == expected, (
+        "README's Kafka API table is out of date; put this between its markers:\n" + expected
+    )

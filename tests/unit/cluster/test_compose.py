@@ -1,9 +1,10 @@
 """The parts of the chaos runner's compose backend (``cluster.compose``) that need no engine:
-what it refuses and why, and the override file that carries a scenario's broker settings
-into the containers."""
+what it refuses and why, the override file that carries a scenario's broker settings into the
+containers, and the brokers' configs in compose/docker-compose.yml (their listeners)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -13,6 +14,7 @@ from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.backend import UnsupportedFaultError, check_supported, unsupported_faults
 from kafkasim.faults.reading import catalog, find, load
 from kafkasim.faults.scenario import Fault
+from kafkasim.node.config import BrokerConfig
 
 # Everything in the catalog whose faults are crashes, pauses, shutdowns or isolations.
 RUNNABLE = {
@@ -123,3 +125,78 @@ def test_the_override_gives_every_broker_the_scenarios_settings_and_no_restart_p
 def test_a_value_that_yaml_would_misread_stays_a_string() -> None:
     text = compose.render_override({"some.key": 'a: "b" # c'}, scenario="s", brokers=(1,))
     assert '      KAFKASIM_CFG_SOME_KEY: "a: \\"b\\" # c"' in text.splitlines()
+
+
+# -- the brokers' configs in compose/docker-compose.yml ------------------------------------------
+
+_BLOCK = re.compile(r"^(x-[\w-]+):|^  ([\w-]+):$")
+_ENV = re.compile(r"^\s+KAFKASIM_CFG_([A-Z0-9_]+): (.+)$")
+_PUBLISHED = re.compile(r"^\s+- (\S+:\d+):(\d+)$")
+_DEFAULT = re.compile(r"\$\{[A-Z0-9_]+:-([^}]*)\}")
+
+
+def _compose_broker(service: str) -> tuple[BrokerConfig, dict[int, str]]:
+    """The config ``service`` renders (compose/broker-entrypoint.sh's rule, every ``${VAR:-x}``
+    at its default) and its published ports {container port: host address}. The file is ours
+    and plain (one key per line; the shared environment in ``x-broker-env``), so it is read
+    line by line: no YAML parser is installed."""
+    blocks: dict[str, list[str]] = {}
+    lines: list[str] = []
+    for line in compose.COMPOSE_FILE.read_text().splitlines():
+        head = _BLOCK.match(line)
+        if head:
+            lines = blocks.setdefault(head.group(1) or head.group(2), [])
+        else:
+            lines.append(_DEFAULT.sub(r"\1", line))
+    props: dict[str, object] = {}
+    published: dict[int, str] = {}
+    for line in blocks["x-broker-env"] + blocks[service]:
+        if found := _ENV.match(line):
+            value = found.group(2).strip("'\"").replace("{hostname}", service)
+            props[found.group(1).lower().replace("_", ".")] = value
+        elif found := _PUBLISHED.match(line):
+            published[int(found.group(2))] = found.group(1)
+    return BrokerConfig.from_props(props), published
+
+
+@pytest.mark.parametrize("broker_id", compose.BROKER_IDS)
+def test_compose_brokers_serve_kafka_clients_on_the_host_at_the_address_they_advertise(
+    broker_id: int,
+) -> None:
+    config, published = _compose_broker(f"broker-{broker_id}")
+    assert config.wire_protocols == {
+        "INTERNAL": "grpc",
+        "EXTERNAL": "grpc",
+        "KAFKA_INTERNAL": "kafka",
+        "KAFKA_EXTERNAL": "kafka",
+    }
+    assert config.inter_broker_listener == "INTERNAL"
+    advertised = config.advertised_listeners
+    # A client on the host is told the address it reached the listener by: the published one.
+    for name in ("EXTERNAL", "KAFKA_EXTERNAL"):
+        host, port = advertised[name]
+        assert published[config.listeners[name][1]] == f"{host}:{port}"
+    assert advertised["KAFKA_INTERNAL"] == (f"broker-{broker_id}.cluster", 9094)
+    assert set(published) == {
+        config.listeners["EXTERNAL"][1],
+        config.listeners["KAFKA_EXTERNAL"][1],
+    }
+
+
+def test_scaled_compose_brokers_have_the_internal_listeners_only() -> None:
+    config, published = _compose_broker("broker")
+    assert config.wire_protocols == {"INTERNAL": "grpc", "KAFKA_INTERNAL": "kafka"}
+    assert config.advertised_listeners["KAFKA_INTERNAL"] == ("broker", 9094)
+    assert published == {}
+
+
+def test_every_broker_port_variable_is_one_the_compose_file_publishes_by() -> None:
+    grpc, kafka = compose.free_broker_ports()
+    assert len({*grpc.values(), *kafka.values()}) == 2 * len(compose.BROKER_IDS)
+    env = compose.port_environment(grpc, kafka)
+    assert env["KAFKASIM_BROKER_2_KAFKA_PORT"] == str(kafka[2])
+    assert env["KAFKASIM_BROKER_2_PORT"] == str(grpc[2])
+    text = compose.COMPOSE_FILE.read_text()
+    assert all(f"${{{name}:-" in text for name in env)
+    cluster = compose.ComposeCluster("docker-compose", [], "p", grpc, kafka)
+    assert cluster.kafka_bootstrap == ",".join(f"127.0.0.1:{kafka[b]}" for b in compose.BROKER_IDS)
