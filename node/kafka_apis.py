@@ -12,8 +12,8 @@ of {api key: (min version, max version, handler)} merged below.
 Differences from Kafka, on purpose:
 
 * Fetch is sessionless (KIP-227 allows it): a broker may always answer session id 0, and
-  the client then sends full fetch requests; a request naming a session this broker never
-  gave answers FETCH_SESSION_ID_NOT_FOUND.
+  the client then sends full fetch requests; an incremental request (a session epoch other
+  than 0 or -1) names a session this broker never gave and answers FETCH_SESSION_ID_NOT_FOUND.
 * Followers replicate over gRPC: a Fetch or ListOffsets with a replica id ≥ 0 on a Kafka
   listener is refused (as Kafka refuses it to a principal without CLUSTER_ACTION).
 """
@@ -51,6 +51,7 @@ CLUSTER_AUTHORIZATION_FAILED = error_for_name("CLUSTER_AUTHORIZATION_FAILED")
 FETCH_SESSION_ID_NOT_FOUND = error_for_name("FETCH_SESSION_ID_NOT_FOUND").code
 INVALID_RECORD = error_for_name("INVALID_RECORD")
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka's "not requested" value
+INITIAL_EPOCH, FINAL_EPOCH = 0, -1  # fetch session epochs of a full fetch (KIP-227)
 
 
 class CloseConnectionError(Exception):
@@ -109,10 +110,14 @@ class KafkaProtocolApis:
         return build(response_schema(request), error_code=0, api_keys=self._api_keys())
 
     def unsupported_api_versions(self, request: UnsupportedVersionError) -> Any:
-        """ApiVersions of a version this broker does not know: Kafka answers v0 with
-        UNSUPPORTED_VERSION and its versions, so that the client can pick one."""
+        """ApiVersions of a version this broker does not know: answered v0 with
+        UNSUPPORTED_VERSION and, as Kafka does since 2.4 (KIP-511), ApiVersions' own version
+        range only, so that the client retries with the highest version both know."""
+        low, high, _ = self.handlers[API_VERSIONS]
         return build(
-            ApiVersionsResponseV0, error_code=UNSUPPORTED_VERSION, api_keys=self._api_keys()
+            ApiVersionsResponseV0,
+            error_code=UNSUPPORTED_VERSION,
+            api_keys=[{"api_key": API_VERSIONS, "min_version": low, "max_version": high}],
         )
 
     # -- Metadata, FindCoordinator, InitProducerId -------------------------------------------
@@ -249,7 +254,10 @@ class KafkaProtocolApis:
     async def fetch(self, request: KafkaRequest) -> Any:
         body = request.body
         schema = response_schema(request)
-        if getattr(body, "session_id", 0) != 0:
+        # KIP-227: epoch 0 (open a session) and -1 (sessionless; closes the session named) are
+        # full fetches, answered without a session; any other epoch continues a session this
+        # broker never gave, as Kafka answers a session id missing from its cache.
+        if int(getattr(body, "session_epoch", FINAL_EPOCH)) not in (INITIAL_EPOCH, FINAL_EPOCH):
             return build(schema, error_code=FETCH_SESSION_ID_NOT_FOUND, session_id=0)
         partitions = tuple(
             rt.FetchPartitionParams(

@@ -43,16 +43,22 @@ class InvalidRequestFrameError(Exception):
     """A frame that is not a request this broker can read (Kafka closes the connection)."""
 
 
-@dataclass(frozen=True, slots=True)
 class UnsupportedVersionError(Exception):
     """An API key this broker does not serve, or a version of it outside the advertised
     range; ``correlation_id`` and ``client_id`` are read from the v1 header prefix (every
-    header version starts with them) so that ApiVersions can still be answered."""
+    header version starts with them) so that ApiVersions can still be answered.
 
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
+    A plain exception, not a frozen dataclass: Python sets ``__traceback__`` on exceptions
+    that pass through a ``contextlib.contextmanager``, which a frozen slotted class refuses."""
+
+    def __init__(
+        self, api_key: int, api_version: int, correlation_id: int, client_id: str | None
+    ) -> None:
+        super().__init__(api_key, api_version, correlation_id, client_id)
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
 
     def __str__(self) -> str:
         return f"unsupported API key {self.api_key} version {self.api_version}"
@@ -93,15 +99,17 @@ def decode_request(frame: bytes, supported: Mapping[int, tuple[int, int]]) -> Ka
             correlation_id, client_id = _HEADER_V1_PREFIX.unpack_from(frame, 0)[2], None
         raise UnsupportedVersionError(api_key, api_version, correlation_id, client_id)
     schema = _request_schema(api_key, api_version)
+    header_schema = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
     try:
-        if schema.__flexible__:
-            header, offset = _read_header_v2(frame)
-        else:
-            header, offset = _read_header_v1(frame)
+        # kio's native reader reserves memory for an array's declared length before it reads
+        # an item: a garbled length would abort the process. The lengths are checked first.
+        check_frame(schema, frame, check_frame(header_schema, frame, 0))
+        header, offset = _reader(header_schema)(frame, 0)
         body, size = _reader(schema)(frame, offset)
     except Exception as e:
+        detail = str(e) if isinstance(e, InvalidRequestFrameError) else f"{type(e).__name__}: {e}"
         raise InvalidRequestFrameError(
-            f"api key {api_key} version {api_version}: {type(e).__name__}: {e}"
+            f"api key {api_key} version {api_version}: {detail}"
         ) from None
     # Bytes after the request are ignored, as Kafka's parser ignores them (librdkafka's
     # Metadata v12 carries three).
@@ -155,11 +163,6 @@ def _read_header_v1(frame: bytes) -> tuple[Any, int]:
     return header, size
 
 
-def _read_header_v2(frame: bytes) -> tuple[Any, int]:
-    header, size = _reader(RequestHeaderV2)(frame, 0)
-    return header, size
-
-
 # -- building entities of any version from plain values ----------------------------------------
 
 
@@ -171,6 +174,7 @@ class _Field:
     entity: type[Any] | None  # nested entity class (single or array), else None
     array: bool
     has_default: bool
+    tag: int | None  # a tagged field's tag (flexible versions), else None
 
 
 @functools.cache
@@ -199,6 +203,7 @@ def _fields(entity: Any) -> tuple[_Field, ...]:
                 nested if isinstance(nested, type) else None,
                 array,
                 has_default,
+                field.metadata.get("tag"),
             )
         )
     return tuple(out)
@@ -260,11 +265,15 @@ def _convert_one(field: _Field, value: Any) -> Any:
         if isinstance(value, datetime.datetime):
             return value
         if value < 0:
-            return None if field.nullable else datetime.datetime.fromtimestamp(0, datetime.UTC)
-        return datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
+            return None if field.nullable else _EPOCH
+        return _EPOCH + _millis(value)
     if kind == "uuid":
         return value if isinstance(value, uuid.UUID) else uuid.UUID(int=int(value))
     return value
+
+
+_EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
+_ONE_MS = datetime.timedelta(milliseconds=1)
 
 
 def _millis(value: int) -> datetime.timedelta:
@@ -276,7 +285,150 @@ def millis(value: datetime.timedelta | datetime.datetime | int | None, default: 
     if value is None:
         return default
     if isinstance(value, datetime.timedelta):
-        return int(value / datetime.timedelta(milliseconds=1))
+        return value // _ONE_MS
     if isinstance(value, datetime.datetime):
-        return int(value.timestamp() * 1000)
+        # Integer arithmetic: a float timestamp loses a millisecond on some values.
+        return (value - _EPOCH) // _ONE_MS
     return value
+
+
+# -- the structural check of a frame, before kio's reader builds anything ------------------
+
+_FIXED_SIZE: dict[str, int] = {
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "error_code": 2,
+    "int32": 4,
+    "uint32": 4,
+    "timedelta_i32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float64": 8,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+    "uuid": 16,
+}
+
+
+@functools.cache
+def _layout(entity: Any) -> tuple[tuple[_Field, ...], dict[int, _Field]]:
+    """``entity``'s fields in wire order, and its tagged fields by tag."""
+    fields = _fields(entity)
+    return (
+        tuple(f for f in fields if f.tag is None),
+        {f.tag: f for f in fields if f.tag is not None},
+    )
+
+
+def check_frame(entity: Any, frame: bytes, offset: int, end: int | None = None) -> int:
+    """Walk ``frame`` from ``offset`` as the kio class ``entity`` lays it out, every array,
+    string and byte length checked against the bytes left (nothing is built); the offset
+    after it. Raises :class:`InvalidRequestFrameError` naming the field that does not fit."""
+    end = len(frame) if end is None else end
+    fields, tagged = _layout(entity)
+    flexible = bool(entity.__flexible__)
+    header = entity.__name__ == "RequestHeader"
+    for field in fields:
+        offset = _check_field(entity, field, frame, offset, end, flexible=flexible, header=header)
+    if flexible:
+        where = f"{entity.__name__}: tagged fields"
+        count, offset = _uvarint(frame, offset, end, where)
+        for _ in range(count):
+            tag, offset = _uvarint(frame, offset, end, where)
+            size, offset = _uvarint(frame, offset, end, where)
+            stop = _skip(offset, size, end, f"{where}: tag {tag}")
+            known = tagged.get(tag)
+            if known is not None:
+                _check_field(entity, known, frame, offset, stop, flexible=flexible, header=False)
+            offset = stop
+    return offset
+
+
+def _check_field(
+    entity: Any, field: _Field, frame: bytes, offset: int, end: int, *, flexible: bool, header: bool
+) -> int:
+    where = f"{entity.__name__}.{field.name}"
+    if not field.array:
+        # RequestHeader.client_id keeps the legacy string layout in flexible headers too.
+        legacy = not flexible or (header and field.name == "client_id")
+        return _check_value(field, frame, offset, end, legacy=legacy, where=where)
+    if flexible:
+        count, offset = _uvarint(frame, offset, end, where)
+        count -= 1
+    else:
+        count, offset = _signed(frame, offset, end, 4, where)
+    if count < 0:
+        return _null(count, offset, where)
+    size = _FIXED_SIZE.get(field.kafka_type) if field.entity is None else None
+    # Every item takes at least a byte: a count over the bytes left is a garbled count.
+    if count > end - offset or (size is not None and count * size > end - offset):
+        raise InvalidRequestFrameError(
+            f"{where}: an array of {count} items at byte {offset}, {end - offset} bytes left"
+        )
+    if size is not None:
+        return offset + count * size
+    for _ in range(count):
+        offset = _check_value(field, frame, offset, end, legacy=not flexible, where=where)
+    return offset
+
+
+def _check_value(
+    field: _Field, frame: bytes, offset: int, end: int, *, legacy: bool, where: str
+) -> int:
+    if field.entity is not None:
+        if field.nullable and not field.array and field.tag is None:
+            marker, offset = _signed(frame, offset, end, 1, where)
+            if marker < 0:
+                return offset
+        return check_frame(field.entity, frame, offset, end)
+    kind = field.kafka_type
+    size = _FIXED_SIZE.get(kind)
+    if size is not None:
+        return _skip(offset, size, end, where)
+    if kind not in ("string", "bytes", "records"):
+        raise InvalidRequestFrameError(f"{where}: no layout known for type {kind!r}")
+    if legacy:
+        length, offset = _signed(frame, offset, end, 2 if kind == "string" else 4, where)
+    else:
+        length, offset = _uvarint(frame, offset, end, where)
+        length -= 1
+    if length < 0:
+        return _null(length, offset, where)
+    return _skip(offset, length, end, where)
+
+
+def _null(length: int, offset: int, where: str) -> int:
+    if length != -1:
+        raise InvalidRequestFrameError(f"{where}: a negative length {length} at byte {offset}")
+    return offset
+
+
+def _skip(offset: int, size: int, end: int, where: str) -> int:
+    if size > end - offset:
+        raise InvalidRequestFrameError(
+            f"{where}: {size} bytes at byte {offset}, {end - offset} bytes left"
+        )
+    return offset + size
+
+
+def _signed(frame: bytes, offset: int, end: int, width: int, where: str) -> tuple[int, int]:
+    stop = _skip(offset, width, end, where)
+    return int.from_bytes(frame[offset:stop], "big", signed=True), stop
+
+
+def _uvarint(frame: bytes, offset: int, end: int, where: str) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if offset >= end:
+            raise InvalidRequestFrameError(f"{where}: the frame ends inside a varint")
+        byte = frame[offset]
+        offset += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, offset
+        shift += 7
+        if shift > 28:
+            raise InvalidRequestFrameError(f"{where}: a varint longer than 5 bytes")

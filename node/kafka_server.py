@@ -81,8 +81,8 @@ class KafkaListener:
         where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         try:
             await self._connection(reader, writer, where)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            logger.debug("kafka listener: %s went away", where)
+        except ConnectionError as e:
+            logger.info("kafka listener: %s went away: %s", where, e)
         finally:
             self._connections.discard(task)
             writer.close()
@@ -117,7 +117,16 @@ class KafkaListener:
                     self._max_request_bytes,
                 )
                 return
-            frame = await reader.readexactly(size)
+            try:
+                frame = await reader.readexactly(size)
+            except asyncio.IncompleteReadError as e:
+                logger.info(
+                    "kafka listener: %s closed inside a request (%d of %d bytes sent)",
+                    where,
+                    len(e.partial),
+                    size,
+                )
+                return
             try:
                 request = decode_request(frame, apis.versions)
             except UnsupportedVersionError as e:
