@@ -14,8 +14,9 @@ Differences from Kafka, on purpose:
 * Fetch is sessionless (KIP-227 allows it): a broker may always answer session id 0, and
   the client then sends full fetch requests; an incremental request (a session epoch other
   than 0 or -1) names a session this broker never gave and answers FETCH_SESSION_ID_NOT_FOUND.
-* Followers replicate over gRPC: a Fetch or ListOffsets with a replica id ≥ 0 on a Kafka
-  listener is refused (as Kafka refuses it to a principal without CLUSTER_ACTION).
+* Followers replicate over gRPC: a Fetch with a replica id ≥ 0 on a Kafka listener is refused
+  with TOPIC_AUTHORIZATION_FAILED per partition (as Kafka answers a follower fetch from a
+  principal without CLUSTER_ACTION).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ HandlerTable = Mapping[int, tuple[int, int, KafkaHandler]]
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 FIND_COORDINATOR, API_VERSIONS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 10, 18, 22, 23
 UNSUPPORTED_VERSION = error_for_name("UNSUPPORTED_VERSION").code
-CLUSTER_AUTHORIZATION_FAILED = error_for_name("CLUSTER_AUTHORIZATION_FAILED")
+# A follower's fetch from a principal without CLUSTER_ACTION: Kafka answers each partition so.
+TOPIC_AUTHORIZATION_FAILED = error_for_name("TOPIC_AUTHORIZATION_FAILED")
 FETCH_SESSION_ID_NOT_FOUND = error_for_name("FETCH_SESSION_ID_NOT_FOUND").code
 INVALID_RECORD = error_for_name("INVALID_RECORD")
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka's "not requested" value
@@ -272,7 +274,7 @@ class KafkaProtocolApis:
         )
         if int(body.replica_id) != rt.CONSUMER_REPLICA_ID:
             results = [
-                rt.FetchPartitionData(p.tp, CLUSTER_AUTHORIZATION_FAILED()) for p in partitions
+                rt.FetchPartitionData(p.tp, TOPIC_AUTHORIZATION_FAILED()) for p in partitions
             ]
         else:
             params = rt.FetchParams(
@@ -316,18 +318,14 @@ class KafkaProtocolApis:
             for topic in body.topics
             for part in topic.partitions
         )
-        if int(body.replica_id) != rt.CONSUMER_REPLICA_ID:
-            results = [
-                rt.ListOffsetsPartitionResult(p.tp, CLUSTER_AUTHORIZATION_FAILED())
-                for p in partitions
-            ]
-        else:
-            params = rt.ListOffsetsParams(
-                rt.CONSUMER_REPLICA_ID,
-                partitions,
-                int(getattr(body, "isolation_level", rt.READ_UNCOMMITTED)),
-            )
-            results = list(self.broker.replica_manager.list_offsets(params))
+        # As Kafka: a replica id (≥ 0) only lifts the high-watermark bound (it is not
+        # authorized separately; followers here ask over gRPC anyway).
+        params = rt.ListOffsetsParams(
+            int(body.replica_id),
+            partitions,
+            int(getattr(body, "isolation_level", rt.READ_UNCOMMITTED)),
+        )
+        results = list(self.broker.replica_manager.list_offsets(params))
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for result in results:
             by_topic.setdefault(result.tp.topic, []).append(
