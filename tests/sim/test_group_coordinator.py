@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkasim import proto
-from kafkasim.client.group_protocol import (
+from kafkasim.common.group_protocol import (
     Assignment,
     Subscription,
     encode_assignment,

@@ -17,7 +17,7 @@ from kafkasim.client.assignors import (
     RoundRobinAssignor,
     assignor_for,
 )
-from kafkasim.client.group_protocol import (
+from kafkasim.common.group_protocol import (
     Assignment,
     Subscription,
     decode_assignment,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkasim.client.group_protocol import (
+from kafkasim.common.group_protocol import (
     PROTOCOL_TYPE,
     Assignment,
     Subscription,
