@@ -29,8 +29,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import ClassVar
 
-from kafkasim.common.group_protocol import Assignment, Subscription
 from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.group_protocol import Assignment, Subscription
 from kafkasim.common.types import TopicPartition
 
 

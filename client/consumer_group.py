@@ -41,15 +41,6 @@ from tenacity import AsyncRetrying
 
 from kafkasim import proto
 from kafkasim.client.assignors import AbstractPartitionAssignor
-from kafkasim.common.group_protocol import (
-    PROTOCOL_TYPE,
-    Assignment,
-    Subscription,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-)
 from kafkasim.client.network import NetworkClient
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import (
@@ -58,6 +49,15 @@ from kafkasim.common.errors import (
     KafkasimError,
     error_for_code,
     error_for_name,
+)
+from kafkasim.common.group_protocol import (
+    PROTOCOL_TYPE,
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
 )
 from kafkasim.common.rpc import RpcError
 from kafkasim.common.types import TopicPartition

@@ -8,8 +8,9 @@ why committed offsets survive a coordinator failover. A partition whose metadata
 ``offset.metadata.max.bytes`` is refused alone (OFFSET_METADATA_TOO_LARGE); the rest commit.
 
 Deviations from Kafka, deliberate: no offset expiry (``offsets.retention.minutes``; retention
-of committed offsets is left to compaction), no transactional offset commits. OffsetDelete writes its tombstones with acks=all before
-it answers (Kafka appends them locally and answers at once).
+of committed offsets is left to compaction), no transactional offset commits. OffsetDelete
+writes its tombstones with acks=all before it answers (Kafka appends them locally and answers
+at once).
 """
 
 from __future__ import annotations

@@ -79,8 +79,9 @@ class KafkaListener:
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
         try:
-            await self._connection(reader, writer, where)
+            await self._connection(reader, writer, where, host)
         except (ConnectionError, asyncio.IncompleteReadError):
             logger.debug("kafka listener: %s went away", where)
         finally:
@@ -90,7 +91,7 @@ class KafkaListener:
                 await writer.wait_closed()
 
     async def _connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str, host: str
     ) -> None:
         apis = self._apis
         while True:
@@ -119,7 +120,7 @@ class KafkaListener:
                 return
             frame = await reader.readexactly(size)
             try:
-                request = decode_request(frame, apis.versions)
+                request = decode_request(frame, apis.versions, host)
             except UnsupportedVersionError as e:
                 if e.api_key != API_VERSIONS_KEY:
                     logger.warning(

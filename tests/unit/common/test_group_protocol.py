@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kafkasim.common.errors import CorruptRecordError
 from kafkasim.common.group_protocol import (
     PROTOCOL_TYPE,
     Assignment,
@@ -19,7 +20,6 @@ from kafkasim.common.group_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from kafkasim.common.errors import CorruptRecordError
 from kafkasim.common.types import TopicPartition
 
 # Hand-assembled Kafka primitives, independent of the module under test.
