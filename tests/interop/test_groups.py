@@ -22,34 +22,22 @@ from tests.cli_run import kafkasim
 DEADLINE_S = 90.0
 
 
-def create_topic(cluster: LocalCluster, name: str, partitions: int) -> None:
-    done = kafkasim(
-        "topics",
-        "--bootstrap-server",
-        ",".join(cluster.bootstrap),
-        "--create",
-        "--topic",
-        name,
-        "--partitions",
-        str(partitions),
-        "--replication-factor",
-        "3",
-    )
+def topics(cluster: LocalCluster, *args: str) -> None:
+    """``kafkasim topics ARGS`` against the cluster (topics are made with kafkasim's tool)."""
+    done = kafkasim("topics", "--bootstrap-server", ",".join(cluster.bootstrap), *args)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def create_topic(cluster: LocalCluster, name: str, partitions: int) -> None:
+    topics(
+        cluster,
+        *("--create", "--topic", name, "--partitions", str(partitions)),
+        *("--replication-factor", "3"),
+    )
 
 
 def grow_topic(cluster: LocalCluster, name: str, partitions: int) -> None:
-    done = kafkasim(
-        "topics",
-        "--bootstrap-server",
-        ",".join(cluster.bootstrap),
-        "--alter",
-        "--topic",
-        name,
-        "--partitions",
-        str(partitions),
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    topics(cluster, "--alter", "--topic", name, "--partitions", str(partitions))
 
 
 def produce(cluster: LocalCluster, topic: str, partitions: int, per_partition: int) -> None:
