@@ -24,8 +24,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kafkasim.client.group_protocol import PROTOCOL_TYPE, decode_assignment
 from kafkasim.common.errors import CorruptIndexError, CorruptRecordError, KafkaError, KafkasimError
+from kafkasim.common.group_protocol import PROTOCOL_TYPE, decode_assignment
 from kafkasim.node.group_records import (
     OffsetKey,
     decode_group_value,

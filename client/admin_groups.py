@@ -21,9 +21,9 @@ from kafkasim.client.consumer_group import (
     find_coordinator,
     offset_commit_request,
 )
-from kafkasim.client.group_protocol import PROTOCOL_TYPE, decode_assignment
 from kafkasim.client.network import NetworkClient
 from kafkasim.common.errors import error_for_code
+from kafkasim.common.group_protocol import PROTOCOL_TYPE, decode_assignment
 from kafkasim.common.sentinels import LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb

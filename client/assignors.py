@@ -15,7 +15,7 @@ so a group that mixes kafkasim and Kafka consumers agrees on who reads what:
     in a circle that never restarts, each partition going to the next member subscribed to its
     topic. With identical subscriptions the counts differ by at most one.
 
-Both produce an :class:`~client.group_protocol.Assignment` for every member, empty if it got
+Both produce an :class:`~common.group_protocol.Assignment` for every member, empty if it got
 nothing; a topic that ``partitions_per_topic`` does not know (not in the metadata yet) is
 skipped, as Kafka's ``AbstractPartitionAssignor`` does. Kafka orders static members by
 ``group.instance.id`` first; subscriptions here carry no instance id, so members are ordered
@@ -29,8 +29,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import ClassVar
 
-from kafkasim.client.group_protocol import Assignment, Subscription
 from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.group_protocol import Assignment, Subscription
 from kafkasim.common.types import TopicPartition
 
 

@@ -11,9 +11,9 @@ Theory of operation
    ``retry.backoff.ms``).
 2. **Joining.** :meth:`GroupMembership.join` sends JoinGroup with one protocol per configured
    assignor (``partition.assignment.strategy``, in order of preference), each carrying the
-   member's :class:`~client.group_protocol.Subscription`. The coordinator answers once every
+   member's :class:`~common.group_protocol.Subscription`. The coordinator answers once every
    member has rejoined; the leader then runs the chosen assignor over the partition counts it
-   reads from the metadata and sends everyone's :class:`~client.group_protocol.Assignment` in
+   reads from the metadata and sends everyone's :class:`~common.group_protocol.Assignment` in
    SyncGroup; every member gets its own from SyncGroup. UNKNOWN_MEMBER_ID (our member id is
    gone: the session expired) starts again with no member id; REBALANCE_IN_PROGRESS and
    ILLEGAL_GENERATION join again.
@@ -41,15 +41,6 @@ from tenacity import AsyncRetrying
 
 from kafkasim import proto
 from kafkasim.client.assignors import AbstractPartitionAssignor
-from kafkasim.client.group_protocol import (
-    PROTOCOL_TYPE,
-    Assignment,
-    Subscription,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-)
 from kafkasim.client.network import NetworkClient
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import (
@@ -58,6 +49,15 @@ from kafkasim.common.errors import (
     KafkasimError,
     error_for_code,
     error_for_name,
+)
+from kafkasim.common.group_protocol import (
+    PROTOCOL_TYPE,
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
 )
 from kafkasim.common.rpc import RpcError
 from kafkasim.common.types import TopicPartition

@@ -1,7 +1,7 @@
 """Kafka's big-endian primitives: a cursor that reads them and a buffer that writes them.
 
 Shared by the byte formats kafkasim reads and writes field by field: the consumer protocol
-(``client.group_protocol``) and the records of ``__consumer_offsets`` (``node.group_records``).
+(``common.group_protocol``) and the records of ``__consumer_offsets`` (``node.group_records``).
 These are Kafka's classic, non-flexible encodings::
 
     int16, int32, int64   two's complement, big-endian

@@ -9,7 +9,7 @@ doors translate their wire formats into those (``node.apis_group`` for gRPC). It
 * ``node.group_loader`` — the groups and offsets a partition's records describe;
 * ``node.group_membership`` — JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the session
   and rebalance timers (the rebalance state machine; its states in ``node.group_metadata``);
-* ``node.group_offsets`` — OffsetCommit and OffsetFetch;
+* ``node.group_offsets`` — OffsetCommit, OffsetFetch and OffsetDelete;
 * this module — the lifecycle, the timer tick, and the admin paths: ListGroups,
   DescribeGroups, DeleteGroups.
 
@@ -56,6 +56,8 @@ from kafkasim.node.group_types import (
     ListGroupsResult,
     OffsetCommitParams,
     OffsetCommitResult,
+    OffsetDeleteParams,
+    OffsetDeleteResult,
     OffsetFetchParams,
     OffsetFetchResult,
     SyncGroupParams,
@@ -154,6 +156,9 @@ class GroupCoordinator:
 
     def offset_fetch(self, params: OffsetFetchParams) -> OffsetFetchResult:
         return self.offsets.offset_fetch(params)
+
+    async def offset_delete(self, params: OffsetDeleteParams) -> OffsetDeleteResult:
+        return await self.offsets.offset_delete(params)
 
     # -- listing, describing, deleting ---------------------------------------------------
 

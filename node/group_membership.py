@@ -9,12 +9,14 @@ a member's session alive; a member silent for its ``session.timeout.ms`` is remo
 group rebalances (:meth:`GroupMembership.expire`, run by the coordinator's timer). The states
 and their transitions are drawn in ``node.group_metadata``.
 
-Deviations from Kafka, deliberate:
+A first JoinGroup with no member id is answered MEMBER_ID_REQUIRED with a new id when the
+request asks for it (Kafka's JoinGroup v4+): the id is pending — it holds up the join phase
+like a member that has not rejoined — until the member comes back with it, leaves, or stays
+away for its session timeout. Otherwise (JoinGroup v0-v3, kafkasim's gRPC clients) the first
+join is given its id and joins at once.
 
-* a first JoinGroup with no member id is given its id at once (Kafka ≥ 2.2 first answers
-  MEMBER_ID_REQUIRED and waits for a second join carrying it: a guard against clients that
-  lose the first answer, which our clients do not need);
-* no static membership (``group.instance.id``).
+Deviation from Kafka, deliberate: no static membership (``group.instance.id``); the Kafka
+front door answers a request naming one as a broker with inter.broker.protocol.version < 2.3.
 """
 
 from __future__ import annotations
@@ -86,8 +88,13 @@ class GroupMembership:
         if not group.supports_protocols(params.protocol_type, params.protocols):
             return self._refused(params, "INCONSISTENT_GROUP_PROTOCOL")
         future: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
-        if not params.member_id:
+        if not params.member_id and params.require_known_member_id:
             member_id = self._new_member_id(params.client_id)
+            group.pending_members[member_id] = now + params.session_timeout_ms
+            return JoinGroupResult(error=error_for_name("MEMBER_ID_REQUIRED"), member_id=member_id)
+        pending = group.pending_members.pop(params.member_id, None) is not None
+        if not params.member_id or pending:
+            member_id = params.member_id or self._new_member_id(params.client_id)
             member = Member(
                 member_id=member_id,
                 client_id=params.client_id,
@@ -219,10 +226,12 @@ class GroupMembership:
         if not group.members:
             group.protocol = None
             group.leader_id = None
+            group.subscribed_topics = group.compute_subscribed_topics()
             group.transition(GroupState.EMPTY, now)
             self._manager.store_group_later(group)
             return
         group.protocol = group.select_protocol()
+        group.subscribed_topics = group.compute_subscribed_topics()
         group.transition(GroupState.COMPLETING_REBALANCE, now)
         for member in group.members.values():
             member.heartbeat_deadline_ms = now + member.session_timeout_ms
@@ -263,6 +272,11 @@ class GroupMembership:
         )
         if error is not None or group is None or member is None:
             return SyncGroupResult(error=error)
+        # SyncGroup v5+ names the protocol the member thinks it synced ("" not named).
+        if (params.protocol_type and params.protocol_type != group.protocol_type) or (
+            params.protocol_name and params.protocol_name != group.protocol
+        ):
+            return SyncGroupResult(error=error_for_name("INCONSISTENT_GROUP_PROTOCOL"))
         if group.state is GroupState.PREPARING_REBALANCE:
             return SyncGroupResult(error=error_for_name("REBALANCE_IN_PROGRESS"))
         if group.state is GroupState.STABLE:
@@ -324,6 +338,11 @@ class GroupMembership:
         results: list[MemberLeft] = []
         left = []
         for member_id in params.member_ids:
+            if group is not None and group.pending_members.pop(member_id, None) is not None:
+                # A member id handed out with MEMBER_ID_REQUIRED, never joined: it goes
+                # without a rebalance (it may let a join phase complete, below).
+                results.append(MemberLeft(member_id))
+                continue
             member = group.members.get(member_id) if group is not None else None
             if group is None or member is None:
                 results.append(MemberLeft(member_id, error_for_name("UNKNOWN_MEMBER_ID")))
@@ -334,6 +353,8 @@ class GroupMembership:
             left.append(member_id)
         if group is not None and left:
             self._after_removal(group, now, f"members {', '.join(left)} left")
+        elif group is not None:
+            self._maybe_complete_join(group, now)
         # One member leaving (LeaveGroup v0-v2's shape): its error is the request's.
         single = results[0].error if len(results) == 1 else None
         return LeaveGroupResult(error=single, members=tuple(results))
@@ -349,6 +370,10 @@ class GroupMembership:
     def expire(self, now: int) -> None:
         """Remove members whose session ended; end join phases whose time is up."""
         for group in list(self._manager.groups.values()):
+            for member_id, deadline in list(group.pending_members.items()):
+                if now >= deadline:
+                    # Handed an id with MEMBER_ID_REQUIRED but never came back with it.
+                    del group.pending_members[member_id]
             expired = [
                 m
                 for m in group.members.values()

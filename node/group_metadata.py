@@ -21,6 +21,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from kafkasim.common.errors import KafkaError
+from kafkasim.common.group_protocol import PROTOCOL_TYPE, decode_subscription
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.group_records import GroupValue, MemberValue, OffsetValue
 from kafkasim.node.group_types import GroupProtocol, GroupState, JoinGroupResult, SyncGroupResult
@@ -81,6 +82,11 @@ class Group:
     protocol: str | None = None
     leader_id: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
+    # Member ids given with MEMBER_ID_REQUIRED, not yet joined: id -> end of their session.
+    pending_members: dict[str, int] = field(default_factory=dict)
+    # The topics the members of this generation consume (consumer protocol groups; None when
+    # unknown): an OffsetDelete of their partitions is refused (Kafka's subscribedTopics).
+    subscribed_topics: frozenset[str] | None = None
     offsets: dict[TopicPartition, OffsetValue] = field(default_factory=dict)
     # PreparingRebalance: the join phase ends by this time even if some members never rejoin.
     rebalance_deadline_ms: int = 0
@@ -124,7 +130,8 @@ class Group:
     # -- membership ---------------------------------------------------------------------
 
     def all_members_joined(self) -> bool:
-        return all(m.awaiting_join for m in self.members.values())
+        """Every member rejoined and no member id handed out is still to come."""
+        return not self.pending_members and all(m.awaiting_join for m in self.members.values())
 
     def not_yet_rejoined(self) -> list[Member]:
         return [m for m in self.members.values() if not m.awaiting_join]
@@ -144,6 +151,25 @@ class Group:
         if member is not None and self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         return member
+
+    def compute_subscribed_topics(self) -> frozenset[str] | None:
+        """The topics the members' subscriptions for the chosen protocol name (Kafka computes
+        them when a generation forms or a group is loaded); None for a group of another
+        protocol type or a subscription that does not parse."""
+        if self.protocol_type != PROTOCOL_TYPE:
+            return None
+        if not self.members:
+            return frozenset()
+        if self.protocol is None:
+            return None
+        try:
+            return frozenset(
+                topic
+                for m in self.members.values()
+                for topic in decode_subscription(m.metadata_for(self.protocol)).topics
+            )
+        except (KafkaError, KeyError):
+            return None
 
     def transition(self, state: GroupState, now_ms: int) -> None:
         self.state = state
@@ -201,4 +227,5 @@ class Group:
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members), None)
         group.transition(GroupState.STABLE if group.members else GroupState.EMPTY, now_ms)
+        group.subscribed_topics = group.compute_subscribed_topics()
         return group

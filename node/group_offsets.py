@@ -1,5 +1,6 @@
-"""Committed offsets: OffsetCommit and OffsetFetch (Kafka's ``GroupCoordinator.handleCommitOffsets``
-and ``handleFetchOffsets`` with ``GroupMetadataManager.storeOffsets``), over domain values.
+"""Committed offsets: OffsetCommit, OffsetFetch and OffsetDelete (Kafka's
+``GroupCoordinator.handleCommitOffsets``, ``handleFetchOffsets`` and ``handleDeleteOffsets``
+with ``GroupMetadataManager.storeOffsets``), over domain values.
 
 A commit is checked against the group's generation, appended to the group's partition of
 ``__consumer_offsets`` with acks=all and only then applied to the cache and answered, which is
@@ -7,20 +8,25 @@ why committed offsets survive a coordinator failover. A partition whose metadata
 ``offset.metadata.max.bytes`` is refused alone (OFFSET_METADATA_TOO_LARGE); the rest commit.
 
 Deviations from Kafka, deliberate: no offset expiry (``offsets.retention.minutes``; retention
-of committed offsets is left to compaction), no transactional offset commits.
+of committed offsets is left to compaction), no transactional offset commits. OffsetDelete
+writes its tombstones with acks=all before it answers (Kafka appends them locally and answers
+at once).
 """
 
 from __future__ import annotations
 
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import error_for_name
+from kafkasim.common.group_protocol import PROTOCOL_TYPE
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.group_manager import GroupMetadataManager
 from kafkasim.node.group_metadata import Group
 from kafkasim.node.group_records import (
+    GroupKey,
     OffsetKey,
     OffsetValue,
+    encode_group_key,
     encode_offset_key,
     encode_offset_value,
 )
@@ -31,6 +37,8 @@ from kafkasim.node.group_types import (
     GroupState,
     OffsetCommitParams,
     OffsetCommitResult,
+    OffsetDeleteParams,
+    OffsetDeleteResult,
     OffsetFetchParams,
     OffsetFetchResult,
     PartitionOutcome,
@@ -93,8 +101,11 @@ class GroupOffsets:
             if group.state is not GroupState.EMPTY:
                 return error_for_name("UNKNOWN_MEMBER_ID"), None
             return None, group
-        member = group.members.get(params.member_id) if group is not None else None
-        if group is None or member is None:
+        if group is None:
+            # A member of a generation this coordinator does not know (Kafka's answer).
+            return error_for_name("ILLEGAL_GENERATION"), None
+        member = group.members.get(params.member_id)
+        if member is None:
             return error_for_name("UNKNOWN_MEMBER_ID"), None
         if params.generation_id != group.generation:
             return error_for_name("ILLEGAL_GENERATION"), None
@@ -119,3 +130,43 @@ class GroupOffsets:
                 else CommittedOffset(tp)
             )
         return OffsetFetchResult(partitions=tuple(results))
+
+    async def offset_delete(self, params: OffsetDeleteParams) -> OffsetDeleteResult:
+        """Remove committed offsets: any of an Empty group's; of a consumer group with members,
+        only those of topics no member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC for the rest);
+        a group of another protocol type with members: NON_EMPTY_GROUP. An Empty group left
+        with no offsets is deleted, as Kafka's offset cleanup deletes it."""
+        error = self._manager.check(params.group_id)
+        group = self._manager.groups.get(params.group_id) if error is None else None
+        if error is None and group is None:
+            error = error_for_name("GROUP_ID_NOT_FOUND")
+        if error is not None or group is None:
+            return OffsetDeleteResult(error=error)
+        subscribed: frozenset[str] = frozenset()
+        if group.state is not GroupState.EMPTY:
+            if group.protocol_type != PROTOCOL_TYPE:
+                return OffsetDeleteResult(error=error_for_name("NON_EMPTY_GROUP"))
+            subscribed = group.subscribed_topics or frozenset()
+        eligible = [tp for tp in params.partitions if tp.topic not in subscribed]
+        removed = sorted({tp for tp in eligible if tp in group.offsets})
+        tombstones: list[tuple[bytes, bytes | None]] = [
+            (encode_offset_key(OffsetKey(params.group_id, tp.topic, tp.partition)), None)
+            for tp in removed
+        ]
+        drop_group = group.state is GroupState.EMPTY and not set(group.offsets) - set(removed)
+        if drop_group and group.generation > 0:
+            tombstones.append((encode_group_key(GroupKey(params.group_id)), None))
+        error = await self._manager.write(params.group_id, tombstones) if tombstones else None
+        if error is None and self._manager.groups.get(params.group_id) is group:
+            for tp in removed:
+                del group.offsets[tp]
+            if drop_group and group.state is GroupState.EMPTY and not group.offsets:
+                group.transition(GroupState.DEAD, self._clock.monotonic_ms())
+                del self._manager.groups[params.group_id]
+        subscribed_error = error_for_name("GROUP_SUBSCRIBED_TO_TOPIC")
+        return OffsetDeleteResult(
+            partitions=tuple(
+                PartitionOutcome(tp, subscribed_error if tp.topic in subscribed else error)
+                for tp in params.partitions
+            )
+        )

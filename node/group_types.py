@@ -50,7 +50,9 @@ class GroupProtocol:
 @dataclass(frozen=True, slots=True)
 class JoinGroupParams:
     """A member (re)joining; ``member_id`` is empty on its first join. ``protocols`` are in
-    the member's order of preference."""
+    the member's order of preference. ``require_known_member_id`` (Kafka's JoinGroup v4+): a
+    first join is answered MEMBER_ID_REQUIRED with a new member id, and the member joins when
+    it comes back with that id; else the first join is given its id and joins at once."""
 
     group_id: str
     member_id: str
@@ -60,6 +62,7 @@ class JoinGroupParams:
     rebalance_timeout_ms: int
     protocol_type: str
     protocols: tuple[GroupProtocol, ...]
+    require_known_member_id: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +186,24 @@ class OffsetCommitResult:
     """One outcome per committed partition, in the request's order."""
 
     partitions: tuple[PartitionOutcome, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteParams:
+    """Remove the group's committed offsets of ``partitions`` (Kafka's OffsetDelete)."""
+
+    group_id: str
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResult:
+    """``error`` is the group's (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, not this coordinator,
+    ...), with no partitions; else one outcome per partition, in the request's order
+    (GROUP_SUBSCRIBED_TO_TOPIC for a topic the group's members consume)."""
+
+    error: Error = None
+    partitions: tuple[PartitionOutcome, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

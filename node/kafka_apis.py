@@ -29,7 +29,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 
 from kafkasim.common.errors import KafkaError, error_for_name
 from kafkasim.common.types import TopicPartition
-from kafkasim.node import apis_cluster
+from kafkasim.node import apis_cluster, kafka_apis_group
 from kafkasim.node import replica_types as rt
 from kafkasim.node.apis import BrokerServices
 from kafkasim.node.kafka_codec import (
@@ -372,5 +372,4 @@ class KafkaProtocolApis:
 
 def kafka_handler_tables(broker: BrokerServices) -> tuple[HandlerTable, ...]:
     """The handler tables beyond :class:`KafkaProtocolApis`'s own (groups, admin)."""
-    del broker
-    return ()
+    return (kafka_apis_group.group_table(broker),)

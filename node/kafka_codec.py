@@ -66,23 +66,28 @@ class UnsupportedVersionError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class KafkaRequest:
-    """One decoded request: its header fields and its kio body (of that API version)."""
+    """One decoded request: its header fields, its kio body (of that API version) and where
+    it came from."""
 
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
     body: Any
+    client_host: str = ""  # the peer's address as Kafka shows it ("/127.0.0.1")
 
     @property
     def api_name(self) -> str:
         return type(self.body).__name__.removesuffix("Request")
 
 
-def decode_request(frame: bytes, supported: Mapping[int, tuple[int, int]]) -> KafkaRequest:
+def decode_request(
+    frame: bytes, supported: Mapping[int, tuple[int, int]], client_host: str = ""
+) -> KafkaRequest:
     """A request frame (without its 4-byte size) → :class:`KafkaRequest`.
 
-    ``supported``: {api key: (min version, max version)} served. Raises
+    ``supported``: {api key: (min version, max version)} served; ``client_host``: the peer
+    (JoinGroup records it for DescribeGroups). Raises
     :class:`UnsupportedVersionError` for a key or version outside it and
     :class:`InvalidRequestFrameError` for bytes that do not parse as that request."""
     if len(frame) < _HEADER_V1_PREFIX.size:
@@ -114,7 +119,9 @@ def decode_request(frame: bytes, supported: Mapping[int, tuple[int, int]]) -> Ka
     # Bytes after the request are ignored, as Kafka's parser ignores them (librdkafka's
     # Metadata v12 carries three).
     del size
-    return KafkaRequest(api_key, api_version, header.correlation_id, header.client_id, body)
+    return KafkaRequest(
+        api_key, api_version, header.correlation_id, header.client_id, body, client_host
+    )
 
 
 def encode_response(request: KafkaRequest | UnsupportedVersionError, body: Any) -> bytes:

@@ -79,8 +79,9 @@ class KafkaListener:
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
         try:
-            await self._connection(reader, writer, where)
+            await self._connection(reader, writer, where, host)
         except ConnectionError as e:
             logger.info("kafka listener: %s went away: %s", where, e)
         finally:
@@ -90,7 +91,7 @@ class KafkaListener:
                 await writer.wait_closed()
 
     async def _connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str, host: str
     ) -> None:
         apis = self._apis
         while True:
@@ -128,7 +129,7 @@ class KafkaListener:
                 )
                 return
             try:
-                request = decode_request(frame, apis.versions)
+                request = decode_request(frame, apis.versions, host)
             except UnsupportedVersionError as e:
                 if e.api_key != API_VERSIONS_KEY:
                     logger.warning(

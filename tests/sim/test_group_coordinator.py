@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from kafkasim import proto
-from kafkasim.client.group_protocol import (
+from kafkasim.client.simple import MinimalClient
+from kafkasim.common.errors import error_for_name
+from kafkasim.common.group_protocol import (
     Assignment,
     Subscription,
     encode_assignment,
     encode_subscription,
 )
-from kafkasim.client.simple import MinimalClient
-from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.group_records import (
     OFFSETS_TOPIC,

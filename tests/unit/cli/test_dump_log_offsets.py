@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from kafkasim.client.group_protocol import Assignment, encode_assignment
+from kafkasim.common.group_protocol import Assignment, encode_assignment
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.group_records import (
     GroupKey,

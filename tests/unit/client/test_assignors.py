@@ -17,13 +17,13 @@ from kafkasim.client.assignors import (
     RoundRobinAssignor,
     assignor_for,
 )
-from kafkasim.client.group_protocol import (
+from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.group_protocol import (
     Assignment,
     Subscription,
     decode_assignment,
     encode_assignment,
 )
-from kafkasim.common.errors import InvalidConfigError
 from kafkasim.common.types import TopicPartition
 
 

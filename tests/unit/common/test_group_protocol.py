@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkasim.client.group_protocol import (
+from kafkasim.common.errors import CorruptRecordError
+from kafkasim.common.group_protocol import (
     PROTOCOL_TYPE,
     Assignment,
     Subscription,
@@ -19,7 +20,6 @@ from kafkasim.client.group_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from kafkasim.common.errors import CorruptRecordError
 from kafkasim.common.types import TopicPartition
 
 # Hand-assembled Kafka primitives, independent of the module under test.

@@ -3,9 +3,10 @@ consumer group exchange, as opaque bytes, through the group coordinator.
 
 A member sends its :class:`Subscription` as the metadata of each protocol (assignor) it
 offers in JoinGroup; the leader runs the chosen assignor and sends one :class:`Assignment`
-per member in SyncGroup. The coordinator never looks inside: it stores both byte strings in
-``__consumer_offsets`` (see ``node.group_records``). The group's ``protocol_type`` is
-:data:`PROTOCOL_TYPE`.
+per member in SyncGroup. The coordinator stores both byte strings in ``__consumer_offsets``
+(see ``node.group_records``) and reads only the subscribed topics, as Kafka's does (an
+OffsetDelete of a topic the group consumes is refused). The group's ``protocol_type`` is
+:data:`PROTOCOL_TYPE`. Shared by the clients and the broker, hence in ``common``.
 
 Byte format (Kafka's ``ConsumerProtocolSubscription.json`` and
 ``ConsumerProtocolAssignment.json``; big-endian, not flexible)::
