@@ -27,6 +27,7 @@ class ClusterServices(Protocol):
     groups: GroupCoordinator
     topic_creator: TopicCreator
 
+
 logger = logging.getLogger(__name__)
 
 COORDINATOR_GROUP = 0  # FindCoordinator key_type: a consumer group
