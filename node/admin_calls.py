@@ -36,7 +36,7 @@ RESOURCE_TYPE_TOPIC = 2
 RESOURCE_TYPE_BROKER = 4
 RESOURCE_TYPE_BROKER_LOGGER = 8
 
-InvalidConfigError = error_for_name("INVALID_CONFIG")
+NotControllerError = error_for_name("NOT_CONTROLLER")
 
 
 class AdminCalls(Protocol):
@@ -73,8 +73,15 @@ class AdminCalls(Protocol):
     ) -> dict[TopicPartition, ElectionOutcome]: ...
 
 
+def _active(controller: AdminCalls | None) -> AdminCalls:
+    """``controller``, or NOT_CONTROLLER when this broker hosts none (Kafka's message)."""
+    if controller is None:
+        raise NotControllerError("This is not the correct controller for this cluster.")
+    return controller
+
+
 async def create_topics(
-    controller: AdminCalls,
+    controller: AdminCalls | None,
     topics: Sequence[NewTopic],
     *,
     validate_only: bool = False,
@@ -103,7 +110,7 @@ async def create_topics(
     results: list[TopicResult] = []
     if rest:
         try:
-            results = await controller.create_topics(
+            results = await _active(controller).create_topics(
                 rest, validate_only=validate_only, timeout_ms=timeout_ms
             )
         except KafkaError as e:
@@ -113,23 +120,23 @@ async def create_topics(
 
 
 async def delete_topics(
-    controller: AdminCalls, names: Sequence[str], *, timeout_ms: int = 0
+    controller: AdminCalls | None, names: Sequence[str], *, timeout_ms: int = 0
 ) -> list[TopicResult]:
     try:
-        return await controller.delete_topics(names, timeout_ms=timeout_ms)
+        return await _active(controller).delete_topics(names, timeout_ms=timeout_ms)
     except KafkaError as e:
         return [error_result(n, e) for n in names]
 
 
 async def create_partitions(
-    controller: AdminCalls,
+    controller: AdminCalls | None,
     asks: Sequence[NewPartitions],
     *,
     validate_only: bool = False,
     timeout_ms: int = 0,
 ) -> list[TopicResult]:
     try:
-        return await controller.create_partitions(
+        return await _active(controller).create_partitions(
             asks, validate_only=validate_only, timeout_ms=timeout_ms
         )
     except KafkaError as e:
@@ -169,7 +176,7 @@ def replace_all_ops(configs: Sequence[tuple[str, str | None]]) -> list[AlterConf
 
 
 async def alter_configs(
-    controller: AdminCalls,
+    controller: AdminCalls | None,
     alterations: Sequence[ConfigAlteration],
     *,
     validate_only: bool,
@@ -200,7 +207,7 @@ async def alter_configs(
         answers[index] = ResourceResult(kind, name, InvalidRequestError.code, message)
     if topics:
         try:
-            results = await controller.alter_topic_configs(
+            results = await _active(controller).alter_topic_configs(
                 [a for _, a in topics], validate_only=validate_only
             )
         except KafkaError as e:
@@ -216,7 +223,7 @@ async def alter_configs(
 
 
 async def elect_leaders(
-    controller: AdminCalls,
+    controller: AdminCalls | None,
     election_type: int,
     partitions: Sequence[TopicPartition] | None,
 ) -> dict[TopicPartition, ElectionOutcome] | KafkaError:
@@ -229,6 +236,6 @@ async def elect_leaders(
             f"Unknown election type {election_type}: 0 (preferred) or 1 (unclean)"
         )
     try:
-        return await controller.elect_leaders(kind, partitions)
+        return await _active(controller).elect_leaders(kind, partitions)
     except KafkaError as e:
         return e

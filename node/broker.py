@@ -251,7 +251,7 @@ class Broker:
                 listener = KafkaListener(
                     host,
                     port,
-                    KafkaProtocolApis(self, name, kafka_handler_tables(self)),
+                    KafkaProtocolApis(self, name, kafka_handler_tables(self, name)),
                     max_request_bytes=self.config["socket.request.max.bytes"],
                     idle_timeout_ms=self.config["connections.max.idle.ms"],
                 )

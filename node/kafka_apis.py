@@ -31,6 +31,8 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.node import apis_cluster
 from kafkasim.node import replica_types as rt
 from kafkasim.node.apis import BrokerServices
+from kafkasim.node.kafka_apis_admin import KafkaAdminApis
+from kafkasim.node.kafka_apis_describe import KafkaDescribeApis
 from kafkasim.node.kafka_codec import (
     KafkaRequest,
     UnsupportedVersionError,
@@ -364,7 +366,12 @@ class KafkaProtocolApis:
         )
 
 
-def kafka_handler_tables(broker: BrokerServices) -> tuple[HandlerTable, ...]:
-    """The handler tables beyond :class:`KafkaProtocolApis`'s own (groups, admin)."""
-    del broker
-    return ()
+def kafka_handler_tables(
+    broker: BrokerServices, listener: str | None = None
+) -> tuple[HandlerTable, ...]:
+    """The handler tables beyond :class:`KafkaProtocolApis`'s own (groups, admin) for the
+    Kafka listener named ``listener``."""
+    return (
+        KafkaAdminApis(broker).table(),
+        KafkaDescribeApis(broker, listener).table(),
+    )
