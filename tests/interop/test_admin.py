@@ -319,12 +319,12 @@ def test_preferred_election_after_a_restart(kafka_cluster: LocalCluster) -> None
     controller = client.describe_cluster().result(timeout=DEADLINE_S).controller.id
     victim = next(b for b in sorted(kafka_cluster.brokers) if b != controller)
     others = [b for b in sorted(kafka_cluster.brokers) if b != victim]
-    create(client, NewTopic("elected", replica_assignment=[[victim, *others]]))
+    create(client, NewTopic("elected", 1, replica_assignment=[[victim, *others]]))
     tp = TopicPartition("elected", 0)
-    eventually(lambda: True if leaders(client, "elected")[0] == victim else None, "leader")
+    eventually(lambda: True if leaders(client, "elected").get(0) == victim else None, "leader")
 
     kafka_cluster.kill(victim)
-    eventually(lambda: True if leaders(client, "elected")[0] != victim else None, "failover")
+    eventually(lambda: True if leaders(client, "elected").get(0) != victim else None, "failover")
     kafka_cluster.start_broker(victim)
     kafka_cluster.wait_serving(victim)
 
@@ -332,7 +332,7 @@ def test_preferred_election_after_a_restart(kafka_cluster: LocalCluster) -> None
         outcome = client.elect_leaders(ElectionType.PREFERRED, [tp]).result(timeout=DEADLINE_S)
         error = outcome[tp]
         assert error is None or error.code() == KafkaError.ELECTION_NOT_NEEDED, error
-        return True if leaders(client, "elected")[0] == victim else None
+        return True if leaders(client, "elected").get(0) == victim else None
 
     eventually(elect, "the preferred leader back", timeout_s=120)
     again = client.elect_leaders(ElectionType.PREFERRED, [tp]).result(timeout=DEADLINE_S)
@@ -362,13 +362,15 @@ def test_log_dirs_producers_and_kcat_listing(kafka_cluster: LocalCluster) -> Non
     finally:
         other.close()
     held = {
-        (t["name"], p["partition_index"])
+        (t["name"], p["partition_index"]): p["partition_size"]
         for broker in dirs
-        for d in broker["results"]
+        for d in broker["log_dirs"]
         for t in d["topics"]
         for p in t["partitions"]
     }
-    assert held == {("listed", 0), ("listed", 1)}, dirs
+    assert set(held) == {("listed", 0), ("listed", 1)}, dirs
+    assert held["listed", 0] > 0 and held["listed", 1] == 0, dirs
+    assert all(d["error_code"] == 0 and d["usable_bytes"] > 0 for b in dirs for d in b["log_dirs"])
 
     listing = subprocess.run(
         ["kcat", "-L", "-b", kafka_cluster.kafka_bootstrap, "-m", "30"],
