@@ -6,8 +6,10 @@ asked.
 
 Only what is implemented is advertised in ApiVersions (:data:`KafkaProtocolApis.versions`).
 The partition and cluster requests are answered here; the group requests by
-``node.kafka_apis_group`` and the admin requests by ``node.kafka_apis_admin``, each a table
-of {api key: (min version, max version, handler)} merged below.
+``node.kafka_apis_group``, the controller's admin requests by ``node.kafka_apis_admin`` and
+those a broker answers itself (DescribeConfigs, DescribeCluster, DeleteRecords,
+DescribeLogDirs, DescribeProducers) by ``node.kafka_apis_describe``, each a table of
+{api key: (min version, max version, handler)} merged below.
 
 Differences from Kafka, on purpose:
 
