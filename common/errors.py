@@ -104,6 +104,7 @@ _ERROR_TABLE: tuple[tuple[int, str, bool], ...] = (
     (70, "FETCH_SESSION_ID_NOT_FOUND", True),
     (71, "INVALID_FETCH_SESSION_EPOCH", True),
     (72, "LISTENER_NOT_FOUND", True),
+    (73, "TOPIC_DELETION_DISABLED", False),
     (74, "FENCED_LEADER_EPOCH", True),
     (75, "UNKNOWN_LEADER_EPOCH", True),
     (76, "UNSUPPORTED_COMPRESSION_TYPE", False),
@@ -114,6 +115,8 @@ _ERROR_TABLE: tuple[tuple[int, str, bool], ...] = (
     (83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", True),
     (84, "ELECTION_NOT_NEEDED", True),
     (87, "INVALID_RECORD", False),
+    (100, "UNKNOWN_TOPIC_ID", True),
+    (115, "UNSUPPORTED_ENDPOINT_TYPE", False),
 )
 
 _BY_CODE: dict[int, type[KafkaError]] = {-1: KafkaError}

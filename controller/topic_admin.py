@@ -23,7 +23,7 @@ from kafkasim.common.coordination import (
     Op,
     SetOp,
 )
-from kafkasim.common.errors import KafkaError
+from kafkasim.common.errors import KafkaError, error_for_name
 from kafkasim.common.types import validate_topic_name
 from kafkasim.controller import zk_data
 from kafkasim.controller.api import (
@@ -47,6 +47,8 @@ from kafkasim.controller.partition_state_machine import STATE_WRITE_ATTEMPTS_MAX
 from kafkasim.controller.term import Term
 from kafkasim.controller.topic_configs import AlterConfigOp, apply_incremental_ops
 from kafkasim.storage.config import LOG_CONFIG_DEF
+
+TopicDeletionDisabledError = error_for_name("TOPIC_DELETION_DISABLED")
 
 _CONFIG_CHANGES_RETAINED = 100  # newest /config/changes notifications kept (brokers' catch-up)
 
@@ -291,11 +293,9 @@ class TopicAdmin:
                     TopicResult(name, InvalidRequestError.code, "Duplicate topic in request.")
                 )
             elif not self._config.delete_topic_enable:
-                # Kafka answers TOPIC_DELETION_DISABLED from v3 of the API, INVALID_REQUEST
-                # before; the error table has only the latter.
-                results.append(
-                    TopicResult(name, InvalidRequestError.code, "Topic deletion is disabled.")
-                )
+                # Kafka's request layer answers INVALID_REQUEST instead to DeleteTopics < v3.
+                disabled = TopicDeletionDisabledError.code
+                results.append(TopicResult(name, disabled, "Topic deletion is disabled."))
             elif name not in ctx.assignments:
                 results.append(
                     TopicResult(

@@ -30,12 +30,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 from kafkasim import proto
-from kafkasim.common.coordination import Coordination, CoordinationError, NoNodeError
+from kafkasim.common.coordination import Coordination, CoordinationError
 from kafkasim.common.errors import error_for_name
 from kafkasim.controller import zk_data
-from kafkasim.node import apis_admin, apis_cluster
+from kafkasim.node import apis_admin, apis_cluster, broker_admin
 from kafkasim.node import apis_replica as replica
-from kafkasim.node.apis_admin import AdminCalls
+from kafkasim.node.admin_calls import RESOURCE_TYPE_TOPIC, AdminCalls
 from kafkasim.node.apis_group import group_handlers
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.group_coordinator import GroupCoordinator
@@ -76,8 +76,6 @@ StreamHandler = Callable[[AsyncIterator[Any]], AsyncIterator[Any]]
 
 NOT_CONTROLLER = error_for_name("NOT_CONTROLLER").code
 STALE_BROKER_EPOCH = error_for_name("STALE_BROKER_EPOCH").code
-RESOURCE_TYPE_TOPIC = apis_admin.RESOURCE_TYPE_TOPIC
-RESOURCE_TYPE_BROKER = 4  # Kafka's ConfigResource.Type.BROKER
 InvalidRequestError = error_for_name("INVALID_REQUEST")
 CoordinatorLoadInProgressError = error_for_name("COORDINATOR_LOAD_IN_PROGRESS")
 
@@ -337,68 +335,41 @@ class KafkaApis:
     async def handle_describe_configs(
         self, request: pb.DescribeConfigsRequest
     ) -> pb.DescribeConfigsResponse:
+        answers = await broker_admin.describe_configs(
+            self.broker,
+            [
+                broker_admin.ConfigResource(
+                    r.resource_type, r.resource_name, frozenset(r.config_names)
+                )
+                for r in request.resources
+            ],
+        )
         response = pb.DescribeConfigsResponse()
-        for resource in request.resources:
+        for answer in answers:
             result = response.results.add(
-                resource_type=resource.resource_type, resource_name=resource.resource_name
+                resource_type=answer.resource_type,
+                resource_name=answer.resource_name,
+                error_code=answer.error.code if answer.error is not None else 0,
+                error_message=answer.error.message if answer.error is not None else "",
             )
-            if resource.resource_type == RESOURCE_TYPE_TOPIC:
-                await self._describe_topic_configs(resource, result)
-            elif resource.resource_type == RESOURCE_TYPE_BROKER:
-                self._describe_broker_configs(resource, result)
-            else:
-                result.error_code = error_for_name("INVALID_REQUEST").code
-                result.error_message = f"unknown resource type {resource.resource_type}"
+            # is_default: not set on this resource (a topic's override; a broker's own key).
+            own = (
+                broker_admin.TOPIC_CONFIG
+                if answer.resource_type == RESOURCE_TYPE_TOPIC
+                else broker_admin.STATIC_BROKER_CONFIG
+            )
+            for c in answer.configs:
+                if c.value is None:
+                    continue
+                result.configs.add(
+                    name=c.name,
+                    value=c.value,
+                    read_only=c.read_only,
+                    is_default=c.source != own,
+                    config_source=c.source,
+                    is_sensitive=c.is_sensitive,
+                )
         return response
-
-    async def _describe_topic_configs(
-        self, resource: pb.ConfigResource, result: pb.DescribeConfigsResult
-    ) -> None:
-        broker = self.broker
-        try:
-            data, _ = await broker.zk.get(zk_data.topic_config_path(resource.resource_name))
-            overrides = zk_data.decode_topic_config(data)
-        except NoNodeError:
-            result.error_code = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
-            result.error_message = f"topic {resource.resource_name} does not exist"
-            return
-        values = broker.config.log_config(overrides).to_props()
-        for name in sorted(values):
-            if resource.config_names and name not in resource.config_names:
-                continue
-            value = values[name]
-            text = (
-                ",".join(value)
-                if isinstance(value, list)
-                else str(value).lower()
-                if isinstance(value, bool)
-                else str(value)
-            )
-            result.configs.add(
-                name=name,
-                value=text,
-                is_default=name not in overrides,
-                config_source=1 if name in overrides else 5,
-            )
-
-    def _describe_broker_configs(
-        self, resource: pb.ConfigResource, result: pb.DescribeConfigsResult
-    ) -> None:
-        config = self.broker.config.config
-        for name in sorted(config.values):
-            if resource.config_names and name not in resource.config_names:
-                continue
-            value = config.values[name]
-            if value is None:
-                continue
-            text = ",".join(value) if isinstance(value, list) else str(value)
-            result.configs.add(
-                name=name,
-                value=text,
-                read_only=True,
-                is_default=not config.is_set(name),
-                config_source=4 if config.is_set(name) else 5,
-            )
 
 
 async def init_producer_id(

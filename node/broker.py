@@ -46,8 +46,8 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.controller import Controller, ControllerConfig
 from kafkasim.node import apis_admin
+from kafkasim.node.admin_calls import AdminCalls
 from kafkasim.node.apis import KafkaApis
-from kafkasim.node.apis_admin import AdminCalls
 from kafkasim.node.config import WIRE_KAFKA, BrokerConfig
 from kafkasim.node.config_changes import TopicConfigChangeListener
 from kafkasim.node.fetcher import ReplicaFetcherManager
@@ -251,7 +251,7 @@ class Broker:
                 listener = KafkaListener(
                     host,
                     port,
-                    KafkaProtocolApis(self, name, kafka_handler_tables(self)),
+                    KafkaProtocolApis(self, name, kafka_handler_tables(self, name)),
                     max_request_bytes=self.config["socket.request.max.bytes"],
                     idle_timeout_ms=self.config["connections.max.idle.ms"],
                 )

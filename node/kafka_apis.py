@@ -6,8 +6,10 @@ asked.
 
 Only what is implemented is advertised in ApiVersions (:data:`KafkaProtocolApis.versions`).
 The partition and cluster requests are answered here; the group requests by
-``node.kafka_apis_group`` and the admin requests by ``node.kafka_apis_admin``, each a table
-of {api key: (min version, max version, handler)} merged below.
+``node.kafka_apis_group``, the controller's admin requests by ``node.kafka_apis_admin`` and
+those a broker answers itself (DescribeConfigs, DescribeCluster, DeleteRecords,
+DescribeLogDirs, DescribeProducers) by ``node.kafka_apis_describe``, each a table of
+{api key: (min version, max version, handler)} merged below.
 
 Differences from Kafka, on purpose:
 
@@ -32,6 +34,8 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.node import apis_cluster, kafka_apis_group
 from kafkasim.node import replica_types as rt
 from kafkasim.node.apis import BrokerServices
+from kafkasim.node.kafka_apis_admin import KafkaAdminApis
+from kafkasim.node.kafka_apis_describe import KafkaDescribeApis
 from kafkasim.node.kafka_codec import (
     KafkaRequest,
     UnsupportedVersionError,
@@ -370,6 +374,13 @@ class KafkaProtocolApis:
         )
 
 
-def kafka_handler_tables(broker: BrokerServices) -> tuple[HandlerTable, ...]:
-    """The handler tables beyond :class:`KafkaProtocolApis`'s own (groups, admin)."""
-    return (kafka_apis_group.group_table(broker),)
+def kafka_handler_tables(
+    broker: BrokerServices, listener: str | None = None
+) -> tuple[HandlerTable, ...]:
+    """The handler tables beyond :class:`KafkaProtocolApis`'s own (groups, admin) for the
+    Kafka listener named ``listener``."""
+    return (
+        kafka_apis_group.group_table(broker),
+        KafkaAdminApis(broker).table(),
+        KafkaDescribeApis(broker, listener).table(),
+    )

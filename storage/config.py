@@ -425,6 +425,16 @@ def topic_defaults_from_broker(broker: Config) -> dict[str, Any]:
     return out
 
 
+def broker_synonyms(topic_key: str) -> tuple[str, ...]:
+    """The broker keys that give ``topic_key`` its default, in precedence order (Kafka's config
+    synonyms: ``retention.ms`` → ``log.retention.ms``, ``log.retention.minutes``,
+    ``log.retention.hours``); empty for a topic key no broker key defaults."""
+    chain = _UNIT_PRECEDENCE.get(topic_key)
+    if chain is not None:
+        return tuple(broker_key for broker_key, _ in chain)
+    return tuple(key.name for key, topic in BROKER_LOG_KEYS if topic == topic_key)
+
+
 def log_dirs(broker: Config) -> list[str]:
     """``log.dirs`` when set, else ``log.dir`` (Kafka's rule)."""
     dirs: list[str] | None = broker["log.dirs"]

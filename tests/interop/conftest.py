@@ -1,5 +1,5 @@
 """Interop tests: real Kafka clients (librdkafka through confluent-kafka, kafka-python,
-aiokafka) against a real ZooKeeper and three real broker processes, over the brokers' Kafka
+aiokafka, kcat) against a real ZooKeeper and three real broker processes, over the brokers' Kafka
 listeners. Skipped with one line saying why when ZooKeeper cannot run."""
 
 from __future__ import annotations
