@@ -37,25 +37,14 @@ from kafkasim.sim.backend import SIM
 
 ROOT = Path(__file__).resolve().parents[3]
 
-SMALL = """
-name = "small"
-expect = "safe"
-[cluster]
-brokers = 3
-[[cluster.topics]]
-name = "events"
-[workload]
-duration_s = 5.0
-{client}
-[[workload.producers]]
-name = "p1"
-topic = "events"
-rate = 10.0
-"""
+LEADER_CRASH = find("leader-crash").read_text()
 
 
 def scenario(client_line: str = "") -> Scenario:
-    return parse(SMALL.format(client=client_line), source="small.toml")
+    """The catalog's leader-crash, with ``client_line`` added to its [workload]."""
+    text = LEADER_CRASH.replace("settle_s = 20.0\n", f"settle_s = 20.0\n{client_line}\n")
+    assert client_line in text
+    return parse(text, source="leader-crash.toml")
 
 
 def with_client(chosen: Scenario, client: str) -> Scenario:
@@ -67,7 +56,7 @@ def with_client(chosen: Scenario, client: str) -> Scenario:
 
 def test_the_workload_client_defaults_to_kafkasims_own_and_reads_back_from_a_dump() -> None:
     assert scenario().workload.client == CLIENT_KAFKASIM
-    assert "client" not in dump(scenario())  # the default is not written
+    assert "client =" not in dump(scenario())  # the default is not written
     chosen = scenario('client = "confluent-kafka"')
     assert chosen.workload.client == CLIENT_CONFLUENT
     assert 'client = "confluent-kafka"' in dump(chosen)
