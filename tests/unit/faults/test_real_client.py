@@ -21,9 +21,11 @@ from kafkasim.common.clock import ManualClock
 from kafkasim.common.rpc import ClientTransport
 from kafkasim.faults import runner
 from kafkasim.faults.backend import UnsupportedFaultError, check_supported
+from kafkasim.faults.checker import check as check_history
 from kafkasim.faults.history import History, OpType
 from kafkasim.faults.reading import find, load, parse
 from kafkasim.faults.real_client import ClientUnavailableError, ConfluentWorkload, require
+from kafkasim.faults.report import render
 from kafkasim.faults.scenario import (
     CLIENT_CONFLUENT,
     CLIENT_KAFKASIM,
@@ -204,3 +206,10 @@ def test_delivery_reports_become_ok_fail_and_info_events() -> None:
         (OpType.INFO, "p1-2", None),
     ]
     assert all(op.process == "p1" and op.acks == "all" for op in recorder.history.ops)
+
+
+def test_the_report_names_the_client_that_drove_the_workload() -> None:
+    history = History(meta={"scenario": "leader-crash", "runtime": "local processes"})
+    assert "client: kafkasim," in render(history, check_history(history))
+    history.meta["client"] = CLIENT_CONFLUENT
+    assert "client: confluent-kafka," in render(history, check_history(history))
