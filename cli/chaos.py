@@ -13,6 +13,10 @@
   compose/build-offline.sh, and without them fails in one line saying which is missing.
   ``--backend sim``: the deterministic simulation on virtual time, with ``--seed N``
   (default 1): the same run as ``kafkasim sim run SCENARIO --seed N``.
+* ``--client confluent-kafka``: the workload's producers and consumers are librdkafka's
+  (through confluent-kafka) on the brokers' Kafka listeners instead of kafkasim's own client
+  (the scenario's ``workload.client``, which this overrides); the same checker judges the
+  history. Real brokers only: the simulation has no sockets, and is refused before it starts.
 
 SCENARIO is a catalog name (``leader-crash``) or a path to a TOML file, as for ``kafkasim sim
 run``. A scenario with a fault the chosen backend cannot inject (for local processes a network
@@ -25,6 +29,7 @@ error.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -33,6 +38,9 @@ from kafkasim.cli.sim import run_and_report
 from kafkasim.cluster import chaos, compose
 from kafkasim.faults.backend import BackendSpec, check_supported
 from kafkasim.faults.reading import find, load
+from kafkasim.faults.real_client import require
+from kafkasim.faults.scenario import CLIENT_KAFKASIM, CLIENTS, Scenario
+from kafkasim.faults.validation import check
 from kafkasim.sim.backend import SIM
 
 BACKENDS: dict[str, BackendSpec] = {"local": chaos.LOCAL, "compose": compose.COMPOSE, "sim": SIM}
@@ -51,6 +59,13 @@ def register(sub: Any) -> None:
         default="local",
         help="local processes (default), the compose cluster's containers, or the simulation",
     )
+    one.add_argument(
+        "--client",
+        choices=CLIENTS,
+        help="the client driving the workload: kafkasim's own, or librdkafka through "
+        "confluent-kafka on the Kafka listeners (default: the scenario's workload.client, "
+        f"else {CLIENT_KAFKASIM})",
+    )
     one.add_argument("--seed", type=int, help="the simulation's seed (--backend sim; default 1)")
     one.add_argument("--history", type=Path, help="write the history here (JSON lines)")
     one.add_argument("--report", type=Path, help="write an HTML report here")
@@ -61,12 +76,13 @@ def register(sub: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    chosen = load(find(args.scenario))
+    chosen = with_client(load(find(args.scenario)), args.client)
     spec = BACKENDS[args.backend]
     if args.seed is not None and spec is not SIM:
         raise ValueError(f"--seed is for --backend sim: a {spec.runtime} run is not replayable")
     seed = (1 if args.seed is None else args.seed) if spec is SIM else None
     check_supported(chosen, spec)  # before a line is printed or a process started
+    require(chosen.workload.client)
     if spec is compose.COMPOSE:
         missing = compose.compose_unavailable()
         if missing is not None:
@@ -75,3 +91,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         # The clients' retry warnings during faults would drown the run's own lines.
         logging.getLogger().setLevel(logging.ERROR)
     return run_and_report(args, chosen, spec, seed, args.dir)
+
+
+def with_client(scenario: Scenario, client: str | None) -> Scenario:
+    """``scenario`` with its workload driven by ``client`` (None: as the scenario says)."""
+    if client is None or client == scenario.workload.client:
+        return scenario
+    chosen = dataclasses.replace(
+        scenario, workload=dataclasses.replace(scenario.workload, client=client)
+    )
+    check(chosen)  # ScenarioError naming workload.client for a client that does not exist
+    return chosen

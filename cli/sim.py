@@ -32,7 +32,7 @@ from kafkasim.faults import report as html_report
 from kafkasim.faults.backend import BackendSpec
 from kafkasim.faults.history import History
 from kafkasim.faults.reading import catalog, find, load
-from kafkasim.faults.scenario import Fault, Scenario
+from kafkasim.faults.scenario import CLIENT_KAFKASIM, Fault, Scenario
 from kafkasim.faults.writing import dump
 from kafkasim.sim.backend import SIM
 
@@ -116,6 +116,8 @@ def run_and_report(
     """``sim run`` and ``chaos run``: one run with progress lines, the verdict, the outputs;
     the exit status."""
     where = f"seed {seed}" if spec is SIM else spec.runtime
+    if chosen.workload.client != CLIENT_KAFKASIM:
+        where += f", workload by {chosen.workload.client}"
     print(f"scenario {chosen.name} (expect: {chosen.expect}), {where}", flush=True)
     wall = SystemClock()
     started = wall.monotonic_ms()

@@ -114,6 +114,10 @@ class ChaosBackend(Protocol):
     @property
     def bootstrap(self) -> list[str]: ...
 
+    @property
+    def kafka_bootstrap(self) -> list[str]:
+        """The brokers' Kafka listeners as the run's host reaches them (empty: none)."""
+
     def start(self) -> None:
         """Start ZooKeeper and every broker, until all serve."""
 
@@ -202,6 +206,10 @@ class ProcessBackend:
     @property
     def bootstrap(self) -> list[str]:
         return self.cluster.bootstrap
+
+    @property
+    def kafka_bootstrap(self) -> list[str]:
+        return self.cluster.kafka_bootstrap
 
     @property
     def clock(self) -> Clock:
@@ -409,6 +417,10 @@ class LocalBackend:
     @property
     def bootstrap(self) -> list[str]:
         return self.cluster.bootstrap
+
+    @property
+    def kafka_bootstrap(self) -> list[str]:
+        return [self.cluster.brokers[b].kafka_address for b in self.broker_ids]
 
     def start(self) -> None:
         self.cluster.start()

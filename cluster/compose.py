@@ -127,6 +127,10 @@ NOT_INJECTABLE: Final[Mapping[str, str]] = MappingProxyType(
 )
 """Every action the compose backend cannot inject, with the reason (one clause)."""
 
+REAL_CLIENTS_REASON: Final = (
+    "the compose file's brokers publish no Kafka listener to the host yet, only their gRPC one "
+    "(run it on --backend local)"
+)
 LOSE_UNFLUSHED_REASON: Final = (
     "losing unflushed data needs a power cut: after docker kill the host's page cache still "
     "holds every write"
@@ -506,6 +510,10 @@ class ComposeBackend:
     def bootstrap(self) -> list[str]:
         return self.cluster.bootstrap
 
+    @property
+    def kafka_bootstrap(self) -> list[str]:
+        return []  # the compose file publishes no Kafka listener yet (COMPOSE.real_clients)
+
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         self.override.write_text(
@@ -665,6 +673,7 @@ COMPOSE: Final = BackendSpec(
     not_injectable=NOT_INJECTABLE,
     lose_unflushed=LOSE_UNFLUSHED_REASON,
     create=process_backend(ComposeBackend),
+    real_clients=REAL_CLIENTS_REASON,
     brokers=len(BROKER_IDS),
     brokers_reason="the compose file has brokers 1, 2 and 3",
     # Containers start slowly on a loaded machine (vfs); the logs are read through the engine.

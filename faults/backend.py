@@ -20,7 +20,7 @@ from kafkasim.common.errors import KafkasimError
 from kafkasim.common.rpc import ClientTransport
 from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.history import History, ReplicaSample
-from kafkasim.faults.scenario import Scenario
+from kafkasim.faults.scenario import CLIENT_KAFKASIM, Scenario
 
 __all__ = [
     "Backend",
@@ -55,7 +55,9 @@ class BackendSpec:
     ``--backend`` value; ``runtime``: what it runs on, in messages and the history's meta;
     ``injectable`` / ``not_injectable``: every action of ``ACTIONS`` on one side, the refused
     ones with a reason (one clause); ``lose_unflushed``: why a crash that loses unflushed data
-    is refused ("" when it is not); ``brokers``: the only broker count it runs (None: any);
+    is refused ("" when it is not); ``real_clients``: why a real Kafka client cannot drive its
+    workload ("" when one can: its brokers have Kafka listeners the run's host reaches);
+    ``brokers``: the only broker count it runs (None: any);
     ``serving_grace_s``: how much longer than the ZooKeeper session timeout a started broker
     may take to serve; ``create``: the backend for a scenario, a seed and a run directory."""
 
@@ -65,6 +67,7 @@ class BackendSpec:
     not_injectable: Mapping[str, str]
     lose_unflushed: str
     create: Callable[[Scenario, int | None, Path], Backend]
+    real_clients: str = ""
     brokers: int | None = None
     brokers_reason: str = ""
     serving_grace_s: float = SERVING_GRACE_S
@@ -93,6 +96,11 @@ class Backend(Protocol):
 
     @property
     def bootstrap(self) -> list[str]: ...
+
+    @property
+    def kafka_bootstrap(self) -> list[str]:
+        """The brokers' Kafka listeners (``host:port``) for Kafka's own clients; empty when
+        there are none (``spec.real_clients`` says why)."""
 
     @property
     def clock(self) -> Clock:
@@ -219,10 +227,14 @@ def unsupported_faults(scenario: Scenario, spec: BackendSpec) -> list[str]:
 
 def check_supported(scenario: Scenario, spec: BackendSpec) -> None:
     """UnsupportedFaultError, one line naming ``spec``'s runtime, every fault it cannot inject
-    and why (and the broker count, for a backend that runs only one)."""
+    and why (and the broker count, for a backend that runs only one; and the workload's
+    client, for a backend a real Kafka client cannot reach)."""
     parts = []
     if spec.brokers is not None and scenario.cluster.brokers != spec.brokers:
         parts.append(f"run cluster.brokers = {scenario.cluster.brokers}: {spec.brokers_reason}")
+    client = scenario.workload.client
+    if client != CLIENT_KAFKASIM and spec.real_clients:
+        parts.append(f"drive the workload with {client}: {spec.real_clients}")
     clauses = unsupported_faults(scenario, spec)
     if clauses:
         parts.append("inject " + "; ".join(clauses))

@@ -11,6 +11,7 @@ from typing import Any, Final, NoReturn
 
 from kafkasim.faults.actions import ACTIONS, ActionSpec, ParamKind
 from kafkasim.faults.scenario import (
+    CLIENT_KAFKASIM,
     ClusterSpec,
     ConfigValue,
     ConsumerSpec,
@@ -185,7 +186,9 @@ class _Reader:
         )
 
     def workload(self, value: object, path: str) -> WorkloadSpec:
-        t = self.table(value, path, ("producers", "duration_s"), ("consumers", "settle_s"))
+        t = self.table(
+            value, path, ("producers", "duration_s"), ("consumers", "settle_s", "client")
+        )
         producers = self.tables(t["producers"], key_path(path, "producers"))
         consumers = self.tables(t.get("consumers", []), key_path(path, "consumers"))
         return WorkloadSpec(
@@ -199,6 +202,7 @@ class _Reader:
             ),
             duration_s=self.number(t["duration_s"], key_path(path, "duration_s")),
             settle_s=self.number(t.get("settle_s", 20.0), key_path(path, "settle_s")),
+            client=self.string(t.get("client", CLIENT_KAFKASIM), key_path(path, "client")),
         )
 
     def producer(self, value: object, path: str) -> ProducerSpec:

@@ -107,6 +107,7 @@ def render(history: History, report: CheckReport) -> str:
     body = [
         f"<h1>kafkasim run: {html.escape(str(meta.get('scenario', '?')))}</h1>",
         f"<p>runtime: {html.escape(str(meta.get('runtime', '?')))}, "
+        f"client: {html.escape(str(meta.get('client', 'kafkasim')))}, "
         f"seed: {html.escape(str(meta.get('seed', '-')))}</p>",
         "<h2>Verdict</h2><pre>" + html.escape("\n".join(report.verdict_lines())) + "</pre>",
         "<h2>Faults</h2><ul>"

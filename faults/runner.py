@@ -4,7 +4,8 @@
 backend (the deterministic simulation, processes, containers):
 
 1. Before anything starts, ``check_supported`` refuses, in one line, every fault the backend
-   cannot inject.
+   cannot inject (and a real Kafka client as the workload's, where the backend has no Kafka
+   listeners); ``real_client.require`` refuses a client whose package is missing.
 2. The cluster starts; the topics are created through the controller, each with a leader; the
    workload starts (producers, consumers, the replica sampler).
 3. Each fault fires at ``at_s`` seconds after the workload started: its target is resolved
@@ -47,8 +48,9 @@ from kafkasim.common.errors import KafkasimError
 from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.backend import Backend, BackendSpec, BrokerStartError, check_supported
 from kafkasim.faults.history import FaultEvent, History, ReplicaSample
+from kafkasim.faults.real_client import require
 from kafkasim.faults.resolve import ClusterView, resolve, view_needs
-from kafkasim.faults.scenario import Fault, Scenario, TargetKind
+from kafkasim.faults.scenario import CLIENT_KAFKASIM, Fault, Scenario, TargetKind
 from kafkasim.faults.workload import Workload
 
 __all__ = ["APPLY", "RunError", "run"]
@@ -75,6 +77,7 @@ def run(
     ``on_event`` hears one line per phase and per fault as it happens, prefixed with the
     seconds since the run began (virtual ones in the simulation)."""
     check_supported(scenario, spec)
+    require(scenario.workload.client)
     backend = spec.create(scenario, seed, root)
     state = _Run(scenario, backend, seed, on_event)
     return backend.run_loop(state.main)
@@ -109,6 +112,8 @@ class _Run:
             f"faults/{self.seed}" if self.seed is not None else f"chaos/{s.name}"
         )
         self.history.meta = {"scenario": s.name, "seed": self.seed, "runtime": self.spec.runtime}
+        if s.workload.client != CLIENT_KAFKASIM:
+            self.history.meta["client"] = s.workload.client
         self.t0 = 0.0
 
     @property
@@ -148,11 +153,13 @@ class _Run:
                 bootstrap=backend.bootstrap,
                 start_ms=self.start_ms,
                 broker_addresses=self._answering_addresses,
+                kafka_bootstrap=backend.kafka_bootstrap,
             )
             workload.start()
+            by = "" if s.workload.client == CLIENT_KAFKASIM else f", by {s.workload.client}"
             self.event(
                 f"workload started ({len(s.workload.producers)} producers, "
-                f"{len(s.workload.consumers)} consumers, {s.workload.duration_s:g} s)"
+                f"{len(s.workload.consumers)} consumers{by}, {s.workload.duration_s:g} s)"
             )
             await self._run_faults(s.workload.duration_s)
             await workload.stop_producers()

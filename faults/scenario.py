@@ -40,6 +40,7 @@ The file, every key (defaults as shown; ``[seed_faults]`` and ``[[faults]]`` may
     [workload]
     duration_s = 30.0
     settle_s = 20.0
+    client = "kafkasim"                  # or "confluent-kafka" (librdkafka), on real brokers
 
     [[workload.producers]]
     name = "p1"
@@ -91,6 +92,9 @@ from kafkasim.common.errors import KafkasimError
 
 __all__ = [
     "ACKS",
+    "CLIENTS",
+    "CLIENT_CONFLUENT",
+    "CLIENT_KAFKASIM",
     "EXPECTS",
     "EXPECT_MAY_LOSE",
     "EXPECT_SAFE",
@@ -117,6 +121,11 @@ EXPECT_SAFE: Final = "safe"
 EXPECT_MAY_LOSE: Final = "may-lose"
 EXPECTS: Final = (EXPECT_SAFE, EXPECT_MAY_LOSE)
 ACKS: Final = ("0", "1", "all")
+# The client that drives a workload: kafkasim's own (over gRPC, every backend), or a real Kafka
+# client on the brokers' Kafka listeners (processes and containers: it needs sockets).
+CLIENT_KAFKASIM: Final = "kafkasim"
+CLIENT_CONFLUENT: Final = "confluent-kafka"
+CLIENTS: Final = (CLIENT_KAFKASIM, CLIENT_CONFLUENT)
 
 # Limits on everything (a typo of 10x should fail at load, not after an hour of simulation).
 BROKERS_MAX: Final = 32
@@ -227,12 +236,13 @@ class ConsumerSpec:
 @dataclass(frozen=True, slots=True)
 class WorkloadSpec:
     """Producers send for ``duration_s``; ``settle_s`` passes without faults before the final
-    reads."""
+    reads. ``client`` (one of ``CLIENTS``) drives the producers and consumers."""
 
     producers: tuple[ProducerSpec, ...]
     consumers: tuple[ConsumerSpec, ...]
     duration_s: float
     settle_s: float = 20.0
+    client: str = CLIENT_KAFKASIM
 
 
 @dataclass(frozen=True, slots=True)

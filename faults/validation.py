@@ -14,6 +14,7 @@ from kafkasim.faults.actions import ACTIONS, POSITIVE, ActionSpec, Duration, Par
 from kafkasim.faults.scenario import (
     ACKS,
     BROKERS_MAX,
+    CLIENTS,
     CLIENTS_MAX,
     DURATION_S_MIN,
     EXPECTS,
@@ -175,6 +176,11 @@ class _Checker:
         if not 0 < w.duration_s <= RUN_S_MAX:
             self.fail("workload.duration_s", f"{w.duration_s!r} is not in (0, {RUN_S_MAX:g}]")
         self.number(w.settle_s, "workload.settle_s", 0.0, RUN_S_MAX, "seconds")
+        if w.client not in CLIENTS:
+            self.fail(
+                "workload.client",
+                f"unknown client {w.client!r}: expected one of {', '.join(map(repr, CLIENTS))}",
+            )
         if not w.producers:
             self.fail("workload.producers", "at least one producer is needed")
         if len(w.producers) + len(w.consumers) > CLIENTS_MAX:

@@ -1,6 +1,10 @@
 """A scenario's workload, recorded into a ``History``: the same code on every backend of a
 failure run — only the transport, the clock and the bootstrap addresses differ.
 
+The producers and consumers are kafkasim's own client (below) or, with ``workload.client``,
+a real Kafka client on the brokers' Kafka listeners (``faults.real_client``), recording the
+same events; the sampler and the final read are the run's own instruments either way.
+
 * **Producers** send unique values (``<producer>-<n>``) at the scenario's rate, round robin
   over the topic's partitions (explicit partitions, so every partition gets a stream), through
   the real ``client.producer.Producer`` with the scenario's acks and idempotence. Each send is
@@ -31,7 +35,8 @@ from kafkasim.common.errors import KafkaError, KafkasimError, error_for_name
 from kafkasim.common.rpc import ClientTransport, RpcError
 from kafkasim.common.types import TopicPartition
 from kafkasim.faults.history import History, Op, OpType, ReplicaSample
-from kafkasim.faults.scenario import ProducerSpec, Scenario
+from kafkasim.faults.real_client import ConfluentWorkload
+from kafkasim.faults.scenario import CLIENT_KAFKASIM, ProducerSpec, Scenario
 from kafkasim.proto import kafkasim_pb2 as pb
 
 logger = logging.getLogger(__name__)
@@ -58,7 +63,8 @@ class FinalReadError(KafkasimError):
 
 @dataclass
 class Workload:
-    """Runs ``scenario.workload`` against a cluster reachable at ``bootstrap``."""
+    """Runs ``scenario.workload`` against a cluster reachable at ``bootstrap`` (its Kafka
+    listeners at ``kafka_bootstrap``, for a real Kafka client)."""
 
     scenario: Scenario
     history: History
@@ -68,6 +74,8 @@ class Workload:
     start_ms: int
     broker_addresses: Callable[[], list[str]]
     sample_interval_ms: int = 500
+    kafka_bootstrap: list[str] = field(default_factory=list)
+    _real: ConfluentWorkload | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _producers: list[Producer] = field(default_factory=list)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
@@ -86,19 +94,27 @@ class Workload:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        for spec in self.scenario.workload.producers:
-            self._tasks.append(loop.create_task(self._produce(spec), name=f"wl-{spec.name}"))
-        for consumer in self.scenario.workload.consumers:
-            for p in range(self.partitions_of(consumer.topic)):
-                tp = TopicPartition(consumer.topic, p)
-                self._tasks.append(
-                    loop.create_task(self._consume(consumer.name, tp), name=f"wl-{consumer.name}")
-                )
+        if self.scenario.workload.client != CLIENT_KAFKASIM:
+            self._real = ConfluentWorkload(self.scenario, self.kafka_bootstrap, self)
+            self._tasks.extend(self._real.start())
+        else:
+            for spec in self.scenario.workload.producers:
+                self._tasks.append(loop.create_task(self._produce(spec), name=f"wl-{spec.name}"))
+            for consumer in self.scenario.workload.consumers:
+                for p in range(self.partitions_of(consumer.topic)):
+                    tp = TopicPartition(consumer.topic, p)
+                    self._tasks.append(
+                        loop.create_task(
+                            self._consume(consumer.name, tp), name=f"wl-{consumer.name}"
+                        )
+                    )
         self._tasks.append(loop.create_task(self._sample(), name="wl-sampler"))
 
     async def stop_producers(self, timeout_s: float = 30.0) -> None:
         """Stop sending; wait (bounded) for outstanding sends; the rest stay unknown."""
         self._stopping.set()
+        if self._real is not None:
+            await self._real.stop_producers(timeout_s)
         if self._pending:
             await asyncio.wait(set(self._pending), timeout=timeout_s)
         for producer in self._producers:
@@ -113,6 +129,9 @@ class Workload:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self._real is not None:
+            real, self._real = self._real, None
+            await real.close()
 
     # -- producers --------------------------------------------------------------------------
 
@@ -136,11 +155,11 @@ class Workload:
             value = f"{spec.name}-{n}"
             partition = n % partitions
             n += 1
-            self._record(spec, OpType.INVOKE, partition, value)
+            self.record_send(spec, OpType.INVOKE, partition, value)
             try:
                 future = producer.send(spec.topic, value.encode(), partition=partition)
             except KafkasimError as e:
-                self._record(spec, OpType.FAIL, partition, value, error=str(e))
+                self.record_send(spec, OpType.FAIL, partition, value, error=str(e))
             else:
                 self._pending.add(future)  # type: ignore[arg-type]
                 future.add_done_callback(
@@ -151,17 +170,26 @@ class Workload:
     def _sent(self, spec: ProducerSpec, partition: int, value: str, future: asyncio.Future) -> None:  # type: ignore[type-arg]
         self._pending.discard(future)
         if future.cancelled():
-            self._record(spec, OpType.INFO, partition, value, error="cancelled")
+            self.record_send(spec, OpType.INFO, partition, value, error="cancelled")
             return
         error = future.exception()
         if error is None:
-            self._record(spec, OpType.OK, partition, value, offset=future.result().offset)
-        elif isinstance(error, KafkaError) and error.code in _DEFINITELY_NOT_WRITTEN:
-            self._record(spec, OpType.FAIL, partition, value, error=str(error))
+            self.record_send(spec, OpType.OK, partition, value, offset=future.result().offset)
         else:
-            self._record(spec, OpType.INFO, partition, value, error=str(error))
+            code = error.code if isinstance(error, KafkaError) else None
+            self.send_failed(spec, partition, value, code, str(error))
 
-    def _record(
+    def send_failed(
+        self, spec: ProducerSpec, partition: int, value: str, code: int | None, error: str
+    ) -> None:
+        """A send that ended in an error: ``fail`` when Kafka's error ``code`` says the record
+        was refused before any append, ``info`` (unknown) otherwise."""
+        certain = code is not None and code in _DEFINITELY_NOT_WRITTEN
+        self.record_send(
+            spec, OpType.FAIL if certain else OpType.INFO, partition, value, error=error
+        )
+
+    def record_send(
         self,
         spec: ProducerSpec,
         type_: OpType,
@@ -221,25 +249,34 @@ class Workload:
     ) -> int:
         """One fetch from ``position``: each record read becomes an op; the next position."""
         result = await client.fetch(tp, position, max_wait_ms=max_wait_ms)
-        now = self.now()
         for record in result.records:
             if record.offset < position:
                 continue  # the batch began before the position
-            self.history.add(
-                Op(
-                    type=OpType.OK,
-                    f="read",
-                    process=name,
-                    time_ms=now,
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    value=(record.value or b"").decode(errors="replace"),
-                    offset=record.offset,
-                    hw=result.high_watermark,
-                )
+            value = (record.value or b"").decode(errors="replace")
+            self.record_read(
+                name, tp.topic, tp.partition, value, offset=record.offset, hw=result.high_watermark
             )
             position = record.offset + 1
         return position
+
+    def record_read(
+        self, name: str, topic: str, partition: int, value: str, *, offset: int, hw: int | None
+    ) -> None:
+        """One record a consumer received, with the HW of the fetch that carried it (None:
+        the client does not say)."""
+        self.history.add(
+            Op(
+                type=OpType.OK,
+                f="read",
+                process=name,
+                time_ms=self.now(),
+                topic=topic,
+                partition=partition,
+                value=value,
+                offset=offset,
+                hw=hw,
+            )
+        )
 
     async def _log_start(self, client: MinimalClient, tp: TopicPartition, position: int) -> int:
         with contextlib.suppress(KafkaError, RpcError):

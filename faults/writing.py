@@ -8,7 +8,7 @@ from typing import Any
 
 import tomli_w
 
-from kafkasim.faults.scenario import Fault, Scenario
+from kafkasim.faults.scenario import CLIENT_KAFKASIM, Fault, Scenario
 
 __all__ = ["dump"]
 
@@ -65,6 +65,8 @@ def document(scenario: Scenario) -> dict[str, Any]:
         "duration_s": _finite(w.duration_s, "workload.duration_s"),
         "settle_s": _finite(w.settle_s, "workload.settle_s"),
     }
+    if w.client != CLIENT_KAFKASIM:
+        workload["client"] = w.client
     producers = []
     for p in w.producers:
         producer: dict[str, Any] = {

@@ -106,6 +106,10 @@ class SimBackend:
         return [broker_address(b) for b in self.cluster.broker_ids]
 
     @property
+    def kafka_bootstrap(self) -> list[str]:
+        return []  # no sockets (SIM.real_clients)
+
+    @property
     def clock(self) -> Clock:
         return self.cluster.clock
 
@@ -296,6 +300,11 @@ class SimBackend:
         await cluster.stop()
 
 
+REAL_CLIENTS_REASON: Final = (
+    "the simulation has no sockets: its brokers answer only its in-process transport, on "
+    "virtual time, which a real Kafka client cannot reach (run it on --backend local)"
+)
+
 SIM: Final = BackendSpec(
     name="sim",
     runtime="simulation",
@@ -303,6 +312,7 @@ SIM: Final = BackendSpec(
     not_injectable=MappingProxyType({}),
     lose_unflushed="",
     create=SimBackend,
+    real_clients=REAL_CLIENTS_REASON,
 )
 """The deterministic simulation: every action, a crash that loses unflushed data too."""
 

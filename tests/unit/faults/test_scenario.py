@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.reading import catalog, find, load, parse
 from kafkasim.faults.scenario import (
+    CLIENTS,
     EXPECT_MAY_LOSE,
     EXPECT_SAFE,
     ClusterSpec,
@@ -470,7 +471,11 @@ def scenarios(draw: st.DrawFn) -> Scenario:
             broker_config=_subset(draw, _BROKER_CONFIGS),
         ),
         workload=WorkloadSpec(
-            tuple(producers), tuple(consumers), duration_s, draw(st.floats(0.0, 120.0))
+            tuple(producers),
+            tuple(consumers),
+            duration_s,
+            draw(st.floats(0.0, 120.0)),
+            client=draw(st.sampled_from(CLIENTS)),
         ),
         seed_faults=seed_faults,
     )
