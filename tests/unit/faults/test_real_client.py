@@ -1,6 +1,6 @@
 """A failure run's workload driven by a real Kafka client (``faults.real_client``): the
 scenario key ``workload.client``, the backends that refuse it before anything starts (the
-simulation has no sockets; the compose brokers publish no Kafka listener yet), the optional
+simulation has no sockets; compose chaos runs are not wired to a real client yet), the optional
 import of confluent-kafka, and how librdkafka's delivery reports become history events. The
 run itself on real brokers is tests/integration/test_chaos_real_client.py."""
 
@@ -96,9 +96,9 @@ def test_the_simulation_refuses_a_real_client_before_anything_starts(tmp_path: P
     assert not (tmp_path / "run").exists()
 
 
-def test_the_compose_backend_says_its_brokers_have_no_kafka_listener_yet() -> None:
+def test_the_compose_backend_refuses_a_real_client_in_one_line() -> None:
     chosen = with_client(load(find("leader-crash")), CLIENT_CONFLUENT)
-    with pytest.raises(UnsupportedFaultError, match="publish no Kafka listener"):
+    with pytest.raises(UnsupportedFaultError, match="kafkasim's own client only so far"):
         check_supported(chosen, COMPOSE)
 
 
