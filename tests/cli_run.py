@@ -1,6 +1,7 @@
 """The `kafkasim` command as the tests run it: a subprocess of this interpreter
 (``python -m cli``) with the repository on PYTHONPATH, output captured as text, a non-zero exit
-returned rather than raised; and a `kafkasim cluster up` cluster for a test module."""
+returned rather than raised; a `kafkasim cluster up` cluster for a test module, and a
+``LocalCluster`` started in this process for fixtures that drive its brokers directly."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkasim.cluster.local import LocalCluster
 from kafkasim.controller.zk_process import zookeeper_available
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,3 +53,18 @@ def cluster_up(root: Path, *up_args: str, timeout: float = 180.0) -> Iterator[Pa
         yield root
     finally:
         kafkasim("cluster", "down", "--dir", str(root), timeout=timeout)
+
+
+@contextlib.contextmanager
+def local_cluster(root: Path, brokers: int = 3) -> Iterator[LocalCluster]:
+    """A started ``LocalCluster`` of ``brokers`` brokers under ``root``, stopped after whatever
+    happens; skips the test when a real ZooKeeper cannot run here."""
+    reason = zookeeper_available()
+    if reason is not None:
+        pytest.skip(f"real ZooKeeper unavailable: {reason}")
+    cluster = LocalCluster(root, brokers=brokers)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()

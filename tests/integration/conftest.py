@@ -9,17 +9,10 @@ from pathlib import Path
 import pytest
 
 from kafkasim.cluster.local import LocalCluster
-from kafkasim.controller.zk_process import zookeeper_available
+from tests.cli_run import local_cluster as started_cluster
 
 
 @pytest.fixture
 def local_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    reason = zookeeper_available()
-    if reason is not None:
-        pytest.skip(f"real ZooKeeper unavailable: {reason}")
-    cluster = LocalCluster(tmp_path, brokers=3)
-    try:
-        cluster.start()
+    with started_cluster(tmp_path, brokers=3) as cluster:
         yield cluster
-    finally:
-        cluster.stop()

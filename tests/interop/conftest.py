@@ -1,6 +1,6 @@
-"""Interop tests: real Kafka clients (librdkafka through confluent-kafka, kafka-python,
-aiokafka, kcat) against a real ZooKeeper and three real broker processes, over the brokers' Kafka
-listeners. Skipped with one line saying why when ZooKeeper cannot run."""
+"""Interop tests: Kafka's own clients (confluent-kafka/librdkafka, kafka-python, aiokafka, kcat)
+against a real local cluster's Kafka listeners. One 3-broker cluster per test module; skipped
+with one line saying why when ZooKeeper cannot run."""
 
 from __future__ import annotations
 
@@ -9,18 +9,12 @@ from collections.abc import Iterator
 import pytest
 
 from kafkasim.cluster.local import LocalCluster
-from kafkasim.controller.zk_process import zookeeper_available
+from tests.cli_run import local_cluster
 
 
 @pytest.fixture(scope="module")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """One 3-broker cluster per test module (``.kafka_bootstrap`` for Kafka's clients)."""
-    reason = zookeeper_available()
-    if reason is not None:
-        pytest.skip(f"real ZooKeeper unavailable: {reason}")
-    cluster = LocalCluster(tmp_path_factory.mktemp("kafka-cluster"), brokers=3)
-    try:
-        cluster.start()
+    """A started 3-broker ``LocalCluster``; ``kafka_cluster.kafka_bootstrap`` is what Kafka's
+    clients take as ``bootstrap.servers``."""
+    with local_cluster(tmp_path_factory.mktemp("interop"), brokers=3) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
