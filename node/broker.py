@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import logging
 import random
 import uuid
@@ -70,6 +71,10 @@ if TYPE_CHECKING:
     from kafkasim.controller.controller import ControllerSnapshot
 
 logger = logging.getLogger(__name__)
+
+# How long a Kafka-protocol connection waits, before its first request is read, for the
+# controller's first UpdateMetadata after a (re)start (node.metadata_cache.wait_ready).
+METADATA_READY_WAIT_S = 15.0
 
 
 class HostedController(AdminCalls, Protocol):
@@ -254,6 +259,7 @@ class Broker:
                     KafkaProtocolApis(self, name, kafka_handler_tables(self, name)),
                     max_request_bytes=self.config["socket.request.max.bytes"],
                     idle_timeout_ms=self.config["connections.max.idle.ms"],
+                    ready=functools.partial(self.metadata.wait_ready, METADATA_READY_WAIT_S),
                 )
                 await listener.start()
                 self.kafka_listeners[name] = listener

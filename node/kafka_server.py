@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import struct
+from collections.abc import Awaitable, Callable
 
 from kafkasim.node.kafka_apis import CloseConnectionError, KafkaProtocolApis
 from kafkasim.node.kafka_codec import (
@@ -43,6 +44,7 @@ class KafkaListener:
         *,
         max_request_bytes: int,
         idle_timeout_ms: int,
+        ready: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         self._host = host
         self._port = port
@@ -51,6 +53,9 @@ class KafkaListener:
         self._idle_timeout_s = idle_timeout_ms / 1000
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        # Awaited before a connection's first request is read (the broker: until the
+        # controller has told it about the cluster, bounded).
+        self._ready = ready
 
     @property
     def address(self) -> str:
@@ -94,6 +99,8 @@ class KafkaListener:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str, host: str
     ) -> None:
         apis = self._apis
+        if self._ready is not None:
+            await self._ready()
         while True:
             try:
                 prefix = await asyncio.wait_for(reader.readexactly(4), self._idle_timeout_s)

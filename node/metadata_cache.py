@@ -4,6 +4,8 @@ fetchers' leader addresses are answered from it."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass
 
 from kafkasim.common.errors import (
@@ -77,6 +79,10 @@ class MetadataCache:
         self.controller_id = -1
         self.controller_epoch = -1
         self.cluster_id = ""
+        # Set by the first UpdateMetadata that lists this broker: until then the cache knows
+        # no broker and no topic, and an answer from it would tell a client the cluster is
+        # empty (see wait_ready).
+        self._ready = asyncio.Event()
 
     def address_of(self, broker_id: int) -> str | None:
         endpoint = self.brokers.get(broker_id)
@@ -87,6 +93,21 @@ class MetadataCache:
             copy = pb.BrokerEndpoint()
             copy.CopyFrom(endpoint)
             self.brokers[endpoint.node_id] = copy
+
+    @property
+    def ready(self) -> bool:
+        """Whether the controller has told this broker about the cluster (itself included)."""
+        return self._ready.is_set()
+
+    async def wait_ready(self, timeout_s: float) -> bool:
+        """Until the first UpdateMetadata listing this broker has arrived, at most
+        ``timeout_s``; whether it has. A broker that has just (re)started answers Kafka's
+        clients only then: an empty Metadata answer makes librdkafka forget every broker it
+        knew, and it would not ask the bootstrap servers again for minutes."""
+        if not self._ready.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ready.wait(), timeout_s)
+        return self._ready.is_set()
 
     def update(self, request: pb.UpdateMetadataRequest) -> None:
         """Apply an UpdateMetadata (the broker has already checked the controller epoch)."""
@@ -100,6 +121,8 @@ class MetadataCache:
         for topic in request.deleted_topics:
             for tp in [tp for tp in self.partitions if tp.topic == topic]:
                 del self.partitions[tp]
+        if self.broker_id in self.brokers:
+            self._ready.set()
         for state in request.partition_states:
             self.partitions[TopicPartition(state.topic, state.partition)] = CachedPartition(
                 state.leader,
