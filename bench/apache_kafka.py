@@ -16,6 +16,7 @@ also on Ctrl-C or on a failed start-up.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -23,6 +24,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
@@ -119,7 +121,8 @@ def _log_tail(path: Path) -> str:
 
 
 def _stop_process(process: subprocess.Popen[bytes], timeout_s: float = _STOP_TIMEOUT_S) -> None:
-    """SIGTERM by pid, SIGKILL if it has not exited after ``timeout_s``."""
+    """SIGTERM by pid, SIGKILL if it has not exited after ``timeout_s`` (or if the wait is
+    interrupted, e.g. by Ctrl-C)."""
     if process.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
@@ -127,9 +130,47 @@ def _stop_process(process: subprocess.Popen[bytes], timeout_s: float = _STOP_TIM
     try:
         process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
+        pass
+    finally:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+def quiet_logger() -> logging.Logger:
+    """A logger for librdkafka clients that only polls a starting cluster (whose "connection
+    refused" lines are expected): critical messages only."""
+    logger = logging.getLogger("bench.apache_kafka.rdkafka-quiet")
+    logger.setLevel(logging.CRITICAL)
+    logger.propagate = False
+    return logger
+
+
+def wait_for_topic(
+    client_config: dict[str, Any],
+    topic: str,
+    partitions: int,
+    replicas: int,
+    timeout_s: float = 60.0,
+) -> None:
+    """Until every partition of ``topic`` has a leader and ``replicas`` in-sync replicas in
+    the cluster's metadata (asked with confluent-kafka)."""
+    config: dict[str, Any] = {**client_config, "logger": quiet_logger()}
+    admin = AdminClient(config)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            meta = admin.list_topics(topic=topic, timeout=2).topics.get(topic)
+            if (
+                meta is not None
+                and meta.error is None
+                and len(meta.partitions) == partitions
+                and all(p.leader >= 0 and len(p.isrs) == replicas for p in meta.partitions.values())
+            ):
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"topic {topic}: not every partition has a leader after {timeout_s} s")
 
 
 class ApacheKafkaCluster:
@@ -139,7 +180,7 @@ class ApacheKafkaCluster:
     """
 
     def __init__(
-        self, root: Path, *, brokers: int = 1, broker_props: dict[str, object] | None = None
+        self, root: Path, *, brokers: int = 1, broker_props: dict[str, Any] | None = None
     ) -> None:
         self.root = root
         self.broker_count = brokers
@@ -165,7 +206,7 @@ class ApacheKafkaCluster:
     def broker_pids(self) -> list[int]:
         return [p.pid for name, p in self.processes.items() if name.startswith("broker-")]
 
-    def client_config(self, **settings: object) -> dict[str, object]:
+    def client_config(self, **settings: object) -> dict[str, Any]:
         """A confluent-kafka configuration for this cluster (0.9: no ApiVersions)."""
         return {"bootstrap.servers": self.bootstrap, **CLIENT_SETTINGS, **settings}
 
@@ -263,7 +304,7 @@ class ApacheKafkaCluster:
         raise ApacheKafkaError(f"ZooKeeper on {self.zookeeper_connect} not serving after 60 s")
 
     def _start_broker(self, broker_id: int) -> None:
-        props: dict[str, object] = {
+        props: dict[str, Any] = {
             "broker.id": broker_id,
             "listeners": f"PLAINTEXT://{LOOPBACK}:{self.ports[broker_id]}",
             "log.dirs": str(self.root / f"broker-{broker_id}"),
@@ -286,7 +327,7 @@ class ApacheKafkaCluster:
 
     def _wait_brokers_serving(self, timeout_s: float = 90.0) -> None:
         """Until the cluster's metadata lists every broker (asked with confluent-kafka)."""
-        admin = AdminClient(self.client_config())
+        admin = AdminClient(self.client_config(logger=quiet_logger()))
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for name, process in self.processes.items():
@@ -309,7 +350,7 @@ class ApacheKafkaCluster:
         *,
         partitions: int,
         replication_factor: int,
-        configs: dict[str, object] | None = None,
+        configs: dict[str, Any] | None = None,
         timeout_s: float = 60.0,
     ) -> None:
         """Create ``topic`` with Kafka's TopicCommand, then wait until every partition has
@@ -341,23 +382,7 @@ class ApacheKafkaCluster:
                 f"TopicCommand --create {topic} failed ({done.returncode}): "
                 f"{(done.stdout + done.stderr).strip()[-2000:]}"
             )
-        admin = AdminClient(self.client_config())
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with contextlib.suppress(Exception):
-                meta = admin.list_topics(topic=topic, timeout=2).topics.get(topic)
-                if (
-                    meta is not None
-                    and meta.error is None
-                    and len(meta.partitions) == partitions
-                    and all(
-                        p.leader >= 0 and len(p.isrs) == replication_factor
-                        for p in meta.partitions.values()
-                    )
-                ):
-                    return
-            time.sleep(0.2)
-        raise ApacheKafkaError(f"topic {topic} has no leaders after {timeout_s} s")
+        wait_for_topic(self.client_config(), topic, partitions, replication_factor, timeout_s)
 
     def stop(self) -> None:
         """Stop every broker (controlled shutdown), then ZooKeeper; by pid, SIGKILL on hang."""
