@@ -35,6 +35,8 @@ class BrokerProcess:
     log_path: Path = field(init=False)
     # Where this start's output begins in broker.log (the file is appended to across starts).
     log_start: int = 0
+    # The Kafka-protocol listener's port (the KAFKA listener; the gRPC one is ``port``).
+    kafka_port: int = field(default_factory=free_loopback_port)
 
     def __post_init__(self) -> None:
         self.log_path = self.data_dir / "broker.log"
@@ -42,6 +44,11 @@ class BrokerProcess:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def kafka_address(self) -> str:
+        """Where Kafka's own clients connect (``bootstrap.servers``)."""
+        return f"127.0.0.1:{self.kafka_port}"
 
     @property
     def pid(self) -> int | None:
@@ -80,10 +87,17 @@ class LocalCluster:
     def bootstrap(self) -> list[str]:
         return [b.address for b in self.brokers.values()]
 
+    @property
+    def kafka_bootstrap(self) -> str:
+        """``bootstrap.servers`` for Kafka's own clients (kcat, librdkafka, Java, ...)."""
+        return ",".join(b.kafka_address for b in self.brokers.values())
+
     def _write_config(self, broker: BrokerProcess) -> None:
         props: dict[str, object] = {
             "broker.id": broker.broker_id,
-            "listeners": f"PLAINTEXT://127.0.0.1:{broker.port}",
+            # gRPC (kafkasim's own clients, replication) and Kafka's protocol side by side.
+            "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},"
+            f"KAFKA://127.0.0.1:{broker.kafka_port}",
             "log.dirs": str(broker.data_dir / "logs"),
             "zookeeper.connect": self.zookeeper.connect_string,
             "zookeeper.session.timeout.ms": 6000,
@@ -126,6 +140,7 @@ class LocalCluster:
         )
         broker.restarts += 1
         broker.port = free_loopback_port()
+        broker.kafka_port = free_loopback_port()
         self.start_broker(broker_id)
         return True
 

@@ -31,18 +31,17 @@ from typing import Any, Protocol
 
 from kafkasim import proto
 from kafkasim.common.coordination import Coordination, CoordinationError, NoNodeError
-from kafkasim.common.errors import KafkaError, error_for_code, error_for_name
-from kafkasim.common.types import TopicPartition
+from kafkasim.common.errors import error_for_name
 from kafkasim.controller import zk_data
-from kafkasim.node import apis_admin
+from kafkasim.node import apis_admin, apis_cluster
 from kafkasim.node import apis_replica as replica
 from kafkasim.node.apis_admin import AdminCalls
 from kafkasim.node.apis_group import group_handlers
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_records import OFFSETS_TOPIC
-from kafkasim.node.metadata_cache import MetadataCache
-from kafkasim.node.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdManager
+from kafkasim.node.metadata_cache import ClusterView, MetadataCache
+from kafkasim.node.producer_ids import ProducerIdManager
 from kafkasim.node.replica_manager import ReplicaManager
 from kafkasim.node.topic_creation import TopicCreator
 from kafkasim.proto import kafkasim_pb2 as pb
@@ -291,64 +290,30 @@ class KafkaApis:
     async def handle_metadata(
         self, request: pb.MetadataRequest, *, listener: str
     ) -> pb.MetadataResponse:
-        broker = self.broker
-        creator = broker.topic_creator
-        response = broker.metadata.metadata(request, listener)
-        if not (request.allow_auto_topic_creation and creator.auto_create_enabled):
-            return response
-        unknown = error_for_name("UNKNOWN_TOPIC_OR_PARTITION").code
-        for entry in response.topics:
-            if entry.error_code != unknown:
-                continue
-            # Kafka creates the topic and answers LEADER_NOT_AVAILABLE until it has leaders.
-            code, message = await creator.create(creator.auto_topic(entry.name))
-            entry.error_code = code or error_for_name("LEADER_NOT_AVAILABLE").code
-            if code:
-                logger.info(
-                    "broker %d: auto-creating %s: %s", broker.broker_id, entry.name, message
-                )
-        return response
+        topics = None if request.all_topics or not request.topics else list(request.topics)
+        view = await apis_cluster.describe_cluster(
+            self.broker,
+            topics,
+            auto_create=request.allow_auto_topic_creation,
+            listener=listener,
+        )
+        return metadata_response(view)
 
     async def handle_find_coordinator(
         self, request: pb.FindCoordinatorRequest, *, listener: str
     ) -> pb.FindCoordinatorResponse:
-        broker = self.broker
-        if request.key_type != 0:
-            return pb.FindCoordinatorResponse(
-                error_code=error_for_name("INVALID_REQUEST").code,
-                error_message=f"key_type {request.key_type}: only groups (0) have coordinators "
-                "here (no transactions)",
-                node_id=-1,
-            )
-        if not request.key:
-            return pb.FindCoordinatorResponse(
-                error_code=error_for_name("INVALID_GROUP_ID").code,
-                error_message="the group id is empty",
-                node_id=-1,
-            )
-        not_available = error_for_name("COORDINATOR_NOT_AVAILABLE").code
-        partition = broker.groups.partition_of(request.key)
-        if broker.metadata.partition_count(OFFSETS_TOPIC) == 0:
-            creator = broker.topic_creator
-            code, message = await creator.create(creator.offsets_topic())
-            return pb.FindCoordinatorResponse(
-                error_code=not_available,
-                error_message=f"creating {OFFSETS_TOPIC}"
-                + (f": {error_for_code(code).error_name}: {message}" if code else ""),
-                node_id=-1,
-            )
-        state = broker.metadata.partitions.get(TopicPartition(OFFSETS_TOPIC, partition))
-        endpoint = (
-            broker.metadata.endpoint_for(state.leader, listener) if state is not None else None
+        answer = await apis_cluster.find_coordinator(
+            self.broker, request.key_type, request.key, listener
         )
-        if endpoint is None:
+        if answer.address is None:
             return pb.FindCoordinatorResponse(
-                error_code=not_available,
-                error_message=f"{OFFSETS_TOPIC}-{partition} has no live leader",
+                error_code=answer.error.code if answer.error else 0,
+                error_message=answer.message or "",
                 node_id=-1,
             )
+        address = answer.address
         return pb.FindCoordinatorResponse(
-            node_id=endpoint.node_id, host=endpoint.host, port=endpoint.port
+            node_id=address.node_id, host=address.host, port=address.port
         )
 
     async def handle_init_producer_id(
@@ -439,32 +404,34 @@ class KafkaApis:
 async def init_producer_id(
     manager: ProducerIdManager | None, request: pb.InitProducerIdRequest
 ) -> pb.InitProducerIdResponse:
-    """Answer InitProducerId: a fresh producer id with epoch 0, or an error code.
+    """InitProducerId over gRPC (``node.apis_cluster.init_producer_id``)."""
+    answer = await apis_cluster.init_producer_id(manager, request.transactional_id)
+    return pb.InitProducerIdResponse(
+        error_code=answer.error.code if answer.error else 0,
+        producer_id=answer.producer_id,
+        producer_epoch=answer.producer_epoch,
+    )
 
-    Transactions are not supported: a non-empty ``transactional_id`` is INVALID_REQUEST.
-    A broker that cannot reserve a block (no session yet, ZooKeeper unreachable or contended)
-    answers COORDINATOR_LOAD_IN_PROGRESS, which the producer retries (Kafka answers it rather
-    than REQUEST_TIMED_OUT, which older clients treat as fatal).
-    """
-    failed = pb.InitProducerIdResponse(producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
-    if request.transactional_id:
-        logger.info(
-            "InitProducerId for transactional id %r refused: transactions are not supported",
-            request.transactional_id,
+
+def metadata_response(view: ClusterView) -> pb.MetadataResponse:
+    """A :class:`ClusterView` as gRPC's MetadataResponse."""
+    response = pb.MetadataResponse(cluster_id=view.cluster_id, controller_id=view.controller_id)
+    for b in view.brokers:
+        response.brokers.add(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack or "")
+    for topic in view.topics:
+        entry = response.topics.add(
+            name=topic.name,
+            is_internal=topic.is_internal,
+            error_code=topic.error.code if topic.error else 0,
         )
-        failed.error_code = InvalidRequestError.code
-        return failed
-    if manager is None:
-        failed.error_code = CoordinatorLoadInProgressError.code
-        return failed
-    try:
-        producer_id = await manager.generate_producer_id()
-    except CoordinationError as e:
-        logger.warning("broker %d: no producer id block: %s", manager.broker_id, e)
-        failed.error_code = CoordinatorLoadInProgressError.code
-        return failed
-    except KafkaError as e:
-        logger.error("broker %d: %s", manager.broker_id, e)
-        failed.error_code = e.code
-        return failed
-    return pb.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
+        for p in topic.partitions:
+            entry.partitions.add(
+                error_code=p.error.code if p.error else 0,
+                partition=p.partition,
+                leader=p.leader,
+                leader_epoch=p.leader_epoch,
+                replicas=list(p.replicas),
+                isr=list(p.isr),
+                offline_replicas=list(p.offline_replicas),
+            )
+    return response

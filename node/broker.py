@@ -48,11 +48,13 @@ from kafkasim.controller.controller import Controller, ControllerConfig
 from kafkasim.node import apis_admin
 from kafkasim.node.apis import KafkaApis
 from kafkasim.node.apis_admin import AdminCalls
-from kafkasim.node.config import BrokerConfig
+from kafkasim.node.config import WIRE_KAFKA, BrokerConfig
 from kafkasim.node.config_changes import TopicConfigChangeListener
 from kafkasim.node.fetcher import ReplicaFetcherManager
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_records import OFFSETS_TOPIC
+from kafkasim.node.kafka_apis import KafkaProtocolApis, kafka_handler_tables
+from kafkasim.node.kafka_server import KafkaListener
 from kafkasim.node.metadata_cache import MetadataCache
 from kafkasim.node.metrics import BrokerMetrics
 from kafkasim.node.offsets_topic import ReplicaOffsetsTopic
@@ -170,7 +172,8 @@ class Broker:
             self.broker_id, self.zk, config, self._topic_configs, self.log_manager
         )
         self.server: RpcServer | None = None  # the inter-broker listener's
-        self.servers: dict[str, RpcServer] = {}  # every listener's, by name
+        self.servers: dict[str, RpcServer] = {}  # every gRPC listener's, by name
+        self.kafka_listeners: dict[str, KafkaListener] = {}  # the Kafka-protocol ones
         # Idempotent producers' ids; made in start(), once the ZooKeeper session exists.
         self.producer_ids: ProducerIdManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -242,7 +245,19 @@ class Broker:
         # One server per listener (Kafka's listeners): the same handlers, except that the
         # answers naming brokers name them by the listener the request came in on.
         inter_broker = self.config.inter_broker_listener
+        wire = self.config.wire_protocols
         for name, (host, port) in self.config.listeners.items():
+            if wire[name] == WIRE_KAFKA:
+                listener = KafkaListener(
+                    host,
+                    port,
+                    KafkaProtocolApis(self, name, kafka_handler_tables(self)),
+                    max_request_bytes=self.config["socket.request.max.bytes"],
+                    idle_timeout_ms=self.config["connections.max.idle.ms"],
+                )
+                await listener.start()
+                self.kafka_listeners[name] = listener
+                continue
             server = self.transport.server(
                 f"{host}:{port}",
                 self.metrics.instrument(self.apis.unary_handlers(name)),
@@ -316,10 +331,10 @@ class Broker:
         """Create /brokers/ids/<id>, waiting out a previous session's registration."""
         endpoints: list[tuple[str, str, int]] = []
         for name, (host, advertised_port) in self.config.advertised_listeners.items():
-            server = self.servers.get(name)
+            bound = self.servers.get(name) or self.kafka_listeners.get(name)
             port = advertised_port
-            if port == 0 and server is not None:  # an ephemeral port: the one it got
-                port = int(server.address.rpartition(":")[2])
+            if port == 0 and bound is not None:  # an ephemeral port: the one it got
+                port = int(bound.address.rpartition(":")[2])
             endpoints.append((name, host, port))
         _, host, port = next(e for e in endpoints if e[0] == self.config.inter_broker_listener)
         info = zk_data.BrokerInfo(
@@ -418,6 +433,9 @@ class Broker:
         for server in self.servers.values():
             await server.stop(0.0)
         self.servers = {}
+        for listener in self.kafka_listeners.values():
+            await listener.stop()
+        self.kafka_listeners = {}
         if self.controller is not None:
             await self.controller.stop(clean=clean)
         await self.replica_manager.close()

@@ -31,6 +31,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32
 
 API_VERSIONS_KEY = 18
 _KEY_VERSION = struct.Struct(">hh")
@@ -102,11 +103,9 @@ def decode_request(frame: bytes, supported: Mapping[int, tuple[int, int]]) -> Ka
         raise InvalidRequestFrameError(
             f"api key {api_key} version {api_version}: {type(e).__name__}: {e}"
         ) from None
-    if offset + size != len(frame):
-        raise InvalidRequestFrameError(
-            f"api key {api_key} version {api_version}: {len(frame) - offset - size} bytes "
-            "left after the request"
-        )
+    # Bytes after the request are ignored, as Kafka's parser ignores them (librdkafka's
+    # Metadata v12 carries three).
+    del size
     return KafkaRequest(api_key, api_version, header.correlation_id, header.client_id, body)
 
 
@@ -115,11 +114,12 @@ def encode_response(request: KafkaRequest | UnsupportedVersionError, body: Any) 
     entity). ApiVersions answers with header v0 whatever its version (as Kafka does)."""
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
+    correlation_id = i32(request.correlation_id)
     if body.__flexible__ and request.api_key != API_VERSIONS_KEY:
-        _writer(ResponseHeaderV1)(buffer, ResponseHeaderV1(correlation_id=request.correlation_id))
+        _writer(ResponseHeaderV1)(buffer, ResponseHeaderV1(correlation_id=correlation_id))
     else:
-        _writer(ResponseHeaderV0)(buffer, ResponseHeaderV0(correlation_id=request.correlation_id))
-    _writer(type(body))(buffer, body)
+        _writer(ResponseHeaderV0)(buffer, ResponseHeaderV0(correlation_id=correlation_id))
+    _writer(body.__class__)(buffer, body)
     frame = buffer.getbuffer()
     _SIZE.pack_into(frame, 0, len(frame) - 4)
     return bytes(frame)
@@ -174,7 +174,7 @@ class _Field:
 
 
 @functools.cache
-def _fields(entity: type[Any]) -> tuple[_Field, ...]:
+def _fields(entity: Any) -> tuple[_Field, ...]:
     hints = typing.get_type_hints(entity)
     out: list[_Field] = []
     for field in dataclasses.fields(entity):
@@ -214,7 +214,7 @@ _ZERO: dict[str, Any] = {
 }
 
 
-def build(entity: type[Any], values: Mapping[str, Any] | None = None, /, **more: Any) -> Any:
+def build(entity: Any, values: Mapping[str, Any] | None = None, /, **more: Any) -> Any:
     """An instance of the kio class ``entity`` from plain values: ints for every integer and
     error code, milliseconds for time spans and timestamps (-1: none), lists of mappings for
     arrays of nested entities. A field ``entity`` lacks in this version is dropped, a field the
@@ -271,7 +271,7 @@ def _millis(value: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=int(value))
 
 
-def millis(value: datetime.timedelta | int | None, default: int = -1) -> int:
+def millis(value: datetime.timedelta | datetime.datetime | int | None, default: int = -1) -> int:
     """A kio time span or timestamp field back to milliseconds (``default`` for None)."""
     if value is None:
         return default
@@ -279,4 +279,4 @@ def millis(value: datetime.timedelta | int | None, default: int = -1) -> int:
         return int(value / datetime.timedelta(milliseconds=1))
     if isinstance(value, datetime.datetime):
         return int(value.timestamp() * 1000)
-    return int(value)
+    return value

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kafkasim.common.errors import (
+    KafkaError,
     LeaderNotAvailableError,
     ListenerNotFoundError,
     UnknownTopicOrPartitionError,
@@ -14,6 +15,47 @@ from kafkasim.common.errors import (
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller.api import INTERNAL_TOPICS
 from kafkasim.proto import kafkasim_pb2 as pb
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAddress:
+    """A live broker as a client on one listener reaches it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    """One partition as Metadata answers it (``error``: Kafka's error class or None)."""
+
+    partition: int
+    error: type[KafkaError] | None
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicView:
+    name: str
+    error: type[KafkaError] | None
+    is_internal: bool
+    partitions: tuple[PartitionView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """Kafka's Metadata answer as domain values, for one listener."""
+
+    cluster_id: str
+    controller_id: int
+    brokers: tuple[BrokerAddress, ...]
+    topics: tuple[TopicView, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,44 +134,54 @@ class MetadataCache:
                 )
         return None
 
-    def metadata(
-        self, request: pb.MetadataRequest, listener: str | None = None
-    ) -> pb.MetadataResponse:
-        """Kafka's Metadata answer for a request that came in on ``listener``: brokers are
-        listed with that listener's address; a partition whose leader lacks the listener
-        answers LISTENER_NOT_FOUND (Kafka's behaviour with mismatched listeners)."""
-        response = pb.MetadataResponse(cluster_id=self.cluster_id, controller_id=self.controller_id)
-        reachable: set[int] = set()
-        for broker_id in sorted(self.brokers):
-            endpoint = self.endpoint_for(broker_id, listener)
-            if endpoint is not None:
-                response.brokers.append(endpoint)
-                reachable.add(broker_id)
-        wanted = self.topics() if request.all_topics or not request.topics else list(request.topics)
+    def address(self, broker_id: int, listener: str | None) -> BrokerAddress | None:
+        """Where a client on ``listener`` reaches ``broker_id`` (None: not live, or no such
+        listener); ``listener`` None: the inter-broker endpoint."""
+        endpoint = self.endpoint_for(broker_id, listener)
+        if endpoint is None:
+            return None
+        return BrokerAddress(endpoint.node_id, endpoint.host, endpoint.port, endpoint.rack or None)
+
+    def describe(self, topics: list[str] | None, listener: str | None = None) -> ClusterView:
+        """Kafka's Metadata answer for a request that came in on ``listener`` (``topics``
+        None: every topic): brokers are listed with that listener's address; a partition whose
+        leader lacks the listener answers LISTENER_NOT_FOUND (Kafka's behaviour with
+        mismatched listeners)."""
+        brokers = tuple(
+            address
+            for address in (self.address(b, listener) for b in sorted(self.brokers))
+            if address is not None
+        )
+        reachable = {b.node_id for b in brokers}
         by_topic: dict[str, list[tuple[int, CachedPartition]]] = {}
         for tp, state in self.partitions.items():
             by_topic.setdefault(tp.topic, []).append((tp.partition, state))
-        for topic in wanted:
-            entry = response.topics.add(name=topic, is_internal=topic in INTERNAL_TOPICS)
+        views: list[TopicView] = []
+        for topic in self.topics() if topics is None else topics:
             parts = by_topic.get(topic)
             if not parts:
-                entry.error_code = UnknownTopicOrPartitionError.code
+                views.append(
+                    TopicView(topic, UnknownTopicOrPartitionError, topic in INTERNAL_TOPICS, ())
+                )
                 continue
+            partitions: list[PartitionView] = []
             for partition, state in sorted(parts):
                 live_replicas = [r for r in state.replicas if r in self.brokers]
-                offline = [r for r in state.replicas if r not in self.brokers]
-                code = 0
+                error: type[KafkaError] | None = None
                 if state.leader < 0 or state.leader not in self.brokers:
-                    code = LeaderNotAvailableError.code
+                    error = LeaderNotAvailableError
                 elif state.leader not in reachable:
-                    code = ListenerNotFoundError.code
-                entry.partitions.add(
-                    error_code=code,
-                    partition=partition,
-                    leader=state.leader if state.leader in self.brokers else -1,
-                    leader_epoch=state.leader_epoch,
-                    replicas=list(state.replicas),
-                    isr=[r for r in state.isr if r in live_replicas] or list(state.isr),
-                    offline_replicas=offline,
+                    error = ListenerNotFoundError
+                partitions.append(
+                    PartitionView(
+                        partition,
+                        error,
+                        state.leader if state.leader in self.brokers else -1,
+                        state.leader_epoch,
+                        state.replicas,
+                        tuple(r for r in state.isr if r in live_replicas) or state.isr,
+                        tuple(r for r in state.replicas if r not in self.brokers),
+                    )
                 )
-        return response
+            views.append(TopicView(topic, None, topic in INTERNAL_TOPICS, tuple(partitions)))
+        return ClusterView(self.cluster_id, self.controller_id, brokers, tuple(views))

@@ -215,7 +215,7 @@ def test_a_partition_whose_leader_lacks_the_listener_is_listener_not_found() -> 
             ],
         )
     )
-    response = cache.metadata(pb.MetadataRequest(topics=["t"]), "EXTERNAL")
-    assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(1, "x1", 2)]
-    codes = [p.error_code for p in response.topics[0].partitions]
+    view = cache.describe(["t"], "EXTERNAL")
+    assert [(b.node_id, b.host, b.port) for b in view.brokers] == [(1, "x1", 2)]
+    codes = [p.error.code if p.error else 0 for p in view.topics[0].partitions]
     assert codes == [72, 0]  # LISTENER_NOT_FOUND for the leader only INTERNAL reaches

@@ -1,0 +1,370 @@
+"""The request layer of the Kafka-protocol front door: Kafka's requests (kio structs, decoded
+by ``node.kafka_codec``) translated into the same domain calls the gRPC front door makes
+(``node.apis``: the replica manager, the group coordinator, the hosted controller, the
+metadata cache), and the domain answers built back into Kafka's responses of the version
+asked.
+
+Only what is implemented is advertised in ApiVersions (:data:`KafkaProtocolApis.versions`).
+The partition and cluster requests are answered here; the group requests by
+``node.kafka_apis_group`` and the admin requests by ``node.kafka_apis_admin``, each a table
+of {api key: (min version, max version, handler)} merged below.
+
+Differences from Kafka, on purpose:
+
+* Fetch is sessionless (KIP-227 allows it): a broker may always answer session id 0, and
+  the client then sends full fetch requests; a request naming a session this broker never
+  gave answers FETCH_SESSION_ID_NOT_FOUND.
+* Followers replicate over gRPC: a Fetch or ListOffsets with a replica id ≥ 0 on a Kafka
+  listener is refused (as Kafka refuses it to a principal without CLUSTER_ACTION).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+
+from kafkasim.common.errors import KafkaError, error_for_name
+from kafkasim.common.types import TopicPartition
+from kafkasim.node import apis_cluster
+from kafkasim.node import replica_types as rt
+from kafkasim.node.apis import BrokerServices
+from kafkasim.node.kafka_codec import (
+    KafkaRequest,
+    UnsupportedVersionError,
+    build,
+    millis,
+    response_schema,
+)
+
+logger = logging.getLogger(__name__)
+
+KafkaHandler = Callable[[KafkaRequest], Awaitable[Any]]
+HandlerTable = Mapping[int, tuple[int, int, KafkaHandler]]
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+FIND_COORDINATOR, API_VERSIONS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 10, 18, 22, 23
+UNSUPPORTED_VERSION = error_for_name("UNSUPPORTED_VERSION").code
+CLUSTER_AUTHORIZATION_FAILED = error_for_name("CLUSTER_AUTHORIZATION_FAILED")
+FETCH_SESSION_ID_NOT_FOUND = error_for_name("FETCH_SESSION_ID_NOT_FOUND").code
+INVALID_RECORD = error_for_name("INVALID_RECORD")
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka's "not requested" value
+
+
+class CloseConnectionError(Exception):
+    """The request is answered by closing the connection (Kafka's way of telling an acks=0
+    producer that a produce failed, since it reads no response)."""
+
+
+def _code(error: KafkaError | type[KafkaError] | None) -> int:
+    return 0 if error is None else error.code
+
+
+def _message(error: KafkaError | None) -> str | None:
+    return (str(error.message) or None) if error is not None else None
+
+
+class KafkaProtocolApis:
+    """The handlers of one Kafka listener (``listener``: its name, for the addresses that
+    Metadata and FindCoordinator answer)."""
+
+    def __init__(
+        self, broker: BrokerServices, listener: str, extra: tuple[HandlerTable, ...] = ()
+    ) -> None:
+        self.broker = broker
+        self.listener = listener
+        self.handlers: dict[int, tuple[int, int, KafkaHandler]] = {
+            API_VERSIONS: (0, 3, self.api_versions),
+            METADATA: (0, 12, self.metadata),
+            PRODUCE: (3, 9, self.produce),
+            FETCH: (4, 12, self.fetch),
+            LIST_OFFSETS: (1, 7, self.list_offsets),
+            OFFSET_FOR_LEADER_EPOCH: (2, 4, self.offset_for_leader_epoch),
+            FIND_COORDINATOR: (0, 4, self.find_coordinator),
+            INIT_PRODUCER_ID: (0, 4, self.init_producer_id),
+        }
+        for table in extra:
+            self.handlers.update(table)
+
+    @property
+    def versions(self) -> dict[int, tuple[int, int]]:
+        """{api key: (min, max)} served: what ApiVersions advertises and the codec accepts."""
+        return {key: (low, high) for key, (low, high, _) in self.handlers.items()}
+
+    async def handle(self, request: KafkaRequest) -> Any:
+        """The response body answering ``request`` (None: no response, an acks=0 produce)."""
+        return await self.handlers[request.api_key][2](request)
+
+    # -- ApiVersions ------------------------------------------------------------------------
+
+    def _api_keys(self) -> list[dict[str, int]]:
+        return [
+            {"api_key": key, "min_version": low, "max_version": high}
+            for key, (low, high) in sorted(self.versions.items())
+        ]
+
+    async def api_versions(self, request: KafkaRequest) -> Any:
+        return build(response_schema(request), error_code=0, api_keys=self._api_keys())
+
+    def unsupported_api_versions(self, request: UnsupportedVersionError) -> Any:
+        """ApiVersions of a version this broker does not know: Kafka answers v0 with
+        UNSUPPORTED_VERSION and its versions, so that the client can pick one."""
+        return build(
+            ApiVersionsResponseV0, error_code=UNSUPPORTED_VERSION, api_keys=self._api_keys()
+        )
+
+    # -- Metadata, FindCoordinator, InitProducerId -------------------------------------------
+
+    async def metadata(self, request: KafkaRequest) -> Any:
+        body = request.body
+        asked = body.topics
+        # v0: an empty list means every topic; v1+: null means every topic.
+        topics = None if asked is None or (request.api_version == 0 and not asked) else asked
+        names = None if topics is None else [t.name for t in topics]
+        view = await apis_cluster.describe_cluster(
+            self.broker,
+            names,
+            auto_create=getattr(body, "allow_auto_topic_creation", True),
+            listener=self.listener,
+        )
+        return build(
+            response_schema(request),
+            brokers=[
+                {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in view.brokers
+            ],
+            cluster_id=view.cluster_id or None,
+            controller_id=view.controller_id,
+            topics=[
+                {
+                    "error_code": _code(t.error),
+                    "name": t.name,
+                    "topic_id": 0,
+                    "is_internal": t.is_internal,
+                    "partitions": [
+                        {
+                            "error_code": _code(p.error),
+                            "partition_index": p.partition,
+                            "leader_id": p.leader,
+                            "leader_epoch": p.leader_epoch,
+                            "replica_nodes": p.replicas,
+                            "isr_nodes": p.isr,
+                            "offline_replicas": p.offline_replicas,
+                        }
+                        for p in t.partitions
+                    ],
+                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+                }
+                for t in view.topics
+            ],
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+
+    async def find_coordinator(self, request: KafkaRequest) -> Any:
+        body = request.body
+        key_type = getattr(body, "key_type", apis_cluster.COORDINATOR_GROUP)
+        if request.api_version >= 4:
+            coordinators = []
+            for key in body.coordinator_keys:
+                answer = await apis_cluster.find_coordinator(
+                    self.broker, key_type, key, self.listener
+                )
+                coordinators.append({"key": key, **self._coordinator(answer)})
+            return build(response_schema(request), coordinators=coordinators)
+        answer = await apis_cluster.find_coordinator(self.broker, key_type, body.key, self.listener)
+        return build(response_schema(request), self._coordinator(answer))
+
+    @staticmethod
+    def _coordinator(answer: apis_cluster.CoordinatorAnswer) -> dict[str, Any]:
+        if answer.address is None:
+            return {
+                "error_code": _code(answer.error),
+                "error_message": answer.message,
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+            }
+        address = answer.address
+        return {
+            "error_code": 0,
+            "error_message": None,
+            "node_id": address.node_id,
+            "host": address.host,
+            "port": address.port,
+        }
+
+    async def init_producer_id(self, request: KafkaRequest) -> Any:
+        answer = await apis_cluster.init_producer_id(
+            self.broker.producer_ids, request.body.transactional_id
+        )
+        return build(
+            response_schema(request),
+            error_code=_code(answer.error),
+            producer_id=answer.producer_id,
+            producer_epoch=answer.producer_epoch,
+        )
+
+    # -- partitions: the replica manager ----------------------------------------------------
+
+    async def produce(self, request: KafkaRequest) -> Any:
+        body = request.body
+        partitions = tuple(
+            rt.PartitionRecords(
+                TopicPartition(topic.name, part.index),
+                bytes(part.records) if part.records is not None else b"",
+            )
+            for topic in body.topic_data
+            for part in topic.partition_data
+        )
+        params = rt.ProduceParams(int(body.acks), millis(body.timeout, 0), partitions)
+        results = await self.broker.replica_manager.append_records(params)
+        if params.acks == 0:
+            failed = [r for r in results if r.error is not None]
+            if failed:
+                raise CloseConnectionError(
+                    f"acks=0 produce to {failed[0].tp} failed: {failed[0].error!r}"
+                )
+            return None
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for result in results:
+            by_topic.setdefault(result.tp.topic, []).append(
+                {
+                    "index": result.tp.partition,
+                    "error_code": _code(result.error),
+                    "base_offset": result.base_offset,
+                    "log_append_time": result.log_append_time_ms,
+                    "log_start_offset": result.log_start_offset,
+                    "error_message": _message(result.error),
+                }
+            )
+        return build(
+            response_schema(request),
+            responses=[
+                {"name": name, "partition_responses": parts} for name, parts in by_topic.items()
+            ],
+        )
+
+    async def fetch(self, request: KafkaRequest) -> Any:
+        body = request.body
+        schema = response_schema(request)
+        if getattr(body, "session_id", 0) != 0:
+            return build(schema, error_code=FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+        partitions = tuple(
+            rt.FetchPartitionParams(
+                TopicPartition(topic.topic, part.partition),
+                int(part.fetch_offset),
+                int(getattr(part, "current_leader_epoch", rt.NO_EPOCH)),
+                -1,
+                int(part.partition_max_bytes),
+            )
+            for topic in body.topics
+            for part in topic.partitions
+        )
+        if int(body.replica_id) != rt.CONSUMER_REPLICA_ID:
+            results = [
+                rt.FetchPartitionData(p.tp, CLUSTER_AUTHORIZATION_FAILED()) for p in partitions
+            ]
+        else:
+            params = rt.FetchParams(
+                rt.CONSUMER_REPLICA_ID,
+                millis(body.max_wait, 0),
+                int(body.min_bytes),
+                int(body.max_bytes),
+                partitions,
+                int(getattr(body, "isolation_level", rt.READ_UNCOMMITTED)),
+            )
+            results = await self.broker.replica_manager.fetch_messages(params)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for result in results:
+            by_topic.setdefault(result.tp.topic, []).append(
+                {
+                    "partition_index": result.tp.partition,
+                    "error_code": _code(result.error),
+                    "high_watermark": result.high_watermark,
+                    "last_stable_offset": result.last_stable_offset,
+                    "log_start_offset": result.log_start_offset,
+                    "aborted_transactions": [],
+                    "preferred_read_replica": -1,
+                    "records": result.records,
+                }
+            )
+        return build(
+            schema,
+            error_code=0,
+            session_id=0,
+            responses=[{"topic": name, "partitions": parts} for name, parts in by_topic.items()],
+        )
+
+    async def list_offsets(self, request: KafkaRequest) -> Any:
+        body = request.body
+        partitions = tuple(
+            rt.ListOffsetsPartition(
+                TopicPartition(topic.name, part.partition_index),
+                int(part.timestamp),
+                int(getattr(part, "current_leader_epoch", rt.NO_EPOCH)),
+            )
+            for topic in body.topics
+            for part in topic.partitions
+        )
+        if int(body.replica_id) != rt.CONSUMER_REPLICA_ID:
+            results = [
+                rt.ListOffsetsPartitionResult(p.tp, CLUSTER_AUTHORIZATION_FAILED())
+                for p in partitions
+            ]
+        else:
+            params = rt.ListOffsetsParams(
+                rt.CONSUMER_REPLICA_ID,
+                partitions,
+                int(getattr(body, "isolation_level", rt.READ_UNCOMMITTED)),
+            )
+            results = list(self.broker.replica_manager.list_offsets(params))
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for result in results:
+            by_topic.setdefault(result.tp.topic, []).append(
+                {
+                    "partition_index": result.tp.partition,
+                    "error_code": _code(result.error),
+                    "timestamp": result.timestamp,
+                    "offset": result.offset,
+                    "leader_epoch": result.leader_epoch,
+                }
+            )
+        return build(
+            response_schema(request),
+            topics=[{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+        )
+
+    async def offset_for_leader_epoch(self, request: KafkaRequest) -> Any:
+        body = request.body
+        wanted = tuple(
+            rt.EpochRequest(
+                TopicPartition(topic.topic, part.partition),
+                int(part.leader_epoch),
+                int(part.current_leader_epoch),
+            )
+            for topic in body.topics
+            for part in topic.partitions
+        )
+        results = self.broker.replica_manager.offsets_for_leader_epoch(wanted)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for result in results:
+            by_topic.setdefault(result.tp.topic, []).append(
+                {
+                    "error_code": _code(result.error),
+                    "partition": result.tp.partition,
+                    "leader_epoch": result.leader_epoch,
+                    "end_offset": result.end_offset,
+                }
+            )
+        return build(
+            response_schema(request),
+            topics=[{"topic": name, "partitions": parts} for name, parts in by_topic.items()],
+        )
+
+
+def kafka_handler_tables(broker: BrokerServices) -> tuple[HandlerTable, ...]:
+    """The handler tables beyond :class:`KafkaProtocolApis`'s own (groups, admin)."""
+    del broker
+    return ()
