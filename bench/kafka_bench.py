@@ -36,7 +36,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import confluent_kafka
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from bench.apache_kafka import KAFKA_VERSION, ApacheKafkaCluster, wait_for_topic
 from kafkasim.cluster.local import REPO_ROOT, LocalCluster
@@ -92,10 +99,11 @@ class Counts:
     large: int  # 1 KiB records per throughput run
     rate: int  # records/s of the latency run
     seconds: float  # length of the latency run
+    warm_up: int  # 100 B records produced and consumed, unmeasured, before measuring (JIT)
 
 
-FULL = Counts(small=500_000, large=100_000, rate=5_000, seconds=5.0)
-QUICK = Counts(small=50_000, large=10_000, rate=5_000, seconds=2.0)
+FULL = Counts(small=1_000_000, large=200_000, rate=5_000, seconds=10.0, warm_up=200_000)
+QUICK = Counts(small=200_000, large=40_000, rate=5_000, seconds=3.0, warm_up=50_000)
 
 
 # -- the two clusters -----------------------------------------------------------------------
@@ -106,7 +114,8 @@ def _tree_bytes(root: Path) -> int:
     for directory, _dirs, files in os.walk(root):
         for name in files:
             with contextlib.suppress(OSError):
-                total += (Path(directory) / name).stat().st_size
+                # Blocks in use: index files are sparse until filled (Kafka's are 10 MiB each).
+                total += (Path(directory) / name).stat().st_blocks * 512
     return total
 
 
@@ -144,8 +153,7 @@ class KafkasimTarget:
         self.cluster = cluster
 
     def client_config(self, **settings: object) -> dict[str, Any]:
-        bootstrap = self.cluster.kafka_bootstrap()  # type: ignore[attr-defined]
-        return {"bootstrap.servers": bootstrap, **settings}
+        return {"bootstrap.servers": self.cluster.kafka_bootstrap, **settings}
 
     def create_topic(
         self, topic: str, *, partitions: int, replication_factor: int, configs: dict[str, Any]
@@ -316,16 +324,22 @@ def produce_latency(target: Target, topic: str, acks: str, rate: int, seconds: f
 
 
 def consume_throughput(target: Target, topic: str, count: int, size: int) -> Throughput:
-    """One consumer in a new group reads ``count`` records of ``topic`` from the start; timed
-    from its first record to its last (the group join is not counted)."""
+    """One consumer reads ``count`` records of ``topic`` from the start of each partition;
+    timed from its assignment (once connected) to its last record. It is assigned the partitions (no group join,
+    no offset commits): kafkasim's Kafka listener serves no group APIs yet, and the same
+    consumer runs against both."""
     consumer = Consumer(
         target.client_config(
             logger=logger,
-            **{"group.id": f"bench-{uuid.uuid4().hex}", "auto.offset.reset": "earliest"},
+            **{
+                "group.id": f"bench-{uuid.uuid4().hex}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            },
         )
     )
     try:
-        consumer.subscribe([topic])
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         seen = 0
         first = 0.0
         deadline = time.monotonic() + CONSUME_TIMEOUT_S
@@ -336,10 +350,8 @@ def consume_throughput(target: Target, topic: str, count: int, size: int) -> Thr
                 error = msg.error()
                 if error is not None:
                     raise RuntimeError(f"{target.name}: consumer error {error}")
-                if seen == 0:
-                    first = time.perf_counter()
                 seen += 1
-        seconds = time.perf_counter() - first
+        seconds = time.perf_counter() - start
     finally:
         consumer.close()
     if seen < count:
@@ -376,12 +388,18 @@ def run_setup(
                     replication_factor=setup.replication_factor,
                     configs=setup.topic_configs,
                 )
-            target.create_topic(
-                "bench-latency",
-                partitions=PARTITIONS,
-                replication_factor=setup.replication_factor,
-                configs=setup.topic_configs,
-            )
+            for topic in ("bench-latency", "bench-warm-up"):
+                target.create_topic(
+                    topic,
+                    partitions=PARTITIONS,
+                    replication_factor=setup.replication_factor,
+                    configs=setup.topic_configs,
+                )
+        for target in targets:
+            # Unmeasured: the JVM's JIT compiles the produce and fetch paths.
+            print(f"  {target.name}: warming up ({counts.warm_up} x 100 B) ...", flush=True)
+            produce_throughput(target, "bench-warm-up", setup.acks, 100, counts.warm_up)
+            consume_throughput(target, "bench-warm-up", counts.warm_up + 1, 100)
         rss_before = {t.name: rss_kib(t.broker_pids()) for t in targets}
         for size, count in sizes:
             for target in targets:
@@ -485,10 +503,6 @@ def main() -> None:
     )
     args = parser.parse_args()
     with_kafkasim = not args.kafka_only
-    if with_kafkasim and not hasattr(LocalCluster, "kafka_bootstrap"):
-        print("kafkasim's LocalCluster has no Kafka listener here (no kafka_bootstrap()): "
-              "measuring Apache Kafka alone.")  # fmt: skip
-        with_kafkasim = False
     counts = QUICK if args.quick else FULL
     logging.basicConfig(level=logging.ERROR, format="%(name)s: %(message)s")
     print(
