@@ -325,9 +325,9 @@ def produce_latency(target: Target, topic: str, acks: str, rate: int, seconds: f
 
 def consume_throughput(target: Target, topic: str, count: int, size: int) -> Throughput:
     """One consumer reads ``count`` records of ``topic`` from the start of each partition;
-    timed from its assignment (once connected) to its last record. It is assigned the partitions (no group join,
-    no offset commits): kafkasim's Kafka listener serves no group APIs yet, and the same
-    consumer runs against both."""
+    timed from its assignment (once connected) to its last record. It is assigned the
+    partitions (no group join, no offset commits): kafkasim's Kafka listener serves no group
+    APIs yet, and the same consumer runs against both."""
     consumer = Consumer(
         target.client_config(
             logger=logger,
@@ -339,9 +339,10 @@ def consume_throughput(target: Target, topic: str, count: int, size: int) -> Thr
         )
     )
     try:
+        consumer.list_topics(topic, timeout=30)
+        start = time.perf_counter()
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         seen = 0
-        first = 0.0
         deadline = time.monotonic() + CONSUME_TIMEOUT_S
         while seen < count and time.monotonic() < deadline:
             # Never more than are still to come: the last call does not wait out its timeout.
