@@ -396,12 +396,12 @@ def run_setup(
                     replication_factor=setup.replication_factor,
                     configs=setup.topic_configs,
                 )
+        rss_before = {t.name: rss_kib(t.broker_pids()) for t in targets}
         for target in targets:
             # Unmeasured: the JVM's JIT compiles the produce and fetch paths.
             print(f"  {target.name}: warming up ({counts.warm_up} x 100 B) ...", flush=True)
             produce_throughput(target, "bench-warm-up", setup.acks, 100, counts.warm_up)
             consume_throughput(target, "bench-warm-up", counts.warm_up + 1, 100)
-        rss_before = {t.name: rss_kib(t.broker_pids()) for t in targets}
         for size, count in sizes:
             for target in targets:
                 print(f"  {target.name}: producing {count} x {size} B ...", flush=True)
