@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import logging
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -100,10 +101,11 @@ class Counts:
     rate: int  # records/s of the latency run
     seconds: float  # length of the latency run
     warm_up: int  # 100 B records produced and consumed, unmeasured, before measuring (JIT)
+    rounds: int  # every measurement this many times, the two systems back to back
 
 
-FULL = Counts(small=1_000_000, large=200_000, rate=5_000, seconds=10.0, warm_up=200_000)
-QUICK = Counts(small=200_000, large=40_000, rate=5_000, seconds=3.0, warm_up=50_000)
+FULL = Counts(small=1_000_000, large=200_000, rate=5_000, seconds=5.0, warm_up=200_000, rounds=3)
+QUICK = Counts(small=200_000, large=40_000, rate=5_000, seconds=3.0, warm_up=50_000, rounds=2)
 
 
 # -- the two clusters -----------------------------------------------------------------------
@@ -365,16 +367,24 @@ def consume_throughput(target: Target, topic: str, count: int, size: int) -> Thr
 
 @dataclass
 class Results:
-    throughput: dict[tuple[str, int, str], Throughput] = field(default_factory=dict)
-    consume: dict[tuple[str, int, str], Throughput] = field(default_factory=dict)
-    latency: dict[tuple[str, str], Latency] = field(default_factory=dict)
+    """Every round's figure, by (configuration, [record size,] system)."""
+
+    throughput: dict[tuple[str, int, str], list[Throughput]] = field(default_factory=dict)
+    consume: dict[tuple[str, int, str], list[Throughput]] = field(default_factory=dict)
+    latency: dict[tuple[str, str], list[Latency]] = field(default_factory=dict)
     rss: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
+
+
+def _alternating(targets: list[Target], round_: int) -> list[Target]:
+    """kafkasim first in even rounds, Kafka first in odd ones (neither always runs first)."""
+    return targets if round_ % 2 == 0 else targets[::-1]
 
 
 def run_setup(
     root: Path, setup: Setup, counts: Counts, results: Results, *, with_kafkasim: bool
 ) -> None:
-    """Both clusters of ``setup`` up at once; every measurement on kafkasim, then on Kafka."""
+    """Both clusters of ``setup`` up at once; each measurement on one, then the other, back
+    to back, ``counts.rounds`` times."""
     sizes = ((100, counts.small), (1024, counts.large))
     with contextlib.ExitStack() as stack:
         targets: list[Target] = []
@@ -382,14 +392,7 @@ def run_setup(
             targets.append(stack.enter_context(kafkasim_cluster(root / "kafkasim", setup)))
         targets.append(stack.enter_context(kafka_cluster(root / "kafka", setup)))
         for target in targets:
-            for size, _count in sizes:
-                target.create_topic(
-                    f"bench-tput-{size}",
-                    partitions=PARTITIONS,
-                    replication_factor=setup.replication_factor,
-                    configs=setup.topic_configs,
-                )
-            for topic in ("bench-latency", "bench-warm-up"):
+            for topic in ("bench-tput-100", "bench-tput-1024", "bench-latency", "bench-warm-up"):
                 target.create_topic(
                     topic,
                     partitions=PARTITIONS,
@@ -401,89 +404,106 @@ def run_setup(
             # Unmeasured: the JVM's JIT compiles the produce and fetch paths.
             print(f"  {target.name}: warming up ({counts.warm_up} x 100 B) ...", flush=True)
             produce_throughput(target, "bench-warm-up", setup.acks, 100, counts.warm_up)
-            consume_throughput(target, "bench-warm-up", counts.warm_up + 1, 100)
-        for size, count in sizes:
-            for target in targets:
-                print(f"  {target.name}: producing {count} x {size} B ...", flush=True)
-                results.throughput[setup.label, size, target.name] = produce_throughput(
-                    target, f"bench-tput-{size}", setup.acks, size, count
+            consume_throughput(target, "bench-warm-up", counts.warm_up, 100)
+        for round_ in range(counts.rounds):
+            for size, count in sizes:
+                for target in _alternating(targets, round_):
+                    print(f"  {target.name}: producing {count} x {size} B ...", flush=True)
+                    results.throughput.setdefault((setup.label, size, target.name), []).append(
+                        produce_throughput(target, f"bench-tput-{size}", setup.acks, size, count)
+                    )
+        for round_ in range(counts.rounds):
+            for target in _alternating(targets, round_):
+                rate = f"{counts.rate} records/s for {counts.seconds} s"
+                print(f"  {target.name}: {rate}", flush=True)
+                results.latency.setdefault((setup.label, target.name), []).append(
+                    produce_latency(
+                        target, "bench-latency", setup.acks, counts.rate, counts.seconds
+                    )
                 )
-        for target in targets:
-            print(f"  {target.name}: {counts.rate} records/s for {counts.seconds} s", flush=True)
-            results.latency[setup.label, target.name] = produce_latency(
-                target, "bench-latency", setup.acks, counts.rate, counts.seconds
-            )
         for target in targets:
             rss = (rss_before[target.name], rss_kib(target.broker_pids()), target.log_bytes())
             results.rss[setup.label, target.name] = rss
-        for size, count in sizes:
-            for target in targets:
-                print(f"  {target.name}: consuming {count} x {size} B ...", flush=True)
-                results.consume[setup.label, size, target.name] = consume_throughput(
-                    target, f"bench-tput-{size}", count + 1, size
-                )
+        for round_ in range(counts.rounds):
+            for size, count in sizes:
+                for target in _alternating(targets, round_):
+                    print(f"  {target.name}: consuming {count} x {size} B ...", flush=True)
+                    results.consume.setdefault((setup.label, size, target.name), []).append(
+                        consume_throughput(target, f"bench-tput-{size}", count, size)
+                    )
 
 
 # -- report ---------------------------------------------------------------------------------
 
 
-def _ratio(ours: float | None, theirs: float | None) -> str:
-    return f"{ours / theirs:.3f}" if ours is not None and theirs else "-"
+def _ratios(ours: list[float] | None, theirs: list[float]) -> str:
+    """The median of the rounds' ratios (each round's pair ran back to back), and their
+    range when there are several."""
+    if not ours:
+        return "-"
+    ratios = sorted(a / b for a, b in zip(ours, theirs, strict=True))
+    text = f"{statistics.median(ratios):.3f}"
+    return text if len(ratios) == 1 else f"{text} ({ratios[0]:.2f}-{ratios[-1]:.2f})"
 
 
-def _num(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+def _median(values: list[float] | None, spec: str) -> str:
+    return "-" if not values else format(statistics.median(values), spec)
 
 
-def _throughput_table(rows: dict[tuple[str, int, str], Throughput], kafka: str) -> None:
+def _throughput_table(rows: dict[tuple[str, int, str], list[Throughput]], kafka: str) -> None:
     print(f"{'configuration':<37} {'record':>6} {'records':>8} {'kafkasim rec/s':>15} "
-          f"{'MB/s':>7} {'Kafka rec/s':>12} {'MB/s':>7} {'ratio':>6}")  # fmt: skip
+          f"{'MB/s':>7} {'Kafka rec/s':>12} {'MB/s':>7}  ratio")  # fmt: skip
     for (label, size, name), theirs in rows.items():
         if name != kafka:
             continue
         ours = rows.get((label, size, KafkasimTarget.name))
-        rec_s = None if ours is None else ours.records_s
+        ours_rate = None if ours is None else [t.records_s for t in ours]
+        ours_mb = None if ours is None else [t.mb_s for t in ours]
+        theirs_rate = [t.records_s for t in theirs]
         print(
-            f"{label:<37} {size:>5}B {theirs.records:>8} {_num(rec_s, ',.0f'):>15} "
-            f"{_num(None if ours is None else ours.mb_s, '.2f'):>7} "
-            f"{theirs.records_s:>12,.0f} {theirs.mb_s:>7.2f} {_ratio(rec_s, theirs.records_s):>6}"
+            f"{label:<37} {size:>5}B {theirs[0].records:>8} {_median(ours_rate, ',.0f'):>15} "
+            f"{_median(ours_mb, '.2f'):>7} {_median(theirs_rate, ',.0f'):>12} "
+            f"{_median([t.mb_s for t in theirs], '.2f'):>7}  {_ratios(ours_rate, theirs_rate)}"
         )
 
 
-def report(results: Results) -> None:
+def report(results: Results, rounds: int) -> None:
     ks, kafka = KafkasimTarget.name, KafkaTarget.name
+    each = "" if rounds == 1 else f"; medians of {rounds} rounds, ratio range in brackets"
     print()
-    print(f"Producer throughput (ratio = {ks}/Kafka records/s):")
+    print(f"Producer throughput (ratio = {ks}/Kafka records/s{each}):")
     _throughput_table(results.throughput, kafka)
     moonshot = results.throughput.get((SETUPS[0].label, 100, ks))
+    ours = None if moonshot is None else statistics.median(t.records_s for t in moonshot)
     print(
         f"Reference (moonshot): Kafka's 2014 benchmark, 1 broker, acks=1, 100 B: "
         f"{MOONSHOT_RECORDS_S:,} records/s"
         + (
             ""
-            if moonshot is None
-            else f"; {ks} here {moonshot.records_s:,.0f} records/s = "
-            f"{moonshot.records_s / MOONSHOT_RECORDS_S:.3f} of it"
+            if ours is None
+            else f"; {ks} here {ours:,.0f} records/s = {ours / MOONSHOT_RECORDS_S:.3f} of it"
         )
     )
     print()
-    print(f"Produce latency, 100 B records at a fixed rate (ms; ratio = {ks}/Kafka, >1 slower):")
+    print(f"Produce latency, 100 B records at a fixed rate (ms; ratio = {ks}/Kafka, >1 slower"
+          f"{each}):")  # fmt: skip
     print(f"{'configuration':<37} {'records':>8} {'kafkasim p50':>12} {'p99':>7} "
-          f"{'Kafka p50':>10} {'p99':>7} {'p50 ratio':>9} {'p99 ratio':>9}")  # fmt: skip
+          f"{'Kafka p50':>10} {'p99':>7}  p50 ratio / p99 ratio")  # fmt: skip
     for (label, name), theirs in results.latency.items():
         if name != kafka:
             continue
-        ours = results.latency.get((label, ks))
-        p50 = None if ours is None else ours.p50_ms
-        p99 = None if ours is None else ours.p99_ms
+        ours_l = results.latency.get((label, ks))
+        p50 = None if ours_l is None else [x.p50_ms for x in ours_l]
+        p99 = None if ours_l is None else [x.p99_ms for x in ours_l]
+        t50, t99 = [x.p50_ms for x in theirs], [x.p99_ms for x in theirs]
         print(
-            f"{label:<37} {theirs.records:>8} {_num(p50, '.2f'):>12} {_num(p99, '.2f'):>7} "
-            f"{theirs.p50_ms:>10.2f} {theirs.p99_ms:>7.2f} "
-            f"{_ratio(p50, theirs.p50_ms):>9} {_ratio(p99, theirs.p99_ms):>9}"
+            f"{label:<37} {theirs[0].records:>8} {_median(p50, '.2f'):>12} "
+            f"{_median(p99, '.2f'):>7} {_median(t50, '.2f'):>10} {_median(t99, '.2f'):>7}  "
+            f"{_ratios(p50, t50)} / {_ratios(p99, t99)}"
         )
     print()
     print(f"Consumer throughput, one consumer reading the produced topic from the start "
-          f"(ratio = {ks}/Kafka records/s):")  # fmt: skip
+          f"(ratio = {ks}/Kafka records/s{each}):")  # fmt: skip
     _throughput_table(results.consume, kafka)
     print()
     print("Broker RSS (all brokers summed, MiB) before and after producing, and the logs' size:")
@@ -523,7 +543,7 @@ def main() -> None:
             run_setup(
                 Path(tmp) / f"setup-{number}", setup, counts, results, with_kafkasim=with_kafkasim
             )
-    report(results)
+    report(results, counts.rounds)
 
 
 if __name__ == "__main__":
