@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -527,6 +528,8 @@ def main() -> None:
     args = parser.parse_args()
     with_kafkasim = not args.kafka_only
     counts = QUICK if args.quick else FULL
+    # SIGTERM stops the run as Ctrl-C does: through the finally blocks that stop every process.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     logging.basicConfig(level=logging.ERROR, format="%(name)s: %(message)s")
     print(
         f"confluent-kafka {confluent_kafka.__version__} (librdkafka "
