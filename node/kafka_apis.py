@@ -40,6 +40,7 @@ from kafkasim.node.kafka_codec import (
     KafkaRequest,
     UnsupportedVersionError,
     build,
+    group_by_topic,
     millis,
     response_schema,
 )
@@ -238,9 +239,9 @@ class KafkaProtocolApis:
                     f"acks=0 produce to {failed[0].tp} failed: {failed[0].error!r}"
                 )
             return None
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for result in results:
-            by_topic.setdefault(result.tp.topic, []).append(
+        by_topic = group_by_topic(
+            (
+                result.tp.topic,
                 {
                     "index": result.tp.partition,
                     "error_code": _code(result.error),
@@ -248,8 +249,10 @@ class KafkaProtocolApis:
                     "log_append_time": result.log_append_time_ms,
                     "log_start_offset": result.log_start_offset,
                     "error_message": _message(result.error),
-                }
+                },
             )
+            for result in results
+        )
         return build(
             response_schema(request),
             responses=[
@@ -290,9 +293,9 @@ class KafkaProtocolApis:
                 int(getattr(body, "isolation_level", rt.READ_UNCOMMITTED)),
             )
             results = await self.broker.replica_manager.fetch_messages(params)
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for result in results:
-            by_topic.setdefault(result.tp.topic, []).append(
+        by_topic = group_by_topic(
+            (
+                result.tp.topic,
                 {
                     "partition_index": result.tp.partition,
                     "error_code": _code(result.error),
@@ -302,8 +305,10 @@ class KafkaProtocolApis:
                     "aborted_transactions": [],
                     "preferred_read_replica": -1,
                     "records": result.records,
-                }
+                },
             )
+            for result in results
+        )
         return build(
             schema,
             error_code=0,
@@ -330,17 +335,19 @@ class KafkaProtocolApis:
             int(getattr(body, "isolation_level", rt.READ_UNCOMMITTED)),
         )
         results = list(self.broker.replica_manager.list_offsets(params))
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for result in results:
-            by_topic.setdefault(result.tp.topic, []).append(
+        by_topic = group_by_topic(
+            (
+                result.tp.topic,
                 {
                     "partition_index": result.tp.partition,
                     "error_code": _code(result.error),
                     "timestamp": result.timestamp,
                     "offset": result.offset,
                     "leader_epoch": result.leader_epoch,
-                }
+                },
             )
+            for result in results
+        )
         return build(
             response_schema(request),
             topics=[{"name": name, "partitions": parts} for name, parts in by_topic.items()],
@@ -358,16 +365,18 @@ class KafkaProtocolApis:
             for part in topic.partitions
         )
         results = self.broker.replica_manager.offsets_for_leader_epoch(wanted)
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for result in results:
-            by_topic.setdefault(result.tp.topic, []).append(
+        by_topic = group_by_topic(
+            (
+                result.tp.topic,
                 {
                     "error_code": _code(result.error),
                     "partition": result.tp.partition,
                     "leader_epoch": result.leader_epoch,
                     "end_offset": result.end_offset,
-                }
+                },
             )
+            for result in results
+        )
         return build(
             response_schema(request),
             topics=[{"topic": name, "partitions": parts} for name, parts in by_topic.items()],

@@ -16,7 +16,7 @@ of the version asked), unit-tested without a broker.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from kafkasim.common.errors import error_for_name
@@ -31,7 +31,13 @@ from kafkasim.controller.topic_configs import AlterConfigOp, OpType
 from kafkasim.node import admin_calls, broker_admin
 from kafkasim.node.admin_calls import AdminCalls, ConfigAlteration, ResourceResult
 from kafkasim.node.apis import BrokerServices
-from kafkasim.node.kafka_codec import KafkaRequest, build, millis, response_schema
+from kafkasim.node.kafka_codec import (
+    KafkaRequest,
+    build,
+    group_by_topic,
+    millis,
+    response_schema,
+)
 
 CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS = 19, 20, 33, 37
 ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = 43, 44
@@ -46,13 +52,6 @@ ZERO_UUID = uuid.UUID(int=0)
 
 def _none_if_empty(message: str) -> str | None:
     return message or None
-
-
-def _by_topic(items: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for topic, item in items:
-        out.setdefault(topic, []).append(item)
-    return out
 
 
 # -- CreateTopics -------------------------------------------------------------------------------
@@ -287,7 +286,7 @@ def elect_leaders_response(
     items = sorted(outcomes.items())
     if asked is None:
         items = [(tp, o) for tp, o in items if o.error_code != ELECTION_NOT_NEEDED]
-    by_topic = _by_topic(
+    by_topic = group_by_topic(
         (
             tp.topic,
             {

@@ -15,7 +15,13 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.node import broker_admin
 from kafkasim.node import replica_types as rt
 from kafkasim.node.apis import BrokerServices
-from kafkasim.node.kafka_codec import KafkaRequest, build, millis, response_schema
+from kafkasim.node.kafka_codec import (
+    KafkaRequest,
+    build,
+    group_by_topic,
+    millis,
+    response_schema,
+)
 from kafkasim.node.metadata_cache import ClusterView
 
 DELETE_RECORDS, DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS = 21, 32, 35
@@ -138,15 +144,17 @@ def delete_records_params(body: Any) -> rt.DeleteRecordsParams:
 def delete_records_response(
     schema: type[Any], results: Sequence[rt.DeleteRecordsPartitionResult]
 ) -> Any:
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for r in results:
-        by_topic.setdefault(r.tp.topic, []).append(
+    by_topic = group_by_topic(
+        (
+            r.tp.topic,
             {
                 "partition_index": r.tp.partition,
                 "low_watermark": r.low_watermark,
                 "error_code": _code(r.error),
-            }
+            },
         )
+        for r in results
+    )
     return build(
         schema, topics=[{"name": name, "partitions": parts} for name, parts in by_topic.items()]
     )
@@ -198,9 +206,9 @@ def describe_producers_params(body: Any) -> list[TopicPartition]:
 def describe_producers_response(
     schema: type[Any], answers: Sequence[broker_admin.PartitionProducers]
 ) -> Any:
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for a in answers:
-        by_topic.setdefault(a.tp.topic, []).append(
+    by_topic = group_by_topic(
+        (
+            a.tp.topic,
             {
                 "partition_index": a.tp.partition,
                 "error_code": _code(a.error),
@@ -216,8 +224,10 @@ def describe_producers_response(
                     }
                     for p in a.producers
                 ],
-            }
+            },
         )
+        for a in answers
+    )
     return build(
         schema, topics=[{"name": name, "partitions": parts} for name, parts in by_topic.items()]
     )

@@ -53,7 +53,13 @@ from kafkasim.node.group_types import (
     OffsetFetchResult,
     SyncGroupParams,
 )
-from kafkasim.node.kafka_codec import KafkaRequest, build, millis, response_schema
+from kafkasim.node.kafka_codec import (
+    KafkaRequest,
+    build,
+    group_by_topic,
+    millis,
+    response_schema,
+)
 
 OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
@@ -70,10 +76,9 @@ GroupHandler = Callable[[KafkaRequest], Awaitable[Any]]
 
 def _by_topic(entries: Iterable[tuple[TopicPartition, dict[str, Any]]]) -> dict[str, list[Any]]:
     """Per-partition answers grouped by topic, in the order the topics first appear."""
-    topics: dict[str, list[Any]] = {}
-    for tp, values in entries:
-        topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, **values})
-    return topics
+    return group_by_topic(
+        (tp.topic, {"partition_index": tp.partition, **values}) for tp, values in entries
+    )
 
 
 class KafkaGroupApis:

@@ -19,7 +19,7 @@ import io
 import struct
 import typing
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import NoneType, UnionType
 from typing import Any
@@ -285,6 +285,17 @@ _ONE_MS = datetime.timedelta(milliseconds=1)
 
 def _millis(value: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=int(value))
+
+
+def group_by_topic(
+    rows: Iterable[tuple[str, dict[str, Any]]],
+) -> dict[str, list[dict[str, Any]]]:
+    """Per-partition answers grouped by topic, in the order the topics first appear (Kafka's
+    responses nest partitions in their topic)."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for topic, row in rows:
+        topics.setdefault(topic, []).append(row)
+    return topics
 
 
 def millis(value: datetime.timedelta | datetime.datetime | int | None, default: int = -1) -> int:
