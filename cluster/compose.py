@@ -127,11 +127,6 @@ NOT_INJECTABLE: Final[Mapping[str, str]] = MappingProxyType(
 )
 """Every action the compose backend cannot inject, with the reason (one clause)."""
 
-REAL_CLIENTS_REASON: Final = (
-    "chaos runs on compose drive kafkasim's own client only so far (the brokers' Kafka "
-    "listeners are published, but a real client's run there is not wired up and tested yet; "
-    "run it on --backend local)"
-)
 LOSE_UNFLUSHED_REASON: Final = (
     "losing unflushed data needs a power cut: after docker kill the host's page cache still "
     "holds every write"
@@ -513,7 +508,8 @@ class ComposeBackend:
 
     @property
     def kafka_bootstrap(self) -> list[str]:
-        return []  # not wired up for chaos runs yet (COMPOSE.real_clients)
+        # The KAFKA_EXTERNAL listeners, published to the host (where the real client runs).
+        return self.cluster.kafka_bootstrap.split(",")
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -674,7 +670,6 @@ COMPOSE: Final = BackendSpec(
     not_injectable=NOT_INJECTABLE,
     lose_unflushed=LOSE_UNFLUSHED_REASON,
     create=process_backend(ComposeBackend),
-    real_clients=REAL_CLIENTS_REASON,
     brokers=len(BROKER_IDS),
     brokers_reason="the compose file has brokers 1, 2 and 3",
     # Containers start slowly on a loaded machine (vfs); the logs are read through the engine.

@@ -1,6 +1,6 @@
 """A failure run's workload driven by a real Kafka client (``faults.real_client``): the
-scenario key ``workload.client``, the backends that refuse it before anything starts (the
-simulation has no sockets; compose chaos runs are not wired to a real client yet), the optional
+scenario key ``workload.client``, the backend that refuses it before anything starts (the
+simulation has no sockets), the optional
 import of confluent-kafka, and how librdkafka's delivery reports become history events. The
 run itself on real brokers is tests/integration/test_chaos_real_client.py."""
 
@@ -96,15 +96,10 @@ def test_the_simulation_refuses_a_real_client_before_anything_starts(tmp_path: P
     assert not (tmp_path / "run").exists()
 
 
-def test_the_compose_backend_refuses_a_real_client_in_one_line() -> None:
-    chosen = with_client(load(find("leader-crash")), CLIENT_CONFLUENT)
-    with pytest.raises(UnsupportedFaultError, match="kafkasim's own client only so far"):
-        check_supported(chosen, COMPOSE)
-
-
-def test_local_processes_take_a_real_client_and_every_backend_kafkasims_own() -> None:
+def test_local_processes_and_compose_take_a_real_client_and_every_backend_kafkasims_own() -> None:
     chosen = load(find("leader-crash"))
     check_supported(with_client(chosen, CLIENT_CONFLUENT), LOCAL)
+    check_supported(with_client(chosen, CLIENT_CONFLUENT), COMPOSE)
     for spec in (LOCAL, COMPOSE, SIM):
         check_supported(chosen, spec)
 
