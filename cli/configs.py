@@ -1,9 +1,10 @@
 """``kafkasim configs``: kafka-configs.sh for topics (``--entity-type topics``).
 
 ``--alter`` sends one IncrementalAlterConfigs (``--add-config`` keys are SET, ``--delete-config``
-keys DELETEd) to the controller, which writes ``/config/topics/<t>`` and a change notification;
-every broker applies it to its logs without a restart. ``--describe`` lists the topic's own
-overrides (Kafka's "dynamic" configs). Output lines are Kafka's::
+keys DELETEd) to a broker (the controller; any broker would do), which writes
+``/config/topics/<t>`` and a change notification; every broker applies it to its logs without
+a restart. ``--describe`` lists the topic's own overrides (Kafka's "dynamic" configs). Output
+lines are Kafka's::
 
     Completed updating config for topic orders.
     Dynamic configs for topic orders are:

@@ -27,7 +27,6 @@ from kafkasim.common.clock import Clock
 from kafkasim.common.errors import (
     KafkaError,
     LeaderNotAvailableError,
-    NotControllerError,
     UnknownTopicOrPartitionError,
     error_for_code,
     error_for_name,
@@ -255,26 +254,21 @@ class AdminClient(GroupAdmin):
         validate_only: bool = False,
     ) -> None:
         """Kafka's IncrementalAlterConfigs for one topic: SET each ``set`` key to its value,
-        DELETE each ``delete`` key (the broker default applies again). The controller writes
-        the overrides and every broker applies them to its logs without a restart. An
-        unknown key or a bad value raises INVALID_CONFIG naming it; an unknown topic
-        UNKNOWN_TOPIC_OR_PARTITION."""
+        DELETE each ``delete`` key (the broker default applies again). Any broker would serve
+        it (it writes the overrides to ZooKeeper itself, as Kafka's brokers do); this client
+        sends it to the controller, as librdkafka does. Every broker applies the change to its
+        logs without a restart. An unknown key or a bad value raises INVALID_CONFIG naming it;
+        an unknown topic UNKNOWN_TOPIC_OR_PARTITION."""
         request = pb.IncrementalAlterConfigsRequest(validate_only=validate_only)
         resource = request.resources.add(resource_type=RESOURCE_TYPE_TOPIC, resource_name=topic)
         for name in delete:
             resource.configs.add(name=name, config_operation=OP_DELETE)
         for name, value in set.items():
             resource.configs.add(name=name, config_operation=OP_SET, value=value)
-        response = pb.IncrementalAlterConfigsResponse()
-        async for attempt in self._client.retrying():
-            with attempt:
-                answer = await self._client.controller_call(
-                    proto.METHOD_INCREMENTAL_ALTER_CONFIGS, request
-                )
-                assert isinstance(answer, pb.IncrementalAlterConfigsResponse)
-                if any(r.error_code == NotControllerError.code for r in answer.responses):
-                    raise NotControllerError("the controller moved")
-                response = answer
+        response = await self._client.controller_call(
+            proto.METHOD_INCREMENTAL_ALTER_CONFIGS, request
+        )
+        assert isinstance(response, pb.IncrementalAlterConfigsResponse)
         for result in response.responses:
             _raise_for(result.error_code, result.error_message, topic)
 

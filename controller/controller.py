@@ -79,7 +79,6 @@ from kafkasim.controller.api import (
     RequestTimedOutError,
     StaleBrokerEpochError,
     TopicAlreadyExistsError,
-    TopicConfigAlteration,
     TopicResult,
     UnknownTopicOrPartitionError,
 )
@@ -113,7 +112,6 @@ __all__ = [
     "RequestTimedOutError",
     "StaleBrokerEpochError",
     "TopicAlreadyExistsError",
-    "TopicConfigAlteration",
     "TopicResult",
     "UnknownTopicOrPartitionError",
     "logger",
@@ -132,9 +130,10 @@ class Controller:
     ``/brokers/ids`` (either order works) and :meth:`stop` on shutdown. While this broker is
     the active controller, the broker's request handlers call the admin entry points
     (:meth:`create_topics`, :meth:`delete_topics`, :meth:`create_partitions`,
-    :meth:`alter_topic_configs`, :meth:`elect_leaders`, :meth:`controlled_shutdown`; their
-    protobuf forms are translated in the broker's request layer, ``node.apis_admin``); on any
-    other broker those raise NOT_CONTROLLER.
+    :meth:`elect_leaders`, :meth:`controlled_shutdown`; their protobuf forms are translated in
+    the broker's request layer, ``node.apis_admin``); on any other broker those raise
+    NOT_CONTROLLER. Topic config changes do not come here: any broker writes them
+    (``node.topic_config_admin``), as in Kafka.
 
     ``rng`` draws Kafka's random start index and shift of new topics' replica assignments
     (seed it for the simulation; the default is seeded with the broker id).
@@ -321,19 +320,6 @@ class Controller:
 
             results = await self._await_topics(results, grown, timeout_ms)
         return results
-
-    async def alter_topic_configs(
-        self, alterations: Sequence[TopicConfigAlteration], *, validate_only: bool = False
-    ) -> list[TopicResult]:
-        """Kafka's IncrementalAlterConfigs for topics: apply each topic's operations to its
-        overrides, write ``/config/topics/<t>`` and announce the change with a
-        ``/config/changes/config_change_<seq>`` notification (one fenced multi), which every
-        broker watches to reload the topic's config. One result per topic, in order
-        (INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION). Raises NOT_CONTROLLER."""
-        return await self._submit(
-            "IncrementalAlterConfigs",
-            lambda: self._require_active().admin.alter_topic_configs(alterations, validate_only),
-        )
 
     async def _await_topics(
         self, results: list[TopicResult], done: Callable[[str], bool], timeout_ms: int

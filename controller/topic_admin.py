@@ -1,10 +1,10 @@
 """The topic admin calls (Kafka's ``ZkAdminManager`` work, done by the controller here):
-CreateTopics, DeleteTopics, CreatePartitions and IncrementalAlterConfigs.
+CreateTopics, DeleteTopics and CreatePartitions. Topic config changes are not here: any
+broker writes them itself, as Kafka's brokers do (``node.topic_config_admin``).
 
 Each call is one event: validated in Kafka's order against the context and ZooKeeper, then
 written in one fenced multi (config and assignment of a new topic; the grown assignment; the
-topic's overrides with a ``/config/changes`` notification; the deletion request znode). The
-rest follows from the watches (:mod:`controller.cluster_changes`,
+deletion request znode). The rest follows from the watches (:mod:`controller.cluster_changes`,
 :mod:`controller.topic_deletion`); a ``timeout_ms`` makes the call wait until it has.
 """
 
@@ -34,7 +34,6 @@ from kafkasim.controller.api import (
     NewTopic,
     RequestTimedOutError,
     TopicAlreadyExistsError,
-    TopicConfigAlteration,
     TopicResult,
     UnknownTopicOrPartitionError,
 )
@@ -43,19 +42,14 @@ from kafkasim.controller.assignment import (
     assign_new_topic,
     validate_manual_assignment,
 )
-from kafkasim.controller.partition_state_machine import STATE_WRITE_ATTEMPTS_MAX
 from kafkasim.controller.term import Term
-from kafkasim.controller.topic_configs import AlterConfigOp, apply_incremental_ops
 from kafkasim.storage.config import LOG_CONFIG_DEF
 
 TopicDeletionDisabledError = error_for_name("TOPIC_DELETION_DISABLED")
 
-_CONFIG_CHANGES_RETAINED = 100  # newest /config/changes notifications kept (brokers' catch-up)
-
 
 class TopicAdmin:
-    """Create, delete and grow topics; alter their configs (one term's; each call is one
-    event)."""
+    """Create, delete and grow topics (one term's; each call is one event)."""
 
     def __init__(self, term: Term, rng: random.Random) -> None:
         self._term = term
@@ -214,72 +208,6 @@ class TopicAdmin:
                 f"The assignment of topic '{topic}' changed concurrently; retry."
             ) from None
         self._log.info("topic %s: assignment now %s", topic, assignment)
-
-    # -- topic configs ------------------------------------------------------------------------
-
-    async def alter_topic_configs(
-        self, alterations: Sequence[TopicConfigAlteration], validate_only: bool
-    ) -> list[TopicResult]:
-        results: list[TopicResult] = []
-        for alteration in alterations:
-            topic = alteration.topic
-            try:
-                # ZooKeeper, not the context: a topic just created may not be loaded yet.
-                exists = await self._zk.zk.exists(zk_data.topic_path(topic)) is not None
-                if not exists:
-                    raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
-                await self._alter_topic_config(topic, alteration.ops, validate_only)
-            except KafkaError as e:
-                results.append(error_result(topic, e))
-                continue
-            results.append(TopicResult(topic))
-        if not validate_only and any(r.ok for r in results):
-            await self._purge_config_changes()
-        return results
-
-    async def _alter_topic_config(
-        self, topic: str, ops: Sequence[AlterConfigOp], validate_only: bool
-    ) -> None:
-        """Read the overrides, apply ``ops``, write them conditionally (re-read on a
-        concurrent write) together with the change notification."""
-        path = zk_data.topic_config_path(topic)
-        for _ in range(STATE_WRITE_ATTEMPTS_MAX):
-            try:
-                data, stat = await self._zk.zk.get(path)
-                current, version = zk_data.decode_topic_config(data), stat.version
-            except NoNodeError:
-                current, version = {}, None
-            updated = apply_incremental_ops(current, ops)
-            if validate_only:
-                return
-            encoded = zk_data.encode_topic_config(updated)
-            write: Op = (
-                CreateOp(path, encoded) if version is None else SetOp(path, encoded, version)
-            )
-            notification = CreateOp(
-                f"{zk_data.CONFIG_CHANGES}/{zk_data.CONFIG_CHANGE_PREFIX}",
-                zk_data.encode_config_change(zk_data.topic_entity_path(topic)),
-                sequence=True,
-            )
-            try:
-                await self._zk.fenced([write, notification])
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                continue  # written meanwhile: apply the operations to what is there now
-            self._log.info("topic %s: config overrides %s -> %s", topic, current, updated)
-            return
-        raise InvalidRequestError(f"The config of topic '{topic}' changed concurrently; retry.")
-
-    async def _purge_config_changes(self) -> None:
-        """Keep the newest notifications only; a broker that finds one gone before it read
-        it reloads every topic config it holds (``node.config_changes``)."""
-        children = await self._zk.zk.get_children(zk_data.CONFIG_CHANGES)
-        changes = sorted(
-            (zk_data.config_change_sequence(c), c)
-            for c in children
-            if zk_data.config_change_sequence(c) >= 0
-        )
-        for _, child in changes[:-_CONFIG_CHANGES_RETAINED]:
-            await self._zk.fenced_delete(f"{zk_data.CONFIG_CHANGES}/{child}")
 
     # -- topic deletion requests --------------------------------------------------------------
 

@@ -1,9 +1,9 @@
 """Incremental topic config changes (Kafka's IncrementalAlterConfigs), as a pure function.
 
 Values in, values out: the topic's current overrides (``/config/topics/<t>``) and the
-requested operations give the new overrides, or an error naming what is wrong. The controller
-reads, calls :func:`apply_incremental_ops`, and writes the result with a config change
-notification; nothing here does IO.
+requested operations give the new overrides, or an error naming what is wrong. The broker
+serving the change (``node.topic_config_admin``) reads, calls :func:`apply_incremental_ops`,
+and writes the result with a config change notification; nothing here does IO.
 
 Rules (Kafka's ``prepareIncrementalConfigs`` and ``LogConfig.validate``):
 

@@ -1,12 +1,15 @@
-"""The controller's admin calls as both front doors make them, wire-free: the gRPC request
-layer (``node.apis_admin``) and Kafka's (``node.kafka_apis_admin``) build these domain values
-from their own structs, call these functions, and translate the results back.
+"""The admin calls as both front doors make them, wire-free: the gRPC request layer
+(``node.apis_admin``) and Kafka's (``node.kafka_apis_admin``) build these domain values from
+their own structs, call these functions, and translate the results back.
 
-Each function calls one entry point of :class:`~controller.controller.Controller` (the values
-of ``controller.api``) and turns an error raised for the whole call (NOT_CONTROLLER) into one
-result per item, as Kafka answers. What is checked here rather than in the controller is what
-Kafka checks in its request layer: internal topics, null config values, the resource types a
-config alteration may name.
+Topic changes (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders) call one entry
+point of :class:`~controller.controller.Controller` (the values of ``controller.api``) and turn
+an error raised for the whole call (NOT_CONTROLLER) into one result per item, as Kafka
+answers: Kafka's clients send them to the controller. Config changes (AlterConfigs,
+IncrementalAlterConfigs) are served by any broker, which writes ZooKeeper itself
+(``node.topic_config_admin``), as Kafka's brokers do. What is checked here rather than further
+in is what Kafka checks in its request layer: internal topics, null config values, the
+resource types a config alteration may name.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from kafkasim.common.coordination import Coordination
 from kafkasim.common.errors import KafkaError, error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller.api import (
@@ -29,6 +33,7 @@ from kafkasim.controller.api import (
 )
 from kafkasim.controller.topic_admin import error_result
 from kafkasim.controller.topic_configs import AlterConfigOp, OpType
+from kafkasim.node import topic_config_admin
 from kafkasim.storage.config import LOG_CONFIG_DEF
 
 # Kafka's ConfigResource.Type numbers.
@@ -56,10 +61,6 @@ class AdminCalls(Protocol):
         *,
         validate_only: bool = False,
         timeout_ms: int = 0,
-    ) -> list[TopicResult]: ...
-
-    async def alter_topic_configs(
-        self, alterations: Sequence[TopicConfigAlteration], *, validate_only: bool = False
     ) -> list[TopicResult]: ...
 
     async def controlled_shutdown(
@@ -176,14 +177,15 @@ def replace_all_ops(configs: Sequence[tuple[str, str | None]]) -> list[AlterConf
 
 
 async def alter_configs(
-    controller: AdminCalls | None,
+    zk: Coordination,
     alterations: Sequence[ConfigAlteration],
     *,
     validate_only: bool,
     refused: Mapping[int, ResourceResult] | None = None,
 ) -> list[ResourceResult]:
-    """IncrementalAlterConfigs (and legacy AlterConfigs, see :func:`replace_all_ops`): topic
-    resources go to :meth:`Controller.alter_topic_configs`; broker resources are refused with
+    """IncrementalAlterConfigs (and legacy AlterConfigs, see :func:`replace_all_ops`) on any
+    broker: topic resources are written to ZooKeeper through this broker's session ``zk``
+    (:func:`node.topic_config_admin.alter_topic_configs`); broker resources are refused with
     INVALID_REQUEST (kafkasim has no dynamic broker configs: every broker config is
     read-only, Kafka's answer for a key that cannot be updated dynamically), other types too.
     One result per resource, in order; ``refused`` (by index): answered as given."""
@@ -206,12 +208,9 @@ async def alter_configs(
             )
         answers[index] = ResourceResult(kind, name, InvalidRequestError.code, message)
     if topics:
-        try:
-            results = await _active(controller).alter_topic_configs(
-                [a for _, a in topics], validate_only=validate_only
-            )
-        except KafkaError as e:
-            results = [error_result(a.topic, e) for _, a in topics]
+        results = await topic_config_admin.alter_topic_configs(
+            zk, [a for _, a in topics], validate_only=validate_only
+        )
         for (index, topic_alteration), result in zip(topics, results, strict=True):
             answers[index] = ResourceResult(
                 RESOURCE_TYPE_TOPIC,

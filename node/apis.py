@@ -10,8 +10,10 @@ What goes where:
   ``node.replica_types``;
 * group requests → ``GroupCoordinator`` through ``node.apis_group`` (``node.group_types``);
 * controller admin requests (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
-  IncrementalAlterConfigs, ControlledShutdown) → the hosted controller's domain entry points
-  through ``node.apis_admin``; NOT_CONTROLLER when this broker hosts none;
+  ControlledShutdown) → the hosted controller's domain entry points through
+  ``node.apis_admin``; NOT_CONTROLLER when this broker hosts none;
+* IncrementalAlterConfigs → this broker writes ZooKeeper itself (``node.apis_admin``,
+  ``node.topic_config_admin``), on every broker, as Kafka's;
 * cluster requests (Metadata, FindCoordinator, DescribeCluster, DescribeConfigs,
   UpdateMetadata, InitProducerId) → the metadata cache, the topic creator, ZooKeeper and the
   producer-id manager, here.
@@ -107,9 +109,7 @@ class KafkaApis:
             proto.METHOD_ELECT_LEADERS: self._admin(
                 pb.ElectLeadersResponse, apis_admin.elect_leaders
             ),
-            proto.METHOD_INCREMENTAL_ALTER_CONFIGS: self._admin(
-                pb.IncrementalAlterConfigsResponse, apis_admin.incremental_alter_configs
-            ),
+            proto.METHOD_INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
             proto.METHOD_CONTROLLED_SHUTDOWN: self._admin(
                 pb.ControlledShutdownResponse, apis_admin.controlled_shutdown
             ),
@@ -282,6 +282,12 @@ class KafkaApis:
             return await translate(controller, request)
 
         return handler
+
+    async def handle_incremental_alter_configs(
+        self, request: pb.IncrementalAlterConfigsRequest
+    ) -> pb.IncrementalAlterConfigsResponse:
+        """Any broker, controller or not (the session read now: a new one after expiry)."""
+        return await apis_admin.incremental_alter_configs(self.broker.zk, request)
 
     # -- cluster requests -------------------------------------------------------------------
 

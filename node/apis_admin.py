@@ -1,9 +1,9 @@
-"""The gRPC front door of the controller's admin calls (the admin part of Kafka's
-``KafkaApis``): each function translates a protobuf request into the wire-free calls of
-``node.admin_calls`` (the controller's entry points ``create_topics``, ``delete_topics``,
-``create_partitions``, ``alter_topic_configs``, ``elect_leaders``; ``controlled_shutdown``
-directly) and their results into the response. The controller never sees these protobuf
-forms; Kafka's binary protocol (``node.kafka_apis_admin``) makes the same calls.
+"""The gRPC front door of the admin calls (the admin part of Kafka's ``KafkaApis``): each
+function translates a protobuf request into the wire-free calls of ``node.admin_calls`` (the
+controller's entry points ``create_topics``, ``delete_topics``, ``create_partitions``,
+``elect_leaders``; ``controlled_shutdown`` directly; config changes, which any broker serves
+by writing ZooKeeper itself) and their results into the response. The controller never sees
+these protobuf forms; Kafka's binary protocol (``node.kafka_apis_admin``) makes the same calls.
 
 :func:`not_controller_response` answers for a broker that hosts no controller at all.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkasim.common.coordination import Coordination
 from kafkasim.common.errors import KafkaError
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller.api import (
@@ -77,12 +78,13 @@ async def create_partitions(
 
 
 async def incremental_alter_configs(
-    controller: AdminCalls, request: pb.IncrementalAlterConfigsRequest
+    zk: Coordination, request: pb.IncrementalAlterConfigsRequest
 ) -> pb.IncrementalAlterConfigsResponse:
-    """Topic resources go to :meth:`Controller.alter_topic_configs`; other resource types are
-    refused with INVALID_REQUEST (kafkasim has no dynamic broker configs)."""
+    """Served by any broker: topic resources are written to ZooKeeper through this broker's
+    session ``zk`` (``node.topic_config_admin``); other resource types are refused with
+    INVALID_REQUEST (kafkasim has no dynamic broker configs)."""
     results = await admin_calls.alter_configs(
-        controller,
+        zk,
         [
             ConfigAlteration(
                 r.resource_type,
@@ -146,15 +148,6 @@ def not_controller_response(request: Any, response_cls: type[Any]) -> Any:
     response = response_cls()
     if hasattr(response, "error_code"):
         response.error_code = NotControllerError.code
-        return response
-    if isinstance(request, pb.IncrementalAlterConfigsRequest):
-        for resource in request.resources:
-            response.responses.add(
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-                error_code=NotControllerError.code,
-                error_message="This is not the controller",
-            )
         return response
     items = getattr(request, "topics", None) or getattr(request, "topic_names", [])
     field = "topics" if hasattr(response, "topics") else "results"

@@ -1,6 +1,7 @@
 """Topic config changes reaching a broker without a restart (Kafka's ``ZkConfigManager``).
 
-The controller writes a topic's overrides to ``/config/topics/<t>`` and, in the same multi,
+The broker serving a config change (``node.topic_config_admin``: any broker, as in Kafka)
+writes a topic's overrides to ``/config/topics/<t>`` and, in the same multi,
 a persistent sequential ``/config/changes/config_change_<seq>`` holding
 ``{"version":2,"entity_path":"topics/<t>"}``. Every broker keeps a child watch on
 ``/config/changes``; for each notification newer than the last it handled it re-reads that
@@ -17,7 +18,7 @@ Rules:
    watch event, a reconnection (CONNECTED) or a new session makes one processing pass, which
    re-reads the children and sets the watch again. Passes never overlap; events arriving
    during a pass cause one more.
-3. The controller keeps only the newest notifications, purging the oldest first: so if the
+3. The writing broker keeps only the newest notifications, purging the oldest first: so if the
    one this broker handled last is gone, newer ones it never read may be gone too. Then, and
    when a notification is gone between listing and reading it, and with a new session
    (after expiry), every cached topic config is reloaded.

@@ -1,12 +1,15 @@
-"""The controller's admin requests on Kafka's protocol: CreateTopics, DeleteTopics,
-CreatePartitions, AlterConfigs, IncrementalAlterConfigs and ElectLeaders, translated into the
-wire-free calls of ``node.admin_calls`` (the same the gRPC front door makes) and back.
+"""The admin requests on Kafka's protocol: CreateTopics, DeleteTopics, CreatePartitions,
+AlterConfigs, IncrementalAlterConfigs and ElectLeaders, translated into the wire-free calls of
+``node.admin_calls`` (the same the gRPC front door makes) and back.
 
-A broker hosting no controller answers NOT_CONTROLLER for every item, as one whose controller
-is not the active one (the controller raises it): Kafka's clients send these requests to the
-controller Metadata names, and retry elsewhere on NOT_CONTROLLER. The requests a broker answers
-itself (DescribeConfigs, DescribeCluster, DeleteRecords, DescribeLogDirs, DescribeProducers)
-are in ``node.kafka_apis_describe``.
+Topic changes go to the controller: a broker hosting no controller answers NOT_CONTROLLER for
+every item, as one whose controller is not the active one (the controller raises it); Kafka's
+clients send these requests to the controller Metadata names, and retry elsewhere on
+NOT_CONTROLLER. Config changes (AlterConfigs, IncrementalAlterConfigs) are served by every
+broker, which writes ZooKeeper itself as Kafka's ``ZkAdminManager`` does
+(``node.topic_config_admin``): Kafka's Java AdminClient sends them to any broker. The
+requests a broker answers from its own state (DescribeConfigs, DescribeCluster,
+DeleteRecords, DescribeLogDirs, DescribeProducers) are in ``node.kafka_apis_describe``.
 
 Each request is translated by a pure function (``*_params``: a kio request → domain values and
 the items the request layer refuses itself; ``*_response``: domain results → the kio response
@@ -310,8 +313,8 @@ def elect_leaders_response(
 
 
 class KafkaAdminApis:
-    """The controller's admin requests of one broker (``broker.controller``: None when it
-    hosts none)."""
+    """The admin requests of one broker (``broker.controller``: None when it hosts none;
+    ``broker.zk``: its ZooKeeper session, for config changes)."""
 
     def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
@@ -383,7 +386,7 @@ class KafkaAdminApis:
     async def _alter(self, request: KafkaRequest, *, incremental: bool) -> Any:
         alterations, refused = alter_configs_params(request.body, incremental=incremental)
         results = await admin_calls.alter_configs(
-            self.controller,
+            self.broker.zk,
             alterations,
             validate_only=bool(request.body.validate_only),
             refused=refused,

@@ -1,7 +1,8 @@
 """Kafka's admin APIs with real clients: confluent-kafka's AdminClient (librdkafka) creates,
 describes, alters and deletes topics, grows them, deletes records and elects leaders;
-kafka-python describes log dirs and producers; kcat lists the metadata. One 3-broker cluster
-for the module; every wait polls against a deadline."""
+kafka-python describes log dirs and producers; kcat lists the metadata; raw requests send
+config changes to brokers that are not the controller, as the Java AdminClient may. One
+3-broker cluster for the module; every wait polls against a deadline."""
 
 from __future__ import annotations
 
@@ -36,9 +37,21 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from kio.index import load_response_schema
+from kio.schema.alter_configs.v1.request import AlterableConfig as LegacyAlterableConfig
+from kio.schema.alter_configs.v1.request import AlterConfigsRequest
+from kio.schema.alter_configs.v1.request import AlterConfigsResource as LegacyAlterableResource
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.describe_configs.v1.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterableConfig as IncrementalAlterableConfig,
+)
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterConfigsResource as IncrementalAlterableResource,
+)
+from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConfigsRequest
+from kio.schema.metadata.v1.request import MetadataRequest
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32, i32Timedelta
+from kio.static.primitive import i8, i16, i32, i32Timedelta
 
 from kafkasim.cluster.local import LocalCluster
 
@@ -272,6 +285,91 @@ def test_describe_and_alter_configs(kafka_cluster: LocalCluster) -> None:
     unknown = ConfigResource(ResourceType.TOPIC, "nowhere", set_config={"retention.ms": "1"})
     error = error_of(next(iter(client.alter_configs([unknown]).values())))
     assert error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def described_topic(address: str, topic: str) -> dict[str, tuple[str | None, int]]:
+    """DescribeConfigs v1 of ``topic`` sent to the broker at ``address``: value and source
+    of every key."""
+    request = DescribeConfigsRequest(
+        resources=(
+            DescribeConfigsResource(
+                resource_type=i8(2), resource_name=topic, configuration_keys=None
+            ),
+        ),
+    )
+    (result,) = raw_request(address, request).results
+    assert int(result.error_code) == 0, result
+    return {c.name: (c.value, int(c.config_source)) for c in result.configs}
+
+
+def incremental_alter(topic: str, *ops: tuple[str, int, str]) -> Any:
+    """IncrementalAlterConfigs v1 of one topic: (key, operation, value) each."""
+    configs = tuple(
+        IncrementalAlterableConfig(name=name, config_operation=i8(op), value=value)
+        for name, op, value in ops
+    )
+    resource = IncrementalAlterableResource(
+        resource_type=i8(2), resource_name=topic, configs=configs
+    )
+    return IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
+
+
+def test_config_changes_are_served_by_a_broker_that_is_not_the_controller(
+    kafka_cluster: LocalCluster,
+) -> None:
+    """The Java AdminClient sends AlterConfigs and IncrementalAlterConfigs to any broker (the
+    least loaded one); Kafka's brokers all serve them. Sent here on raw connections to the two
+    brokers that are not the controller Metadata names, the changes show in DescribeConfigs on
+    every broker; a bad value is INVALID_CONFIG and changes nothing."""
+    create(admin(kafka_cluster), NewTopic("altered-anywhere", 1, 3))
+    metadata = raw_request(kafka_cluster.kafka_bootstrap.split(",")[0], MetadataRequest(topics=()))
+    controller = int(metadata.controller_id)
+    assert controller in kafka_cluster.brokers
+    first, second = (b for b in sorted(kafka_cluster.brokers) if b != controller)
+    addresses = [b.kafka_address for b in kafka_cluster.brokers.values()]
+
+    def on_every_broker(check: Callable[[dict[str, tuple[str | None, int]]], bool]) -> None:
+        for address in addresses:
+            eventually(
+                lambda a=address: True if check(described_topic(a, "altered-anywhere")) else None,
+                f"the change in DescribeConfigs of {address}",
+            )
+
+    incremental = incremental_alter(
+        "altered-anywhere", ("retention.ms", 0, "123456"), ("cleanup.policy", 2, "compact")
+    )
+    answer = raw_request(kafka_cluster.brokers[first].kafka_address, incremental)
+    assert [(r.resource_name, int(r.error_code)) for r in answer.responses] == [
+        ("altered-anywhere", 0)
+    ]
+    on_every_broker(
+        lambda c: c["retention.ms"] == ("123456", 1) and c["cleanup.policy"][0] == "delete,compact"
+    )
+
+    legacy = AlterConfigsRequest(
+        resources=(
+            LegacyAlterableResource(
+                resource_type=i8(2),
+                resource_name="altered-anywhere",
+                configs=(LegacyAlterableConfig(name="segment.ms", value="600000"),),
+            ),
+        ),
+        validate_only=False,
+    )
+    answer = raw_request(kafka_cluster.brokers[second].kafka_address, legacy)
+    assert [(r.resource_name, int(r.error_code)) for r in answer.responses] == [
+        ("altered-anywhere", 0)
+    ]
+    # Legacy AlterConfigs replaces the whole set: retention.ms is back to its default.
+    on_every_broker(lambda c: c["segment.ms"] == ("600000", 1) and c["retention.ms"][1] == 5)
+
+    bad = incremental_alter("altered-anywhere", ("segment.ms", 0, "soon"))
+    (refused,) = raw_request(kafka_cluster.brokers[second].kafka_address, bad).responses
+    assert int(refused.error_code) == 40, refused  # INVALID_CONFIG
+    assert "segment.ms" in (refused.error_message or "")
+    assert described_topic(kafka_cluster.brokers[first].kafka_address, "altered-anywhere")[
+        "segment.ms"
+    ] == ("600000", 1)
 
 
 def test_create_partitions(kafka_cluster: LocalCluster) -> None:

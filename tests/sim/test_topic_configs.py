@@ -16,11 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from kafkasim import proto
 from kafkasim.client.admin import AdminClient
 from kafkasim.common.errors import InvalidConfigError, UnknownTopicOrPartitionError, error_for_name
 from kafkasim.common.types import TopicPartition
-from kafkasim.controller import topic_admin, zk_data
-from kafkasim.sim.cluster import SimCluster
+from kafkasim.controller import zk_data
+from kafkasim.node import topic_config_admin
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.cluster import SimCluster, broker_address
 from kafkasim.sim.zookeeper import SimZooKeeperClient
 from tests.sim.helpers import create, leader_of, partition_on, produce_all, simulate
 
@@ -81,6 +84,44 @@ def test_min_insync_replicas_change_takes_effect_on_every_broker_without_restart
         await cluster.start_broker(follower)  # a restarted broker reads the current config
         await cluster.wait_for(lambda: TP in cluster.brokers[follower].replica_manager.partitions)
         assert partition_on(cluster, follower, TP).log.config.min_insync_replicas == 1
+
+    simulate(tmp_path, scenario)
+
+
+def test_a_broker_that_is_not_the_controller_serves_a_config_change(tmp_path: Path) -> None:
+    """As Kafka's ZkAdminManager: a broker that is not the controller writes the change to
+    ZooKeeper itself (the Java AdminClient sends config changes to any broker), and every
+    broker applies it. A bad value is INVALID_CONFIG there too, and writes nothing."""
+
+    async def scenario(cluster: SimCluster) -> None:
+        await create(cluster, TOPIC)
+        client = cluster.client("raw-admin")
+        controller = cluster.controller_id()
+        others = [b for b in cluster.broker_ids if b != controller]
+        for value, broker_id in enumerate(others, start=1):
+            request = pb.IncrementalAlterConfigsRequest()
+            resource = request.resources.add(resource_type=2, resource_name=TOPIC)
+            resource.configs.add(name="retention.ms", config_operation=0, value=str(value * 1000))
+            response = await client.transport.call(
+                broker_address(broker_id),
+                proto.METHOD_INCREMENTAL_ALTER_CONFIGS,
+                request,
+                timeout_s=30,
+            )
+            assert isinstance(response, pb.IncrementalAlterConfigsResponse)
+            assert [(r.resource_name, r.error_code) for r in response.responses] == [(TOPIC, 0)]
+            await applied_everywhere(cluster, TP, "retention.ms", value * 1000)
+
+        bad = pb.IncrementalAlterConfigsRequest()
+        resource = bad.resources.add(resource_type=2, resource_name=TOPIC)
+        resource.configs.add(name="retention.ms", config_operation=0, value="soon")
+        response = await client.transport.call(
+            broker_address(others[0]), proto.METHOD_INCREMENTAL_ALTER_CONFIGS, bad, timeout_s=30
+        )
+        assert isinstance(response, pb.IncrementalAlterConfigsResponse)
+        assert response.responses[0].error_code == InvalidConfigError.code
+        changes = [p for p in cluster.zk_server.snapshot() if "config_change_" in p]
+        assert len(changes) == len(others), changes
 
     simulate(tmp_path, scenario)
 
@@ -220,10 +261,10 @@ def test_a_broker_that_missed_notifications_catches_up(tmp_path: Path) -> None:
 def test_a_broker_whose_missed_notifications_were_purged_reloads_every_topic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The controller keeps only the newest notifications; a broker that was away while the
+    """The writing broker keeps only the newest notifications; a broker that was away while the
     one naming its topic was purged finds its last handled notification gone too, and reloads
     every topic config it holds."""
-    monkeypatch.setattr(topic_admin, "_CONFIG_CHANGES_RETAINED", 2)
+    monkeypatch.setattr(topic_config_admin, "CONFIG_CHANGES_RETAINED", 2)
 
     async def scenario(cluster: SimCluster) -> None:
         await create(cluster, TOPIC)

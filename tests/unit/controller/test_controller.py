@@ -17,9 +17,7 @@ from kafkasim.controller.controller import (
     ElectionType,
     NewPartitions,
     NewTopic,
-    TopicConfigAlteration,
 )
-from kafkasim.controller.topic_configs import AlterConfigOp
 from kafkasim.proto import kafkasim_pb2 as pb
 
 from .harness import Cluster, in_cluster
@@ -796,72 +794,5 @@ def test_stopping_the_controller_hands_over_at_once() -> None:
         with pytest.raises(KafkaError) as info:
             await cluster.brokers[1].controller.create_topics([NewTopic("t", 1, 1)])
         assert info.value.error_name == "NOT_CONTROLLER"
-
-    in_cluster(scenario)
-
-
-# -- topic configs (IncrementalAlterConfigs) --------------------------------------------------
-
-
-def test_alter_topic_configs_writes_overrides_and_a_change_notification() -> None:
-    """One fenced multi: /config/topics/<t> and /config/changes/config_change_<seq> with
-    Kafka's {"version":2,"entity_path":"topics/<t>"}; a refused request writes neither."""
-
-    async def scenario(cluster: Cluster) -> None:
-        await cluster.start(1, 2)
-        await cluster.create_topic("t", {0: [1, 2]}, {"min.insync.replicas": "2"})
-        controller = cluster.active()
-        results = await controller.alter_topic_configs(
-            [
-                TopicConfigAlteration(
-                    "t",
-                    [
-                        AlterConfigOp("retention.ms", 0, "1000"),
-                        AlterConfigOp("min.insync.replicas", 1),
-                    ],
-                ),
-                TopicConfigAlteration("t", [AlterConfigOp("retention.ms", 0, "-5")]),
-                TopicConfigAlteration("nope", [AlterConfigOp("retention.ms", 0, "1")]),
-            ]
-        )
-        assert [(r.name, r.error_code) for r in results] == [("t", 0), ("t", 40), ("nope", 3)]
-        assert "retention.ms" in results[1].error_message
-        admin = await cluster.start_admin()
-        data, _ = await admin.get(zk_data.topic_config_path("t"))
-        assert zk_data.decode_topic_config(data) == {"retention.ms": "1000"}
-        children = await admin.get_children(zk_data.CONFIG_CHANGES)
-        assert children == ["config_change_0000000000"]
-        data, _ = await admin.get(f"{zk_data.CONFIG_CHANGES}/{children[0]}")
-        assert zk_data.decode_config_change(data) == ("topics", "t")
-        assert data == b'{"version":2,"entity_path":"topics/t"}'
-
-        validated = await controller.alter_topic_configs(
-            [TopicConfigAlteration("t", [AlterConfigOp("retention.ms", 0, "7")])],
-            validate_only=True,
-        )
-        assert [r.error_code for r in validated] == [0]
-        data, _ = await admin.get(zk_data.topic_config_path("t"))
-        assert zk_data.decode_topic_config(data) == {"retention.ms": "1000"}
-        assert len(await admin.get_children(zk_data.CONFIG_CHANGES)) == 1
-
-    in_cluster(scenario)
-
-
-def test_a_zombie_controller_cannot_alter_topic_configs() -> None:
-    async def scenario(cluster: Cluster) -> None:
-        await cluster.start(1, 2)
-        await cluster.create_topic("t", {0: [1, 2]})
-        zombie = cluster.active()
-        admin = await cluster.start_admin()
-        _, stat = await admin.get(zk_data.CONTROLLER_EPOCH)
-        await admin.set(zk_data.CONTROLLER_EPOCH, zk_data.encode_controller_epoch(9), stat.version)
-        with pytest.raises(KafkaError) as info:
-            await zombie.alter_topic_configs(
-                [TopicConfigAlteration("t", [AlterConfigOp("retention.ms", 0, "1")])]
-            )
-        assert info.value.error_name == "NOT_CONTROLLER"
-        data, _ = await admin.get(zk_data.topic_config_path("t"))
-        assert zk_data.decode_topic_config(data) == {}
-        assert await admin.get_children(zk_data.CONFIG_CHANGES) == []
 
     in_cluster(scenario)

@@ -1,11 +1,13 @@
 """The admin requests of the Kafka-protocol front door as pure translations (kio request →
 domain values; domain results → the kio response of the version asked), the wire-free admin
-calls they share with gRPC, and the handlers of a broker without a controller."""
+calls they share with gRPC, and the handlers of a broker without a controller (topic changes
+answer NOT_CONTROLLER; config changes are written by the broker itself, on SimZooKeeper)."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,6 +15,7 @@ from kio.index import load_request_schema
 
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
+from kafkasim.controller import zk_data
 from kafkasim.controller.api import ElectionOutcome, NewTopic, TopicResult
 from kafkasim.controller.topic_configs import AlterConfigOp, OpType
 from kafkasim.node import admin_calls, broker_admin
@@ -21,6 +24,8 @@ from kafkasim.node import kafka_apis_describe as kd
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.kafka_codec import KafkaRequest, build, encode_response, response_schema
 from kafkasim.node.metadata_cache import BrokerAddress, ClusterView
+from kafkasim.sim.loop import run_simulation
+from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
 from kafkasim.storage.config import LOG_CONFIG_DEF
 
 INVALID_CONFIG = error_for_name("INVALID_CONFIG").code
@@ -213,20 +218,46 @@ def test_incremental_alter_configs_refuses_null_values_except_delete() -> None:
     assert list(refused) == [1] and refused[1].error_code == INVALID_CONFIG
 
 
-class FakeController:
-    def __init__(self) -> None:
-        self.altered: list[Any] = []
+class ZooKeeperBench:
+    """SimZooKeeper with topic ``t`` (no overrides yet) and one broker session."""
 
-    async def alter_topic_configs(self, alterations: Any, *, validate_only: bool = False) -> Any:
-        self.altered.extend(alterations)
-        return [TopicResult(a.topic) for a in alterations]
+    def __init__(self) -> None:
+        self.server = SimZooKeeperServer()
+        self.zk = SimZooKeeperClient(self.server, 6_000, "broker-2")
+
+    async def start(self) -> SimZooKeeperClient:
+        await self.zk.start()
+        for path in (zk_data.CONFIG_CHANGES, zk_data.CONFIG_TOPICS):
+            await self.zk.create(path, makepath=True)
+        await self.zk.create(
+            zk_data.topic_path("t"), zk_data.encode_topic_assignment({0: [1]}), makepath=True
+        )
+        await self.zk.create(zk_data.topic_config_path("t"), zk_data.encode_topic_config({}))
+        return self.zk
+
+    async def overrides(self) -> dict[str, str]:
+        data, _ = await self.zk.get(zk_data.topic_config_path("t"))
+        return zk_data.decode_topic_config(data)
+
+    def run(self, scenario: Callable[[], Awaitable[None]]) -> None:
+        async def main() -> None:
+            try:
+                await scenario()
+            finally:
+                await self.zk.close()
+
+        run_simulation(main(), time_limit_s=600)
 
 
 def test_alter_configs_sends_topics_only() -> None:
-    controller = FakeController()
-    results = asyncio.run(
-        admin_calls.alter_configs(
-            controller,  # type: ignore[arg-type]
+    """Broker resources (read-only here) and other types are refused; the topic is written to
+    ZooKeeper by this broker, controller or not."""
+    bench = ZooKeeperBench()
+
+    async def scenario() -> None:
+        zk = await bench.start()
+        results = await admin_calls.alter_configs(
+            zk,
             [
                 admin_calls.ConfigAlteration(4, "1", [AlterConfigOp("log.retention.ms", 0, "1")]),
                 admin_calls.ConfigAlteration(2, "t", [AlterConfigOp("retention.ms", 0, "1")]),
@@ -234,14 +265,15 @@ def test_alter_configs_sends_topics_only() -> None:
             ],
             validate_only=False,
         )
-    )
-    assert [(r.resource_name, r.error_code) for r in results] == [
-        ("1", INVALID_REQUEST),
-        ("t", 0),
-        ("x", INVALID_REQUEST),
-    ]
-    assert "log.retention.ms" in results[0].error_message
-    assert [a.topic for a in controller.altered] == ["t"]
+        assert [(r.resource_name, r.error_code) for r in results] == [
+            ("1", INVALID_REQUEST),
+            ("t", 0),
+            ("x", INVALID_REQUEST),
+        ]
+        assert "log.retention.ms" in results[0].error_message
+        assert await bench.overrides() == {"retention.ms": "1"}
+
+    bench.run(scenario)
 
 
 # -- ElectLeaders -------------------------------------------------------------------------------
@@ -270,7 +302,7 @@ def test_elect_leaders_over_every_partition_leaves_out_those_not_needing_one() -
 # -- the handlers without a controller ----------------------------------------------------------
 
 
-def test_a_broker_without_a_controller_answers_not_controller() -> None:
+def test_a_broker_without_a_controller_answers_not_controller_for_topic_changes() -> None:
     metadata = SimpleNamespace(partitions={TopicPartition("t", 0): None})
     broker = SimpleNamespace(controller=None, config=config(), metadata=metadata)
     apis = ka.KafkaAdminApis(broker)  # type: ignore[arg-type]
@@ -280,21 +312,76 @@ def test_a_broker_without_a_controller_answers_not_controller() -> None:
         assert [(t.name, t.error_code) for t in created.topics] == [("a", NOT_CONTROLLER)]
         deleted = await apis.delete_topics(request(ka.DELETE_TOPICS, 3, topic_names=["a"]))
         assert deleted.responses[0].error_code == NOT_CONTROLLER
+        grown = await apis.create_partitions(
+            request(ka.CREATE_PARTITIONS, 1, topics=[{"name": "t", "count": 2}])
+        )
+        assert grown.results[0].error_code == NOT_CONTROLLER
         elected = await apis.elect_leaders(
             request(ka.ELECT_LEADERS, 1, election_type=0, topic_partitions=None)
         )
         (only,) = elected.replica_election_results
         assert (only.topic, only.partition_result[0].error_code) == ("t", NOT_CONTROLLER)
+
+    asyncio.run(scenario())
+
+
+def test_a_broker_without_a_controller_serves_config_changes() -> None:
+    """AlterConfigs and IncrementalAlterConfigs on a broker hosting no controller: it writes
+    the overrides and the change notification itself, as Kafka's brokers do (the Java
+    AdminClient sends them to any broker)."""
+    bench = ZooKeeperBench()
+
+    async def scenario() -> None:
+        broker = SimpleNamespace(controller=None, zk=await bench.start(), config=config())
+        apis = ka.KafkaAdminApis(broker)  # type: ignore[arg-type]
+        resource = {"resource_type": 2, "resource_name": "t"}
         altered = await apis.incremental_alter_configs(
             request(
                 ka.INCREMENTAL_ALTER_CONFIGS,
-                0,
-                resources=[{"resource_type": 2, "resource_name": "t", "configs": []}],
+                1,
+                resources=[
+                    {
+                        **resource,
+                        "configs": [
+                            {"name": "retention.ms", "config_operation": 0, "value": "5000"},
+                            {"name": "cleanup.policy", "config_operation": 2, "value": "compact"},
+                        ],
+                    }
+                ],
             )
         )
-        assert altered.responses[0].error_code == NOT_CONTROLLER
+        assert [(r.resource_name, r.error_code) for r in altered.responses] == [("t", 0)]
+        assert await bench.overrides() == {
+            "retention.ms": "5000",
+            "cleanup.policy": "delete,compact",
+        }
+        replaced = await apis.alter_configs(
+            request(
+                ka.ALTER_CONFIGS,
+                1,
+                resources=[{**resource, "configs": [{"name": "segment.ms", "value": "60000"}]}],
+            )
+        )
+        assert [(r.resource_name, r.error_code) for r in replaced.responses] == [("t", 0)]
+        assert await bench.overrides() == {"segment.ms": "60000"}
+        bad = await apis.incremental_alter_configs(
+            request(
+                ka.INCREMENTAL_ALTER_CONFIGS,
+                0,
+                resources=[
+                    {
+                        **resource,
+                        "configs": [{"name": "retention.ms", "config_operation": 0, "value": "x"}],
+                    }
+                ],
+            )
+        )
+        assert bad.responses[0].error_code == INVALID_CONFIG
+        assert "retention.ms" in bad.responses[0].error_message
+        assert await bench.overrides() == {"segment.ms": "60000"}
+        assert len(await bench.zk.get_children(zk_data.CONFIG_CHANGES)) == 2
 
-    asyncio.run(scenario())
+    bench.run(scenario)
 
 
 def test_an_unknown_election_type_is_invalid_request() -> None:
