@@ -197,13 +197,13 @@ class TransactionMetadata:
         bumped = self.producer_epoch if self.has_failed_epoch_fence else self.producer_epoch + 1
         return self._prepare_transition_to(
             _S.PREPARE_EPOCH_FENCE,
-            self.producer_id,
-            bumped,
-            NO_PRODUCER_EPOCH,
-            self.txn_timeout_ms,
-            frozenset(self.topic_partitions),
-            self.txn_start_timestamp,
-            self.txn_last_update_timestamp,
+            new_producer_id=self.producer_id,
+            new_epoch=bumped,
+            new_last_epoch=NO_PRODUCER_EPOCH,
+            new_txn_timeout_ms=self.txn_timeout_ms,
+            new_topic_partitions=frozenset(self.topic_partitions),
+            new_txn_start_timestamp=self.txn_start_timestamp,
+            now_ms=self.txn_last_update_timestamp,
         )
 
     def prepare_increment_producer_epoch(
@@ -221,9 +221,7 @@ class TransactionMetadata:
         if expected_producer_epoch is None:
             # A new client: bump and forget the last epoch (-1 + 1 = 0 for a new id).
             next_epoch, last_epoch = bumped, NO_PRODUCER_EPOCH
-        elif self.producer_epoch == NO_PRODUCER_EPOCH or expected_producer_epoch == (
-            self.producer_epoch
-        ):
+        elif self.producer_epoch in (NO_PRODUCER_EPOCH, expected_producer_epoch):
             # The current client recovering from an error: bump, remembering its epoch.
             next_epoch, last_epoch = bumped, self.producer_epoch
         elif expected_producer_epoch == self.last_producer_epoch:
@@ -233,13 +231,13 @@ class TransactionMetadata:
             return None
         return self._prepare_transition_to(
             _S.EMPTY,
-            self.producer_id,
-            next_epoch,
-            last_epoch,
-            new_txn_timeout_ms,
-            frozenset(),
-            NO_TIMESTAMP,
-            now_ms,
+            new_producer_id=self.producer_id,
+            new_epoch=next_epoch,
+            new_last_epoch=last_epoch,
+            new_txn_timeout_ms=new_txn_timeout_ms,
+            new_topic_partitions=frozenset(),
+            new_txn_start_timestamp=NO_TIMESTAMP,
+            now_ms=now_ms,
         )
 
     def prepare_producer_id_rotation(
@@ -252,13 +250,13 @@ class TransactionMetadata:
             raise self._illegal(_S.EMPTY, "cannot rotate producer ids while a transaction is open")
         return self._prepare_transition_to(
             _S.EMPTY,
-            new_producer_id,
-            0,
-            self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
-            new_txn_timeout_ms,
-            frozenset(),
-            NO_TIMESTAMP,
-            now_ms,
+            new_producer_id=new_producer_id,
+            new_epoch=0,
+            new_last_epoch=self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
+            new_txn_timeout_ms=new_txn_timeout_ms,
+            new_topic_partitions=frozenset(),
+            new_txn_start_timestamp=NO_TIMESTAMP,
+            now_ms=now_ms,
         )
 
     def prepare_add_partitions(
@@ -269,13 +267,13 @@ class TransactionMetadata:
         idle = self.state in (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT)
         return self._prepare_transition_to(
             _S.ONGOING,
-            self.producer_id,
-            self.producer_epoch,
-            self.last_producer_epoch,
-            self.txn_timeout_ms,
-            frozenset(self.topic_partitions) | added,
-            now_ms if idle else self.txn_start_timestamp,
-            now_ms,
+            new_producer_id=self.producer_id,
+            new_epoch=self.producer_epoch,
+            new_last_epoch=self.last_producer_epoch,
+            new_txn_timeout_ms=self.txn_timeout_ms,
+            new_topic_partitions=frozenset(self.topic_partitions) | added,
+            new_txn_start_timestamp=now_ms if idle else self.txn_start_timestamp,
+            now_ms=now_ms,
         )
 
     def prepare_abort_or_commit(
@@ -286,13 +284,13 @@ class TransactionMetadata:
             raise self._illegal(new_state, "EndTxn prepares PrepareCommit or PrepareAbort only")
         return self._prepare_transition_to(
             new_state,
-            self.producer_id,
-            self.producer_epoch,
-            self.last_producer_epoch,
-            self.txn_timeout_ms,
-            frozenset(self.topic_partitions),
-            self.txn_start_timestamp,
-            now_ms,
+            new_producer_id=self.producer_id,
+            new_epoch=self.producer_epoch,
+            new_last_epoch=self.last_producer_epoch,
+            new_txn_timeout_ms=self.txn_timeout_ms,
+            new_topic_partitions=frozenset(self.topic_partitions),
+            new_txn_start_timestamp=self.txn_start_timestamp,
+            now_ms=now_ms,
         )
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
@@ -303,31 +301,32 @@ class TransactionMetadata:
         self.has_failed_epoch_fence = False
         return self._prepare_transition_to(
             new_state,
-            self.producer_id,
-            self.producer_epoch,
-            self.last_producer_epoch,
-            self.txn_timeout_ms,
-            frozenset(),
-            self.txn_start_timestamp,
-            now_ms,
+            new_producer_id=self.producer_id,
+            new_epoch=self.producer_epoch,
+            new_last_epoch=self.last_producer_epoch,
+            new_txn_timeout_ms=self.txn_timeout_ms,
+            new_topic_partitions=frozenset(),
+            new_txn_start_timestamp=self.txn_start_timestamp,
+            now_ms=now_ms,
         )
 
     def prepare_dead(self) -> TxnTransitMetadata:
         """Expiration: Dead (written as a tombstone; the id then leaves the cache)."""
         return self._prepare_transition_to(
             _S.DEAD,
-            self.producer_id,
-            self.producer_epoch,
-            self.last_producer_epoch,
-            self.txn_timeout_ms,
-            frozenset(),
-            self.txn_start_timestamp,
-            self.txn_last_update_timestamp,
+            new_producer_id=self.producer_id,
+            new_epoch=self.producer_epoch,
+            new_last_epoch=self.last_producer_epoch,
+            new_txn_timeout_ms=self.txn_timeout_ms,
+            new_topic_partitions=frozenset(),
+            new_txn_start_timestamp=self.txn_start_timestamp,
+            now_ms=self.txn_last_update_timestamp,
         )
 
     def _prepare_transition_to(
         self,
         new_state: TransactionState,
+        *,
         new_producer_id: int,
         new_epoch: int,
         new_last_epoch: int,
