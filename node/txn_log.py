@@ -41,8 +41,8 @@ Which partition holds a transactional id: :func:`partition_for`, Kafka's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from kafkasim.common.types import TopicPartition
 from kafkasim.common.wire_format import WireReader, WireWriter
@@ -258,7 +258,11 @@ def partition_for(transactional_id: str, partitions: int) -> int:
     return group_records.partition_for(transactional_id, partitions, TRANSACTION_STATE_TOPIC)
 
 
-def transaction_topic_configs(broker_config: Mapping[str, object]) -> dict[str, str]:
+class _ConfigLookup(Protocol):
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+def transaction_topic_configs(broker_config: _ConfigLookup) -> dict[str, str]:
     """The topic configs ``__transaction_state`` is created with (Kafka's
     ``transactionTopicConfigs``): compacted, uncompressed, no unclean election, the broker's
     ``transaction.state.log.min.isr`` and ``.segment.bytes``."""
