@@ -125,6 +125,11 @@ class WireReader:
             return None
         if n < 0:
             raise self.corrupt(f"{field} has count {n}; it cannot be null")
+        return self.check_entries(n, field, entry_size_min)
+
+    def check_entries(self, n: int, field: str, entry_size_min: int) -> int:
+        """``n``, if the bytes left can hold ``n`` entries of at least ``entry_size_min``
+        bytes each (for array counts in other encodings, such as the flexible versions')."""
         left = len(self._data) - self._position
         if n * entry_size_min > left:
             raise self.corrupt(

@@ -175,21 +175,7 @@ def init_producer_id(
     if state is _S.ONGOING:
         # The epoch bumped here is never returned: the client is told to retry, and its
         # retry bumps again (rotating the producer id if this fence used the last epoch).
-        fence = metadata.prepare_fence_producer_epoch()
-        decision = _end_transaction(
-            metadata,
-            fence.producer_id,
-            fence.producer_epoch,
-            TransactionResult.ABORT,
-            from_client=False,
-            now_ms=now_ms,
-        )
-        if not isinstance(decision, TxnAppend):
-            raise IllegalTxnTransitionError(
-                f"transactional id {metadata.transactional_id}: the abort that fences an open "
-                f"transaction was refused ({decision})"
-            )
-        return TxnAbortThenRetry(decision)
+        return TxnAbortThenRetry(_fence_and_abort(metadata, now_ms))
     raise _never_settled(metadata)
 
 
@@ -387,6 +373,13 @@ def abort_timed_out(
         return None
     if not _is_timed_out(metadata, now_ms):
         return None
+    return _fence_and_abort(metadata, now_ms)
+
+
+def _fence_and_abort(metadata: TransactionMetadata, now_ms: int) -> TxnAppend:
+    """Fence the open transaction's producer and abort it at the fenced epoch, as the
+    coordinator's own EndTxn (Kafka's ``prepareFenceProducerEpoch`` + ``endTransaction`` with
+    ``isFromClient = false``)."""
     fence = metadata.prepare_fence_producer_epoch()
     decision = _end_transaction(
         metadata,
@@ -398,7 +391,7 @@ def abort_timed_out(
     )
     if not isinstance(decision, TxnAppend):
         raise IllegalTxnTransitionError(
-            f"transactional id {metadata.transactional_id}: the abort of a timed-out "
+            f"transactional id {metadata.transactional_id}: the abort that fences an open "
             f"transaction was refused ({decision})"
         )
     return decision

@@ -295,15 +295,7 @@ class _Reader(WireReader):
         """A compact array's count (stored plus one), None when null; checked against the
         bytes left as :meth:`count` is."""
         n = self.uvarint(f"{field} count") - 1
-        if n < 0:
-            return None
-        left = len(self._data) - self._position
-        if n * entry_size_min > left:
-            raise self.corrupt(
-                f"{field} claims {n} entries but only {left} bytes are left at byte "
-                f"{self._position}"
-            )
-        return n
+        return None if n < 0 else self.check_entries(n, field, entry_size_min)
 
     def compact_string(self, field: str) -> str:
         length = self.uvarint(f"{field} length") - 1

@@ -265,15 +265,11 @@ class TransactionMetadata:
         """AddPartitionsToTxn / AddOffsetsToTxn: Ongoing with ``added`` joined; the first
         partition of a transaction starts its clock."""
         idle = self.state in (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT)
-        return self._prepare_transition_to(
+        return self._prepare_same_producer(
             _S.ONGOING,
-            new_producer_id=self.producer_id,
-            new_epoch=self.producer_epoch,
-            new_last_epoch=self.last_producer_epoch,
-            new_txn_timeout_ms=self.txn_timeout_ms,
-            new_topic_partitions=frozenset(self.topic_partitions) | added,
-            new_txn_start_timestamp=now_ms if idle else self.txn_start_timestamp,
-            now_ms=now_ms,
+            frozenset(self.topic_partitions) | added,
+            now_ms if idle else self.txn_start_timestamp,
+            now_ms,
         )
 
     def prepare_abort_or_commit(
@@ -282,15 +278,8 @@ class TransactionMetadata:
         """EndTxn: PrepareCommit or PrepareAbort, same producer and partitions."""
         if new_state not in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
             raise self._illegal(new_state, "EndTxn prepares PrepareCommit or PrepareAbort only")
-        return self._prepare_transition_to(
-            new_state,
-            new_producer_id=self.producer_id,
-            new_epoch=self.producer_epoch,
-            new_last_epoch=self.last_producer_epoch,
-            new_txn_timeout_ms=self.txn_timeout_ms,
-            new_topic_partitions=frozenset(self.topic_partitions),
-            new_txn_start_timestamp=self.txn_start_timestamp,
-            now_ms=now_ms,
+        return self._prepare_same_producer(
+            new_state, frozenset(self.topic_partitions), self.txn_start_timestamp, now_ms
         )
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
@@ -299,28 +288,31 @@ class TransactionMetadata:
         new_state = _S.COMPLETE_COMMIT if self.state is _S.PREPARE_COMMIT else _S.COMPLETE_ABORT
         # The prepare state reached the log, so a failed fence before it no longer matters.
         self.has_failed_epoch_fence = False
+        return self._prepare_same_producer(new_state, frozenset(), self.txn_start_timestamp, now_ms)
+
+    def prepare_dead(self) -> TxnTransitMetadata:
+        """Expiration: Dead (written as a tombstone; the id then leaves the cache)."""
+        return self._prepare_same_producer(
+            _S.DEAD, frozenset(), self.txn_start_timestamp, self.txn_last_update_timestamp
+        )
+
+    def _prepare_same_producer(
+        self,
+        new_state: TransactionState,
+        new_topic_partitions: frozenset[TopicPartition],
+        new_txn_start_timestamp: int,
+        now_ms: int,
+    ) -> TxnTransitMetadata:
+        """A transition that keeps the producer id, epochs and timeout."""
         return self._prepare_transition_to(
             new_state,
             new_producer_id=self.producer_id,
             new_epoch=self.producer_epoch,
             new_last_epoch=self.last_producer_epoch,
             new_txn_timeout_ms=self.txn_timeout_ms,
-            new_topic_partitions=frozenset(),
-            new_txn_start_timestamp=self.txn_start_timestamp,
+            new_topic_partitions=new_topic_partitions,
+            new_txn_start_timestamp=new_txn_start_timestamp,
             now_ms=now_ms,
-        )
-
-    def prepare_dead(self) -> TxnTransitMetadata:
-        """Expiration: Dead (written as a tombstone; the id then leaves the cache)."""
-        return self._prepare_transition_to(
-            _S.DEAD,
-            new_producer_id=self.producer_id,
-            new_epoch=self.producer_epoch,
-            new_last_epoch=self.last_producer_epoch,
-            new_txn_timeout_ms=self.txn_timeout_ms,
-            new_topic_partitions=frozenset(),
-            new_txn_start_timestamp=self.txn_start_timestamp,
-            now_ms=self.txn_last_update_timestamp,
         )
 
     def _prepare_transition_to(

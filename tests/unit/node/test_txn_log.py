@@ -29,28 +29,13 @@ from kafkasim.node.txn_log import (
     transaction_topic_configs,
 )
 from kafkasim.node.txn_metadata import TransactionState, TxnTransitMetadata
+from tests.unit.node.test_group_records import i16, i32, i64, s
 
 S = TransactionState
 
 
 def i8(n: int) -> bytes:
     return struct.pack(">b", n)
-
-
-def i16(n: int) -> bytes:
-    return struct.pack(">h", n)
-
-
-def i32(n: int) -> bytes:
-    return struct.pack(">i", n)
-
-
-def i64(n: int) -> bytes:
-    return struct.pack(">q", n)
-
-
-def s(text: str) -> bytes:
-    return i16(len(text.encode())) + text.encode()
 
 
 ONGOING = TxnLogValue(
