@@ -230,6 +230,7 @@ GOOD = encode_value(ONGOING)
         (GOOD[:17] + i32(-1) + GOOD[-16:], "transaction_partitions is null in state Ongoing"),
         (GOOD[:17] + i32(1_000_000), "transaction_partitions claims 1000000 entries"),
         (GOOD[:21] + i16(-1) + GOOD[23:], r"transaction_partitions\[0\].topic has length -1"),
+        (i16(1) + GOOD[2:17] + bytes([100]), "transaction_partitions claims 99 entries"),
         (
             i16(1) + GOOD[2:17] + bytes([0x80] * 6),
             "transaction_partitions count is an unsigned varint longer than 5 bytes",
