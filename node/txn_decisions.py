@@ -12,9 +12,8 @@ the runtime's checks, made before and after these.
 The checks come in Kafka's order, and the first that fails answers:
 
 InitProducerId (``handleInitProducerId``)
-    empty id → INVALID_REQUEST; timeout ≤ 0 or > ``transaction.max.timeout.ms`` →
-    INVALID_TRANSACTION_TIMEOUT; exactly one of producer id and epoch given → INVALID_REQUEST;
-    unknown id → a fresh producer id at epoch -1, Empty (then as below); a transition pending →
+    exactly one of producer id and epoch given → INVALID_REQUEST; empty id → INVALID_REQUEST;
+    timeout ≤ 0 or > ``transaction.max.timeout.ms`` → INVALID_TRANSACTION_TIMEOUT; unknown id → a fresh producer id at epoch -1, Empty (then as below); a transition pending →
     CONCURRENT_TRANSACTIONS; the client's producer id is neither this id's nor (with an
     exhausted epoch) its last one, while this id has an epoch → PRODUCER_FENCED; then by state:
 
@@ -136,14 +135,15 @@ def init_producer_id(
     answer is then :class:`TxnNeedsProducerId` (create the metadata with
     :func:`new_transaction_metadata` and decide again). ``fresh_producer_id``: a producer id
     the runtime allocated after an earlier :class:`TxnNeedsProducerId`."""
-    if not params.transactional_id:
-        return TxnReply(INVALID_REQUEST)
-    if not valid_transaction_timeout(params.transaction_timeout_ms, max_timeout_ms):
-        return TxnReply(INVALID_TRANSACTION_TIMEOUT)
+    # Kafka's KafkaApis checks the producer id and epoch pair before the coordinator sees it.
     has_id = params.producer_id != NO_PRODUCER_ID
     has_epoch = params.producer_epoch != NO_PRODUCER_EPOCH
     if has_id != has_epoch:
         return TxnReply(INVALID_REQUEST)
+    if not params.transactional_id:
+        return TxnReply(INVALID_REQUEST)
+    if not valid_transaction_timeout(params.transaction_timeout_ms, max_timeout_ms):
+        return TxnReply(INVALID_TRANSACTION_TIMEOUT)
     if metadata is None:
         return TxnNeedsProducerId()
     expected = (params.producer_id, params.producer_epoch) if has_id else None

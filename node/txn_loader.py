@@ -7,7 +7,8 @@ tombstone (a null value) removes the id. Control batches carry no transaction st
 skipped; so is a record whose key has a version this broker does not know (Kafka 3.5+: the
 leftover of an aborted upgrade). A record without a key, or whose key or value does not
 decode, raises ``CORRUPT_MESSAGE``: the coordinator then does not take the partition over
-rather than serve half of it.
+rather than serve half of it (Kafka logs the error and keeps what it had read; we refuse, as
+``node.group_loader`` does, so that a corrupt log cannot silently forget a decided commit).
 
 After loading, every transaction in PrepareCommit or PrepareAbort was decided but its markers
 may not all be written: :func:`pending_completions` prepares each one's completion, and the

@@ -129,6 +129,7 @@ def test_a_new_id_needs_a_producer_id_then_gets_epoch_0() -> None:
         (TXN, MAX_TIMEOUT + 1, -1, -1, "INVALID_TRANSACTION_TIMEOUT"),
         (TXN, TIMEOUT, PID, -1, "INVALID_REQUEST"),
         (TXN, TIMEOUT, -1, 0, "INVALID_REQUEST"),
+        (TXN, 0, PID, -1, "INVALID_REQUEST"),  # KafkaApis checks the pair first
     ],
 )
 def test_init_producer_id_refuses_bad_requests(
