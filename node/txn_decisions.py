@@ -13,7 +13,8 @@ The checks come in Kafka's order, and the first that fails answers:
 
 InitProducerId (``handleInitProducerId``)
     exactly one of producer id and epoch given → INVALID_REQUEST; empty id → INVALID_REQUEST;
-    timeout ≤ 0 or > ``transaction.max.timeout.ms`` → INVALID_TRANSACTION_TIMEOUT; unknown id → a fresh producer id at epoch -1, Empty (then as below); a transition pending →
+    timeout ≤ 0 or > ``transaction.max.timeout.ms`` → INVALID_TRANSACTION_TIMEOUT; unknown
+    id → a fresh producer id at epoch -1, Empty (then as below); a transition pending →
     CONCURRENT_TRANSACTIONS; the client's producer id is neither this id's nor (with an
     exhausted epoch) its last one, while this id has an epoch → PRODUCER_FENCED; then by state:
 
