@@ -15,13 +15,16 @@
     │   ├── UnsupportedCompressionTypeError UNSUPPORTED_COMPRESSION_TYPE (76)
     │   ├── InvalidRecordError              INVALID_RECORD (87)
     │   └── ... one class per row of ``_ERROR_TABLE`` (see ``error_for_code``)
-    └── StorageInternalError            a broken invariant inside the storage engine (no Kafka code)
-        ├── CorruptIndexError               an index file failed its sanity check
-        ├── InvalidOffsetError              an index or log append out of offset order
-        └── InconsistentBrokerMetadataError log dirs disagree in meta.properties
+    ├── StorageInternalError            a broken invariant inside the storage engine (no Kafka code)
+    │   ├── CorruptIndexError               an index file failed its sanity check
+    │   ├── InvalidOffsetError              an index or log append out of offset order
+    │   └── InconsistentBrokerMetadataError log dirs disagree in meta.properties
+    └── IllegalTxnTransitionError       a transaction coordinator asked to make a transition
+                                        Kafka's TransactionMetadata refuses (no Kafka code)
 
 Errors are split the h11 way: a :class:`KafkaError` travels to a peer (its ``code`` goes on
-the wire); a :class:`StorageInternalError` is our own broken invariant and never does.
+the wire); a :class:`StorageInternalError` or :class:`IllegalTxnTransitionError` is our own
+broken invariant and never does.
 """
 
 from __future__ import annotations
@@ -93,6 +96,11 @@ _ERROR_TABLE: tuple[tuple[int, str, bool], ...] = (
     (45, "OUT_OF_ORDER_SEQUENCE_NUMBER", False),
     (46, "DUPLICATE_SEQUENCE_NUMBER", False),
     (47, "INVALID_PRODUCER_EPOCH", False),
+    (48, "INVALID_TXN_STATE", False),
+    (49, "INVALID_PRODUCER_ID_MAPPING", False),
+    (50, "INVALID_TRANSACTION_TIMEOUT", False),
+    (51, "CONCURRENT_TRANSACTIONS", True),
+    (52, "TRANSACTION_COORDINATOR_FENCED", False),
     (53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", False),
     (55, "OPERATION_NOT_ATTEMPTED", False),
     (56, "KAFKA_STORAGE_ERROR", True),
@@ -115,7 +123,9 @@ _ERROR_TABLE: tuple[tuple[int, str, bool], ...] = (
     (83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", True),
     (84, "ELECTION_NOT_NEEDED", True),
     (87, "INVALID_RECORD", False),
+    (90, "PRODUCER_FENCED", False),
     (100, "UNKNOWN_TOPIC_ID", True),
+    (105, "TRANSACTIONAL_ID_NOT_FOUND", False),
     (115, "UNSUPPORTED_ENDPOINT_TYPE", False),
 )
 
@@ -186,6 +196,13 @@ TopicAlreadyExistsError = error_for_name("TOPIC_ALREADY_EXISTS")
 ElectionNotNeededError = error_for_name("ELECTION_NOT_NEEDED")
 CoordinatorNotAvailableError = error_for_name("COORDINATOR_NOT_AVAILABLE")
 NetworkExceptionError = error_for_name("NETWORK_EXCEPTION")
+InvalidTxnStateError = error_for_name("INVALID_TXN_STATE")
+InvalidProducerIdMappingError = error_for_name("INVALID_PRODUCER_ID_MAPPING")
+InvalidTransactionTimeoutError = error_for_name("INVALID_TRANSACTION_TIMEOUT")
+ConcurrentTransactionsError = error_for_name("CONCURRENT_TRANSACTIONS")
+TransactionCoordinatorFencedError = error_for_name("TRANSACTION_COORDINATOR_FENCED")
+ProducerFencedError = error_for_name("PRODUCER_FENCED")
+TransactionalIdNotFoundError = error_for_name("TRANSACTIONAL_ID_NOT_FOUND")
 
 
 class StorageInternalError(KafkasimError):
@@ -202,3 +219,9 @@ class InvalidOffsetError(StorageInternalError):
 
 class InconsistentBrokerMetadataError(StorageInternalError):
     """The ``meta.properties`` files of a broker's log dirs disagree."""
+
+
+class IllegalTxnTransitionError(KafkasimError):
+    """A transaction state transition that Kafka's ``TransactionMetadata`` refuses (its
+    ``IllegalStateException``): the coordinator asked for something its own checks should have
+    answered with an error code first. Names the transactional id and both states."""

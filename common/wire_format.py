@@ -1,13 +1,14 @@
 """Kafka's big-endian primitives: a cursor that reads them and a buffer that writes them.
 
 Shared by the byte formats kafkasim reads and writes field by field: the consumer protocol
-(``common.group_protocol``) and the records of ``__consumer_offsets`` (``node.group_records``).
+(``common.group_protocol``), the records of ``__consumer_offsets`` (``node.group_records``) and
+of ``__transaction_state`` (``node.txn_log``).
 These are Kafka's classic, non-flexible encodings::
 
-    int16, int32, int64   two's complement, big-endian
+    int8, int16, int32, int64   two's complement, big-endian
     string                int16 length + UTF-8; -1 is null where the field is nullable
     bytes                 int32 length + the bytes; -1 is null where the field is nullable
-    [x]                   int32 count + the entries; never null here
+    [x]                   int32 count + the entries; -1 is null where the array is nullable
 
 Errors: every decode failure (bytes that run out, a negative length or count, a null where
 the field has none, invalid UTF-8, bytes left after the last field) raises
@@ -23,6 +24,7 @@ import struct
 from kafkasim.common.errors import CorruptRecordError, KafkaError
 from kafkasim.common.sentinels import INT16_MAX, INT32_MAX
 
+_INT8 = struct.Struct(">b")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -51,6 +53,10 @@ class WireReader:
         start = self._position
         self._position += size
         return self._data[start : self._position]
+
+    def int8(self, field: str) -> int:
+        value: int = _INT8.unpack(self._take(1, field))[0]
+        return value
 
     def int16(self, field: str) -> int:
         value: int = _INT16.unpack(self._take(2, field))[0]
@@ -107,9 +113,23 @@ class WireReader:
         """An array's int32 count, checked against the bytes left (each entry takes at least
         *entry_size_min*) so that garbage cannot make us loop, or allocate, billions of
         times."""
+        n = self.nullable_count(field, entry_size_min)
+        if n is None:
+            raise self.corrupt(f"{field} has count -1; it cannot be null")
+        return n
+
+    def nullable_count(self, field: str, entry_size_min: int) -> int | None:
+        """As :meth:`count`, or ``None`` for count -1 (a null array)."""
         n = self.int32(f"{field} count")
+        if n == -1:
+            return None
         if n < 0:
             raise self.corrupt(f"{field} has count {n}; it cannot be null")
+        return self.check_entries(n, field, entry_size_min)
+
+    def check_entries(self, n: int, field: str, entry_size_min: int) -> int:
+        """``n``, if the bytes left can hold ``n`` entries of at least ``entry_size_min``
+        bytes each (for array counts in other encodings, such as the flexible versions')."""
         left = len(self._data) - self._position
         if n * entry_size_min > left:
             raise self.corrupt(
@@ -140,6 +160,9 @@ class WireWriter:
             raise ValueError(f"{field} {value} does not fit in an int{bits}")
         self._out += fmt.pack(value)
 
+    def int8(self, value: int, field: str) -> None:
+        self._int(_INT8, 8, value, field)
+
     def int16(self, value: int, field: str) -> None:
         self._int(_INT16, 16, value, field)
 
@@ -154,6 +177,13 @@ class WireWriter:
         if n > INT32_MAX:
             raise ValueError(f"{field} has {n} entries, more than an int32 holds")
         self._out += _INT32.pack(n)
+
+    def nullable_count(self, n: int | None, field: str) -> None:
+        """A nullable array's int32 count: -1 for ``None``."""
+        if n is None:
+            self._out += _INT32.pack(-1)
+        else:
+            self.count(n, field)
 
     def string(self, value: str, field: str) -> None:
         data = value.encode("utf-8")

@@ -132,6 +132,73 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         "A new group's first rebalance waits this long for more members.",
         low=0,
     ),
+    # The transaction coordinator (Kafka's TransactionConfig; defaults are Kafka 3.x's).
+    ConfigKey(
+        "transaction.state.log.num.partitions",
+        I,
+        50,
+        "Partitions of __transaction_state, fixed once the topic exists: a transactional id's "
+        "coordinator leads partition abs(hash(id)) % this.",
+        low=1,
+    ),
+    ConfigKey(
+        "transaction.state.log.replication.factor",
+        I,
+        3,
+        "RF of __transaction_state; its creation fails until this many brokers are alive.",
+        low=1,
+    ),
+    ConfigKey(
+        "transaction.state.log.min.isr",
+        I,
+        2,
+        "min.insync.replicas of __transaction_state (its appends use acks=all).",
+        low=1,
+    ),
+    ConfigKey(
+        "transaction.state.log.segment.bytes",
+        I,
+        100 * 1024 * 1024,
+        "__transaction_state segments; small to keep compaction and loading fast.",
+        low=1,
+    ),
+    ConfigKey(
+        "transaction.state.log.load.buffer.size",
+        I,
+        5 * 1024 * 1024,
+        "Bytes read at a time while a new coordinator loads a __transaction_state partition.",
+        low=1,
+    ),
+    ConfigKey(
+        "transaction.max.timeout.ms",
+        I,
+        900_000,
+        "Longest transaction.timeout.ms a producer may ask for; InitProducerId with a longer "
+        "one is refused with INVALID_TRANSACTION_TIMEOUT.",
+        low=1,
+    ),
+    ConfigKey(
+        "transactional.id.expiration.ms",
+        I,
+        604_800_000,
+        "A transactional id without a transaction and without any update for this long is "
+        "expired: its __transaction_state entry is deleted by a tombstone.",
+        low=1,
+    ),
+    ConfigKey(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        I,
+        10_000,
+        "How often the coordinator aborts transactions open longer than their timeout.",
+        low=1,
+    ),
+    ConfigKey(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        I,
+        3_600_000,
+        "How often the coordinator expires transactional ids (transactional.id.expiration.ms).",
+        low=1,
+    ),
     ConfigKey("metrics.port", I, -1, "Prometheus metrics port (-1: none).", low=-1),
 )
 

@@ -280,11 +280,12 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def partition_for(group_id: str, partitions: int) -> int:
+def partition_for(group_id: str, partitions: int, topic: str = OFFSETS_TOPIC) -> int:
     """The ``__consumer_offsets`` partition of a group: Kafka's
-    ``Utils.abs(groupId.hashCode) % partitions``."""
+    ``Utils.abs(groupId.hashCode) % partitions``. ``__transaction_state`` places a
+    transactional id the same way (``topic`` only names the topic in the error)."""
     if partitions <= 0:
-        raise ValueError(f"{OFFSETS_TOPIC} must have at least one partition, not {partitions}")
+        raise ValueError(f"{topic} must have at least one partition, not {partitions}")
     h = java_string_hash(group_id)
     # Kafka's Utils.abs maps Integer.MIN_VALUE, whose Math.abs is itself negative, to 0.
     return (0 if h == -(2**31) else abs(h)) % partitions
