@@ -93,6 +93,8 @@ _ERROR_TABLE: tuple[tuple[int, str, bool], ...] = (
     (45, "OUT_OF_ORDER_SEQUENCE_NUMBER", False),
     (46, "DUPLICATE_SEQUENCE_NUMBER", False),
     (47, "INVALID_PRODUCER_EPOCH", False),
+    (48, "INVALID_TXN_STATE", False),
+    (52, "TRANSACTION_COORDINATOR_FENCED", False),
     (53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", False),
     (55, "OPERATION_NOT_ATTEMPTED", False),
     (56, "KAFKA_STORAGE_ERROR", True),
@@ -170,6 +172,8 @@ InvalidRecordError = error_for_name("INVALID_RECORD")
 OutOfOrderSequenceNumberError = error_for_name("OUT_OF_ORDER_SEQUENCE_NUMBER")
 DuplicateSequenceNumberError = error_for_name("DUPLICATE_SEQUENCE_NUMBER")
 InvalidProducerEpochError = error_for_name("INVALID_PRODUCER_EPOCH")
+InvalidTxnStateError = error_for_name("INVALID_TXN_STATE")
+TransactionCoordinatorFencedError = error_for_name("TRANSACTION_COORDINATOR_FENCED")
 NotEnoughReplicasError = error_for_name("NOT_ENOUGH_REPLICAS")
 NotEnoughReplicasAfterAppendError = error_for_name("NOT_ENOUGH_REPLICAS_AFTER_APPEND")
 RequestTimedOutError = error_for_name("REQUEST_TIMED_OUT")
