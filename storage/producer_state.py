@@ -487,8 +487,10 @@ class ProducerStateManager:
                 f"{self.partition_dir.name} which was not started"
             )
         txn.last_offset = completed.last_offset
+        last = next(reversed(self._unreplicated), None)
         self._unreplicated[completed.first_offset] = txn
-        if next(reversed(self._unreplicated)) > completed.first_offset:
+        if last is not None and last > completed.first_offset:
+            # Transactions complete in any order: keep the map by first offset.
             self._unreplicated = dict(sorted(self._unreplicated.items()))
 
     def first_unstable_offset(self) -> int | None:

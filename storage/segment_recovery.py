@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 import mmap
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kafkasim.common.errors import CorruptRecordError
 from kafkasim.common.sentinels import NO_TIMESTAMP
 from kafkasim.storage.epoch_cache import LeaderEpochFileCache
+from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log_transactions import apply_batch, complete_txns
+from kafkasim.storage.offset_index import OffsetIndex
 from kafkasim.storage.producer_state import AppendOrigin, ProducerStateManager
 from kafkasim.storage.records.batch import BatchHeader
 from kafkasim.storage.records.entry import (
@@ -28,11 +30,24 @@ from kafkasim.storage.records.entry import (
     entry_crc,
     parse_entry_header,
 )
-
-if TYPE_CHECKING:
-    from kafkasim.storage.segment import LogSegment
+from kafkasim.storage.time_index import TimeIndex
+from kafkasim.storage.txn_index import TransactionIndex
 
 log = logging.getLogger(__name__)
+
+
+class LogSegment(Protocol):
+    """What recovery uses of a :class:`~storage.segment.LogSegment`."""
+
+    base_offset: int
+    log: FileRecords
+    offset_index: OffsetIndex
+    time_index: TimeIndex
+    txn_index: TransactionIndex
+    index_interval_bytes: int
+    bytes_since_last_index_entry: int
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool: ...
 
 
 def reindex_entries(

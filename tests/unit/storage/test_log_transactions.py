@@ -271,7 +271,7 @@ def test_snapshot_round_trip_keeps_an_ongoing_transaction_across_a_clean_restart
 
 
 def test_retention_deletes_the_txn_index_with_its_segment(tmp_path: Path) -> None:
-    log, clock = open_log(tmp_path, **{"file.delete.delay.ms": 0})
+    log, _ = open_log(tmp_path, **{"file.delete.delay.ms": 0})
     a = Producer(1)
     _append(log, a.batch())
     _append(log, a.marker(ABORT))
@@ -284,3 +284,35 @@ def test_retention_deletes_the_txn_index_with_its_segment(tmp_path: Path) -> Non
     assert index_path.with_name(index_path.name + ".deleted").exists()
     log.run_pending_deletions()
     assert not list(log.dir.glob("*.txnindex*"))
+
+
+def test_compaction_keeps_the_aborted_transactions_of_the_segments_it_rewrites(
+    tmp_path: Path,
+) -> None:
+    from kafkasim.storage.cleaner import LogCleaner, cleanable_range
+
+    log, clock = open_log(tmp_path, **{"cleanup.policy": "compact"})
+    a, b = Producer(1), Producer(2)
+    _append(log, a.batch())  # 0: key k0
+    _append(log, a.marker(ABORT))  # 1
+    _append(log, b.batch())  # 2: key k0 again, commits
+    _append(log, b.marker(COMMIT))  # 3
+    log.roll()
+    _append(log, Producer(3).batch(transactional=False))
+    LogCleaner().clean(log, cleanable_range(log, 0, clock.time_ms()))
+    assert log.segments.get(0).log.path.exists()  # type: ignore[union-attr]
+    assert log.segments.get(0).txn_index.all_aborted_txns() == [  # type: ignore[union-attr]
+        AbortedTxn(1, 0, 1, 2)
+    ]
+
+
+def test_compaction_stops_at_the_first_unstable_offset(tmp_path: Path) -> None:
+    from kafkasim.storage.cleaner import cleanable_range
+
+    log, clock = open_log(tmp_path, **{"cleanup.policy": "compact"})
+    a = Producer(1)
+    _append(log, Producer(2).batch(transactional=False))  # 0
+    _append(log, a.batch())  # 1: open
+    log.roll()
+    _append(log, Producer(3).batch(transactional=False))
+    assert cleanable_range(log, 0, clock.time_ms()).first_uncleanable_offset == 1
