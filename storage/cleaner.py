@@ -81,7 +81,9 @@ def cleanable_range(log: Log, checkpointed_first_dirty: int | None, now_ms: int)
         log.log_start_offset <= checkpointed_first_dirty <= log.log_end_offset
     ):
         first_dirty = checkpointed_first_dirty
-    candidates = [log.active_segment.base_offset, log.high_watermark]
+    # Kafka cleans below the last stable offset only: an undecided transaction's records
+    # must not win (or lose) the key map before their outcome is known.
+    candidates = [log.active_segment.base_offset, log.last_stable_offset]
     if log.config.min_compaction_lag_ms > 0:
         for segment in log.segments.from_offset(first_dirty):
             if segment.largest_timestamp > now_ms - log.config.min_compaction_lag_ms:
@@ -232,9 +234,12 @@ class LogCleaner:
         stats: CleanerStats,
     ) -> None:
         base = group[0].base_offset
-        for make in (file_names.log_file, file_names.index_file, file_names.time_index_file):
-            make(log.dir, base, file_names.CLEANED_SUFFIX).unlink(missing_ok=True)
         cleaned = log.create_segment(base, file_suffix=file_names.CLEANED_SUFFIX)
+        # Markers are never dropped here, so every aborted transaction of the group keeps its
+        # index entry (Kafka rebuilds them as it copies the markers it retains).
+        for segment in group:
+            for txn in segment.txn_index.all_aborted_txns():
+                cleaned.txn_index.append(txn)
         for segment in group:
             retain_deletes = segment.last_modified_ms > delete_horizon_ms
             for header, records, raw in _decoded_batches(segment):

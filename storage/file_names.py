@@ -35,6 +35,10 @@ def time_index_file(dir_: Path, base_offset: int, suffix: str = "") -> Path:
     return dir_ / f"{filename_prefix(base_offset)}{TIME_INDEX_SUFFIX}{suffix}"
 
 
+def txn_index_file(dir_: Path, base_offset: int, suffix: str = "") -> Path:
+    return dir_ / f"{filename_prefix(base_offset)}{TXN_INDEX_SUFFIX}{suffix}"
+
+
 def offset_from_file_name(name: str) -> int:
     """The base offset a segment file name starts with (``00…42.log.swap`` → 42)."""
     prefix = name.split(".", 1)[0]

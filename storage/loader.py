@@ -13,7 +13,11 @@ The passes, in order:
    holding the recovery point: validate each entry (size, checksum, offsets), rebuild indexes,
    the leader-epoch cache and producer state; truncate at the first invalid entry and delete
    every later segment. What was truncated is logged. Logs written before Kafka 0.11 (v0/v1
-   messages, no ``.timeindex``) are read, indexed and kept as they are.
+   messages, no ``.timeindex``) are read, indexed and kept as they are. Each recovered
+   segment's ``.txnindex`` is rebuilt too (Kafka's ``recoverSegment``): a producer state is
+   brought up to the segment's base offset (newest snapshot at or below it, then the batches
+   after it replayed, markers completing transactions), then the segment's batches update it
+   and every ABORT that completes a transaction is written to the index again.
 4b. Segments in order: one that begins before the previous one ends is misplaced (its offsets
    would be served twice, or by the wrong segment): it and every later segment are deleted,
    as a truncation. A gap between segments is logged as a warning unless the log is compacted.
@@ -51,12 +55,20 @@ from kafkasim.common.errors import CorruptIndexError, CorruptRecordError
 from kafkasim.storage import file_names
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.epoch_cache import LeaderEpochFileCache
-from kafkasim.storage.producer_state import ProducerStateManager
+from kafkasim.storage.log_transactions import apply_batch, complete_txns
+from kafkasim.storage.producer_state import AppendOrigin, ProducerStateManager
 from kafkasim.storage.records.batch import BatchHeader
 from kafkasim.storage.segment import LogSegment, new_segment
 from kafkasim.storage.segments import LogSegments
 
 logger = logging.getLogger(__name__)
+
+_SEGMENT_FILES = (
+    file_names.log_file,
+    file_names.index_file,
+    file_names.time_index_file,
+    file_names.txn_index_file,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,9 +159,17 @@ def load_log(
         {*to_recover, *(s for s in segments if s.base_offset in needs_rebuild)},
         key=lambda s: s.base_offset,
     )
+    replay = ProducerStateManager(dir_)
+    replayed = False
+    first_base = segments.first.base_offset if segments.first else 0
     for segment in to_recover:
-        # producer state: pass 7
-        truncated = segment.recover(None, epoch_cache, warn_on_gaps=not config.compact)
+        # This producer state serves the transaction indexes only; the log's own is pass 7's.
+        if not replayed or replay.map_end_offset > segment.base_offset:
+            start = max(log_start_offset, first_base)
+            replay.load_from_latest_snapshot(start, segment.base_offset)
+            replayed = True
+        rebuild_producer_state(replay, segments, segment.base_offset)
+        truncated = segment.recover(replay, epoch_cache, warn_on_gaps=not config.compact)
         if truncated > 0:
             truncated_total += truncated
             later = [s for s in segments if s.base_offset > segment.base_offset]
@@ -290,9 +310,13 @@ def _remove_temp_files_and_collect_swaps(dir_: Path) -> list[int]:
         elif name.endswith(file_names.SWAP_SUFFIX):
             if ".log" in name:
                 swaps.add(file_names.offset_from_file_name(name))
-            else:
-                path.unlink()  # swap indexes are rebuilt from the swap log
-        elif name.endswith((file_names.INDEX_SUFFIX, file_names.TIME_INDEX_SUFFIX)):
+            elif file_names.TXN_INDEX_SUFFIX not in name:
+                # Swap offset and time indexes are rebuilt from the swap log; its transaction
+                # index was flushed before the swap began and cannot be (no producer state).
+                path.unlink()
+        elif name.endswith(
+            (file_names.INDEX_SUFFIX, file_names.TIME_INDEX_SUFFIX, file_names.TXN_INDEX_SUFFIX)
+        ):
             base = file_names.offset_from_file_name(name)
             if not file_names.log_file(dir_, base).exists():
                 logger.info("%s: removing orphan index %s", dir_.name, name)
@@ -309,13 +333,9 @@ def _complete_swap(dir_: Path, base: int, config: LogConfig, clock: Clock) -> No
         other = file_names.offset_from_file_name(log_path.name)
         if base <= other < end:
             logger.info("%s: completing swap: dropping segment %d", dir_.name, other)
-            for path in (
-                file_names.log_file(dir_, other),
-                file_names.index_file(dir_, other),
-                file_names.time_index_file(dir_, other),
-            ):
-                path.unlink(missing_ok=True)
-    for make in (file_names.log_file, file_names.index_file, file_names.time_index_file):
+            for make in _SEGMENT_FILES:
+                make(dir_, other).unlink(missing_ok=True)
+    for make in _SEGMENT_FILES:
         src = make(dir_, base, file_names.SWAP_SUFFIX)
         if src.exists():
             src.rename(make(dir_, base))
@@ -337,13 +357,33 @@ def _load_producer_state(
 def rebuild_producer_state(
     producer_state: ProducerStateManager, segments: LogSegments, log_end_offset: int
 ) -> None:
-    """Replay batch headers from the snapshot's offset to the log end into producer state."""
+    """Replay the batches from the state's map end offset up to ``log_end_offset`` into
+    producer state (Kafka's ``rebuildProducerState``): headers only, except a marker's one
+    record; markers complete their transactions (the indexes already hold the aborted ones)."""
     start = producer_state.map_end_offset
     for segment in segments.from_offset(start):
+        if segment.base_offset >= log_end_offset:
+            break
         position = segment.offset_index.lookup(start).position if start > segment.base_offset else 0
-        for _, header in segment.log.batch_headers(position):
+        for batch_position, header in segment.log.batch_headers(position):
+            if header.last_offset >= log_end_offset:
+                break
             # Legacy (v0/v1) messages carry no producer state, as in Kafka.
             if header.last_offset < start or not isinstance(header, BatchHeader):
                 continue
-            producer_state.update_from_replicated_batch(header)
+            if header.producer_id < 0:
+                continue
+            batch = (
+                segment.log.read(batch_position, header.size_in_bytes) if header.is_control else b""
+            )
+            completed = apply_batch(
+                producer_state,
+                header,
+                batch,
+                base_offset=header.base_offset,
+                last_offset=header.last_offset,
+                origin=AppendOrigin.REPLICATION,
+            )
+            if completed is not None:
+                complete_txns(producer_state, None, (completed,))
     producer_state.update_map_end_offset(log_end_offset)

@@ -1,12 +1,14 @@
 """The log of one partition replica: its segments, offsets, producer state and epochs.
 
-(One module, ~600 lines: the state every part of the log shares; appends, reads and retention
-are in ``log_append``, ``log_read`` and ``log_retention``.)
+(One module, ~600 lines: the state every part of the log shares; appends, reads, retention and
+transactions are in ``log_append``, ``log_read``, ``log_retention`` and ``log_transactions``.)
 
 Kafka's ``UnifiedLog`` with its ``LocalLog``. It owns the segment map, the leader-epoch cache
 and the producer state, and keeps:
 
   * ``log_start_offset`` ≤ ``high_watermark`` ≤ ``log_end_offset`` (LEO, the next offset);
+  * ``last_stable_offset`` ≤ ``high_watermark``: below it every transaction is decided and
+    its marker replicated (``read_committed`` consumers read up to it);
   * ``recovery_point``: every byte below it has been fsync'd (recovery starts there);
   * leader appends get dense, increasing offsets; follower appends must continue the log.
 
@@ -24,6 +26,7 @@ import random
 import shutil
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from kafkasim.common.clock import Clock
@@ -69,11 +72,20 @@ from kafkasim.storage.log_retention import (
     deletable_segments,
     swap_in_cleaned,
 )
+from kafkasim.storage.log_transactions import (
+    FetchIsolation,
+    aborted_txns_for_read,
+    apply_batches,
+    collect_aborted_txns,
+    complete_txns,
+    last_stable_offset,
+)
 from kafkasim.storage.producer_state import ProducerStateManager
 from kafkasim.storage.records.batch import Record
 from kafkasim.storage.records.entry import LogEntryHeader
 from kafkasim.storage.segment import FetchDataInfo, LogSegment, new_segment
 from kafkasim.storage.segments import LogSegments
+from kafkasim.storage.txn_index import AbortedTxn, CompletedTxn
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
@@ -82,6 +94,7 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "AppendOrigin",
+    "FetchIsolation",
     "Log",
     "LogAppendInfo",
 ]
@@ -205,9 +218,20 @@ class Log:
     # -- high watermark ---------------------------------------------------------------------
 
     def update_high_watermark(self, offset: int) -> int:
-        """Set the HW, clamped to [log_start_offset, log_end_offset]; returns the value kept."""
+        """Set the HW, clamped to [log_start_offset, log_end_offset]; returns the value kept.
+        Completed transactions whose markers it passes stop holding the LSO back."""
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
         return self.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: ``min(first unstable offset, high watermark)`` (see ``log_transactions``)."""
+        return last_stable_offset(
+            self.producer_state,
+            log_start_offset=self.log_start_offset,
+            high_watermark=self.high_watermark,
+        )
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
         """Move the HW forward only (a leader's HW never goes back)."""
@@ -228,9 +252,12 @@ class Log:
 
         Per batch, without decoding records except where the validator walks them (see
         ``log_append``). In Kafka's order: roll if due (so the roll's producer snapshot covers
-        the offsets below the new segment), then the producers' sequences, then the write. All
-        or nothing: when any batch is refused, or the write fails, nothing is appended and the
-        producer state is as it was.
+        the offsets below the new segment), then the producers' sequences and transactions,
+        then the write, then the transactions its markers complete. All or nothing: when any
+        batch is refused, or the write fails, nothing is appended and the producer state is as
+        it was. Control batches (COMMIT/ABORT markers) are accepted from the COORDINATOR
+        origin only (a client's: INVALID_RECORD, from the validator); a marker whose epochs are
+        stale is INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED.
         """
         self._check_open()
         rules = self._rules
@@ -244,9 +271,19 @@ class Log:
         plan = assign_offsets(entries, self._next_offset, leader_epoch, append_time)
         producer_ids = {h.producer_id for _, h, _ in entries if h.producer_id >= 0}
         saved = self.producer_state.save_entries(producer_ids) if producer_ids else None
+        completed: list[CompletedTxn] = []
         try:
             segment = self._maybe_roll(plan)
-            if is_client and saved is not None:
+            if not is_client and saved is not None:
+                completed = apply_batches(
+                    self.producer_state,
+                    (
+                        (h, v, a.last_offset - h.last_offset_delta)
+                        for (_, h, v), a in zip(entries, plan.batches, strict=True)
+                    ),
+                    origin,
+                )
+            elif is_client and saved is not None:
                 duplicate = check_client_sequences(
                     self.producer_state,
                     entries,
@@ -257,7 +294,7 @@ class Log:
                 )
                 if duplicate is not None:
                     return duplicate  # an idempotent retry: the original's offsets, no append
-            self._write(segment, plan)
+            self._write(segment, plan, completed)
         except BaseException:
             if saved is not None:
                 self.producer_state.restore_entries(saved)
@@ -283,9 +320,12 @@ class Log:
         producer_ids = {h.producer_id for _, h, _ in entries if h.producer_id >= 0}
         saved = self.producer_state.save_entries(producer_ids) if producer_ids else None
         try:
-            for _, header, _ in entries:
-                self.producer_state.update_from_replicated_batch(header)
-            self._write(segment, plan)
+            completed = apply_batches(
+                self.producer_state,
+                ((h, v, h.base_offset) for _, h, v in entries),
+                AppendOrigin.REPLICATION,
+            )
+            self._write(segment, plan, completed)
         except BaseException:
             if saved is not None:
                 self.producer_state.restore_entries(saved)
@@ -306,9 +346,12 @@ class Log:
             segment = self.roll(plan.first_offset)
         return segment
 
-    def _write(self, segment: LogSegment, plan: PlannedAppend) -> None:
+    def _write(
+        self, segment: LogSegment, plan: PlannedAppend, completed: Sequence[CompletedTxn] = ()
+    ) -> None:
         try:
             segment.append(plan.chunks, plan.batches, plan.total)
+            complete_txns(self.producer_state, segment.txn_index, completed)
         except OSError as e:
             # Nothing was counted as appended (sizes move only after a write succeeds); the
             # dir is as suspect as Kafka deems it: the handler takes it offline.
@@ -358,7 +401,12 @@ class Log:
     def create_segment(self, base_offset: int, *, file_suffix: str = "") -> LogSegment:
         """A new, empty segment file set at ``base_offset`` with this log's config (not yet in
         the segment map). Stale files of the same name (an earlier truncation) go first."""
-        for make in (file_names.log_file, file_names.index_file, file_names.time_index_file):
+        for make in (
+            file_names.log_file,
+            file_names.index_file,
+            file_names.time_index_file,
+            file_names.txn_index_file,
+        ):
             make(self.dir, base_offset, file_suffix).unlink(missing_ok=True)
         return new_segment(
             self.dir, base_offset, self.config, self._clock, self._rng, file_suffix=file_suffix
@@ -372,14 +420,29 @@ class Log:
         max_bytes: int,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        *,
+        isolation: FetchIsolation | None = None,
     ) -> FetchDataInfo:
         """Whole batches from ``start_offset``, never a batch at or past ``max_offset``.
 
-        The broker passes the high watermark as ``max_offset`` for consumers. Reading below the
-        log start offset or above the log end offset is OFFSET_OUT_OF_RANGE.
+        The broker passes the high watermark as ``max_offset`` for consumers, or an
+        ``isolation`` instead (Kafka's ``UnifiedLog.read``): LOG_END, HIGH_WATERMARK, or
+        TXN_COMMITTED — up to the last stable offset, with the aborted transactions that
+        overlap what is returned. Reading below the log start offset or above the log end
+        offset is OFFSET_OUT_OF_RANGE.
         """
         self._check_open()
-        return read_segments(
+        if isolation is not None:
+            if max_offset is not None:
+                raise ValueError("read takes a max_offset or an isolation, not both")
+            max_offset = (
+                None
+                if isolation is FetchIsolation.LOG_END
+                else self.high_watermark
+                if isolation is FetchIsolation.HIGH_WATERMARK
+                else self.last_stable_offset
+            )
+        info = read_segments(
             self.segments,
             self.topic_partition,
             log_start_offset=self.log_start_offset,
@@ -389,6 +452,15 @@ class Log:
             max_offset=max_offset,
             min_one_message=min_one_message,
         )
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            aborted = aborted_txns_for_read(self.segments, info, self._next_offset)
+            return replace(info, aborted_transactions=aborted)
+        return info
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` (Kafka's
+        ``collectAbortedTransactions``), for a read_committed fetch or the cleaner."""
+        return collect_aborted_txns(self.segments, fetch_offset, upper_bound_offset)
 
     def batches(self, max_bytes: int = 1 << 20) -> Iterator[tuple[LogEntryHeader, list[Record]]]:
         """Every entry (v2 batch, or v0/v1 message of a log written before Kafka 0.11) from the
@@ -587,6 +659,7 @@ class Log:
                 continue
             if segment.log.size > segment.log.flushed_size:
                 segment.log.truncate_to(segment.log.flushed_size)
+            segment.txn_index.drop_unflushed()
 
     def close_handlers(self) -> None:
         """Close file handles without flushing (a crash, in tests and the simulation)."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
 
 from kafkasim.common.errors import (
     CorruptRecordError,
@@ -26,7 +25,7 @@ from kafkasim.common.errors import (
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.file_records import Buffer
-from kafkasim.storage.producer_state import ProducerStateManager
+from kafkasim.storage.producer_state import AppendOrigin, ProducerStateManager
 from kafkasim.storage.records.batch import (
     COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
@@ -47,16 +46,21 @@ from kafkasim.storage.segment import AppendedBatch, RollParams
 _BASE_AND_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 LEGACY_MESSAGE_MIN_SIZE = 14  # crc, magic, attributes, key and value lengths
 
+__all__ = [
+    "AppendOrigin",
+    "AppendRules",
+    "BatchEntry",
+    "LogAppendInfo",
+    "PlannedAppend",
+    "analyze_append",
+    "as_replicated",
+    "assign_offsets",
+    "check_client_sequences",
+    "validate_and_convert",
+]
+
 BatchEntry = tuple[int, BatchHeader, memoryview]
 """One batch of an append: its position in the request, its header, its bytes."""
-
-
-class AppendOrigin(Enum):
-    """Who is appending: a client through the leader, a follower's fetcher, or the broker."""
-
-    CLIENT = "client"
-    REPLICATION = "replication"
-    COORDINATOR = "coordinator"
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +337,8 @@ def check_client_sequences(
             appended.last_offset,
             header.max_timestamp,
             is_from_client=True,
+            is_transactional=header.is_transactional,
+            first_offset=appended.last_offset - header.last_offset_delta,
         )
         if duplicate is None:
             continue

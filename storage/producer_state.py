@@ -1,10 +1,9 @@
-"""Idempotent-producer state of one partition: Kafka's ProducerStateManager, minus transactions.
+"""Producer state of one partition: Kafka's ProducerStateManager (idempotence, transactions).
 
-(One module, ~610 lines: the sequence rules, the entries and the snapshot format are one
-manager's state, and much of it is the theory of operation below.)
+(The entries and the snapshot codec are in :mod:`storage.producer_entry`.)
 
-Theory of operation
--------------------
+Theory of operation: idempotence
+--------------------------------
 An idempotent producer stamps every batch with its producer id, producer epoch and the
 sequence numbers of its first and last record. The partition leader remembers, per producer,
 the epoch and the metadata of the last :data:`NUM_BATCHES_TO_RETAIN` batches, and checks each
@@ -23,8 +22,29 @@ new client batch against them (:meth:`ProducerStateManager.check_and_update`):
    KIP-360: its state may have been removed by retention or DeleteRecords; before that Kafka
    answered UNKNOWN_PRODUCER_ID to a first sequence other than 0).
 
-Followers and log recovery replay batches that a leader already validated, so they only update
-the state (an older epoch is logged, not refused).
+Theory of operation: transactions (KIP-98, Kafka's ``ProducerAppendInfo``)
+-------------------------------------------------------------------------
+6. A transactional data batch (attributes bit 4) of a producer with no open transaction opens
+   one at the batch's first offset (``current_txn_first_offset``); the manager keeps the open
+   ("ongoing") transactions ordered by first offset.
+7. A non-transactional batch from a producer whose transaction is open is INVALID_TXN_STATE.
+8. A COMMIT or ABORT marker (a control batch, written by the transaction coordinator) is
+   checked like a data batch for its producer epoch (older: INVALID_PRODUCER_EPOCH; Kafka's
+   rule for transaction versions 0 and 1) and for its coordinator epoch (older than the last
+   marker's: TRANSACTION_COORDINATOR_FENCED); it closes the producer's transaction and yields
+   a :class:`~storage.txn_index.CompletedTxn`. A marker for a producer with no open
+   transaction is allowed and completes nothing (the coordinator may write markers to every
+   partition of a transaction, some of which got no data, and retries them).
+9. The log writes an ABORT's CompletedTxn to the segment's ``.txnindex`` with
+   :meth:`ProducerStateManager.last_stable_offset_of` (the earliest other open transaction's
+   first offset, else the marker's offset + 1), then calls :meth:`complete_txn`: the
+   transaction stays *unreplicated* until the high watermark passes its marker.
+10. The first unstable offset is the smallest first offset of the ongoing and unreplicated
+    transactions; the partition's last stable offset is ``min(first unstable offset, HW)``
+    (the HW when there is none). ``read_committed`` consumers read up to it.
+
+Rules 2 and 7-8 raise only for a client's or the coordinator's append; followers and log
+recovery replay batches a leader already validated, so they only update the state (and log).
 
 The state is valid up to :attr:`ProducerStateManager.map_end_offset` (exclusive); the log
 advances it after each append and takes snapshots at segment rolls and at clean shutdown.
@@ -35,50 +55,94 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import struct
 from collections import deque
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from enum import Enum
 from pathlib import Path
-from typing import NamedTuple
-
-import crc32c
 
 from kafkasim.common.errors import (
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     KafkaStorageError,
     OutOfOrderSequenceNumberError,
-    StorageInternalError,
+    TransactionCoordinatorFencedError,
 )
-from kafkasim.common.sentinels import INT16_MAX, INT32_MAX, NO_TIMESTAMP
+from kafkasim.common.sentinels import INT16_MAX, INT32_MAX
 from kafkasim.storage.checkpoints import TMP_SUFFIX, atomic_write
+from kafkasim.storage.file_names import SNAPSHOT_SUFFIX
+from kafkasim.storage.producer_entry import (
+    NO_COORDINATOR_EPOCH,
+    NUM_BATCHES_TO_RETAIN,
+    PRODUCER_SNAPSHOT_VERSION,
+    BatchMetadata,
+    CorruptSnapshotError,
+    ProducerStateEntry,
+    decode_snapshot,
+    decrement_sequence,
+    encode_snapshot,
+    snapshot_file_name,
+)
 from kafkasim.storage.records.batch import (
     NO_PRODUCER_EPOCH,
     NO_SEQUENCE,
     BatchHeader,
+    ControlRecordType,
+    EndTransactionMarker,
 )
+from kafkasim.storage.txn_index import CompletedTxn
+
+__all__ = [
+    "NO_COORDINATOR_EPOCH",
+    "NUM_BATCHES_TO_RETAIN",
+    "PRODUCER_SNAPSHOT_VERSION",
+    "SNAPSHOT_SUFFIX",
+    "AppendOrigin",
+    "BatchMetadata",
+    "CompletedTxn",
+    "CorruptSnapshotError",
+    "ProducerStateEntry",
+    "ProducerStateManager",
+    "TxnMetadata",
+    "decode_snapshot",
+    "decrement_sequence",
+    "encode_snapshot",
+    "snapshot_file_name",
+]
 
 logger = logging.getLogger(__name__)
 
-NUM_BATCHES_TO_RETAIN = 5
-NO_COORDINATOR_EPOCH = -1
-
-PRODUCER_SNAPSHOT_VERSION = 1
-SNAPSHOT_SUFFIX = ".snapshot"
 _SNAPSHOT_NAME = re.compile(r"([0-9]+)\.snapshot")
 
-# ProducerSnapshot: version int16, crc uint32, producer_entries array (int32 count) of
-# producer_id int64, epoch int16, last_sequence int32, last_offset int64, offset_delta int32,
-# timestamp int64, coordinator_epoch int32, current_txn_first_offset int64. Big-endian.
-_HEADER = struct.Struct(">hI")
-_COUNT = struct.Struct(">i")
-_ENTRY = struct.Struct(">qhiqiqiq")
-_ENTRIES_OFFSET = _HEADER.size  # the CRC covers everything after itself
+
+class AppendOrigin(Enum):
+    """Who is appending, which decides how much is validated (Kafka's ``AppendOrigin``): a
+    client through the leader (everything), the broker's own coordinators through the leader
+    (epochs, not sequences; the only origin allowed to write control batches), a follower's
+    fetcher or log recovery (nothing: the leader validated it)."""
+
+    CLIENT = "client"
+    REPLICATION = "replication"
+    COORDINATOR = "coordinator"
 
 
-def decrement_sequence(sequence: int, decrement: int) -> int:
-    """``sequence - decrement`` wrapping below 0 to 2**31 - 1."""
-    return (sequence - decrement) % (INT32_MAX + 1)
+@dataclass(slots=True)
+class TxnMetadata:
+    """One transaction this partition has seen begin: open while ``last_offset`` is None,
+    then completed (its marker's offset) until the high watermark passes the marker."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SavedProducerState:
+    """What :meth:`ProducerStateManager.save_entries` copies for an append that may fail."""
+
+    entries: dict[int, ProducerStateEntry | None]
+    ongoing: dict[int, TxnMetadata]
+    unreplicated: dict[int, TxnMetadata]
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -99,195 +163,25 @@ def _check_client_batch_fields(
         )
 
 
-class CorruptSnapshotError(StorageInternalError):
-    """A producer snapshot failed its version, CRC or structure check; it is deleted."""
-
-
-class BatchMetadata(NamedTuple):
-    """Sequence range, offsets and max timestamp of one batch appended by a producer."""
-
-    first_seq: int
-    last_seq: int
-    last_offset: int
-    offset_delta: int  # last offset - first offset of the batch (= record count - 1)
-    timestamp: int
-
-    @property
-    def first_offset(self) -> int:
-        return self.last_offset - self.offset_delta
-
-
-@dataclass
-class ProducerStateEntry:
-    """What the partition remembers about one producer id.
-
-    ``batch_metadata`` holds the most recent batches of the current epoch, oldest first, at
-    most :data:`NUM_BATCHES_TO_RETAIN`; a new epoch empties it. ``coordinator_epoch`` and
-    ``current_txn_first_offset`` are kept (and snapshotted) for transactions, which kafkasim
-    does not otherwise implement.
-    """
-
-    producer_id: int
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    batch_metadata: deque[BatchMetadata] = field(
-        default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN)
-    )
-    coordinator_epoch: int = NO_COORDINATOR_EPOCH
-    current_txn_first_offset: int | None = None
-    last_timestamp: int = NO_TIMESTAMP
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.batch_metadata
-
-    @property
-    def first_seq(self) -> int:
-        return self.batch_metadata[0].first_seq if self.batch_metadata else NO_SEQUENCE
-
-    @property
-    def last_seq(self) -> int:
-        return self.batch_metadata[-1].last_seq if self.batch_metadata else NO_SEQUENCE
-
-    @property
-    def last_data_offset(self) -> int:
-        return self.batch_metadata[-1].last_offset if self.batch_metadata else -1
-
-    @property
-    def last_offset_delta(self) -> int:
-        return self.batch_metadata[-1].offset_delta if self.batch_metadata else 0
-
-    def maybe_update_producer_epoch(self, producer_epoch: int) -> bool:
-        """Switch to ``producer_epoch``, forgetting the batches of the old one."""
-        if producer_epoch == self.producer_epoch:
-            return False
-        self.batch_metadata.clear()
-        self.producer_epoch = producer_epoch
-        return True
-
-    def add_batch(self, producer_epoch: int, batch: BatchMetadata) -> None:
-        self.maybe_update_producer_epoch(producer_epoch)
-        self.batch_metadata.append(batch)  # the deque drops the oldest beyond its maxlen
-        self.last_timestamp = batch.timestamp
-
-    def find_duplicate_batch(
-        self, producer_epoch: int, first_seq: int, last_seq: int
-    ) -> BatchMetadata | None:
-        """The cached batch of this epoch with exactly this sequence range, if any."""
-        if producer_epoch != self.producer_epoch:
-            return None
-        for batch in self.batch_metadata:
-            if batch.first_seq == first_seq and batch.last_seq == last_seq:
-                return batch
-        return None
-
-
-def snapshot_file_name(offset: int) -> str:
-    """``<offset zero-padded to 20 digits>.snapshot``, as segment files are named."""
-    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
-
-def encode_snapshot(entries: list[ProducerStateEntry]) -> bytes:
-    """The ProducerSnapshot bytes for ``entries`` (in the order given)."""
-    body = bytearray(_COUNT.pack(len(entries)))
-    for e in entries:
-        body += _ENTRY.pack(
-            e.producer_id,
-            e.producer_epoch,
-            e.last_seq,
-            e.last_data_offset,
-            e.last_offset_delta,
-            e.last_timestamp,
-            e.coordinator_epoch,
-            -1 if e.current_txn_first_offset is None else e.current_txn_first_offset,
-        )
-    return _HEADER.pack(PRODUCER_SNAPSHOT_VERSION, crc32c.crc32c(bytes(body))) + bytes(body)
-
-
-def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
-    """Parse ProducerSnapshot bytes; raises CorruptSnapshotError saying what is wrong."""
-    if len(data) < _HEADER.size + _COUNT.size:
-        raise CorruptSnapshotError(f"snapshot is {len(data)} bytes, shorter than its header")
-    version, stored_crc = _HEADER.unpack_from(data, 0)
-    if version != PRODUCER_SNAPSHOT_VERSION:
-        raise CorruptSnapshotError(f"snapshot contained an unknown file version {version}")
-    computed_crc = crc32c.crc32c(data[_ENTRIES_OFFSET:])
-    if stored_crc != computed_crc:
-        raise CorruptSnapshotError(
-            f"snapshot is corrupt (CRC is no longer valid). Stored crc: {stored_crc}. "
-            f"Computed crc: {computed_crc}"
-        )
-    (count,) = _COUNT.unpack_from(data, _ENTRIES_OFFSET)
-    expected_size = _ENTRIES_OFFSET + _COUNT.size + count * _ENTRY.size
-    if count < 0 or len(data) != expected_size:
-        raise CorruptSnapshotError(
-            f"snapshot of {len(data)} bytes does not hold the {count} entries it announces"
-        )
-    entries: list[ProducerStateEntry] = []
-    for i in range(count):
-        (
-            producer_id,
-            producer_epoch,
-            last_seq,
-            last_offset,
-            offset_delta,
-            timestamp,
-            coordinator_epoch,
-            current_txn_first_offset,
-        ) = _ENTRY.unpack_from(data, _ENTRIES_OFFSET + _COUNT.size + i * _ENTRY.size)
-        entry = ProducerStateEntry(
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            coordinator_epoch=coordinator_epoch,
-            current_txn_first_offset=(
-                current_txn_first_offset if current_txn_first_offset >= 0 else None
-            ),
-            last_timestamp=timestamp,
-        )
-        # Only the last batch is in the snapshot; a negative offset means there was none
-        # (the producer's last entry was a transaction marker).
-        if last_offset >= 0:
-            entry.batch_metadata.append(
-                BatchMetadata(
-                    first_seq=decrement_sequence(last_seq, offset_delta),
-                    last_seq=last_seq,
-                    last_offset=last_offset,
-                    offset_delta=offset_delta,
-                    timestamp=timestamp,
-                )
-            )
-        entries.append(entry)
-    return entries
-
-
 class ProducerStateManager:
-    """Per-producer idempotence state of one partition, and its snapshots.
+    """Per-producer idempotence and transaction state of one partition, and its snapshots.
 
     Invariants: every entry's batches belong to its current epoch, are in sequence order and
-    number at most :data:`NUM_BATCHES_TO_RETAIN`; the in-memory state reflects exactly the
-    batches below :attr:`map_end_offset` (the log advances it with
+    number at most :data:`NUM_BATCHES_TO_RETAIN`; an entry has ``current_txn_first_offset``
+    exactly when an ongoing transaction at that offset names its producer; ongoing and
+    unreplicated transactions are kept in increasing first offset; the in-memory state
+    reflects exactly the batches below :attr:`map_end_offset` (the log advances it with
     :meth:`update_map_end_offset` after each append, including non-idempotent batches).
 
-    Snapshot format (``<partition dir>/<20-digit map end offset>.snapshot``, Kafka's
-    ProducerSnapshot v1, big-endian)::
-
-        version                  int16   = 1
-        crc                      uint32  CRC-32C of every byte after this field
-        producer_entries         int32 count, then per producer:
-          producer_id            int64
-          epoch                  int16
-          last_sequence          int32   (-1 if no batch is known)
-          last_offset            int64   (-1 if no batch is known)
-          offset_delta           int32   last offset - first offset of the last batch
-          timestamp              int64   max timestamp of the last batch
-          coordinator_epoch      int32
-          current_txn_first_offset int64 (-1 if no transaction is open)
-
-    Only the *last* batch of each producer is in a snapshot. After a restart the cache of
-    recent batches is rebuilt from the snapshot plus the batches replayed from the log above
-    it; a producer whose last few batches lie below the snapshot offset has just one cached
-    batch, so a retry of one of its older in-flight batches is no longer recognised as a
-    duplicate and is answered OUT_OF_ORDER_SEQUENCE_NUMBER instead (the batch is not written
-    twice either way). Kafka has the same limitation.
+    Snapshots (``<20-digit map end offset>.snapshot``, format in :mod:`storage.producer_entry`)
+    hold each producer's *last* batch and open transaction. After a restart the cache of recent
+    batches is rebuilt from the snapshot plus the batches replayed from the log above it; a
+    producer whose last few batches lie below the snapshot offset has just one cached batch, so
+    a retry of one of its older in-flight batches is no longer recognised as a duplicate and is
+    answered OUT_OF_ORDER_SEQUENCE_NUMBER instead (the batch is not written twice either way).
+    Kafka has the same limitation. Ongoing transactions come back from the snapshot's
+    ``current_txn_first_offset``; unreplicated ones are not persisted (Kafka's neither): after a
+    restart they are below the high watermark the log is given, or lost with the tail.
 
     Thread-safety: none; the owning log serialises calls under its lock.
 
@@ -295,7 +189,7 @@ class ProducerStateManager:
     whole or absent; a snapshot that is nevertheless unreadable (bad CRC, short, unknown
     version) is deleted and the next older one used. Snapshots above the recovered log end
     offset are deleted, and the state between the snapshot and the log end is rebuilt by
-    replaying the log's batches with ``is_from_client=False``.
+    replaying the log's batches as replicated ones.
     """
 
     def __init__(
@@ -309,6 +203,10 @@ class ProducerStateManager:
         self.partition_dir = Path(partition_dir)
         self.max_producer_id_expiration_ms = max_producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
+        # Both keyed by first offset, in increasing order (transactions begin at the log end,
+        # so insertion order is offset order; a snapshot load sorts once).
+        self._ongoing: dict[int, TxnMetadata] = {}
+        self._unreplicated: dict[int, TxnMetadata] = {}
         self._map_end_offset = 0
         self._last_snap_offset = 0
 
@@ -326,43 +224,55 @@ class ProducerStateManager:
         timestamp: int,
         *,
         is_from_client: bool,
+        is_transactional: bool = False,
+        first_offset: int | None = None,
+        origin: AppendOrigin | None = None,
     ) -> BatchMetadata | None:
-        """Validate one idempotent batch and record it; see the module's theory of operation.
+        """Validate one data batch and record it; see the module's theory of operation.
 
         Returns the cached metadata of the original when a client batch is a duplicate (the
         state is then unchanged and the caller must not append it), else ``None`` after
         recording the batch. ``offset_delta`` is derived from the sequence range, which for a
-        v2 batch always spans ``last offset delta`` records. Raises INVALID_PRODUCER_EPOCH or
-        OUT_OF_ORDER_SEQUENCE_NUMBER for a client batch that is refused (state unchanged).
+        v2 batch always spans ``last offset delta`` records. ``origin`` (default: CLIENT when
+        ``is_from_client``, else REPLICATION) decides what is checked. Raises
+        INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER or INVALID_TXN_STATE for a batch
+        that is refused (state unchanged). A transactional batch opens a transaction at
+        ``first_offset`` (default: ``last_offset`` - the sequence span).
         """
+        if origin is None:
+            origin = AppendOrigin.CLIENT if is_from_client else AppendOrigin.REPLICATION
+        is_client = origin is AppendOrigin.CLIENT
         if producer_id < 0:
             raise ValueError(f"Invalid producer id {producer_id} for producer state update")
-        if is_from_client:
+        if is_client:
             _check_client_batch_fields(producer_epoch, first_seq, last_seq, last_offset)
         # Replicated and recovered batches passed the leader's checks and their CRC: take them
         # as they are (Kafka does not re-validate them either).
         offset_delta = (
             decrement_sequence(last_seq, first_seq) if first_seq >= 0 and last_seq >= 0 else 0
         )
+        if first_offset is None:
+            first_offset = last_offset - offset_delta
 
         entry = self._producers.get(producer_id)
-        if is_from_client and entry is not None:
+        if is_client and entry is not None:
             duplicate = entry.find_duplicate_batch(producer_epoch, first_seq, last_seq)
             if duplicate is not None:
                 return duplicate
 
-        current_epoch = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
-        if producer_epoch < current_epoch:
-            message = (
-                f"Producer {producer_id}'s epoch at offset {last_offset - offset_delta} in "
-                f"{self.partition_dir.name} is {producer_epoch}, which is smaller than the last "
-                f"seen epoch {current_epoch}"
-            )
-            if is_from_client:
-                raise InvalidProducerEpochError(message)
-            logger.warning("%s", message)
-        if is_from_client:
+        self._check_producer_epoch(producer_id, producer_epoch, first_offset, entry, origin)
+        if is_client:
             self._check_sequence(producer_id, producer_epoch, first_seq, entry)
+        open_txn = entry.current_txn_first_offset if entry is not None else None
+        if open_txn is not None and not is_transactional:
+            message = (
+                f"Expected transactional write from producer {producer_id} at offset "
+                f"{first_offset} in partition {self.partition_dir.name} (its transaction "
+                f"opened at offset {open_txn})"
+            )
+            if origin is not AppendOrigin.REPLICATION:
+                raise InvalidTxnStateError(message)
+            logger.warning("%s", message)
 
         if entry is None:
             entry = ProducerStateEntry(producer_id)
@@ -371,7 +281,107 @@ class ProducerStateManager:
             producer_epoch,
             BatchMetadata(first_seq, last_seq, last_offset, offset_delta, timestamp),
         )
+        if open_txn is None and is_transactional:
+            entry.current_txn_first_offset = first_offset
+            self._add_ongoing(TxnMetadata(producer_id, first_offset))
         return None
+
+    def append_end_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: EndTransactionMarker,
+        offset: int,
+        timestamp: int,
+        *,
+        origin: AppendOrigin,
+    ) -> CompletedTxn | None:
+        """Record a COMMIT/ABORT marker at ``offset`` (rule 8); the transaction it completes,
+        or None when the producer had none open. Raises INVALID_PRODUCER_EPOCH or
+        TRANSACTION_COORDINATOR_FENCED (state unchanged) unless the origin is REPLICATION."""
+        if producer_id < 0:
+            raise ValueError(f"Invalid producer id {producer_id} for a transaction marker")
+        if marker.control_type not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+            raise ValueError(f"{marker.control_type!r} is not an end-transaction marker")
+        entry = self._producers.get(producer_id)
+        self._check_producer_epoch(producer_id, producer_epoch, offset, entry, origin)
+        current_coordinator_epoch = (
+            entry.coordinator_epoch if entry is not None else NO_COORDINATOR_EPOCH
+        )
+        if current_coordinator_epoch > marker.coordinator_epoch:
+            message = (
+                f"Invalid coordinator epoch for producerId {producer_id} at offset {offset} in "
+                f"partition {self.partition_dir.name}: {marker.coordinator_epoch} (zombie), "
+                f"{current_coordinator_epoch} (current)"
+            )
+            if origin is not AppendOrigin.REPLICATION:
+                raise TransactionCoordinatorFencedError(message)
+            logger.info("%s", message)
+        if entry is None:
+            entry = ProducerStateEntry(producer_id)
+            self._producers[producer_id] = entry
+        first_offset = entry.current_txn_first_offset
+        entry.end_transaction(producer_epoch, marker.coordinator_epoch, timestamp)
+        if first_offset is None:
+            return None
+        return CompletedTxn(
+            producer_id, first_offset, offset, marker.control_type is ControlRecordType.ABORT
+        )
+
+    def update_from_replicated_batch(
+        self, header: BatchHeader, marker: EndTransactionMarker | None = None
+    ) -> CompletedTxn | None:
+        """Record a batch that is already in the log (follower append, recovery, reload).
+
+        The leader validated it when it was written; here it is only remembered. A control
+        batch needs its ``marker`` (None: a marker batch compaction emptied, which changes
+        nothing, as in Kafka). Returns the transaction a marker completes; the caller writes it
+        to the transaction index if it needs to and then calls :meth:`complete_txn`.
+        """
+        if header.producer_id < 0:
+            return None
+        if header.is_control:
+            if marker is None:
+                return None
+            return self.append_end_txn_marker(
+                header.producer_id,
+                header.producer_epoch,
+                marker,
+                header.base_offset,
+                header.max_timestamp,
+                origin=AppendOrigin.REPLICATION,
+            )
+        self.check_and_update(
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            header.last_sequence,
+            header.last_offset,
+            header.max_timestamp,
+            is_from_client=False,
+            is_transactional=header.is_transactional,
+            first_offset=header.base_offset,
+        )
+        return None
+
+    def _check_producer_epoch(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        offset: int,
+        entry: ProducerStateEntry | None,
+        origin: AppendOrigin,
+    ) -> None:
+        current_epoch = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
+        if producer_epoch < current_epoch:
+            message = (
+                f"Producer {producer_id}'s epoch at offset {offset} in "
+                f"{self.partition_dir.name} is {producer_epoch}, which is smaller than the last "
+                f"seen epoch {current_epoch}"
+            )
+            if origin is not AppendOrigin.REPLICATION:
+                raise InvalidProducerEpochError(message)
+            logger.warning("%s", message)
 
     def _check_sequence(
         self,
@@ -406,24 +416,9 @@ class ProducerStateManager:
     # Queries and expiry
     # ---------------------------------------------------------------------------------------
 
-    def update_from_replicated_batch(self, header: BatchHeader) -> None:
-        """Record a batch that is already in the log (follower append, recovery, reload).
-
-        The leader validated its sequence when it was written; here it is only remembered.
-        """
-        if header.producer_id >= 0 and not header.is_control:
-            self.check_and_update(
-                header.producer_id,
-                header.producer_epoch,
-                header.base_sequence,
-                header.last_sequence,
-                header.last_offset,
-                header.max_timestamp,
-                is_from_client=False,
-            )
-
-    def save_entries(self, producer_ids: Iterable[int]) -> dict[int, ProducerStateEntry | None]:
-        """Copies of these producers' entries, for :meth:`restore_entries` if an append fails.
+    def save_entries(self, producer_ids: Iterable[int]) -> SavedProducerState:
+        """Copies of these producers' entries and of the transaction maps, for
+        :meth:`restore_entries` if an append fails.
 
         An append validates and updates producer state batch by batch; when a later batch of
         the same request (or the write itself) fails, nothing was appended, so the state must
@@ -439,14 +434,84 @@ class ProducerStateManager:
                     entry, batch_metadata=deque(entry.batch_metadata, maxlen=NUM_BATCHES_TO_RETAIN)
                 )
             )
-        return saved
+        return SavedProducerState(
+            saved,
+            {k: replace(t) for k, t in self._ongoing.items()},
+            {k: replace(t) for k, t in self._unreplicated.items()},
+        )
 
-    def restore_entries(self, saved: Mapping[int, ProducerStateEntry | None]) -> None:
-        for pid, entry in saved.items():
+    def restore_entries(self, saved: SavedProducerState) -> None:
+        for pid, entry in saved.entries.items():
             if entry is None:
                 self._producers.pop(pid, None)
             else:
                 self._producers[pid] = entry
+        self._ongoing = dict(saved.ongoing)
+        self._unreplicated = dict(saved.unreplicated)
+
+    # ---------------------------------------------------------------------------------------
+    # Transactions: ongoing, completed, the first unstable offset
+    # ---------------------------------------------------------------------------------------
+
+    def _add_ongoing(self, txn: TxnMetadata) -> None:
+        last = next(reversed(self._ongoing), None)
+        self._ongoing[txn.first_offset] = txn
+        if last is not None and last > txn.first_offset:
+            self._ongoing = dict(sorted(self._ongoing.items()))
+
+    @property
+    def ongoing_txns(self) -> list[TxnMetadata]:
+        """The open transactions, by first offset."""
+        return list(self._ongoing.values())
+
+    @property
+    def unreplicated_txns(self) -> list[TxnMetadata]:
+        """Completed transactions whose marker the high watermark has not passed yet."""
+        return list(self._unreplicated.values())
+
+    def last_stable_offset_of(self, completed: CompletedTxn) -> int:
+        """The LSO to record with ``completed`` in the transaction index, before
+        :meth:`complete_txn`: the first offset of the earliest open transaction of another
+        producer, else the marker's offset + 1 (Kafka's ``lastStableOffset(CompletedTxn)``)."""
+        for txn in self._ongoing.values():
+            if txn.producer_id != completed.producer_id:
+                return txn.first_offset
+        return completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """Move the transaction from ongoing to unreplicated (until the HW passes its marker)."""
+        txn = self._ongoing.pop(completed.first_offset, None)
+        if txn is None:
+            raise ValueError(
+                f"Attempted to complete transaction {completed} on partition "
+                f"{self.partition_dir.name} which was not started"
+            )
+        txn.last_offset = completed.last_offset
+        last = next(reversed(self._unreplicated), None)
+        self._unreplicated[completed.first_offset] = txn
+        if last is not None and last > completed.first_offset:
+            # Transactions complete in any order: keep the map by first offset.
+            self._unreplicated = dict(sorted(self._unreplicated.items()))
+
+    def first_unstable_offset(self) -> int | None:
+        """The smallest first offset of an ongoing or unreplicated transaction, if any."""
+        firsts = [next(iter(m)) for m in (self._ongoing, self._unreplicated) if m]
+        return min(firsts) if firsts else None
+
+    def first_undecided_offset(self) -> int | None:
+        """The first offset of the earliest ongoing transaction (replication ignored)."""
+        return next(iter(self._ongoing), None)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forget completed transactions whose marker is below the high watermark."""
+        self._remove_unreplicated_below(high_watermark)
+
+    def _remove_unreplicated_below(self, offset: int) -> None:
+        self._unreplicated = {
+            k: t
+            for k, t in self._unreplicated.items()
+            if t.last_offset is None or t.last_offset >= offset
+        }
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
@@ -458,7 +523,7 @@ class ProducerStateManager:
 
     @property
     def is_empty(self) -> bool:
-        return not self._producers
+        return not self._producers and not self._unreplicated
 
     @property
     def map_end_offset(self) -> int:
@@ -494,6 +559,7 @@ class ProducerStateManager:
             if offset > log_end_offset or offset <= log_start_offset:
                 self._delete_snapshot(offset)
         if log_end_offset != self._map_end_offset:
+            # The log end is at or below the HW here, so no transaction is unreplicated.
             self.load_from_latest_snapshot(log_start_offset, log_end_offset, now_ms=now_ms)
         else:
             self.truncate_head(log_start_offset)
@@ -504,6 +570,7 @@ class ProducerStateManager:
         In-memory producers are kept, as in Kafka, so a producer whose batches were all deleted
         keeps its sequence state until it expires or the broker restarts.
         """
+        self._remove_unreplicated_below(log_start_offset)
         self._map_end_offset = max(self._map_end_offset, log_start_offset)
         self.delete_snapshots_below(log_start_offset)
         offsets = self.list_snapshot_offsets()
@@ -512,6 +579,8 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget everything (the log was emptied and restarts at ``offset``)."""
         self._producers.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
         for snap in self.list_snapshot_offsets():
             self._delete_snapshot(snap)
         self._last_snap_offset = 0
@@ -548,9 +617,12 @@ class ProducerStateManager:
         A corrupt snapshot is logged, deleted and the next older one tried. Without a usable
         snapshot the state is empty and :attr:`map_end_offset` is ``log_start_offset``; either
         way the caller replays the log from :attr:`map_end_offset`. With ``now_ms``, expired
-        producers are not loaded. Snapshots outside the range are left alone.
+        producers are not loaded. Snapshots outside the range are left alone. Each entry's
+        ``current_txn_first_offset`` reopens its transaction (Kafka's ``loadProducerEntry``).
         """
         self._producers.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
         self._delete_leftover_tmp_files()
         for offset in reversed(self.list_snapshot_offsets()):
             if not log_start_offset <= offset <= log_end_offset:
@@ -567,6 +639,10 @@ class ProducerStateManager:
             for entry in entries:
                 if now_ms is None or not self._is_expired(now_ms, entry):
                     self._producers[entry.producer_id] = entry
+                    if entry.current_txn_first_offset is not None:
+                        txn = TxnMetadata(entry.producer_id, entry.current_txn_first_offset)
+                        self._ongoing[txn.first_offset] = txn
+            self._ongoing = dict(sorted(self._ongoing.items()))
             self._last_snap_offset = self._map_end_offset = offset
             logger.info("loaded producer state from snapshot %s", path)
             return offset

@@ -1,7 +1,7 @@
-"""A log segment: one ``.log`` file and its sparse ``.index`` and ``.timeindex``.
+"""A log segment: one ``.log`` file, its sparse ``.index`` and ``.timeindex``, its ``.txnindex``.
 
-(One module, ~610 lines: appends, reads, lookups, recovery and truncation all keep the same
-three files and their invariants in step; apart, each would reach into the others' state.)
+(One module, ~600 lines: appends, reads, lookups, recovery and truncation all keep the same
+files and their invariants in step; the recovery loop itself is in ``segment_recovery``.)
 
 Invariants:
   * every offset in the segment is ≥ ``base_offset`` and fits a 4-byte relative offset;
@@ -9,10 +9,12 @@ Invariants:
     added after every ``index.interval.bytes`` of appended batches (so the first batch of a
     segment is never indexed: a lookup below the first entry starts at position 0);
   * time-index timestamps are strictly increasing; the roll/close entry records the segment's
-    largest timestamp.
+    largest timestamp;
+  * the ``.txnindex`` holds the aborted transactions whose ABORT marker is in this segment
+    (file created on its first entry; see :mod:`storage.txn_index`).
 Not thread-safe: the owning ``Log`` serialises access. Crash story: the ``.log`` may have a torn
 tail and the indexes may be stale or garbage; :meth:`LogSegment.recover` rebuilds the indexes
-from the batches and truncates at the first invalid batch.
+(the transaction index too) from the batches and truncates at the first invalid batch.
 
 Formats: a segment written before Kafka 0.11 holds v0/v1 messages (no ``.timeindex`` in v0);
 they are recovered, indexed (last offset -> position, as Kafka does) and served as they are.
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import mmap
 import os
 import random
 from collections.abc import Sequence
@@ -32,22 +33,17 @@ from typing import NamedTuple
 
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
-from kafkasim.common.sentinels import INT32_MAX, NO_TIMESTAMP
+from kafkasim.common.sentinels import INT32_MAX
 from kafkasim.storage import file_names
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.epoch_cache import LeaderEpochFileCache
 from kafkasim.storage.file_records import Buffer, FileRecords, LogOffsetPosition, TimestampAndOffset
 from kafkasim.storage.offset_index import OffsetIndex
 from kafkasim.storage.producer_state import ProducerStateManager
-from kafkasim.storage.records.batch import BatchHeader
-from kafkasim.storage.records.entry import (
-    ENTRY_HEADER_BYTES,
-    MIN_ENTRY_SIZE,
-    LogEntryHeader,
-    entry_crc,
-    parse_entry_header,
-)
+from kafkasim.storage.records.entry import MIN_ENTRY_SIZE, LogEntryHeader
+from kafkasim.storage.segment_recovery import reindex_entries
 from kafkasim.storage.time_index import TimeIndex
+from kafkasim.storage.txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -73,16 +69,19 @@ class AppendedBatch(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class FetchDataInfo:
-    """The result of a read: where it started and the whole batches read."""
+    """The result of a read: where it started and the whole batches read; for a
+    ``read_committed`` read (:meth:`~storage.log.Log.read` with ``TXN_COMMITTED``) also the
+    aborted transactions overlapping them (None for other reads)."""
 
     fetch_offset: int
     segment_base_offset: int
     position: int
     records: bytes
+    aborted_transactions: tuple[AbortedTxn, ...] | None = None
 
 
 class LogSegment:
-    """One segment: ``<base>.log`` + ``<base>.index`` + ``<base>.timeindex``."""
+    """One segment: ``<base>.log`` + ``.index`` + ``.timeindex`` (+ ``.txnindex``)."""
 
     def __init__(
         self,
@@ -94,10 +93,12 @@ class LogSegment:
         index_interval_bytes: int,
         roll_jitter_ms: int,
         clock: Clock,
+        txn_index: TransactionIndex,
     ) -> None:
         self.log = log_file
         self.offset_index = offset_index
         self.time_index = time_index
+        self.txn_index = txn_index
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
@@ -153,6 +154,9 @@ class LogSegment:
             index_interval_bytes=index_interval_bytes,
             roll_jitter_ms=roll_jitter_ms,
             clock=clock,
+            txn_index=TransactionIndex(
+                file_names.txn_index_file(dir_, base_offset, file_suffix), base_offset
+            ),
         )
 
     # -- facts ------------------------------------------------------------------------------
@@ -197,7 +201,8 @@ class LogSegment:
     def persist_last_modified(self) -> None:
         """Put ``last_modified_ms`` (clock time) on the files, so a restart reads it back."""
         ns = self.last_modified_ms * 1_000_000
-        for path in (self.log.path, self.offset_index.path, self.time_index.path):
+        paths = (self.log.path, self.offset_index.path, self.time_index.path, self.txn_index.path)
+        for path in paths:
             with contextlib.suppress(FileNotFoundError):
                 os.utime(path, ns=(ns, ns))
 
@@ -309,6 +314,7 @@ class LogSegment:
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
         self.persist_last_modified()
 
     # -- reading ----------------------------------------------------------------------------
@@ -367,6 +373,7 @@ class LogSegment:
             if not index.path.exists():
                 raise CorruptIndexError(f"index file {index.path} is missing")
             index.sanity_check()
+        self.txn_index.sanity_check()
         if self.offset_index.entries:
             last = self.offset_index.entry(self.offset_index.entries - 1)
             if last.position >= self.log.size:
@@ -401,7 +408,10 @@ class LogSegment:
         *,
         warn_on_gaps: bool = False,
     ) -> int:
-        """Rebuild both indexes from the entries; truncate at the first invalid one.
+        """Rebuild the indexes from the entries; truncate at the first invalid one.
+
+        With ``producer_state`` (brought up to this segment's base offset by the caller), the
+        producers' batches update it and the ``.txnindex`` is rebuilt from the markers.
 
         An entry (a v2 batch, or a v0/v1 message of a log written before Kafka 0.11) is valid
         when its header parses (magic 0, 1 or 2, sane length), it fits in the file, its
@@ -414,59 +424,15 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        if producer_state is not None:
+            # Rebuilt from the markers; without producer state (a ``.swap`` segment, whose
+            # index was flushed before the swap began) the index is kept as it is.
+            self.txn_index.reset()
         self.bytes_since_last_index_entry = 0
-        max_ts, max_ts_offset = NO_TIMESTAMP, self.base_offset
-        valid_bytes = 0
         file_length = self.log.file_length()
-        next_expected = self.base_offset
-        if file_length > 0:
-            with mmap.mmap(self.log.fd, file_length, access=mmap.ACCESS_READ) as mapped:
-                view = memoryview(mapped)
-                try:
-                    position = 0
-                    while position + MIN_ENTRY_SIZE <= file_length:
-                        header, reason = _check_batch(
-                            view, position, file_length, next_expected, self
-                        )
-                        first = _first_offset(header) if header is not None else 0
-                        # (A legacy wrapper's first offset is unknown here: v2 gaps only.)
-                        if (
-                            isinstance(header, BatchHeader)
-                            and warn_on_gaps
-                            and first > next_expected
-                        ):
-                            log.warning(
-                                "%s: offsets %d..%d are missing before the batch at position %d",
-                                self.log.path,
-                                next_expected,
-                                first - 1,
-                                position,
-                            )
-                        if header is None:
-                            if reason != "zero-filled tail":
-                                log.warning("%s: %s", self.log.path, reason)
-                            break
-                        if header.max_timestamp > max_ts:
-                            max_ts, max_ts_offset = header.max_timestamp, header.last_offset
-                        if self.bytes_since_last_index_entry > self.index_interval_bytes and (
-                            not self.offset_index.is_full()
-                        ):
-                            self.offset_index.append(header.last_offset, position)
-                            if not self.time_index.is_full():
-                                self.time_index.maybe_append(max_ts, max_ts_offset)
-                            self.bytes_since_last_index_entry = 0
-                        self.bytes_since_last_index_entry += header.size_in_bytes
-                        if epoch_cache is not None and header.partition_leader_epoch >= 0:
-                            latest = epoch_cache.latest_epoch
-                            if latest is None or header.partition_leader_epoch > latest:
-                                epoch_cache.assign(header.partition_leader_epoch, first)
-                        if producer_state is not None and isinstance(header, BatchHeader):
-                            producer_state.update_from_replicated_batch(header)
-                        position += header.size_in_bytes
-                        valid_bytes = position
-                        next_expected = header.last_offset + 1
-                finally:
-                    view.release()
+        valid_bytes, max_ts, max_ts_offset = reindex_entries(
+            self, file_length, producer_state, epoch_cache, warn_on_gaps=warn_on_gaps
+        )
         truncated = file_length - valid_bytes
         self.log.set_size(file_length)
         if truncated > 0:
@@ -484,6 +450,7 @@ class LogSegment:
         self.make_active(self.offset_index.max_index_size)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         if mapping is None:
             return 0
         removed = self.log.truncate_to(mapping.position)
@@ -506,6 +473,7 @@ class LogSegment:
         self.log.rename_to(swap(self.log.path))
         self.offset_index.rename_to(swap(self.offset_index.path))
         self.time_index.rename_to(swap(self.time_index.path))
+        self.txn_index.rename_to(swap(self.txn_index.path))
 
     def close(self) -> None:
         """Clean close: final time-index entry, trimmed indexes and file."""
@@ -516,18 +484,21 @@ class LogSegment:
             self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self.log.close()
         self.persist_last_modified()
 
     def close_handlers(self) -> None:
         self.offset_index.close_handler()
         self.time_index.close_handler()
+        self.txn_index.close()
         self.log.close_handler()
 
     def delete_if_exists(self) -> None:
         self.log.delete_if_exists()
         self.offset_index.delete_if_exists()
         self.time_index.delete_if_exists()
+        self.txn_index.delete_if_exists()
 
 
 def new_segment(
@@ -565,48 +536,3 @@ def whole_batches_prefix(data: Buffer) -> int:
             break
         position += batch_size
     return position
-
-
-def _first_offset(header: LogEntryHeader) -> int:
-    """A v2 batch's base offset; a legacy message's own offset (a wrapper's first inner offset
-    needs decompression, and neither recovery nor Kafka's looks at it)."""
-    return header.base_offset if isinstance(header, BatchHeader) else header.last_offset
-
-
-def _check_batch(
-    view: memoryview, position: int, file_length: int, next_expected: int, segment: LogSegment
-) -> tuple[LogEntryHeader, None] | tuple[None, str]:
-    """The header of the valid entry at ``position``, or None and why it is not valid."""
-    try:
-        header = parse_entry_header(view, position)
-    except CorruptRecordError as e:
-        if not any(view[position : position + ENTRY_HEADER_BYTES]):
-            return None, "zero-filled tail"
-        return None, f"invalid batch header at position {position}: {e.message}"
-    if position + header.size_in_bytes > file_length:
-        return None, (
-            f"batch at position {position} claims {header.size_in_bytes} bytes, "
-            f"only {file_length - position} remain (torn write)"
-        )
-    actual = entry_crc(view, position, header)
-    first = _first_offset(header)
-    if actual != header.crc:
-        return None, (
-            f"batch at position {position} (offsets {first}..{header.last_offset}) "
-            f"has CRC {header.crc:#010x} but its content hashes to {actual:#010x}"
-        )
-    if first < next_expected or header.last_offset < first:
-        where = (
-            f"below the segment's base offset {segment.base_offset}"
-            if first < segment.base_offset
-            else "not after the previous batch"
-        )
-        return None, (
-            f"batch at position {position} has offsets {first}..{header.last_offset}"
-            f" but the log expected an offset ≥ {next_expected} ({where}: misplaced)"
-        )
-    if not segment.can_convert_to_relative_offset(header.last_offset):
-        return None, (
-            f"batch at position {position} has offset {header.last_offset} outside the segment"
-        )
-    return header, None
