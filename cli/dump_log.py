@@ -41,6 +41,7 @@ from kafkasim.storage.records.batch import (
     compute_crc,
     decode_batch,
     parse_control_key,
+    parse_end_transaction_marker,
 )
 from kafkasim.storage.records.compression import CompressionType
 from kafkasim.storage.records.entry import (
@@ -230,9 +231,7 @@ def _dump_v2(
                 f"sequence: {r.sequence} headerKeys: [{','.join(h.key for h in r.headers)}]"
             )
             if header.is_control:
-                kind = parse_control_key(r.key)
-                marker = "COMMIT" if kind is ControlRecordType.COMMIT else "ABORT"
-                line += f" endTxnMarker: {marker}"
+                line += " " + _control_text(r.key, r.value)
             elif print_data:
                 line += _contents(r.offset, r.key, r.value, offsets)
             print(line)
@@ -281,6 +280,17 @@ def _dump_legacy(
             line += _contents(m.offset, m.key, m.value, offsets)
         print(line)
     return True
+
+
+def _control_text(key: bytes | None, value: bytes | None) -> str:
+    """A control record as kafka-dump-log.sh prints it: ``endTxnMarker: COMMIT
+    coordinatorEpoch: N`` for a transaction marker, its type otherwise."""
+    try:
+        marker = parse_end_transaction_marker(key, value)
+    except KafkaError:
+        return f"controlType: {parse_control_key(key).name}"
+    kind = "COMMIT" if marker.control_type is ControlRecordType.COMMIT else "ABORT"
+    return f"endTxnMarker: {kind} coordinatorEpoch: {marker.coordinator_epoch}"
 
 
 def _contents(offset: int, key: bytes | None, value: bytes | None, offsets: bool) -> str:

@@ -1,6 +1,8 @@
 """Producer state of one partition: Kafka's ProducerStateManager (idempotence, transactions).
 
-(The entries and the snapshot codec are in :mod:`storage.producer_entry`.)
+(One module, ~690 lines: idempotence and transactions check and update the same per-producer
+entries in one pass per batch, as Kafka's ProducerAppendInfo does; the entries and the
+snapshot codec are in :mod:`storage.producer_entry`.)
 
 Theory of operation: idempotence
 --------------------------------

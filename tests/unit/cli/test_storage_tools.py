@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from kafkasim.storage.records.batch import RecordBatchBuilder
+from kafkasim.storage.producer_state import AppendOrigin
+from kafkasim.storage.records.batch import (
+    ControlRecordType,
+    RecordBatchBuilder,
+    encode_control_batch,
+)
 from kafkasim.storage.records.compression import CompressionType
 from kafkasim.storage.records.legacy import encode_legacy
 from tests.cli_run import kafkasim
@@ -157,3 +162,20 @@ def test_unknown_verb_and_bad_arguments_exit_non_zero() -> None:
 
 def test_make_batch_helper_is_a_real_batch() -> None:
     assert len(make_batch([b"x"])) > 61
+
+
+def test_dump_log_prints_transaction_markers_with_their_coordinator_epoch(tmp_path: Path) -> None:
+    log, _ = open_log(tmp_path)
+    for kind, epoch in ((ControlRecordType.COMMIT, 3), (ControlRecordType.ABORT, 4)):
+        marker = encode_control_batch(
+            kind, producer_id=7, producer_epoch=0, timestamp=T0, coordinator_epoch=epoch
+        )
+        log.append_as_leader(marker, leader_epoch=1, origin=AppendOrigin.COORDINATOR)
+    log.close()
+    seg = sorted(log.dir.glob("*.log"))[0]
+    out = run("dump-log", "--files", str(seg), "--print-data-log")
+    assert out.returncode == 0, out.stderr
+    markers = [line for line in out.stdout.splitlines() if line.startswith("| offset:")]
+    assert len(markers) == 2, out.stdout
+    assert markers[0].endswith("endTxnMarker: COMMIT coordinatorEpoch: 3"), markers
+    assert markers[1].endswith("endTxnMarker: ABORT coordinatorEpoch: 4"), markers
