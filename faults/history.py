@@ -89,7 +89,7 @@ class Op:
     def __post_init__(self) -> None:
         if self.isolation is not None and self.isolation not in ISOLATION_LEVELS:
             raise ValueError(f"isolation {self.isolation!r} is none of {ISOLATION_LEVELS}")
-        if self.f in TXN_FUNCTIONS and self.txn is None:
+        if self.f in (*TXN_FUNCTIONS, SEND_OFFSETS) and self.txn is None:
             raise ValueError(f"a {self.f} op names no transaction")
         if self.f in (SEND_OFFSETS, FETCH_OFFSETS) and (self.group is None or self.offset is None):
             raise ValueError(f"a {self.f} op needs a group and an offset")
