@@ -245,13 +245,18 @@ class _Consumer:
     values: set[str] = field(default_factory=set)
     offsets: dict[str, dict[int, str]] = field(default_factory=dict)  # value -> offset -> txn
 
+    def moved(self, offset: int | None) -> None:
+        """It read ``offset`` (a record no rule below needs more of)."""
+        if offset is not None:
+            self.low = offset if self.low is None else min(self.low, offset)
+            self.high = offset if self.high is None else max(self.high, offset)
+
     def saw(self, offset: int | None, value: str, txn: str) -> None:
+        """It read transactional ``value`` at ``offset``, a record of ``txn`` ("?": unknown)."""
         self.values.add(value)
-        if offset is None:
-            return
-        self.low = offset if self.low is None else min(self.low, offset)
-        self.high = offset if self.high is None else max(self.high, offset)
-        self.offsets.setdefault(value, {}).setdefault(offset, txn)
+        self.moved(offset)
+        if offset is not None:
+            self.offsets.setdefault(value, {}).setdefault(offset, txn)
 
 
 class _Judge:
@@ -295,9 +300,12 @@ class _Judge:
                     continue
                 consumer = self.consumers.setdefault(tp, {}).setdefault(op.process, _Consumer())
                 copies = values.get(op.value)
-                copy = None if copies is None else self.index.attribute(copies, op.offset)
-                if copy is None:  # not transactional ("") or not attributable ("?")
-                    consumer.saw(op.offset, op.value, "" if copies is None else "?")
+                if copies is None:  # not transactional: only the consumer's position counts
+                    consumer.moved(op.offset)
+                    continue
+                copy = self.index.attribute(copies, op.offset)
+                if copy is None:
+                    consumer.saw(op.offset, op.value, "?")
                     continue
                 key = (op.process, tp, op.offset, op.value)
                 first_time = key not in reported
@@ -312,8 +320,7 @@ class _Judge:
             if report:
                 outcome = _how_aborted(txn.aborted)
                 self.report.aborted_reads.append(AbortedRead(*where, outcome=outcome))
-            consumer.low = _min(consumer.low, op.offset)
-            consumer.high = _max(consumer.high, op.offset)
+            consumer.moved(op.offset)
             return
         consumer.saw(op.offset, op.value, txn.name)
         self.seen.setdefault((op.process, txn.name), set()).add((tp, op.value))
@@ -353,10 +360,11 @@ class _Judge:
             culprits: list[tuple[Txn, tuple[tuple[str, int, str], ...]]]
             if not alive:
                 culprits = [(candidates[0], ())]
-            elif len(alive) == 1:
-                culprits = [(alive[0], self.missing(alive[0]))]
             else:
-                continue  # several unknown transactions sent it: which one committed is moot
+                # The committed ones answer for it; else a lone unknown one; of several
+                # unknown ones, which committed is moot.
+                chosen = [t for t in alive if t.committed] or (alive if len(alive) == 1 else [])
+                culprits = [(t, self.missing(t)) for t in chosen]
             for txn, missing in culprits:
                 if (not missing and txn.aborted is None) or (txn.name, key) in reported:
                     continue
@@ -485,11 +493,3 @@ def _how_aborted(op: Op) -> str:
     if op.f == ABORT:
         return f"abort ok at {op.time_ms} ms"
     return f"commit failed at {op.time_ms} ms" + (f": {op.error}" if op.error else "")
-
-
-def _min(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a if b is None else min(a, b)
-
-
-def _max(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a if b is None else max(a, b)

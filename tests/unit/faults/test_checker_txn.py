@@ -660,3 +660,18 @@ def correct_transactions(draw: st.DrawFn) -> History:
 def test_any_history_of_correct_transactions_checks_safe(h: History) -> None:
     report = check(h)
     assert report.ok, report.verdict_lines()
+
+
+def test_a_committed_transaction_answers_for_an_offset_an_unknown_one_sent_too() -> None:
+    """Two transactions sent group offset 5 (the second consumed nothing new): the committed
+    one is held to its writes, whatever became of the other."""
+    run = Run()
+    run.send("tx-a:0", "a0", 0)
+    run.offsets("tx-a:0", 5, 1)
+    run.end("tx-a:0", 5, outcome=OpType.INFO, marker="ABORT")
+    run.send("tx-a:1", "a1", 10, outcome=OpType.INFO, written=False)
+    run.offsets("tx-a:1", 5, 11)
+    run.end("tx-a:1", 15)
+    run.h.final_group_offsets[(GROUP, IN, 0)] = 5
+    [found] = check(run.history()).transactions.offsets_without_writes
+    assert (found.txn, found.outcome, found.missing) == ("tx-a:1", "committed", ((T, 0, "a1"),))
