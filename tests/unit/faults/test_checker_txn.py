@@ -26,6 +26,7 @@ from kafkasim.faults.history import (
     OpType,
 )
 from kafkasim.faults.report import render
+from tests.cli_run import kafkasim
 
 T = "out"
 GROUP, IN = "g", "in"
@@ -675,3 +676,14 @@ def test_a_committed_transaction_answers_for_an_offset_an_unknown_one_sent_too()
     run.h.final_group_offsets[(GROUP, IN, 0)] = 5
     [found] = check(run.history()).transactions.offsets_without_writes
     assert (found.txn, found.outcome, found.missing) == ("tx-a:1", "committed", ((T, 0, "a1"),))
+
+
+def test_check_command_exits_1_on_an_aborted_read_and_names_it(tmp_path: Path) -> None:
+    run = interleaved()
+    run.read("b0", 1, 60, process="consumer-9")
+    path = tmp_path / "g1a.jsonl"
+    run.history().write(path)
+    out = kafkasim("check", str(path), timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert out.stdout.startswith("VERDICT: ANOMALIES — 4 acknowledged")
+    assert "aborted reads (G1a) (1):" in out.stdout
