@@ -51,17 +51,28 @@ The invariants of ARCHITECTURE.md checked from samples and final logs (each a ``
 
 A condition that persists across samples (a leader outside its ISR for a minute) is reported
 once, at its first sample.
+
+Transactions (``faults.transactions`` holds their own rules; these are the changes to the rules
+above). A value sent in a transaction counts as acknowledged only when its transaction's commit
+returned ok (rule 3; aborted or unknown transactions lose nothing), and it is lost when the
+final log does not hold it at the offset its send was acknowledged at. The aborted copies a log
+keeps, and what read_uncommitted consumers read of transactional values, are no part of the
+final state (rules 2, 5, 6): only the committed copies' offsets and read_committed reads are. A
+transactional value's send order is its committed copy's. Transaction markers in the final logs
+(``History.final_markers``) fill their offsets for invariant 1.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Sequence
+import heapq
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafkasim.common.types import TopicPartition
 from kafkasim.faults.history import History, Op, OpType, ReplicaSample
+from kafkasim.faults.transactions import TxnIndex, TxnSend, judge
 from kafkasim.faults.verdict import (
     CheckReport,
     DivergentRead,
@@ -89,7 +100,9 @@ class _Send:
 
     process: str
     idempotent: bool
+    order: int  # the index of its first op in the history
     ack: Op | None = None
+    transactional: bool = False
 
 
 @dataclass(slots=True)
@@ -103,7 +116,10 @@ class _Ops:
 def check(history: History) -> CheckReport:
     """Judge ``history``; see the module docstring for every rule."""
     ops: dict[TopicPartition, _Ops] = {}
-    for op in history.ops:
+    txns = TxnIndex()
+    for index, op in enumerate(history.ops):
+        if txns.add(index, op):
+            continue
         tp = TopicPartition(op.topic, op.partition)
         indexed = ops.get(tp)
         if indexed is None:
@@ -111,12 +127,17 @@ def check(history: History) -> CheckReport:
         if op.f == "send":
             send = indexed.sends.get(op.value)
             if send is None:
-                send = indexed.sends[op.value] = _Send(op.process, op.idempotent)
+                send = indexed.sends[op.value] = _Send(op.process, op.idempotent, index)
             send.idempotent = send.idempotent or op.idempotent
-            if op.type is OpType.OK and send.ack is None:
+            if op.txn is not None:
+                send.transactional = True
+            elif op.type is OpType.OK and send.ack is None:
                 send.ack = op
         elif op.f == "read" and op.type is OpType.OK:
             indexed.reads.append(op)
+    for tp, indexed in ops.items():
+        if txns.values(tp):
+            _bind_transactional(indexed, txns.values(tp), txns)
 
     samples: dict[TopicPartition, list[ReplicaSample]] = {}
     # Stable: samples taken at the same time keep the order the run recorded them in.
@@ -129,18 +150,41 @@ def check(history: History) -> CheckReport:
 
     keys = set(ops) | set(samples) | set(logs)
     keys |= {TopicPartition(t, p) for t, p in history.final_hw}
+    markers: dict[TopicPartition, dict[int, list[tuple[int, str]]]] = {}
+    for (topic, partition, broker), entries in history.final_markers.items():
+        markers.setdefault(TopicPartition(topic, partition), {})[broker] = entries
+
     report = CheckReport()
+    finals: dict[TopicPartition, list[tuple[int, str]] | None] = {}
     for tp in sorted(keys):
-        partition_report = _check_partition(
+        partition_report, finals[tp] = _check_partition(
             tp,
             ops.get(tp, _Ops()),
             samples.get(tp, []),
             logs.get(tp, {}),
             history.final_hw.get(tp),
+            txns=txns,
+            markers=markers.get(tp, {}),
         )
         report.partitions[tp] = partition_report
         report.invariant_violations.extend(partition_report.violations)
+    if txns.txns:
+        reads = {tp: indexed.reads for tp, indexed in ops.items()}
+        report.transactions = judge(txns, reads, finals, history.final_group_offsets)
     return report
+
+
+def _bind_transactional(indexed: _Ops, copies: Mapping[str, list[TxnSend]], txns: TxnIndex) -> None:
+    """A transactional value's acknowledgement, producer and send order are those of its
+    committed copy (the first copy's while none committed); the sends are put back in order."""
+    for value, send in indexed.sends.items():
+        found = copies.get(value)
+        if found is None:
+            continue
+        send.ack = txns.acknowledgement(found)
+        governing = txns.governing(found) or found[0]
+        send.process, send.order = governing.first.process, governing.order
+    indexed.sends = dict(sorted(indexed.sends.items(), key=lambda item: item[1].order))
 
 
 class _Partition:
@@ -148,10 +192,17 @@ class _Partition:
     the final state of rule 2 (a value's first offset in ``first``; only values seen at a
     second offset pay for a set in ``more``, so a clean history of 10^6 values stays small)."""
 
-    def __init__(self, tp: TopicPartition, ops: _Ops, report: PartitionReport) -> None:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        ops: _Ops,
+        report: PartitionReport,
+        txn_values: Mapping[str, list[TxnSend]],
+    ) -> None:
         self.tp = tp
         self.ops = ops
         self.report = report
+        self.txn_values = txn_values  # the transactional values sent here, and their copies
         self.first: dict[str, int] = {}
         self.more: dict[str, set[int]] = {}
         self.seen_without_offset: set[str] = set()  # read by an op that recorded no offset
@@ -177,25 +228,34 @@ def _check_partition(
     samples: list[ReplicaSample],
     logs: dict[int, list[tuple[int, str]]],
     final_hw: int | None,
-) -> PartitionReport:
+    *,
+    txns: TxnIndex,
+    markers: dict[int, list[tuple[int, str]]],
+) -> tuple[PartitionReport, list[tuple[int, str]] | None]:
+    """The partition's report, and its final leader's log below the final HW (None: no log
+    was captured)."""
     leader_samples = [s for s in samples if s.is_leader]
     if final_hw is None and leader_samples:
         final_hw = leader_samples[-1].high_watermark
     leader, committed = _rule_final_leader(samples, logs, final_hw)
-    p = _Partition(tp, ops, PartitionReport(tp.topic, tp.partition, leader, final_hw))
+    p = _Partition(
+        tp, ops, PartitionReport(tp.topic, tp.partition, leader, final_hw), txns.values(tp)
+    )
     _rule_final_state(p, committed)
     _rule_reads_below_hw(p)
     _rule_divergent_reads(p, committed)
     _rule_lost_and_reordered(p, committed if leader is not None else None)
     _rule_duplicates(p)
     for broker, entries in sorted(logs.items()):
-        _check_log_offsets(broker, entries, p.violation)
+        held = markers.get(broker, [])
+        merged = heapq.merge(entries, held, key=lambda entry: entry[0]) if held else entries
+        _check_log_offsets(broker, merged, p.violation)
     _check_samples(samples, p.violation)
     if final_hw is not None and leader is not None and leader_samples:
         _check_isr_prefix(
             leader, leader_samples, logs, committed, hw=final_hw, violation=p.violation
         )
-    return p.report
+    return p.report, committed if leader is not None else None
 
 
 def _rule_final_leader(
@@ -209,12 +269,20 @@ def _rule_final_leader(
 
 def _rule_final_state(p: _Partition, committed: list[tuple[int, str]]) -> None:
     """Rules 2 and 4: the final state (the committed log, then every ok read, in order), and
-    every value in it that no send carried."""
+    every value in it that no send carried. Of a transactional value, only the copies at
+    offsets its committed transactions were acknowledged at, and read_committed reads."""
+    committed_at = {
+        value: TxnIndex.committed_offsets(copies) for value, copies in p.txn_values.items()
+    }
     for offset, value in committed:
+        if value in committed_at and offset not in committed_at[value]:
+            continue
         p.place(value, offset, "log")
     read_values: set[str] = set()
     for op in p.ops.reads:
         read_values.add(op.value)
+        if op.value in committed_at and not op.read_committed:
+            continue
         if op.offset is None:
             p.seen_without_offset.add(op.value)
             if op.value not in p.first and op.value not in p.ops.sends:
@@ -262,6 +330,9 @@ def _rule_lost_and_reordered(p: _Partition, committed: list[tuple[int, str]] | N
     """Rules 3 and 6: acknowledged values absent from the final log (from the final state
     when no log was captured), and acknowledged values of one producer out of send order."""
     in_log = {v for _, v in committed} if committed is not None else None
+    # A transactional value is lost when its acknowledged offset does not hold it: the log
+    # may keep an aborted copy elsewhere.
+    log_at = dict(committed) if committed is not None and p.txn_values else {}
     running_max: dict[str, tuple[int, str]] = {}  # process -> (highest offset so far, value)
     for value, send in p.ops.sends.items():
         ack = send.ack
@@ -269,11 +340,12 @@ def _rule_lost_and_reordered(p: _Partition, committed: list[tuple[int, str]] | N
             continue
         p.report.acknowledged += 1
         position = p.first.get(value)
-        gone = (
-            value not in in_log
-            if in_log is not None
-            else position is None and value not in p.seen_without_offset
-        )
+        if in_log is None:
+            gone = position is None and value not in p.seen_without_offset
+        elif send.transactional and ack.offset is not None:
+            gone = log_at.get(ack.offset) != value
+        else:
+            gone = value not in in_log
         if gone:
             p.report.lost.append(LostRecord(value, ack.process, ack.offset, ack.time_ms))
         if position is None:

@@ -2,7 +2,8 @@
 scripts, no external files) with
 
 * the verdict and the checker's findings (lost, duplicated, unexpected, reordered records,
-  invariant violations, with examples);
+  invariant violations, transaction anomalies such as aborted and intermediate reads, with
+  examples);
 * throughput (acknowledged sends and records read per second) and send latency (p50 and max
   per second) over time, fault windows shaded;
 * per partition: every replica's high watermark and log end offset over time, the leader and

@@ -1,6 +1,7 @@
 """What the history checker found: the evidence per kind (lost, duplicated, reordered, ...),
-each partition's report and the whole run's, with the verdict lines and the JSON form that
-``kafkasim check`` prints. The rules that produce them are ``faults.checker``'s."""
+each partition's report, the transactions' report and the whole run's, with the verdict lines
+and the JSON form that ``kafkasim check`` prints. The rules that produce them are
+``faults.checker``'s and, for transactions, ``faults.transactions``'."""
 
 from __future__ import annotations
 
@@ -84,7 +85,231 @@ class Violation:
         return f"invariant {self.invariant} on {self.topic}-{self.partition}: {self.detail}"
 
 
+# -- evidence about transactions (faults.transactions states each rule) ----------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedRead:
+    """G1a: a read_committed consumer read a record of a transaction that aborted."""
+
+    txn: str
+    process: str  # the consumer
+    topic: str
+    partition: int
+    offset: int | None
+    value: str
+    time_ms: int
+    outcome: str  # how the transaction is known aborted ("abort ok at 40 ms", ...)
+
+
+@dataclass(frozen=True, slots=True)
+class IntermediateRead:
+    """G1b: a read_committed consumer read a record of a transaction before its commit was
+    even invoked (``commit_invoked_ms`` None: the commit never was)."""
+
+    txn: str
+    process: str
+    topic: str
+    partition: int
+    offset: int | None
+    value: str
+    time_ms: int
+    commit_invoked_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartialTransaction:
+    """A read_committed consumer read past a committed transaction's records on a partition
+    but missed some of them (``seen`` of ``records`` there): atomicity broken."""
+
+    txn: str
+    process: str
+    topic: str
+    partition: int
+    read_past: int  # the highest offset the consumer read on the partition
+    seen: int
+    records: int
+    missing: tuple[tuple[int, str], ...]  # (offset, value) of the records it never read
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsWithoutWrites:
+    """A transaction's consumer offsets became visible (``observer`` got ``offset`` for the
+    group and partition) while its writes did not: the transaction aborted, or some of its
+    records are missing from the final logs. The input they came from is skipped for good."""
+
+    txn: str
+    group: str
+    topic: str
+    partition: int
+    offset: int
+    observer: str  # the process that got the offset back, or "final read-back"
+    outcome: str  # "aborted", "committed" or "unknown"
+    missing: tuple[tuple[str, int, str], ...]  # (topic, partition, value) not in the final logs
+
+
+@dataclass(frozen=True, slots=True)
+class WritesWithoutOffsets:
+    """A committed transaction's writes are visible but the group's offset read back at the
+    end is below the one the transaction committed (None: absent): its input is read again."""
+
+    txn: str
+    group: str
+    topic: str
+    partition: int
+    offset: int
+    final_offset: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ExactlyOnceDuplicate:
+    """A read_committed consumer read one transactional value at several offsets of a
+    partition: the value was committed more than once."""
+
+    process: str
+    topic: str
+    partition: int
+    value: str
+    offsets: tuple[int, ...]
+    txns: tuple[str, ...]  # the transactions the reads were attributed to ("?" unknown)
+
+
 # -- reports --------------------------------------------------------------------------------
+
+
+@dataclass
+class TransactionReport:
+    """What the transactions of a run did: how many ended how, and every anomaly found."""
+
+    transactions: int = 0
+    committed: int = 0  # commit ok
+    aborted: int = 0  # abort ok or commit failed
+    unknown: int = 0  # neither
+    aborted_reads: list[AbortedRead] = field(default_factory=list)
+    intermediate_reads: list[IntermediateRead] = field(default_factory=list)
+    partial: list[PartialTransaction] = field(default_factory=list)
+    offsets_without_writes: list[OffsetsWithoutWrites] = field(default_factory=list)
+    writes_without_offsets: list[WritesWithoutOffsets] = field(default_factory=list)
+    duplicates: list[ExactlyOnceDuplicate] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "aborted_reads": len(self.aborted_reads),
+            "intermediate_reads": len(self.intermediate_reads),
+            "partial_transactions": len(self.partial),
+            "offsets_without_writes": len(self.offsets_without_writes),
+            "writes_without_offsets": len(self.writes_without_offsets),
+            "exactly_once_duplicates": len(self.duplicates),
+        }
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.counts().values())
+
+    def lines(self, examples_max: int) -> list[str]:
+        if not self.transactions:
+            return []
+        lines = [
+            f"transactions: {'ok' if self.ok else 'ANOMALIES'} — {self.transactions} "
+            f"transactions, {self.committed} committed, {self.aborted} aborted, "
+            f"{self.unknown} of unknown outcome"
+        ]
+        _section(
+            lines,
+            examples_max,
+            "aborted reads (G1a)",
+            self.aborted_reads,
+            lambda x: (
+                f"{x.process} (read_committed) read {x.value!r} at {x.topic}-{x.partition} offset "
+                f"{x.offset} at {x.time_ms} ms; its transaction {x.txn} aborted ({x.outcome})"
+            ),
+        )
+        _section(
+            lines,
+            examples_max,
+            "intermediate reads (G1b)",
+            self.intermediate_reads,
+            lambda x: (
+                f"{x.process} (read_committed) read {x.value!r} at {x.topic}-{x.partition} offset "
+                f"{x.offset} at {x.time_ms} ms; transaction {x.txn} "
+                + (
+                    "never invoked its commit"
+                    if x.commit_invoked_ms is None
+                    else f"invoked its commit only at {x.commit_invoked_ms} ms"
+                )
+            ),
+        )
+        _section(
+            lines,
+            examples_max,
+            "committed transactions partly visible",
+            self.partial,
+            lambda x: (
+                f"{x.process} (read_committed) read {x.topic}-{x.partition} up to offset "
+                f"{x.read_past} but only {x.seen} of the {x.records} records committed there "
+                f"by {x.txn}; missing {_pairs(x.missing)}"
+            ),
+        )
+        _section(
+            lines,
+            examples_max,
+            "offsets committed without their writes",
+            self.offsets_without_writes,
+            lambda x: (
+                f"group {x.group} offset {x.offset} for {x.topic}-{x.partition} committed by "
+                f"{x.txn} ({x.outcome}) was visible to {x.observer}, but "
+                + (
+                    "the transaction aborted"
+                    if x.outcome == "aborted"
+                    else "its writes are missing: "
+                    + ", ".join(f"{v!r} on {t}-{p}" for t, p, v in x.missing[:5])
+                    + (" …" if len(x.missing) > 5 else "")
+                )
+            ),
+        )
+        _section(
+            lines,
+            examples_max,
+            "writes committed without their offsets",
+            self.writes_without_offsets,
+            lambda x: (
+                f"{x.txn} committed its writes and group {x.group} offset {x.offset} for "
+                f"{x.topic}-{x.partition}, but the group's offset at the end is "
+                f"{'absent' if x.final_offset is None else x.final_offset}"
+            ),
+        )
+        _section(
+            lines,
+            examples_max,
+            "exactly-once duplicates",
+            self.duplicates,
+            lambda x: (
+                f"{x.process} (read_committed) read {x.value!r} at {x.topic}-{x.partition} "
+                f"offsets {list(x.offsets)} (transactions {', '.join(x.txns)})"
+            ),
+        )
+        return lines
+
+
+def _pairs(pairs: Sequence[tuple[int, str]]) -> str:
+    shown = ", ".join(f"{value!r} at {offset}" for offset, value in pairs[:5])
+    return shown + (" …" if len(pairs) > 5 else "")
+
+
+def _section(
+    lines: list[str],
+    examples_max: int,
+    title: str,
+    items: Sequence[Any],
+    show: Callable[[Any], str],
+) -> None:
+    """``title (n):`` then at most ``examples_max`` items, one a line, under it."""
+    if not items:
+        return
+    lines.append(f"  {title} ({len(items)}):")
+    lines.extend(f"    {show(item)}" for item in items[:examples_max])
+    if len(items) > examples_max:
+        lines.append(f"    … and {len(items) - examples_max} more")
 
 
 @dataclass
@@ -129,12 +354,14 @@ class CheckReport:
     """The verdict on one history: per-partition evidence plus every invariant violation.
 
     ``ok``: nothing lost, nothing unexpected, no read beyond the HW, no divergent read, no
-    reordering of an idempotent producer, no invariant violated. Duplicates and reorderings of
-    non-idempotent producers are reported but Kafka allows them, so they leave ``ok`` alone.
+    reordering of an idempotent producer, no invariant violated, no transaction anomaly.
+    Duplicates and reorderings of non-idempotent producers are reported but Kafka allows them,
+    so they leave ``ok`` alone.
     """
 
     partitions: dict[tuple[str, int], PartitionReport] = field(default_factory=dict)
     invariant_violations: list[Violation] = field(default_factory=list)
+    transactions: TransactionReport = field(default_factory=TransactionReport)
 
     def _sum(self, count: Callable[[PartitionReport], int]) -> int:
         return sum(count(p) for p in self.partitions.values())
@@ -173,11 +400,16 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        return not self.invariant_violations and all(p.ok for p in self.partitions.values())
+        return (
+            not self.invariant_violations
+            and all(p.ok for p in self.partitions.values())
+            and self.transactions.ok
+        )
 
     @property
     def verdict(self) -> str:
-        if self.lost or self.divergent_reads:
+        # Offsets visible without their writes: the input they stand for is never read again.
+        if self.lost or self.divergent_reads or self.transactions.offsets_without_writes:
             return "DATA LOST"
         if self.invariant_violations:
             return "INVARIANT VIOLATED"
@@ -194,6 +426,7 @@ class CheckReport:
             "read_beyond_hw": self.read_beyond_hw,
             "divergent_reads": self.divergent_reads,
             "invariant_violations": len(self.invariant_violations),
+            **self.transactions.counts(),
         }
 
     def verdict_lines(self, examples_max: int = EXAMPLES_MAX) -> list[str]:
@@ -202,6 +435,7 @@ class CheckReport:
         lines = [f"VERDICT: {self.verdict} — {_summary(self.counts(), self._allowed())}"]
         for report in self.partitions.values():
             lines.extend(_partition_lines(report, examples_max))
+        lines.extend(self.transactions.lines(examples_max))
         return lines
 
     def _allowed(self) -> tuple[int, int]:
@@ -235,6 +469,7 @@ class CheckReport:
                 }
                 for p in self.partitions.values()
             ],
+            "transactions": asdict(self.transactions),
         }
 
 
@@ -253,6 +488,11 @@ def _summary(counts: dict[str, int], allowed: tuple[int, int]) -> str:
     if counts["divergent_reads"]:
         parts.append(f"{counts['divergent_reads']} divergent reads")
     parts.append(f"{counts['invariant_violations']} invariant violations")
+    parts.extend(
+        f"{counts[key]} {key.replace('_', ' ')}"
+        for key in TransactionReport().counts()
+        if counts[key]
+    )
     return ", ".join(parts)
 
 
@@ -267,12 +507,7 @@ def _partition_lines(p: PartitionReport, examples_max: int) -> list[str]:
     ]
 
     def section(title: str, items: Sequence[Any], show: Callable[[Any], str]) -> None:
-        if not items:
-            return
-        lines.append(f"  {title} ({len(items)}):")
-        lines.extend(f"    {show(item)}" for item in items[:examples_max])
-        if len(items) > examples_max:
-            lines.append(f"    … and {len(items) - examples_max} more")
+        _section(lines, examples_max, title, items, show)
 
     section(
         "lost",
