@@ -9,6 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from kafkasim.client.consumer_types import CommitFailedError
+from kafkasim.client.producer import Producer
+from kafkasim.client.producer_config import ProducerConfig
 from kafkasim.client.producer_errors import (
     IllegalTransactionStateError,
     TransactionAbortedError,
@@ -36,13 +38,16 @@ from kafkasim.client.transaction_types import (
     TxnRequestBody,
     TxnResponseBody,
 )
+from kafkasim.common.clock import ManualClock
 from kafkasim.common.errors import (
+    InvalidConfigError,
     InvalidProducerEpochError,
     KafkaError,
     ProducerFencedError,
     RecordTooLargeError,
     error_for_name,
 )
+from kafkasim.common.rpc import BidiStream, Message
 from tests.unit.client.txn_harness import (
     BACKOFF_MS,
     COORDINATOR,
@@ -770,3 +775,66 @@ def test_kafka_errors_keep_their_codes() -> None:
         tm, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse({TP_A: code("INVALID_TXN_STATE")})
     )
     assert isinstance(add.result.error, KafkaError) and add.result.error.code == 48
+
+
+# -- producer configuration ------------------------------------------------------------------------
+
+
+def _config(**props: object) -> ProducerConfig:
+    return ProducerConfig.from_props({"bootstrap.servers": "b:1", **props})
+
+
+def test_transactional_config_defaults_are_kafkas() -> None:
+    plain = _config()
+    assert (plain.transactional_id, plain.transaction_timeout_ms) == (None, 60_000)
+    config = _config(**{"transactional.id": "tx-1", "transaction.timeout.ms": "900000"})
+    assert (config.transactional_id, config.transaction_timeout_ms) == ("tx-1", 900_000)
+    assert config.client_id == "producer-tx-1"  # Kafka names the producer after its id
+    assert config.idempotence
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {"enable.idempotence": False},
+        {"acks": "1"},  # the default idempotence gives way to acks=1, then the id is refused
+        {"retries": 0},
+        {"max.in.flight.requests.per.connection": 6},
+    ],
+)
+def test_a_transactional_id_needs_idempotence(props: dict[str, object]) -> None:
+    with pytest.raises(
+        InvalidConfigError,
+        match=r"^INVALID_CONFIG: Cannot set a transactional\.id without also enabling "
+        r"idempotence\.$",
+    ):
+        _config(**{"transactional.id": "tx-1", **props})
+
+
+def test_an_empty_transactional_id_is_refused() -> None:
+    with pytest.raises(InvalidConfigError, match=r"transactional\.id: String must be non-empty"):
+        _config(**{"transactional.id": ""})
+
+
+class _Unreachable:
+    """A transport the refused producer never gets to use."""
+
+    async def call(
+        self, target: str, method: str, request: Message, *, timeout_s: float
+    ) -> Message:
+        raise AssertionError("no call expected")
+
+    def open_stream(self, target: str, method: str) -> BidiStream:
+        raise AssertionError("no stream expected")
+
+    async def close(self) -> None:
+        return None
+
+
+def test_the_producer_refuses_a_transactional_id_until_its_sender_runs_transactions() -> None:
+    with pytest.raises(InvalidConfigError, match=r"transactional\.id"):
+        Producer(
+            {"bootstrap.servers": "b:1", "transactional.id": "tx-1"},
+            transport=_Unreachable(),
+            clock=ManualClock(),
+        )
