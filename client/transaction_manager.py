@@ -11,7 +11,7 @@ Theory of operation
    that waits returns a :class:`~client.transaction_types.TransactionalResult`; the producer
    waits on it and :meth:`~TransactionalResult.ack`\\ s it. Until then only the same call may
    be made again (it gets the same result back: a commit whose wait timed out is retried, not
-   replaced by an abort), as Kafka since KAFKA-13412/KAFKA-14417.
+   replaced by an abort), as Kafka since KAFKA-13412.
 2. **The queue.** The sender drains :meth:`next_request` one request at a time (one
    transactional request in flight, :meth:`request_sent`), sends it to
    :meth:`coordinator` of its ``coordinator_type`` (any broker for FindCoordinator) after its
