@@ -35,7 +35,7 @@ Error tree (all from :mod:`common.errors` except the last)::
     │   ├── InvalidConfigError        a bad or unknown config key (named)
     │   ├── CorruptRecordError        a fetched entry whose checksum or layout does not hold
     │   └── ...                       a ListOffsets error after its retries
-    ├── CommitFailedError             the group rebalanced before the commit (client.consumer_group)
+    ├── CommitFailedError             the group rebalanced before the commit (client.consumer_types)
     └── ConsumerClosedError           used after close
 
 Deviations from Kafka: ``isolation.level`` is sent but both levels read up to the high
@@ -55,9 +55,9 @@ from collections.abc import Iterable, Mapping
 
 from kafkasim.client.consumer_config import CONSUMER_CONFIG, ISOLATION_LEVELS
 from kafkasim.client.consumer_coordinator import ConsumerCoordinator
-from kafkasim.client.consumer_group import CommitFailedError
 from kafkasim.client.consumer_types import (
     CommitCallback,
+    CommitFailedError,
     ConsumerClosedError,
     ConsumerRebalanceListener,
     ConsumerRecord,

@@ -41,12 +41,12 @@ from tenacity import AsyncRetrying
 
 from kafkasim import proto
 from kafkasim.client.assignors import AbstractPartitionAssignor
+from kafkasim.client.consumer_types import CommitFailedError
 from kafkasim.client.network import NetworkClient
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import (
     CoordinatorNotAvailableError,
     KafkaError,
-    KafkasimError,
     error_for_code,
     error_for_name,
 )
@@ -84,11 +84,6 @@ REJOIN_ERRORS = frozenset(
     _code(name) for name in ("REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID")
 )
 UNKNOWN_MEMBER_ID = _code("UNKNOWN_MEMBER_ID")
-
-
-class CommitFailedError(KafkasimError):
-    """Kafka's CommitFailedException: the group rebalanced, the partitions may already belong
-    to another member, so the commit was refused."""
 
 
 async def find_coordinator(client: NetworkClient, group_id: str) -> tuple[int, str]:

@@ -13,6 +13,7 @@ from kafkasim.storage.records.batch import TimestampType
 
 __all__ = [
     "CommitCallback",
+    "CommitFailedError",
     "ConsumerClosedError",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
@@ -31,6 +32,11 @@ class ConsumerRebalanceListener:
 
 
 CommitCallback = Callable[[dict[TopicPartition, int], BaseException | None], object]
+
+
+class CommitFailedError(KafkasimError):
+    """Kafka's CommitFailedException: the group rebalanced, the partitions may already belong
+    to another member, so the commit (plain, or a transaction's TxnOffsetCommit) was refused."""
 
 
 class ConsumerClosedError(KafkasimError):

@@ -101,7 +101,7 @@ from kafkasim.client.producer_connection import BrokerConnection
 from kafkasim.client.producer_errors import DeliveryTimeoutError, ProducerClosedError, logger
 from kafkasim.client.sender import Sender
 from kafkasim.common.clock import Clock
-from kafkasim.common.errors import RecordTooLargeError
+from kafkasim.common.errors import InvalidConfigError, RecordTooLargeError
 from kafkasim.common.rpc import ClientTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage.records.batch import (
@@ -143,6 +143,13 @@ class Producer:
     ) -> None:
         self.config = ProducerConfig.from_props(config)
         cfg = self.config
+        if cfg.transactional_id is not None:
+            # The TransactionManager (client/transaction_manager.py) is not driven by the
+            # sender yet: refused, rather than writing plain batches under a transactional id.
+            raise InvalidConfigError(
+                "transactional.id is accepted by the configuration but this producer does not "
+                "run transactions yet"
+            )
         self.transport = transport
         self.clock = clock
         self.client_id = cfg.client_id

@@ -107,6 +107,22 @@ PRODUCER_KEYS: tuple[ConfigKey, ...] = (
         "uniform_sticky: every record sticky. A callable can be passed to Producer instead.",
         choices=tuple(PARTITIONERS),
     ),
+    ConfigKey(
+        "transactional.id",
+        _S,
+        None,
+        "The id that makes the producer transactional: transactions of earlier producers with "
+        "the same id are finished (and those producers fenced) before this one starts any. "
+        "Needs enable.idempotence; unset, the producer is idempotent at most.",
+    ),
+    ConfigKey(
+        "transaction.timeout.ms",
+        _I,
+        60_000,
+        "How long the coordinator lets a transaction stay open before aborting it; above the "
+        "broker's transaction.max.timeout.ms, InitProducerId fails with "
+        "INVALID_TRANSACTION_TIMEOUT.",
+    ),
 )
 
 
@@ -136,6 +152,20 @@ def _check_idempotence(config: Config) -> None:
         )
 
 
+def _check_transactional_id(config: Config) -> None:
+    """Kafka's NonEmptyString validator, then its rule that a transactional id needs the
+    idempotent producer: checked after idempotence may have been turned off by acks, retries
+    or max.in.flight (ProducerConfig.postProcessAndValidateIdempotenceConfigs)."""
+    if not config.is_set("transactional.id"):
+        return
+    if config["transactional.id"] == "":
+        raise InvalidConfigError(
+            "Invalid value  for configuration transactional.id: String must be non-empty"
+        )
+    if not _idempotence_enabled(config):
+        raise InvalidConfigError("Cannot set a transactional.id without also enabling idempotence.")
+
+
 def _check_delivery_timeout(config: Config) -> None:
     if not config.is_set("delivery.timeout.ms"):
         return  # the default is raised to the minimum instead (as Kafka does)
@@ -149,7 +179,7 @@ def _check_delivery_timeout(config: Config) -> None:
 
 PRODUCER_CONFIG = ConfigDef(
     PRODUCER_KEYS,
-    rules=(_check_required, _check_idempotence, _check_delivery_timeout),
+    rules=(_check_required, _check_idempotence, _check_transactional_id, _check_delivery_timeout),
     kind="producer configuration",
 )
 """The producer's keys, one declaration each; unknown keys are an error naming them."""
@@ -185,6 +215,8 @@ class ProducerConfig:
     max_block_ms: int
     metadata_max_age_ms: int
     partitioner: str
+    transactional_id: str | None
+    transaction_timeout_ms: int
 
     @classmethod
     def from_props(cls, props: Mapping[str, object]) -> ProducerConfig:
@@ -198,9 +230,14 @@ class ProducerConfig:
         delivery_timeout_ms = int(config["delivery.timeout.ms"])
         # Only a default can be below the minimum here (_check_delivery_timeout): raise it.
         delivery_timeout_ms = max(delivery_timeout_ms, linger_ms + request_timeout_ms)
+        transactional_id: str | None = config["transactional.id"]
+        # Kafka names an unnamed transactional producer after its transactional id.
+        default_client_id = (
+            f"producer-{transactional_id}" if transactional_id else f"producer-{next(_client_ids)}"
+        )
         return cls(
             bootstrap_servers=tuple(config["bootstrap.servers"]),
-            client_id=config["client.id"] or f"producer-{next(_client_ids)}",
+            client_id=config["client.id"] or default_client_id,
             acks=-1 if config["acks"] == "all" else int(config["acks"]),
             idempotence=_idempotence_enabled(config),
             batch_size=int(config["batch.size"]),
@@ -215,4 +252,6 @@ class ProducerConfig:
             max_block_ms=int(config["max.block.ms"]),
             metadata_max_age_ms=int(config["metadata.max.age.ms"]),
             partitioner=config["partitioner"],
+            transactional_id=transactional_id,
+            transaction_timeout_ms=int(config["transaction.timeout.ms"]),
         )

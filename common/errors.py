@@ -120,6 +120,7 @@ _ERROR_TABLE: tuple[tuple[int, str, bool], ...] = (
     (78, "OFFSET_NOT_AVAILABLE", True),
     (79, "MEMBER_ID_REQUIRED", False),
     (80, "PREFERRED_LEADER_NOT_AVAILABLE", True),
+    (82, "FENCED_INSTANCE_ID", False),
     (83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", True),
     (84, "ELECTION_NOT_NEEDED", True),
     (87, "INVALID_RECORD", False),
