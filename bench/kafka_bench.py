@@ -13,8 +13,9 @@ the machine is shared and noisy, so only ratios measured side by side mean somet
 Two configurations: 1 broker with acks=1, and 3 brokers with acks=all on a topic of RF=3 and
 min.insync.replicas=2. For each: producer records/s and MB/s for 100 B and 1 KiB records,
 p50/p99 produce latency (librdkafka's produce()-to-acknowledgement time) at a fixed moderate
-rate, consumer records/s reading the produced records back, and the brokers' RSS before and
-after producing. Everything started here is stopped here, by pid, also on Ctrl-C.
+rate, consumer records/s reading the produced records back (fetch.queue.backoff.ms lowered on
+both: see :data:`CONSUMER_QUEUE_BACKOFF_MS`), and the brokers' RSS before and after
+producing. Everything started here is stopped here, by pid, also on Ctrl-C.
 
 Run: ``./dev bench kafka [--quick]``.
 """
@@ -56,6 +57,14 @@ LINGER_MS = 5
 # Cheap Machines)"): one producer thread, no replication, 100-byte records.
 MOONSHOT_RECORDS_S = 821_557
 FLUSH_TIMEOUT_S = 300.0
+# The consumer's fetch.queue.backoff.ms, on both systems (librdkafka's default is 1000). When its
+# local queue holds more than queued.min.messages (100,000) records, librdkafka stops fetching
+# for that long: with 100 B records a broker that answers a 3-partition fetch with ~3 MB faster
+# than this Python loop drains them fills the queue in a few fetches, and each fill then costs
+# a whole second of idling, so the figure measured that pause, not the broker (kafkasim 1 broker,
+# 400k x 100 B: 1.1M records/s in a run without a fill, 181k with one; Apache Kafka 0.9's
+# slower fetches never filled it). 10 ms keeps the same back-pressure without the idle second.
+CONSUMER_QUEUE_BACKOFF_MS = 10
 CONSUME_TIMEOUT_S = 300.0
 
 logger = logging.getLogger("bench.kafka_bench.rdkafka")
@@ -338,6 +347,7 @@ def consume_throughput(target: Target, topic: str, count: int, size: int) -> Thr
                 "group.id": f"bench-{uuid.uuid4().hex}",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
+                "fetch.queue.backoff.ms": CONSUMER_QUEUE_BACKOFF_MS,
             },
         )
     )
@@ -534,7 +544,8 @@ def main() -> None:
     print(
         f"confluent-kafka {confluent_kafka.__version__} (librdkafka "
         f"{confluent_kafka.libversion()[0]}) against both; linger.ms={LINGER_MS} on both, "
-        f"every other client setting at its default; topics of {PARTITIONS} partitions."
+        f"consumers fetch.queue.backoff.ms={CONSUMER_QUEUE_BACKOFF_MS} on both; every other "
+        f"client setting at its default; topics of {PARTITIONS} partitions."
     )
     print(
         f"Kafka {KAFKA_VERSION}: api.version.request=false, broker.version.fallback=0.9.0 "

@@ -95,11 +95,13 @@ class KafkaProtocolApis:
         }
         for table in extra:
             self.handlers.update(table)
+        # Read for every request the listener decodes: built once.
+        self._versions = {key: (low, high) for key, (low, high, _) in self.handlers.items()}
 
     @property
     def versions(self) -> dict[int, tuple[int, int]]:
         """{api key: (min, max)} served: what ApiVersions advertises and the codec accepts."""
-        return {key: (low, high) for key, (low, high, _) in self.handlers.items()}
+        return self._versions
 
     async def handle(self, request: KafkaRequest) -> Any:
         """The response body answering ``request`` (None: no response, an acks=0 produce)."""

@@ -135,14 +135,23 @@ def encode_response(request: KafkaRequest | UnsupportedVersionError, body: Any) 
     else:
         _writer(ResponseHeaderV0)(buffer, ResponseHeaderV0(correlation_id=correlation_id))
     _writer(body.__class__)(buffer, body)
-    frame = buffer.getbuffer()
-    _SIZE.pack_into(frame, 0, len(frame) - 4)
-    return bytes(frame)
+    size = buffer.tell() - 4
+    buffer.seek(0)
+    buffer.write(_SIZE.pack(size))
+    # getvalue() hands over the buffer's bytes without copying them (a fetch answer carries
+    # megabytes of records).
+    return buffer.getvalue()
 
 
 def response_schema(request: KafkaRequest) -> type[Any]:
     """The kio response class answering ``request`` (same API key and version)."""
-    return load_response_schema(request.api_key, request.api_version)
+    return _response_schema(request.api_key, request.api_version)
+
+
+@functools.cache
+def _response_schema(api_key: int, api_version: int) -> type[Any]:
+    # kio resolves the class by its module path on every call: once per key and version here.
+    return load_response_schema(api_key, api_version)
 
 
 @functools.cache
@@ -265,7 +274,8 @@ def _convert_one(field: _Field, value: Any) -> Any:
         return value if isinstance(value, field.entity) else build(field.entity, value)
     kind = field.kafka_type
     if kind == "error_code":
-        return ErrorCode(int(value))
+        code = _ERROR_CODES.get(value)
+        return code if code is not None else ErrorCode(int(value))
     if kind in ("timedelta_i32", "timedelta_i64"):
         return value if isinstance(value, datetime.timedelta) else _millis(value)
     if kind == "datetime_i64":
@@ -279,6 +289,8 @@ def _convert_one(field: _Field, value: Any) -> Any:
     return value
 
 
+# Every known code by its number (an ErrorCode member is an int too, so it finds itself).
+_ERROR_CODES: dict[int, ErrorCode] = {int(code): code for code in ErrorCode}
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
 _ONE_MS = datetime.timedelta(milliseconds=1)
 

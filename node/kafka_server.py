@@ -103,7 +103,9 @@ class KafkaListener:
             await self._ready()
         while True:
             try:
-                prefix = await asyncio.wait_for(reader.readexactly(4), self._idle_timeout_s)
+                # asyncio.timeout, not wait_for: no task is made for each request.
+                async with asyncio.timeout(self._idle_timeout_s):
+                    prefix = await reader.readexactly(4)
             except TimeoutError:
                 logger.info(
                     "kafka listener: closing %s, idle for connections.max.idle.ms (%d ms)",
