@@ -4,6 +4,8 @@ simulation); ``--client`` overrides the scenario's ``workload.client``."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,15 @@ from kafkasim.cli.chaos import with_client
 from kafkasim.cli.main import main
 from kafkasim.faults.reading import find, load
 from kafkasim.faults.scenario import CLIENT_CONFLUENT, CLIENT_KAFKASIM, ScenarioError
+
+
+@pytest.fixture(autouse=True)
+def root_log_level() -> Iterator[None]:
+    """The commands quiet the root logger for their run (a CLI process's whole life); in
+    this process the next tests must get it back as it was."""
+    level = logging.getLogger().level
+    yield
+    logging.getLogger().setLevel(level)
 
 
 def test_an_unknown_client_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:

@@ -256,7 +256,7 @@ def test_unclean_election_when_the_topic_allows_it_logs_loudly(
         await cluster.create_topic("t", {0: [1, 2]}, {"unclean.leader.election.enable": "true"})
         await cluster.write_isr(T0, [1], notify=True)
         await cluster.settle()
-        with caplog.at_level(logging.WARNING, logger="kafkasim.controller.controller"):
+        with caplog.at_level(logging.WARNING, logger="controller.controller"):
             cluster.kill(1)
             await cluster.settle()
         s0 = await cluster.state(T0)
