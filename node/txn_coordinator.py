@@ -402,4 +402,3 @@ class TransactionCoordinator:
                 partition,
                 "" if mapped is None else f" (not written: {mapped.error_name})",
             )
-

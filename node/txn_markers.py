@@ -239,9 +239,9 @@ class TxnMarkerChannel:
                     error.error_name,
                 )
             elif error in FENCED:
-                raise _AbandonedError(f"{tp} answered {error.error_name}: a newer coordinator owns it")
+                raise _AbandonedError(f"{tp} answered {error.error_name}: fenced")
             else:
-                raise _AbandonedError(f"unexpected error {error.error_name} writing a marker to {tp}")
+                raise _AbandonedError(f"unexpected {error.error_name} writing a marker to {tp}")
 
     async def _write_complete(
         self,
