@@ -180,6 +180,7 @@ class TransactionCoordinator:
             loaded is not None and loaded.coordinator_epoch == coordinator_epoch
         ):
             return None
+        self.manager.begin_load(partition, coordinator_epoch)
         return self._spawn(self._load(partition, coordinator_epoch))
 
     async def _load(self, partition: int, coordinator_epoch: int) -> None:

@@ -10,12 +10,12 @@ coordinator epoch of a partition is the partition's leader epoch when this broke
 leader: every marker carries it, so a partition leader can refuse the markers of a coordinator
 that was deposed (TRANSACTION_COORDINATOR_FENCED), and every write checks it afterwards.
 
-1. :meth:`TransactionStateManager.load` (on election) drops whatever the partition held,
-   marks it *loading* at the new epoch, reads its batches through the
-   :class:`TransactionLogTopic` port (``node.txn_loader``), and installs the ids unless the
-   partition was resigned or elected again meanwhile. While it loads, its ids answer
-   COORDINATOR_LOAD_IN_PROGRESS; a partition neither loading nor loaded answers
-   NOT_COORDINATOR.
+1. :meth:`TransactionStateManager.begin_load` (on election) drops whatever the partition
+   held and marks it *loading* at the new epoch; :meth:`TransactionStateManager.load` then
+   reads its batches through the :class:`TransactionLogTopic` port (``node.txn_loader``) and
+   installs the ids unless the partition was resigned or elected again meanwhile. While it
+   loads, its ids answer COORDINATOR_LOAD_IN_PROGRESS; a partition neither loading nor loaded
+   answers NOT_COORDINATOR.
 2. :meth:`TransactionStateManager.resign` drops the partition's ids; whatever is in flight for
    them (a write, markers) finds them gone when it looks again and stops.
 3. :meth:`TransactionStateManager.write` appends records to a partition with acks=all and
@@ -167,11 +167,18 @@ class TransactionStateManager:
 
     # -- leadership of __transaction_state ------------------------------------------------
 
-    async def load(self, partition: int, coordinator_epoch: int) -> TxnPartitionCache | None:
-        """Load ``partition`` at ``coordinator_epoch``: its cache once installed, None when
-        the load failed or was overtaken (resigned, or elected again) while it ran."""
+    def begin_load(self, partition: int, coordinator_epoch: int) -> None:
+        """Drop what ``partition`` held and mark it loading at ``coordinator_epoch`` (at once,
+        on election: its ids answer COORDINATOR_LOAD_IN_PROGRESS from now on)."""
         self.caches.pop(partition, None)
         self.loading[partition] = coordinator_epoch
+
+    async def load(self, partition: int, coordinator_epoch: int) -> TxnPartitionCache | None:
+        """Load ``partition`` (after :meth:`begin_load` at ``coordinator_epoch``): its cache
+        once installed, None when the load failed or was overtaken (resigned, or elected
+        again) while it ran."""
+        if self.loading.get(partition) != coordinator_epoch:
+            return None
         try:
             batches = await self._log_topic.batches(partition)
             loaded = load_transactions_from_batches(batches)
