@@ -209,13 +209,16 @@ class TransactionStateManager:
         return cache
 
     def resign(self, partition: int, coordinator_epoch: int | None = None) -> None:
-        """No longer the leader: forget the partition's ids (only those loaded, or loading,
-        at ``coordinator_epoch`` when one is given: Kafka's ``removeTransactionsForTx...``)."""
+        """No longer the leader: forget the partition's ids. With ``coordinator_epoch`` (the
+        leader epoch this broker now follows at) only a load or cache of that epoch or an
+        older one goes: a late resignation never drops a newer election's state."""
         loading = self.loading.get(partition)
-        if loading is not None and coordinator_epoch in (None, loading):
+        if loading is not None and (coordinator_epoch is None or loading <= coordinator_epoch):
             del self.loading[partition]
         cache = self.caches.get(partition)
-        if cache is not None and coordinator_epoch in (None, cache.coordinator_epoch):
+        if cache is not None and (
+            coordinator_epoch is None or cache.coordinator_epoch <= coordinator_epoch
+        ):
             del self.caches[partition]
             for transactional_id in cache.metadata:
                 self._locks.pop(transactional_id, None)

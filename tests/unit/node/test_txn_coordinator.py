@@ -286,7 +286,7 @@ def test_resign_with_an_older_epoch_keeps_the_partition() -> None:
         partition = await h.lead(TID, epoch=3)
         h.coordinator.resign(partition, coordinator_epoch=2)
         assert h.coordinator.manager.check(TID) is None
-        h.coordinator.resign(partition, coordinator_epoch=3)
+        h.coordinator.resign(partition, coordinator_epoch=4)  # a follower at a newer epoch
         assert h.coordinator.manager.check(TID) is err("NOT_COORDINATOR")
 
     run(body())
