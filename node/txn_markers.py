@@ -127,7 +127,6 @@ class TxnMarkerChannel:
         self._send = send
         self._leaders = leaders
         self._retry_backoff_s = max(retry_backoff_ms, 0) / 1000
-        self.marker_rounds = 0  # rounds of sends run (for tests and metrics)
 
     async def complete(
         self,
@@ -178,7 +177,6 @@ class TxnMarkerChannel:
                     by_leader.setdefault(leader, set()).add(tp)
             if not by_leader:
                 continue
-            self.marker_rounds += 1
             leaders = sorted(by_leader)
             answers = await asyncio.gather(
                 *(
