@@ -46,6 +46,8 @@ from kafkasim.node.metadata_cache import ClusterView, MetadataCache
 from kafkasim.node.producer_ids import ProducerIdManager
 from kafkasim.node.replica_manager import ReplicaManager
 from kafkasim.node.topic_creation import TopicCreator
+from kafkasim.node.txn_coordinator import TransactionCoordinator
+from kafkasim.node.txn_log import TRANSACTION_STATE_TOPIC
 from kafkasim.proto import kafkasim_pb2 as pb
 
 
@@ -60,6 +62,8 @@ class BrokerServices(Protocol):
     metadata: MetadataCache
     replica_manager: ReplicaManager
     groups: GroupCoordinator
+    # None until a WriteTxnMarkers sender is wired (node.broker's marker_sender_factory).
+    transactions: TransactionCoordinator | None
     topic_creator: TopicCreator
     producer_ids: ProducerIdManager | None
 
@@ -235,12 +239,22 @@ class KafkaApis:
         result = self.replica_manager.leader_and_isr(params)
         if result.error is None:
             failed = result.failed()
+            txns = broker.transactions
             for state in params.partition_states:
-                if state.tp.topic == OFFSETS_TOPIC and state.tp not in failed:
-                    if state.leader == broker.broker_id:
+                if state.tp in failed:
+                    continue
+                leads = state.leader == broker.broker_id
+                if state.tp.topic == OFFSETS_TOPIC:
+                    if leads:
                         broker.groups.elect(state.tp.partition, state.leader_epoch)
                     else:
                         broker.groups.resign(state.tp.partition)
+                elif state.tp.topic == TRANSACTION_STATE_TOPIC and txns is not None:
+                    # The coordinator epoch is the partition's leader epoch (Kafka's onElection).
+                    if leads:
+                        txns.elect(state.tp.partition, state.leader_epoch)
+                    else:
+                        txns.resign(state.tp.partition, state.leader_epoch)
         return replica.leader_and_isr_response(result)
 
     async def handle_stop_replica(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
@@ -249,9 +263,12 @@ class KafkaApis:
         params = replica.stop_replica_params(request)
         result = self.replica_manager.stop_replica(params)
         if result.error is None:
+            txns = self.broker.transactions
             for part in params.partitions:
                 if part.tp.topic == OFFSETS_TOPIC:
                     self.broker.groups.resign(part.tp.partition)
+                elif part.tp.topic == TRANSACTION_STATE_TOPIC and txns is not None:
+                    txns.resign(part.tp.partition)
         return replica.stop_replica_response(result)
 
     async def handle_update_metadata(

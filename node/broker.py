@@ -58,11 +58,14 @@ from kafkasim.node.kafka_apis import KafkaProtocolApis, kafka_handler_tables
 from kafkasim.node.kafka_server import KafkaListener
 from kafkasim.node.metadata_cache import MetadataCache
 from kafkasim.node.metrics import BrokerMetrics
-from kafkasim.node.offsets_topic import ReplicaOffsetsTopic
+from kafkasim.node.offsets_topic import ReplicaOffsetsTopic, ReplicaTransactionLogTopic
 from kafkasim.node.producer_ids import ProducerIdManager
 from kafkasim.node.replica_manager import FetchTarget, ReplicaManager
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.node.topic_creation import TopicCreator, create_internal_topic
+from kafkasim.node.txn_coordinator import TransactionCoordinator
+from kafkasim.node.txn_log import TRANSACTION_STATE_TOPIC
+from kafkasim.node.txn_markers import MarkerSender
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log_manager import LogManager, LogManagerSettings
@@ -94,6 +97,9 @@ class HostedController(AdminCalls, Protocol):
 
 
 ControllerFactory = Callable[[int, Coordination, Transport, Clock, BrokerConfig], HostedController]
+
+MarkerSenderFactory = Callable[["Broker"], MarkerSender]
+"""WriteTxnMarkers to partition leaders for the transaction coordinator (none: no coordinator)."""
 
 
 def controller_factory(rng_for: Callable[[int], random.Random]) -> ControllerFactory:
@@ -129,6 +135,7 @@ class Broker:
         rng: random.Random | None = None,
         halt: Callable[[str], None] | None = None,
         rules: ReplicationRules = KAFKA_RULES,
+        marker_sender_factory: MarkerSenderFactory | None = None,
     ) -> None:
         self.config = config
         # What a fatal storage failure does (Kafka's Exit.halt(1)): the broker process exits at
@@ -187,6 +194,19 @@ class Broker:
         self.groups = GroupCoordinator(
             self.broker_id, config, ReplicaOffsetsTopic(self.replica_manager), clock, self._rng
         )
+        # Transactional ids of the __transaction_state partitions this broker leads.
+        self.transactions: TransactionCoordinator | None = None
+        if marker_sender_factory is not None:
+            self.transactions = TransactionCoordinator(
+                self.broker_id,
+                config,
+                log_topic=ReplicaTransactionLogTopic(self.replica_manager),
+                producer_ids=self._generate_producer_id,
+                marker_sender=marker_sender_factory(self),
+                leaders=self.metadata.marker_leader,
+                offsets_partitions=lambda: self.groups.partition_count,
+                clock=clock,
+            )
         self.topic_creator = TopicCreator(
             config, self._create_topics_via_controller, self._create_internal_topic
         )
@@ -246,7 +266,17 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         # As Kafka's ZooKeeper-mode broker: groups map over the partitions __consumer_offsets
         # has (an older run may have made it with another count), read before serving.
-        self.groups.set_partition_count(await self._offsets_topic_partition_count())
+        self.groups.set_partition_count(
+            await self._internal_topic_partition_count(
+                OFFSETS_TOPIC, "offsets.topic.num.partitions"
+            )
+        )
+        if self.transactions is not None:
+            self.transactions.set_partition_count(
+                await self._internal_topic_partition_count(
+                    TRANSACTION_STATE_TOPIC, "transaction.state.log.num.partitions"
+                )
+            )
         # One server per listener (Kafka's listeners): the same handlers, except that the
         # answers naming brokers name them by the listener the request came in on.
         inter_broker = self.config.inter_broker_listener
@@ -284,6 +314,8 @@ class Broker:
             await self.controller.start()
         self._running = True
         self.groups.start()
+        if self.transactions is not None:
+            self.transactions.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(
@@ -434,6 +466,8 @@ class Broker:
                 await task
         self._tasks = []
         await self.groups.stop()
+        if self.transactions is not None:
+            await self.transactions.stop()
         await self.fetchers.shutdown()
         await self.config_changes.stop()
         for server in self.servers.values():
@@ -533,14 +567,22 @@ class Broker:
         assert isinstance(response, pb.CreateTopicsResponse)
         return response
 
-    async def _offsets_topic_partition_count(self) -> int:
-        """``__consumer_offsets``' partition count in ZooKeeper, else the count this broker
-        would create it with (``offsets.topic.num.partitions``)."""
+    async def _internal_topic_partition_count(self, topic: str, config_key: str) -> int:
+        """An internal topic's partition count in ZooKeeper, else ``config_key``'s."""
         try:
-            data, _ = await self.zk.get(zk_data.topic_path(OFFSETS_TOPIC))
+            data, _ = await self.zk.get(zk_data.topic_path(topic))
         except NoNodeError:
-            return int(self.config["offsets.topic.num.partitions"])
+            return int(self.config[config_key])
         return len(zk_data.decode_topic_assignment(data))
+
+    # -- transaction coordinator ports ------------------------------------------------------
+
+    async def _generate_producer_id(self) -> int:
+        if self.producer_ids is None:
+            raise error_for_name("COORDINATOR_LOAD_IN_PROGRESS")(
+                f"broker {self.broker_id} has no producer id manager yet"
+            )
+        return await self.producer_ids.generate_producer_id()
 
     # -- follower plumbing ------------------------------------------------------------------
 

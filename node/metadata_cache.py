@@ -134,6 +134,14 @@ class MetadataCache:
                 state.controller_epoch,
             )
 
+    def marker_leader(self, tp: TopicPartition) -> int | None:
+        """Where a transaction marker for ``tp`` goes (``node.txn_markers.PartitionLeaders``):
+        its leader; -1 when the leader is not alive; None when the cluster has no ``tp``."""
+        state = self.partitions.get(tp)
+        if state is None:
+            return None
+        return state.leader if state.leader in self.brokers else -1
+
     def topics(self) -> list[str]:
         return sorted({tp.topic for tp in self.partitions})
 

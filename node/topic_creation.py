@@ -3,6 +3,10 @@
 * ``__consumer_offsets``, when a FindCoordinator finds it missing (Kafka creates it on first
   use: ``offsets.topic.num.partitions`` partitions, ``offsets.topic.replication.factor``
   replicas, compacted);
+* ``__transaction_state``, likewise on a transactional FindCoordinator
+  (``transaction.state.log.num.partitions`` partitions, ``.replication.factor`` replicas, the
+  configs of ``node.txn_log.transaction_topic_configs``: compacted, uncompressed, no unclean
+  election, ``.min.isr``, ``.segment.bytes``);
 * a topic named in a Metadata request that allows auto-creation, when the broker's
   ``auto.create.topics.enable`` is on (``num.partitions`` partitions of
   ``default.replication.factor`` replicas).
@@ -39,6 +43,7 @@ from kafkasim.controller.api import INTERNAL_TOPICS
 from kafkasim.controller.assignment import assign_new_topic
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.group_records import OFFSETS_TOPIC
+from kafkasim.node.txn_log import TRANSACTION_STATE_TOPIC, transaction_topic_configs
 from kafkasim.proto import kafkasim_pb2 as pb
 
 logger = logging.getLogger(__name__)
@@ -117,9 +122,19 @@ class TopicCreator:
             },
         )
 
+    def transaction_state_topic(self) -> pb.CreatableTopic:
+        return pb.CreatableTopic(
+            name=TRANSACTION_STATE_TOPIC,
+            num_partitions=self._config["transaction.state.log.num.partitions"],
+            replication_factor=self._config["transaction.state.log.replication.factor"],
+            configs=transaction_topic_configs(self._config),
+        )
+
     def auto_topic(self, name: str) -> pb.CreatableTopic:
         if name == OFFSETS_TOPIC:
             return self.offsets_topic()
+        if name == TRANSACTION_STATE_TOPIC:
+            return self.transaction_state_topic()
         return pb.CreatableTopic(
             name=name,
             num_partitions=self._config["num.partitions"],

@@ -337,6 +337,11 @@ def on_append_failed(
     metadata.pending_state = None
     if append.epoch_fence:
         metadata.has_failed_epoch_fence = True
+    return write_error(error)
+
+
+def write_error(error: type[KafkaError]) -> type[KafkaError]:
+    """The coordinator error a failed ``__transaction_state`` write is reported as."""
     return _WRITE_ERRORS.get(error, error)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from kafkasim.client.simple import MinimalClient
 from kafkasim.common.coordination import Coordination
-from kafkasim.node.broker import Broker, controller_factory
+from kafkasim.node.broker import Broker, MarkerSenderFactory, controller_factory
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.sim.loop import VirtualClock
@@ -49,8 +49,11 @@ class SimCluster:
         broker_props: Mapping[str, object] | None = None,
         zk_session_timeout_ms: int = 6000,
         rules: ReplicationRules = KAFKA_RULES,
+        marker_sender_factory: MarkerSenderFactory | None = None,
     ) -> None:
         self.root = root
+        # How brokers write transaction markers (none: they run no transaction coordinator).
+        self.marker_sender_factory = marker_sender_factory
         # The replication rules every broker runs by (``node.rules``; tests reproduce bugs).
         self.rules = rules
         self.broker_ids = list(range(1, brokers + 1))
@@ -122,6 +125,7 @@ class SimCluster:
             rng=random.Random(f"broker/{self.seed}/{broker_id}"),
             halt=lambda _reason: self._halt(broker_id),
             rules=self.rules,
+            marker_sender_factory=self.marker_sender_factory,
         )
         self.brokers[broker_id] = broker
         await broker.start()

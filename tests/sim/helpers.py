@@ -8,6 +8,7 @@ from typing import Any
 
 from kafkasim.client.simple import MinimalClient
 from kafkasim.common.types import TopicPartition
+from kafkasim.node.broker import MarkerSenderFactory
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.sim.cluster import SimCluster
 from kafkasim.sim.loop import run_simulation
@@ -22,13 +23,21 @@ def simulate(
     brokers: int = 3,
     seed: int = 0,
     rules: ReplicationRules = KAFKA_RULES,
+    marker_sender_factory: MarkerSenderFactory | None = None,
     **props: object,
 ) -> Any:
     """Run ``scenario`` against a started cluster whose brokers run by ``rules``; stop
     everything afterwards."""
 
     async def main() -> Any:
-        cluster = SimCluster(tmp_path, brokers=brokers, seed=seed, broker_props=props, rules=rules)
+        cluster = SimCluster(
+            tmp_path,
+            brokers=brokers,
+            seed=seed,
+            broker_props=props,
+            rules=rules,
+            marker_sender_factory=marker_sender_factory,
+        )
         await cluster.start()
         try:
             await cluster.wait_for(lambda: cluster.controller_id() > 0, what="a controller")
