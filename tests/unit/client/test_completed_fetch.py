@@ -109,5 +109,5 @@ def test_an_aborted_batch_is_checked_but_never_decoded() -> None:
         read(data, None)  # read_uncommitted decodes it
     corrupt = bytearray(p1.batch(base_offset=0))
     corrupt[-1] ^= 0xFF
-crc"):|crc"):
+    with pytest.raises(CorruptRecordError, match="has CRC"):
         read(bytes(corrupt) + p1.marker(ABORT, base_offset=1), [(1, 0)])
