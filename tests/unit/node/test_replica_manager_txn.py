@@ -67,9 +67,14 @@ def broker(tmp_path: Path, *, replicas: tuple[int, ...] = (1,)) -> ReplicaManage
     return manager
 
 
-def run(tmp_path: Path, scenario: Callable[[ReplicaManager], Awaitable[_T]], **kw: object) -> _T:
+def run(
+    tmp_path: Path,
+    scenario: Callable[[ReplicaManager], Awaitable[_T]],
+    *,
+    replicas: tuple[int, ...] = (1,),
+) -> _T:
     async def main() -> _T:
-        manager = broker(tmp_path, **kw)  # type: ignore[arg-type]
+        manager = broker(tmp_path, replicas=replicas)
         try:
             return await scenario(manager)
         finally:
