@@ -38,10 +38,11 @@ Error tree (all from :mod:`common.errors` except the last)::
     ├── CommitFailedError             the group rebalanced before the commit (client.consumer_types)
     └── ConsumerClosedError           used after close
 
-Deviations from Kafka: ``isolation.level`` is sent but both levels read up to the high
-watermark, because kafkasim has no transactions (the last stable offset *is* the high
-watermark); ``position`` never blocks: it is None while a reset is pending (the next ``poll``
-resolves it); no pattern subscriptions and no cooperative rebalancing.
+``isolation.level=read_committed`` reads up to the last stable offset and drops the batches of
+aborted transactions (``client.completed_fetch``), as Kafka's consumer does.
+
+Deviations from Kafka: ``position`` never blocks: it is None while a reset is pending (the next
+``poll`` resolves it); no pattern subscriptions and no cooperative rebalancing.
 
 Not thread-safe: one event loop owns a consumer.
 """

@@ -103,7 +103,7 @@ CONSUMER_KEYS: tuple[ConfigKey, ...] = (
         "isolation.level",
         _S,
         "read_uncommitted",
-        "Sent to the broker; without transactions both levels read up to the high watermark.",
+        "read_committed: only committed transactional data, up to the last stable offset.",
         choices=tuple(ISOLATION_LEVELS),
     ),
     ConfigKey("request.timeout.ms", _I, 30_000, "How long to wait for an answer.", low=0),

@@ -8,10 +8,12 @@ ready to be read, and turns their answers into buffered records or position chan
    sent them: a later poll finds their records buffered.
 2. **Records.** A fetch returns whole entries of any message format: v2 batches, and the v0/v1
    messages of a partition written before Kafka 0.11 (a compressed wrapper among them).
-   :func:`~storage.records.entry.decode_entries` checks their checksums and drops the records
-   below the position (the start of the batch or wrapper the position falls into); control
-   batches give no record. When nothing is left (compacted-away batches, control batches),
-   the position moves past what was fetched. An answer for an offset that is no longer the
+   :func:`~client.completed_fetch.consumed_entries` checks their checksums and drops the
+   records below the position (the start of the batch or wrapper the position falls into);
+   control batches give no record, nor, with ``isolation.level=read_committed``, the batches
+   of the aborted transactions the answer names (the broker stops such a fetch at the last
+   stable offset). When nothing is left (compacted-away batches, control batches, aborted
+   batches), the position moves past what was fetched. An answer for an offset that is no longer the
    position (a ``seek`` happened meanwhile) is dropped.
 3. **Errors.** NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
    UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, KAFKA_STORAGE_ERROR and a broken
@@ -29,9 +31,11 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
+from collections.abc import Iterable
 from typing import Final
 
 from kafkasim import proto
+from kafkasim.client.completed_fetch import consumed_entries
 from kafkasim.client.consumer_config import ISOLATION_LEVELS
 from kafkasim.client.consumer_types import ConsumerRecord
 from kafkasim.client.network import INVALID_METADATA_CODES, NetworkClient
@@ -48,7 +52,6 @@ from kafkasim.common.errors import (
 from kafkasim.common.rpc import RpcError
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
-from kafkasim.storage.records.entry import decode_entries
 
 __all__ = ["Fetcher"]
 
@@ -76,6 +79,7 @@ class Fetcher:
         self._auto_offset_reset: str = config["auto.offset.reset"]
         self._request_timeout_s = config["request.timeout.ms"] / 1000
         self._backoff_ms: int = config["retry.backoff.ms"]
+        self._read_committed = config["isolation.level"] == "read_committed"
         self.in_flight: set[asyncio.Task[None]] = set()
         self.metadata_stale = True
         self._error: KafkasimError | None = None  # raised by the next poll
@@ -186,19 +190,30 @@ class Fetcher:
                 if part.error_code:
                     self._partition_error(tp, state, part.error_code, part.error_message)
                 else:
-                    self._buffer(tp, state, part.records)
+                    aborted = (
+                        [(t.producer_id, t.first_offset) for t in part.aborted_transactions]
+                        if self._read_committed
+                        else None
+                    )
+                    self._buffer(tp, state, part.records, aborted)
             except KafkasimError as e:
                 self._error = e
 
-    def _buffer(self, tp: TopicPartition, state: PartitionState, data: bytes) -> None:
+    def _buffer(
+        self,
+        tp: TopicPartition,
+        state: PartitionState,
+        data: bytes,
+        aborted: Iterable[tuple[int, int]] | None = None,
+    ) -> None:
+        """Buffer the records of a fetch answer; ``aborted`` (read_committed): its aborted
+        transactions as (producer id, first offset), whose batches are skipped."""
         position = state.position
         assert position is not None
         records: deque[ConsumerRecord] = deque()
         next_offset = position
-        for header, entry_records in decode_entries(data, fetch_offset=position):
+        for header, entry_records in consumed_entries(data, fetch_offset=position, aborted=aborted):
             next_offset = max(next_offset, header.next_offset)
-            if header.is_control:
-                continue
             timestamp_type = header.timestamp_type
             records.extend(
                 ConsumerRecord(

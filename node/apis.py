@@ -5,9 +5,9 @@ results are translated back.
 What goes where:
 
 * partition requests (Produce, ProduceStream, Fetch, ReplicaFetch, ListOffsets, DeleteRecords,
-  DescribeReplicas, OffsetsForLeaderEpoch, LeaderAndIsr, StopReplica) → ``ReplicaManager``,
-  through the pure translations of ``node.apis_replica`` and the values of
-  ``node.replica_types``;
+  DescribeReplicas, OffsetsForLeaderEpoch, WriteTxnMarkers, LeaderAndIsr, StopReplica) →
+  ``ReplicaManager``, through the pure translations of ``node.apis_replica`` and the values
+  of ``node.replica_types``;
 * group requests → ``GroupCoordinator`` through ``node.apis_group`` (``node.group_types``);
 * controller admin requests (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
   ControlledShutdown) → the hosted controller's domain entry points through
@@ -124,6 +124,7 @@ class KafkaApis:
             proto.METHOD_DESCRIBE_REPLICAS: self.handle_describe_replicas,
             proto.METHOD_DESCRIBE_CONFIGS: self.handle_describe_configs,
             proto.METHOD_OFFSETS_FOR_LEADER_EPOCH: self.handle_offsets_for_leader_epoch,
+            proto.METHOD_WRITE_TXN_MARKERS: self.handle_write_txn_markers,
             proto.METHOD_LEADER_AND_ISR: self.handle_leader_and_isr,
             proto.METHOD_UPDATE_METADATA: self.handle_update_metadata,
             proto.METHOD_STOP_REPLICA: self.handle_stop_replica,
@@ -171,6 +172,14 @@ class KafkaApis:
         params = replica.offsets_for_leader_epoch_params(request)
         return replica.offsets_for_leader_epoch_response(
             self.replica_manager.offsets_for_leader_epoch(params)
+        )
+
+    async def handle_write_txn_markers(
+        self, request: pb.WriteTxnMarkersRequest
+    ) -> pb.WriteTxnMarkersResponse:
+        params = replica.write_txn_markers_params(request)
+        return replica.write_txn_markers_response(
+            await self.replica_manager.write_txn_markers(params)
         )
 
     async def handle_delete_records(

@@ -1,6 +1,7 @@
 """The gRPC front door of the replica manager: protobuf requests into the domain values of
 ``node.replica_types``, domain results into protobuf responses (the partition part of Kafka's
-``KafkaApis``: handleProduceRequest, handleFetchRequest, handleListOffsetRequest, ...).
+``KafkaApis``: handleProduceRequest, handleFetchRequest, handleListOffsetRequest,
+handleWriteTxnMarkersRequest, ...).
 
 Pure, free-standing functions — ``<request>_params(pb) -> Params`` and
 ``<request>_response(results) -> pb`` — so that another front door (Kafka's binary protocol)
@@ -38,8 +39,12 @@ from kafkasim.node.replica_types import (
     ProducePartitionResult,
     StopReplicaParams,
     StopReplicaPartition,
+    TxnMarkerEntry,
+    TxnMarkerResult,
+    WriteTxnMarkersParams,
 )
 from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.storage.records.batch import ControlRecordType
 
 
 def error_code(error: KafkaError | type[KafkaError] | None) -> int:
@@ -109,6 +114,8 @@ def fetch_params(request: pb.FetchRequest) -> FetchParams:
 
 
 def fetch_response(results: Iterable[FetchPartitionData]) -> pb.FetchResponse:
+    """Null aborted transactions (not read_committed) go as an empty list: protobuf has no
+    null repeated field, and a read_uncommitted consumer reads none anyway."""
     return pb.FetchResponse(
         partitions=[
             pb.FetchPartitionResponse(
@@ -120,6 +127,49 @@ def fetch_response(results: Iterable[FetchPartitionData]) -> pb.FetchResponse:
                 last_stable_offset=r.last_stable_offset,
                 log_start_offset=r.log_start_offset,
                 records=r.records,
+                aborted_transactions=[
+                    pb.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+                    for t in r.aborted_transactions or ()
+                ],
+            )
+            for r in results
+        ]
+    )
+
+
+# -- WriteTxnMarkers -----------------------------------------------------------------------------
+
+
+def write_txn_markers_params(request: pb.WriteTxnMarkersRequest) -> WriteTxnMarkersParams:
+    return WriteTxnMarkersParams(
+        tuple(
+            TxnMarkerEntry(
+                producer_id=m.producer_id,
+                producer_epoch=m.producer_epoch,
+                coordinator_epoch=m.coordinator_epoch,
+                result=ControlRecordType.COMMIT
+                if m.transaction_result
+                else ControlRecordType.ABORT,
+                partitions=tuple(
+                    TopicPartition(t.name, index) for t in m.topics for index in t.partition_indexes
+                ),
+            )
+            for m in request.markers
+        )
+    )
+
+
+def write_txn_markers_response(results: Iterable[TxnMarkerResult]) -> pb.WriteTxnMarkersResponse:
+    return pb.WriteTxnMarkersResponse(
+        markers=[
+            pb.WritableTxnMarkerResult(
+                producer_id=r.producer_id,
+                partitions=[
+                    pb.PartitionError(
+                        topic=tp.topic, partition=tp.partition, error_code=error_code(error)
+                    )
+                    for tp, error in r.partitions
+                ],
             )
             for r in results
         ]

@@ -16,6 +16,9 @@ Differences from Kafka, on purpose:
 * Fetch is sessionless (KIP-227 allows it): a broker may always answer session id 0, and
   the client then sends full fetch requests; an incremental request (a session epoch other
   than 0 or -1) names a session this broker never gave and answers FETCH_SESSION_ID_NOT_FOUND.
+* WriteTxnMarkers (inter-broker: kafkasim's coordinators send it over gRPC, Kafka clients
+  never do) is served at v1 only: kio, generated from a Kafka whose WriteTxnMarkers starts at
+  v1, has no schema for v0.
 * Followers replicate over gRPC: a Fetch with a replica id ≥ 0 on a Kafka listener is refused
   with TOPIC_AUTHORIZATION_FAILED per partition (as Kafka answers a follower fetch from a
   principal without CLUSTER_ACTION).
@@ -44,6 +47,7 @@ from kafkasim.node.kafka_codec import (
     millis,
     response_schema,
 )
+from kafkasim.storage.records.batch import ControlRecordType
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +56,7 @@ HandlerTable = Mapping[int, tuple[int, int, KafkaHandler]]
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 FIND_COORDINATOR, API_VERSIONS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 10, 18, 22, 23
+WRITE_TXN_MARKERS = 27
 UNSUPPORTED_VERSION = error_for_name("UNSUPPORTED_VERSION").code
 # A follower's fetch from a principal without CLUSTER_ACTION: Kafka answers each partition so.
 TOPIC_AUTHORIZATION_FAILED = error_for_name("TOPIC_AUTHORIZATION_FAILED")
@@ -74,6 +79,16 @@ def _message(error: KafkaError | None) -> str | None:
     return (str(error.message) or None) if error is not None else None
 
 
+def _aborted_transactions(result: rt.FetchPartitionData) -> list[dict[str, int]] | None:
+    """A fetch answer's aborted transactions; null unless read_committed (as Kafka's)."""
+    if result.aborted_transactions is None:
+        return None
+    return [
+        {"producer_id": t.producer_id, "first_offset": t.first_offset}
+        for t in result.aborted_transactions
+    ]
+
+
 class KafkaProtocolApis:
     """The handlers of one Kafka listener (``listener``: its name, for the addresses that
     Metadata and FindCoordinator answer)."""
@@ -92,6 +107,7 @@ class KafkaProtocolApis:
             OFFSET_FOR_LEADER_EPOCH: (2, 4, self.offset_for_leader_epoch),
             FIND_COORDINATOR: (0, 4, self.find_coordinator),
             INIT_PRODUCER_ID: (0, 4, self.init_producer_id),
+            WRITE_TXN_MARKERS: (1, 1, self.write_txn_markers),
         }
         for table in extra:
             self.handlers.update(table)
@@ -304,7 +320,7 @@ class KafkaProtocolApis:
                     "high_watermark": result.high_watermark,
                     "last_stable_offset": result.last_stable_offset,
                     "log_start_offset": result.log_start_offset,
-                    "aborted_transactions": [],
+                    "aborted_transactions": _aborted_transactions(result),
                     "preferred_read_replica": -1,
                     "records": result.records,
                 },
@@ -354,6 +370,40 @@ class KafkaProtocolApis:
             response_schema(request),
             topics=[{"name": name, "partitions": parts} for name, parts in by_topic.items()],
         )
+
+    async def write_txn_markers(self, request: KafkaRequest) -> Any:
+        markers = tuple(
+            rt.TxnMarkerEntry(
+                int(marker.producer_id),
+                int(marker.producer_epoch),
+                int(marker.coordinator_epoch),
+                ControlRecordType.COMMIT if marker.transaction_result else ControlRecordType.ABORT,
+                tuple(
+                    TopicPartition(topic.name, int(index))
+                    for topic in marker.topics
+                    for index in topic.partition_indexes
+                ),
+            )
+            for marker in request.body.markers
+        )
+        results = await self.broker.replica_manager.write_txn_markers(
+            rt.WriteTxnMarkersParams(markers)
+        )
+        answers = []
+        for result in results:
+            by_topic = group_by_topic(
+                (tp.topic, {"partition_index": tp.partition, "error_code": _code(error)})
+                for tp, error in result.partitions
+            )
+            answers.append(
+                {
+                    "producer_id": result.producer_id,
+                    "topics": [
+                        {"name": name, "partitions": parts} for name, parts in by_topic.items()
+                    ],
+                }
+            )
+        return build(response_schema(request), markers=answers)
 
     async def offset_for_leader_epoch(self, request: KafkaRequest) -> Any:
         body = request.body

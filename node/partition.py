@@ -37,6 +37,7 @@ from kafkasim.common.errors import (
     OffsetOutOfRangeError,
     error_for_name,
 )
+from kafkasim.common.sentinels import NO_TIMESTAMP
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.purgatory import DelayedOperations
 from kafkasim.node.replica_types import HIGH_WATERMARK_OFFSET
@@ -49,7 +50,16 @@ from kafkasim.node.replication import (
     record_follower_fetch,
 )
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
-from kafkasim.storage.log import Log, LogAppendInfo
+from kafkasim.storage.file_records import TimestampAndOffset
+from kafkasim.storage.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    AppendOrigin,
+    FetchIsolation,
+    Log,
+    LogAppendInfo,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -234,8 +244,11 @@ class Partition:
 
     # -- leader: appends, follower fetches, HW ----------------------------------------------
 
-    def append_records_to_leader(self, records: bytes, required_acks: int) -> LogAppendInfo:
-        """Append as leader; NOT_ENOUGH_REPLICAS for acks=all below min.insync.replicas."""
+    def append_records_to_leader(
+        self, records: bytes, required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> LogAppendInfo:
+        """Append as leader; NOT_ENOUGH_REPLICAS for acks=all below min.insync.replicas.
+        ``origin`` COORDINATOR for transaction markers (see ``Log.append_as_leader``)."""
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
                 f"Leader not local for partition {self.tp} on broker {self.broker_id}"
@@ -246,7 +259,7 @@ class Partition:
                 f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the "
                 f"min.isr requirement of {min_isr} for partition {self.tp}"
             )
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin)
         self.maybe_increment_high_watermark()
         self._wake_data_waiters()
         return info
@@ -281,6 +294,34 @@ class Partition:
         self.delayed.produce.check_and_complete(self.tp)
         self._wake_data_waiters()
         return True
+
+    # -- leader: ListOffsets ----------------------------------------------------------------
+
+    def fetch_offset_for_timestamp(
+        self, timestamp: int, isolation: FetchIsolation
+    ) -> TimestampAndOffset | None:
+        """Kafka's ``Partition.fetchOffsetForTimestamp`` (the caller checked leadership): the
+        last fetchable offset is the log end (a replica), the HW (read_uncommitted) or the
+        LSO (read_committed); LATEST answers it with no timestamp and the leader epoch,
+        EARLIEST (and EARLIEST_LOCAL: no tiered storage, KIP-405) the log start and the epoch
+        it is in, anything else the log's answer only below the last fetchable offset."""
+        log = self.log
+        fetchable = (
+            log.log_end_offset
+            if isolation is FetchIsolation.LOG_END
+            else log.last_stable_offset
+            if isolation is FetchIsolation.TXN_COMMITTED
+            else log.high_watermark
+        )
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, fetchable, self.leader_epoch)
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            epoch = log.epoch_cache.epoch_for_offset(log.log_start_offset)
+            return TimestampAndOffset(
+                NO_TIMESTAMP, log.log_start_offset, -1 if epoch is None else epoch
+            )
+        found = log.fetch_offset_by_timestamp(timestamp)
+        return found if found is not None and found.offset < fetchable else None
 
     # -- leader: DeleteRecords and the low watermark ----------------------------------------
 

@@ -1,8 +1,10 @@
 """The replica manager: every partition replica on this broker, and the requests on them.
 
-It serves produce (with the acks=all purgatory), fetch (consumers below the HW; followers
-anything, with long-poll), ListOffsets, OffsetsForLeaderEpoch and DeleteRecords (with its
-low-watermark purgatory) for partitions it leads, and applies the controller's LeaderAndIsr /
+It serves produce (with the acks=all purgatory), fetch (read_uncommitted consumers below the
+HW, read_committed ones below the last stable offset with the aborted transactions of what
+they read; followers anything, with long-poll), ListOffsets, OffsetsForLeaderEpoch,
+DeleteRecords (with its low-watermark purgatory) and WriteTxnMarkers (through the produce
+purgatory) for partitions it leads, and applies the controller's LeaderAndIsr /
 StopReplica. It takes and returns the domain values of ``node.replica_types`` (the front doors
 translate, ``node.apis``); both purgatories are ``node.purgatory``'s. It decides ISR changes
 (written to ZooKeeper by ``node.isr_writer``) and checkpoints high watermarks.
@@ -45,7 +47,10 @@ from kafkasim.node.purgatory import (
     DelayedProduce,
     PartitionWait,
 )
+from kafkasim.node.replica_markers import write_txn_markers
 from kafkasim.node.replica_types import (
+    READ_COMMITTED,
+    AbortedTransaction,
     DeleteRecordsParams,
     DeleteRecordsPartitionResult,
     DescribeReplicasResult,
@@ -62,12 +67,15 @@ from kafkasim.node.replica_types import (
     ProducePartitionResult,
     ReplicaDescription,
     StopReplicaParams,
+    TxnMarkerResult,
+    WriteTxnMarkersParams,
 )
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.storage.config import LogConfig
-from kafkasim.storage.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kafkasim.storage.log import FetchIsolation
 from kafkasim.storage.log_manager import LogManager
 from kafkasim.storage.records.validation import check_produce_records
+from kafkasim.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +111,24 @@ def _delete_records_outcome(
     # Reached; it may have moved on since (or leadership moved: report the goal).
     low = partition.low_watermark if partition.is_leader else wait.required_offset
     return DeleteRecordsPartitionResult(result.tp, low_watermark=max(low, wait.required_offset))
+
+
+def fetch_isolation(replica_id: int, isolation_level: int) -> FetchIsolation:
+    """How far a fetch or ListOffsets may read (Kafka's ``FetchIsolation.of``): a replica
+    (id ≥ 0) to the log end, a consumer to the HW, or to the LSO with read_committed."""
+    if replica_id >= 0:
+        return FetchIsolation.LOG_END
+    if isolation_level == READ_COMMITTED:
+        return FetchIsolation.TXN_COMMITTED
+    return FetchIsolation.HIGH_WATERMARK
+
+
+def _aborted(found: Sequence[AbortedTxn] | None) -> tuple[AbortedTransaction, ...] | None:
+    """A read's aborted transactions as a fetch answers them (None: not a read_committed
+    read)."""
+    if found is None:
+        return None
+    return tuple(AbortedTransaction(t.producer_id, t.first_offset) for t in found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +231,7 @@ class ReplicaManager:
             try:
                 partition = self.leader_partition(data.tp)
                 check_produce_records(data.records)
-                info = partition.append_records_to_leader(data.records, acks)
+                info = partition.append_records_to_leader(data.records, acks, params.origin)
             except Exception as e:
                 results.append(ProducePartitionResult(data.tp, _kafka_error(e)))
                 continue
@@ -232,6 +258,16 @@ class ReplicaManager:
                     results[index] = dataclasses.replace(results[index], error=wait.error)
         return results
 
+    async def write_txn_markers(self, params: WriteTxnMarkersParams) -> list[TxnMarkerResult]:
+        """WriteTxnMarkers on the partition leader (``node.replica_markers``): each marker
+        appended as the coordinator, acks=all, waiting up to ``request.timeout.ms``."""
+        return await write_txn_markers(
+            self.append_records,
+            params,
+            now_ms=self._clock.time_ms(),
+            timeout_ms=self.config["request.timeout.ms"],
+        )
+
     # -- fetch ------------------------------------------------------------------------------
 
     async def fetch_messages(self, params: FetchParams) -> list[FetchPartitionData]:
@@ -256,6 +292,7 @@ class ReplicaManager:
         self, params: FetchParams
     ) -> tuple[list[FetchPartitionData], int, list[asyncio.Future[None]]]:
         is_follower = params.is_from_follower
+        isolation = fetch_isolation(params.replica_id, params.isolation_level)
         now_ms = self._clock.time_ms()
         results: list[FetchPartitionData] = []
         total = 0
@@ -275,15 +312,12 @@ class ReplicaManager:
                         params.replica_id, part.fetch_offset, now_ms, part.log_start_offset
                     )
                     self._maybe_expand_isr(partition)
-                    max_offset = None
-                else:
-                    max_offset = partition.high_watermark
                 limit = min(part.partition_max_bytes or budget, budget)
                 info = log.read(
                     part.fetch_offset,
                     max(limit, 0),
-                    max_offset=max_offset,
                     min_one_message=total == 0,
+                    isolation=isolation,
                 )
                 total += len(info.records)
                 budget -= len(info.records)
@@ -291,9 +325,10 @@ class ReplicaManager:
                     FetchPartitionData(
                         tp,
                         high_watermark=partition.high_watermark,
-                        last_stable_offset=partition.high_watermark,
+                        last_stable_offset=log.last_stable_offset,
                         log_start_offset=log.log_start_offset,
                         records=info.records,
+                        aborted_transactions=_aborted(info.aborted_transactions),
                     )
                 )
                 if not info.records:
@@ -313,38 +348,26 @@ class ReplicaManager:
     # -- offsets ----------------------------------------------------------------------------
 
     def list_offsets(self, params: ListOffsetsParams) -> list[ListOffsetsPartitionResult]:
-        return [self._list_offset(params.replica_id, part) for part in params.partitions]
+        return [
+            self._list_offset(params.replica_id, params.isolation_level, part)
+            for part in params.partitions
+        ]
 
     def _list_offset(
-        self, replica_id: int, part: ListOffsetsPartition
+        self, replica_id: int, isolation_level: int, part: ListOffsetsPartition
     ) -> ListOffsetsPartitionResult:
         tp = part.tp
         try:
             partition = self.leader_partition(tp, part.current_leader_epoch)
-            log = partition.log
-            # Consumers may only see up to the HW; replicas see the log end.
-            fetchable = log.log_end_offset if replica_id >= 0 else partition.high_watermark
-            if part.timestamp == LATEST_TIMESTAMP:
-                return ListOffsetsPartitionResult(
-                    tp, offset=fetchable, leader_epoch=partition.leader_epoch
-                )
-            if part.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-                # Without tiered storage the local log start is the log start (KIP-405).
-                epoch = log.epoch_cache.epoch_for_offset(log.log_start_offset)
-                return ListOffsetsPartitionResult(
-                    tp, offset=log.log_start_offset, leader_epoch=-1 if epoch is None else epoch
-                )
-            found = log.fetch_offset_by_timestamp(part.timestamp)
-            if found is not None and found.offset < fetchable:
-                return ListOffsetsPartitionResult(
-                    tp,
-                    timestamp=found.timestamp,
-                    offset=found.offset,
-                    leader_epoch=found.leader_epoch,
-                )
-            return ListOffsetsPartitionResult(tp)
+            isolation = fetch_isolation(replica_id, isolation_level)
+            found = partition.fetch_offset_for_timestamp(part.timestamp, isolation)
         except Exception as e:
             return ListOffsetsPartitionResult(tp, _kafka_error(e))
+        if found is None:
+            return ListOffsetsPartitionResult(tp)
+        return ListOffsetsPartitionResult(
+            tp, timestamp=found.timestamp, offset=found.offset, leader_epoch=found.leader_epoch
+        )
 
     def offsets_for_leader_epoch(self, requests: Sequence[EpochRequest]) -> list[EpochEndOffset]:
         results: list[EpochEndOffset] = []

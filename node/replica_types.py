@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from kafkasim.common.errors import KafkaError
 from kafkasim.common.types import TopicPartition
+from kafkasim.storage.producer_state import AppendOrigin
+from kafkasim.storage.records.batch import ControlRecordType
 
 CONSUMER_REPLICA_ID = -1  # a fetch or ListOffsets from a client, not a follower
 NO_EPOCH = -1  # current leader epoch -1: do not check (KIP-320)
@@ -42,11 +44,15 @@ class PartitionRecords:
 
 @dataclass(frozen=True, slots=True)
 class ProduceParams:
-    """``acks``: 0, 1 or -1 (all); ``timeout_ms``: how long acks=all may wait for the ISR."""
+    """``acks``: 0, 1 or -1 (all); ``timeout_ms``: how long acks=all may wait for the ISR;
+    ``origin``: who appends — a client (every check, no control batch) or the broker's own
+    coordinators (transaction markers: epochs checked, not sequences; Kafka's
+    ``AppendOrigin``)."""
 
     acks: int
     timeout_ms: int
     partitions: tuple[PartitionRecords, ...]
+    origin: AppendOrigin = AppendOrigin.CLIENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +86,9 @@ class FetchPartitionParams:
 class FetchParams:
     """Kafka's ``FetchParams``: a follower's (``replica_id`` ≥ 0) or a consumer's fetch,
     long-polling up to ``max_wait_ms`` until ``min_bytes`` are there; ``max_bytes`` 0: the
-    default response limit. ``isolation_level`` is carried but every read stops at the HW
-    (kafkasim has no transactions: the last stable offset is the HW)."""
+    default response limit. A follower reads to the log end; a consumer to the HW
+    (READ_UNCOMMITTED) or to the last stable offset (READ_COMMITTED, Kafka's
+    ``FetchIsolation.of``)."""
 
     replica_id: int
     max_wait_ms: int
@@ -96,9 +103,22 @@ class FetchParams:
 
 
 @dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    """An aborted transaction a ``read_committed`` consumer must drop: the batches of
+    ``producer_id`` from ``first_offset`` up to its ABORT marker (Kafka's
+    ``FetchResponseData.AbortedTransaction``)."""
+
+    producer_id: int
+    first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class FetchPartitionData:
     """Kafka's ``FetchPartitionData``: whole batches from the fetch offset, never past the HW
-    for a consumer, with the partition's watermarks as of the read."""
+    (read_uncommitted) or the last stable offset (read_committed) for a consumer, with the
+    partition's watermarks as of the read. ``aborted_transactions``: those overlapping what a
+    read_committed fetch returns (possibly none); None for any other fetch (Kafka sends null).
+    """
 
     tp: TopicPartition
     error: KafkaError | None = None
@@ -106,6 +126,35 @@ class FetchPartitionData:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: bytes = b""
+    aborted_transactions: tuple[AbortedTransaction, ...] | None = None
+
+
+# -- WriteTxnMarkers (Kafka's KafkaApis.handleWriteTxnMarkersRequest) -------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarkerEntry:
+    """One transaction's marker for the partitions this broker leads: ``result`` COMMIT or
+    ABORT, written with the producer's id and epoch and the coordinator's epoch."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    result: ControlRecordType
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTxnMarkersParams:
+    markers: tuple[TxnMarkerEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarkerResult:
+    """A marker's answer: one error (or None) per partition, in the order asked."""
+
+    producer_id: int
+    partitions: tuple[tuple[TopicPartition, KafkaError | None], ...]
 
 
 # -- ListOffsets, OffsetsForLeaderEpoch --------------------------------------------------------

@@ -51,9 +51,10 @@ METHOD_LIST_GROUPS = "/kafkasim.Kafkasim/ListGroups"
 METHOD_DESCRIBE_GROUPS = "/kafkasim.Kafkasim/DescribeGroups"
 METHOD_DELETE_GROUPS = "/kafkasim.Kafkasim/DeleteGroups"
 
-# Replication: follower <-> leader.
+# Replication: follower <-> leader, and the transaction coordinator -> partition leaders.
 METHOD_REPLICA_FETCH = "/kafkasim.Replication/ReplicaFetch"
 METHOD_OFFSETS_FOR_LEADER_EPOCH = "/kafkasim.Replication/OffsetsForLeaderEpoch"
+METHOD_WRITE_TXN_MARKERS = "/kafkasim.Replication/WriteTxnMarkers"
 
 # Controller: controller -> broker, and ControlledShutdown broker -> controller.
 METHOD_LEADER_AND_ISR = "/kafkasim.Controller/LeaderAndIsr"
@@ -183,6 +184,7 @@ __all__ = [
     "METHOD_STOP_REPLICA",
     "METHOD_SYNC_GROUP",
     "METHOD_UPDATE_METADATA",
+    "METHOD_WRITE_TXN_MARKERS",
     "MethodSpec",
     "check_servable",
     "kafkasim_pb2",

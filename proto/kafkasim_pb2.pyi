@@ -434,6 +434,32 @@ class FetchRequest(_message.Message):
 Global___FetchRequest: _TypeAlias = FetchRequest  # noqa: Y015
 
 @_typing.final
+class AbortedTransaction(_message.Message):
+    """A transaction a read_committed consumer drops: producer_id's batches from first_offset up
+    to its ABORT marker (Kafka's FetchResponse AbortedTransaction).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    FIRST_OFFSET_FIELD_NUMBER: _builtins.int
+    producer_id: _builtins.int
+    first_offset: _builtins.int
+    def __init__(
+        self,
+        *,
+        producer_id: _builtins.int = ...,
+        first_offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["first_offset", b"first_offset", "producer_id", b"producer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AbortedTransaction: _TypeAlias = AbortedTransaction  # noqa: Y015
+
+@_typing.final
 class FetchPartitionResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -445,15 +471,24 @@ class FetchPartitionResponse(_message.Message):
     LAST_STABLE_OFFSET_FIELD_NUMBER: _builtins.int
     LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
     RECORDS_FIELD_NUMBER: _builtins.int
+    ABORTED_TRANSACTIONS_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     error_code: _builtins.int
     error_message: _builtins.str
     high_watermark: _builtins.int
     last_stable_offset: _builtins.int
+    """the first offset of the oldest open transaction, or the HW"""
     log_start_offset: _builtins.int
     records: _builtins.bytes
-    """whole batches, never past the HW for consumers"""
+    """whole batches, never past the HW (read_uncommitted) or"""
+    @_builtins.property
+    def aborted_transactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___AbortedTransaction]:
+        """the last stable offset (read_committed) for consumers
+        read_committed only: the aborted transactions overlapping the records (Kafka sends null
+        for read_uncommitted; here: empty).
+        """
+
     def __init__(
         self,
         *,
@@ -465,10 +500,11 @@ class FetchPartitionResponse(_message.Message):
         last_stable_offset: _builtins.int = ...,
         log_start_offset: _builtins.int = ...,
         records: _builtins.bytes = ...,
+        aborted_transactions: _abc.Iterable[Global___AbortedTransaction] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "high_watermark", b"high_watermark", "last_stable_offset", b"last_stable_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "records", b"records", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aborted_transactions", b"aborted_transactions", "error_code", b"error_code", "error_message", b"error_message", "high_watermark", b"high_watermark", "last_stable_offset", b"last_stable_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "records", b"records", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2716,3 +2752,128 @@ class ElectLeadersResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ElectLeadersResponse: _TypeAlias = ElectLeadersResponse  # noqa: Y015
+
+@_typing.final
+class WritableTxnMarkerTopic(_message.Message):
+    """WriteTxnMarkers, transaction coordinator -> partition leader (Kafka's WriteTxnMarkers):
+    per marker, one COMMIT/ABORT control batch on each partition, acks=all.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PARTITION_INDEXES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def partition_indexes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        partition_indexes: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partition_indexes", b"partition_indexes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WritableTxnMarkerTopic: _TypeAlias = WritableTxnMarkerTopic  # noqa: Y015
+
+@_typing.final
+class WritableTxnMarker(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    TRANSACTION_RESULT_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    COORDINATOR_EPOCH_FIELD_NUMBER: _builtins.int
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    transaction_result: _builtins.bool
+    """true COMMIT, false ABORT"""
+    coordinator_epoch: _builtins.int
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___WritableTxnMarkerTopic]: ...
+    def __init__(
+        self,
+        *,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        transaction_result: _builtins.bool = ...,
+        topics: _abc.Iterable[Global___WritableTxnMarkerTopic] | None = ...,
+        coordinator_epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["coordinator_epoch", b"coordinator_epoch", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "topics", b"topics", "transaction_result", b"transaction_result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WritableTxnMarker: _TypeAlias = WritableTxnMarker  # noqa: Y015
+
+@_typing.final
+class WriteTxnMarkersRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MARKERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def markers(self) -> _containers.RepeatedCompositeFieldContainer[Global___WritableTxnMarker]: ...
+    def __init__(
+        self,
+        *,
+        markers: _abc.Iterable[Global___WritableTxnMarker] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["markers", b"markers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WriteTxnMarkersRequest: _TypeAlias = WriteTxnMarkersRequest  # noqa: Y015
+
+@_typing.final
+class WritableTxnMarkerResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    producer_id: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PartitionError]: ...
+    def __init__(
+        self,
+        *,
+        producer_id: _builtins.int = ...,
+        partitions: _abc.Iterable[Global___PartitionError] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "producer_id", b"producer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WritableTxnMarkerResult: _TypeAlias = WritableTxnMarkerResult  # noqa: Y015
+
+@_typing.final
+class WriteTxnMarkersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MARKERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def markers(self) -> _containers.RepeatedCompositeFieldContainer[Global___WritableTxnMarkerResult]:
+        """one per marker, in the order asked"""
+
+    def __init__(
+        self,
+        *,
+        markers: _abc.Iterable[Global___WritableTxnMarkerResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["markers", b"markers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WriteTxnMarkersResponse: _TypeAlias = WriteTxnMarkersResponse  # noqa: Y015

@@ -252,15 +252,27 @@ def decode_entries(
     CORRUPT_MESSAGE / INVALID_RECORD) naming the entry's position and what is wrong.
     """
     for pos, header in iter_entries(buf):
-        if isinstance(header, BatchHeader):
-            _, records = decode_batch(buf, pos)
-            if header.base_offset < fetch_offset:
-                records = [r for r in records if r.offset >= fetch_offset]
-            yield header, records
-            continue
-        with memoryview(buf) as view:
-            messages = decode_legacy(view[pos : pos + header.size_in_bytes], deep=True)
-        yield header, [_legacy_record(m) for m in messages if m.offset >= fetch_offset]
+        yield header, decode_entry(buf, pos, header, fetch_offset=fetch_offset)
+
+
+def decode_entry(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    header: LogEntryHeader,
+    *,
+    fetch_offset: int = 0,
+) -> list[Record]:
+    """The records at or above ``fetch_offset`` of the entry at ``pos`` whose header
+    :func:`iter_entries` gave, checksums checked (one step of :func:`decode_entries`, for a
+    reader that decides per entry whether to decode it)."""
+    if isinstance(header, BatchHeader):
+        _, records = decode_batch(buf, pos)
+        if header.base_offset < fetch_offset:
+            records = [r for r in records if r.offset >= fetch_offset]
+        return records
+    with memoryview(buf) as view:
+        messages = decode_legacy(view[pos : pos + header.size_in_bytes], deep=True)
+    return [_legacy_record(m) for m in messages if m.offset >= fetch_offset]
 
 
 def _legacy_record(message: LegacyRecord) -> Record:

@@ -19,6 +19,7 @@ from kafkasim.common.errors import (
 from kafkasim.common.types import TopicPartition
 from kafkasim.node import apis_replica as apis
 from kafkasim.node.replica_types import (
+    AbortedTransaction,
     DeleteRecordsPartitionResult,
     DescribeReplicasResult,
     EpochEndOffset,
@@ -28,8 +29,12 @@ from kafkasim.node.replica_types import (
     PartitionErrors,
     ProducePartitionResult,
     ReplicaDescription,
+    TxnMarkerEntry,
+    TxnMarkerResult,
+    WriteTxnMarkersParams,
 )
 from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.storage.records.batch import ControlRecordType
 
 A0 = TopicPartition("a", 0)
 B1 = TopicPartition("b", 1)
@@ -135,6 +140,57 @@ def test_fetch_partition_data_becomes_the_response() -> None:
     assert (ok.log_start_offset, ok.records) == (2, b"r")
     assert (failed.topic, failed.error_code, failed.error_message) == ("b", 6, "not here")
     assert (failed.high_watermark, failed.log_start_offset, failed.records) == (4, -1, b"")
+    assert list(ok.aborted_transactions) == list(failed.aborted_transactions) == []
+
+
+def test_a_read_committed_answer_carries_its_lso_and_aborted_transactions() -> None:
+    aborted = (AbortedTransaction(7, 3), AbortedTransaction(9, 5))
+    (part,) = apis.fetch_response(
+        [
+            FetchPartitionData(
+                A0, high_watermark=9, last_stable_offset=6, aborted_transactions=aborted
+            )
+        ]
+    ).partitions
+    assert (part.high_watermark, part.last_stable_offset) == (9, 6)
+    assert [(t.producer_id, t.first_offset) for t in part.aborted_transactions] == [(7, 3), (9, 5)]
+
+
+def test_write_txn_markers_round_trip() -> None:
+    request = pb.WriteTxnMarkersRequest(
+        markers=[
+            pb.WritableTxnMarker(
+                producer_id=5,
+                producer_epoch=2,
+                transaction_result=True,
+                coordinator_epoch=7,
+                topics=[
+                    pb.WritableTxnMarkerTopic(name="a", partition_indexes=[0]),
+                    pb.WritableTxnMarkerTopic(name="b", partition_indexes=[1]),
+                ],
+            ),
+            pb.WritableTxnMarker(producer_id=6, transaction_result=False, coordinator_epoch=7),
+        ]
+    )
+    assert apis.write_txn_markers_params(request) == WriteTxnMarkersParams(
+        (
+            TxnMarkerEntry(5, 2, 7, ControlRecordType.COMMIT, (A0, B1)),
+            TxnMarkerEntry(6, 0, 7, ControlRecordType.ABORT, ()),
+        )
+    )
+    response = apis.write_txn_markers_response(
+        [
+            TxnMarkerResult(5, ((A0, None), (B1, NotLeaderOrFollowerError("no")))),
+            TxnMarkerResult(6, ()),
+        ]
+    )
+    first, second = response.markers
+    assert first.producer_id == 5
+    assert [(p.topic, p.partition, p.error_code) for p in first.partitions] == [
+        ("a", 0, 0),
+        ("b", 1, 6),
+    ]
+    assert (second.producer_id, list(second.partitions)) == (6, [])
 
 
 def test_list_offsets_and_offsets_for_leader_epoch_round_trip() -> None:

@@ -22,9 +22,10 @@ from kafkasim.node.kafka_codec import (
     encode_response,
 )
 from kafkasim.node.metadata_cache import BrokerAddress, ClusterView, PartitionView, TopicView
+from kafkasim.storage.records.batch import ControlRecordType
 from tests.kafka_wire import API_VERSIONS, METADATA, PRODUCE, read_response, request_frame
 
-FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
+FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, WRITE_TXN_MARKERS = 1, 2, 23, 27
 T0, T1, U0 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
 NOT_LEADER = error_for_name("NOT_LEADER_OR_FOLLOWER")
 UNKNOWN_TOPIC = error_for_name("UNKNOWN_TOPIC_OR_PARTITION")
@@ -48,6 +49,7 @@ class FakeReplicaManager:
     fetch: Callable[[rt.FetchParams], list[rt.FetchPartitionData]] = lambda p: []
     offsets: Callable[[rt.ListOffsetsParams], list[rt.ListOffsetsPartitionResult]] = lambda p: []
     epochs: Callable[[tuple[rt.EpochRequest, ...]], list[rt.EpochEndOffset]] = lambda w: []
+    markers: Callable[[rt.WriteTxnMarkersParams], list[rt.TxnMarkerResult]] = lambda p: []
     calls: list[Any] = field(default_factory=list)
 
     async def append_records(self, params: rt.ProduceParams) -> list[rt.ProducePartitionResult]:
@@ -67,6 +69,10 @@ class FakeReplicaManager:
     ) -> list[rt.EpochEndOffset]:
         self.calls.append(wanted)
         return self.epochs(wanted)
+
+    async def write_txn_markers(self, params: rt.WriteTxnMarkersParams) -> list[rt.TxnMarkerResult]:
+        self.calls.append(params)
+        return self.markers(params)
 
 
 VIEW = ClusterView(
@@ -293,6 +299,45 @@ def test_fetch_becomes_fetch_params_and_partition_data(version: int) -> None:
         assert (answer.error_code, answer.session_id) == (0, 0)
 
 
+@pytest.mark.parametrize("version", [4, 11, 12])
+def test_a_read_committed_fetch_answers_its_aborted_transactions(version: int) -> None:
+    def read_committed(params: rt.FetchParams) -> list[rt.FetchPartitionData]:
+        aborted = (rt.AbortedTransaction(7, 3), rt.AbortedTransaction(9, 5))
+        return [
+            rt.FetchPartitionData(
+                T0,
+                high_watermark=9,
+                last_stable_offset=6,
+                records=b"rb",
+                aborted_transactions=aborted,
+            ),
+            rt.FetchPartitionData(
+                T1, high_watermark=2, last_stable_offset=2, aborted_transactions=()
+            ),
+        ]
+
+    broker = FakeBroker(FakeReplicaManager(fetch=read_committed))
+    answer = serve(
+        broker, FETCH, version, max_wait=0, min_bytes=1, isolation_level=1, topics=FETCH_TOPICS
+    )
+    parts = by_partition(answer.responses, "topic", "partitions")
+    first, second = parts["t", 0], parts["t", 1]
+    assert (first.high_watermark, first.last_stable_offset) == (9, 6)
+    assert [(t.producer_id, t.first_offset) for t in first.aborted_transactions] == [
+        (7, 3),
+        (9, 5),
+    ]
+    assert second.aborted_transactions == ()
+
+
+def test_a_read_uncommitted_fetch_answers_null_aborted_transactions() -> None:
+    broker = FakeBroker(FakeReplicaManager(fetch=fetched))
+    answer = serve(broker, FETCH, 12, max_wait=0, min_bytes=1, topics=FETCH_TOPICS)
+    parts = by_partition(answer.responses, "topic", "partitions")
+    assert parts["t", 0].aborted_transactions is None
+    assert parts["t", 1].aborted_transactions is None
+
+
 def test_a_fetch_from_a_replica_id_is_refused_without_reading() -> None:
     broker = FakeBroker(FakeReplicaManager(fetch=fetched))
     answer = serve(broker, FETCH, 12, replica_id=2, max_wait=0, min_bytes=1, topics=FETCH_TOPICS)
@@ -394,3 +439,56 @@ def test_offset_for_leader_epoch_translates_both_ways(version: int) -> None:
         3,
         17,
     )
+
+
+# -- WriteTxnMarkers --------------------------------------------------------------------------
+
+
+def test_write_txn_markers_translates_both_ways() -> None:
+    def written(params: rt.WriteTxnMarkersParams) -> list[rt.TxnMarkerResult]:
+        return [
+            rt.TxnMarkerResult(5, ((T0, None), (T1, NOT_LEADER()), (U0, None))),
+            rt.TxnMarkerResult(6, ((U0, UNKNOWN_TOPIC()),)),
+        ]
+
+    broker = FakeBroker(FakeReplicaManager(markers=written))
+    answer = serve(
+        broker,
+        WRITE_TXN_MARKERS,
+        1,
+        markers=[
+            {
+                "producer_id": 5,
+                "producer_epoch": 2,
+                "transaction_result": True,
+                "coordinator_epoch": 7,
+                "topics": [
+                    {"name": "t", "partition_indexes": [0, 1]},
+                    {"name": "u", "partition_indexes": [0]},
+                ],
+            },
+            {
+                "producer_id": 6,
+                "producer_epoch": 0,
+                "transaction_result": False,
+                "coordinator_epoch": 7,
+                "topics": [{"name": "u", "partition_indexes": [0]}],
+            },
+        ],
+    )
+    (params,) = broker.replica_manager.calls
+    assert params == rt.WriteTxnMarkersParams(
+        (
+            rt.TxnMarkerEntry(5, 2, 7, ControlRecordType.COMMIT, (T0, T1, U0)),
+            rt.TxnMarkerEntry(6, 0, 7, ControlRecordType.ABORT, (U0,)),
+        )
+    )
+    first, second = answer.markers
+    assert first.producer_id == 5
+    assert [
+        (t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in first.topics
+    ] == [("t", [(0, 0), (1, CODE["NOT_LEADER_OR_FOLLOWER"])]), ("u", [(0, 0)])]
+    assert second.producer_id == 6
+    assert [(p.partition_index, p.error_code) for p in second.topics[0].partitions] == [
+        (0, CODE["UNKNOWN_TOPIC_OR_PARTITION"])
+    ]

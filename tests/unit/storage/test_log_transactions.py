@@ -12,45 +12,14 @@ import pytest
 from kafkasim.common.errors import InvalidRecordError, TransactionCoordinatorFencedError
 from kafkasim.storage.log import AppendOrigin, FetchIsolation, Log
 from kafkasim.storage.records.batch import (
-    ControlRecordType,
-    RecordBatchBuilder,
     decode_batch,
     encode_control_batch,
     iter_batches,
     parse_end_transaction_marker,
 )
 from kafkasim.storage.txn_index import AbortedTxn
-from tests.unit.storage.logtools import T0, open_log, reopen
-
-COMMIT, ABORT = ControlRecordType.COMMIT, ControlRecordType.ABORT
-
-
-class Producer:
-    """A transactional producer's batches, with its own sequence numbers."""
-
-    def __init__(self, pid: int, epoch: int = 0) -> None:
-        self.pid, self.epoch, self.seq = pid, epoch, 0
-
-    def batch(self, count: int = 1, *, transactional: bool = True) -> bytes:
-        builder = RecordBatchBuilder(
-            producer_id=self.pid,
-            producer_epoch=self.epoch,
-            base_sequence=self.seq,
-            is_transactional=transactional,
-        )
-        for i in range(count):
-            builder.append(T0, b"k%d" % i, b"p%d-%d" % (self.pid, self.seq + i))
-        self.seq += count
-        return builder.build()
-
-    def marker(self, kind: ControlRecordType, coordinator_epoch: int = 0) -> bytes:
-        return encode_control_batch(
-            kind,
-            producer_id=self.pid,
-            producer_epoch=self.epoch,
-            timestamp=T0,
-            coordinator_epoch=coordinator_epoch,
-        )
+from tests.txn_records import ABORT, COMMIT, Producer
+from tests.unit.storage.logtools import open_log, reopen
 
 
 def _append(log: Log, data: bytes) -> int:
