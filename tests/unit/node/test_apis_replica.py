@@ -41,7 +41,8 @@ B1 = TopicPartition("b", 1)
 NODE = Path(__file__).resolve().parents[3] / "node"
 
 # The node modules that may import protobuf: the gRPC request layer (apis*), the gRPC server
-# adapter, the follower fetcher (a wire client of the leaders), the metrics (they count the
+# adapter, the follower fetcher and the transaction coordinator's marker sender (wire clients of
+# the partition leaders), the metrics (they count the
 # gRPC handlers' request and response bytes), the metadata cache (it keeps the controller's
 # UpdateMetadata and answers Metadata as they are), the topic creator (it asks the controller
 # in CreateTopics form) and the broker (wiring, and its own ControlledShutdown request to a
@@ -57,6 +58,7 @@ MAY_IMPORT_PROTO = {
     "metrics.py",
     "rpc_grpc.py",
     "topic_creation.py",
+    "txn_marker_sender.py",
 }
 
 
