@@ -32,17 +32,20 @@ from typing import Any
 
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 
-from kafkasim.common.errors import KafkaError, error_for_name
+from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.node import apis_cluster, kafka_apis_group
 from kafkasim.node import replica_types as rt
 from kafkasim.node.apis import BrokerServices
+from kafkasim.node.apis_replica import error_code
 from kafkasim.node.kafka_apis_admin import KafkaAdminApis
 from kafkasim.node.kafka_apis_describe import KafkaDescribeApis
 from kafkasim.node.kafka_codec import (
+    AUTHORIZED_OPERATIONS_OMITTED,
     KafkaRequest,
     UnsupportedVersionError,
     build,
+    error_message,
     group_by_topic,
     millis,
     response_schema,
@@ -62,21 +65,12 @@ UNSUPPORTED_VERSION = error_for_name("UNSUPPORTED_VERSION").code
 TOPIC_AUTHORIZATION_FAILED = error_for_name("TOPIC_AUTHORIZATION_FAILED")
 FETCH_SESSION_ID_NOT_FOUND = error_for_name("FETCH_SESSION_ID_NOT_FOUND").code
 INVALID_RECORD = error_for_name("INVALID_RECORD")
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka's "not requested" value
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1  # fetch session epochs of a full fetch (KIP-227)
 
 
 class CloseConnectionError(Exception):
     """The request is answered by closing the connection (Kafka's way of telling an acks=0
     producer that a produce failed, since it reads no response)."""
-
-
-def _code(error: KafkaError | type[KafkaError] | None) -> int:
-    return 0 if error is None else error.code
-
-
-def _message(error: KafkaError | None) -> str | None:
-    return (str(error.message) or None) if error is not None else None
 
 
 def _aborted_transactions(result: rt.FetchPartitionData) -> list[dict[str, int]] | None:
@@ -169,13 +163,13 @@ class KafkaProtocolApis:
             controller_id=view.controller_id,
             topics=[
                 {
-                    "error_code": _code(t.error),
+                    "error_code": error_code(t.error),
                     "name": t.name,
                     "topic_id": 0,
                     "is_internal": t.is_internal,
                     "partitions": [
                         {
-                            "error_code": _code(p.error),
+                            "error_code": error_code(p.error),
                             "partition_index": p.partition,
                             "leader_id": p.leader,
                             "leader_epoch": p.leader_epoch,
@@ -210,7 +204,7 @@ class KafkaProtocolApis:
     def _coordinator(answer: apis_cluster.CoordinatorAnswer) -> dict[str, Any]:
         if answer.address is None:
             return {
-                "error_code": _code(answer.error),
+                "error_code": error_code(answer.error),
                 "error_message": answer.message,
                 "node_id": -1,
                 "host": "",
@@ -231,7 +225,7 @@ class KafkaProtocolApis:
         )
         return build(
             response_schema(request),
-            error_code=_code(answer.error),
+            error_code=error_code(answer.error),
             producer_id=answer.producer_id,
             producer_epoch=answer.producer_epoch,
         )
@@ -262,11 +256,11 @@ class KafkaProtocolApis:
                 result.tp.topic,
                 {
                     "index": result.tp.partition,
-                    "error_code": _code(result.error),
+                    "error_code": error_code(result.error),
                     "base_offset": result.base_offset,
                     "log_append_time": result.log_append_time_ms,
                     "log_start_offset": result.log_start_offset,
-                    "error_message": _message(result.error),
+                    "error_message": error_message(result.error),
                 },
             )
             for result in results
@@ -316,7 +310,7 @@ class KafkaProtocolApis:
                 result.tp.topic,
                 {
                     "partition_index": result.tp.partition,
-                    "error_code": _code(result.error),
+                    "error_code": error_code(result.error),
                     "high_watermark": result.high_watermark,
                     "last_stable_offset": result.last_stable_offset,
                     "log_start_offset": result.log_start_offset,
@@ -358,7 +352,7 @@ class KafkaProtocolApis:
                 result.tp.topic,
                 {
                     "partition_index": result.tp.partition,
-                    "error_code": _code(result.error),
+                    "error_code": error_code(result.error),
                     "timestamp": result.timestamp,
                     "offset": result.offset,
                     "leader_epoch": result.leader_epoch,
@@ -392,7 +386,7 @@ class KafkaProtocolApis:
         answers = []
         for result in results:
             by_topic = group_by_topic(
-                (tp.topic, {"partition_index": tp.partition, "error_code": _code(error)})
+                (tp.topic, {"partition_index": tp.partition, "error_code": error_code(error)})
                 for tp, error in result.partitions
             )
             answers.append(
@@ -421,7 +415,7 @@ class KafkaProtocolApis:
             (
                 result.tp.topic,
                 {
-                    "error_code": _code(result.error),
+                    "error_code": error_code(result.error),
                     "partition": result.tp.partition,
                     "leader_epoch": result.leader_epoch,
                     "end_offset": result.end_offset,

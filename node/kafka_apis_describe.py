@@ -10,14 +10,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kafkasim.common.errors import KafkaError, error_for_name
+from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.node import broker_admin
 from kafkasim.node import replica_types as rt
 from kafkasim.node.apis import BrokerServices
+from kafkasim.node.apis_replica import error_code
 from kafkasim.node.kafka_codec import (
+    AUTHORIZED_OPERATIONS_OMITTED,
     KafkaRequest,
     build,
+    error_message,
     group_by_topic,
     millis,
     response_schema,
@@ -29,15 +32,6 @@ DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS = 60, 61
 
 ENDPOINT_TYPE_BROKER = 1  # DescribeCluster v1's endpoint_type (2: KRaft controllers)
 UNSUPPORTED_ENDPOINT_TYPE = error_for_name("UNSUPPORTED_ENDPOINT_TYPE").code
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-
-
-def _code(error: KafkaError | None) -> int:
-    return 0 if error is None else error.code
-
-
-def _message(error: KafkaError | None) -> str | None:
-    return (error.message or None) if error is not None else None
 
 
 # -- DescribeConfigs ----------------------------------------------------------------------------
@@ -66,8 +60,8 @@ def describe_configs_response(
         response_schema(request),
         results=[
             {
-                "error_code": _code(a.error),
-                "error_message": _message(a.error),
+                "error_code": error_code(a.error),
+                "error_message": error_message(a.error),
                 "resource_type": a.resource_type,
                 "resource_name": a.resource_name,
                 "configs": [
@@ -150,7 +144,7 @@ def delete_records_response(
             {
                 "partition_index": r.tp.partition,
                 "low_watermark": r.low_watermark,
-                "error_code": _code(r.error),
+                "error_code": error_code(r.error),
             },
         )
         for r in results
@@ -186,7 +180,7 @@ def describe_log_dirs_response(
             )
         results.append(
             {
-                "error_code": _code(d.error),
+                "error_code": error_code(d.error),
                 "log_dir": d.path,
                 "topics": [{"name": n, "partitions": parts} for n, parts in by_topic.items()],
                 "total_bytes": d.total_bytes,
@@ -211,8 +205,8 @@ def describe_producers_response(
             a.tp.topic,
             {
                 "partition_index": a.tp.partition,
-                "error_code": _code(a.error),
-                "error_message": _message(a.error),
+                "error_code": error_code(a.error),
+                "error_message": error_message(a.error),
                 "active_producers": [
                     {
                         "producer_id": p.producer_id,

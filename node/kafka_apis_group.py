@@ -54,6 +54,7 @@ from kafkasim.node.group_types import (
     SyncGroupParams,
 )
 from kafkasim.node.kafka_codec import (
+    AUTHORIZED_OPERATIONS_OMITTED,
     KafkaRequest,
     build,
     group_by_topic,
@@ -67,7 +68,6 @@ DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 UNSUPPORTED_VERSION = error_for_name("UNSUPPORTED_VERSION")
 UNKNOWN_MEMBER_ID = error_for_name("UNKNOWN_MEMBER_ID")
 UNKNOWN_TOPIC_OR_PARTITION = error_for_name("UNKNOWN_TOPIC_OR_PARTITION")
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka's "not requested" value
 # READ (3), DELETE (6), DESCRIBE (8): what Kafka answers for a group without an authorizer.
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 

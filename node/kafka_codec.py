@@ -33,6 +33,8 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
+from kafkasim.common.errors import KafkaError
+
 API_VERSIONS_KEY = 18
 _KEY_VERSION = struct.Struct(">hh")
 _SIZE = struct.Struct(">i")
@@ -297,6 +299,16 @@ _ONE_MS = datetime.timedelta(milliseconds=1)
 
 def _millis(value: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=int(value))
+
+
+# Authorized operations not asked for (Kafka's "omitted" value in Metadata, DescribeCluster,
+# DescribeGroups).
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def error_message(error: KafkaError | None) -> str | None:
+    """An error's message for a nullable ``error_message`` field: null for none or empty."""
+    return (error.message or None) if error is not None else None
 
 
 def group_by_topic(
