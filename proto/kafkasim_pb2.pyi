@@ -272,11 +272,14 @@ class ProduceRequest(_message.Message):
     TIMEOUT_MS_FIELD_NUMBER: _builtins.int
     PARTITIONS_FIELD_NUMBER: _builtins.int
     CORRELATION_ID_FIELD_NUMBER: _builtins.int
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
     acks: _builtins.int
     """0, 1 or -1 (all)"""
     timeout_ms: _builtins.int
     correlation_id: _builtins.int
     """echoed in the response (ProduceStream)"""
+    transactional_id: _builtins.str
+    """the producer's, empty when not transactional (Kafka's)"""
     @_builtins.property
     def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProducePartitionData]: ...
     def __init__(
@@ -286,10 +289,11 @@ class ProduceRequest(_message.Message):
         timeout_ms: _builtins.int = ...,
         partitions: _abc.Iterable[Global___ProducePartitionData] | None = ...,
         correlation_id: _builtins.int = ...,
+        transactional_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["acks", b"acks", "correlation_id", b"correlation_id", "partitions", b"partitions", "timeout_ms", b"timeout_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acks", b"acks", "correlation_id", b"correlation_id", "partitions", b"partitions", "timeout_ms", b"timeout_ms", "transactional_id", b"transactional_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1206,18 +1210,30 @@ class InitProducerIdRequest(_message.Message):
 
     TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
     TRANSACTION_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    HAS_PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
     transactional_id: _builtins.str
     """empty: idempotence only"""
     transaction_timeout_ms: _builtins.int
+    has_producer_id: _builtins.bool
+    """What the client had (KIP-360, Kafka's InitProducerId v3+): -1/-1 for a fresh client.
+    proto3 zero would be a valid id, so these are explicit: has_producer_id false = -1/-1.
+    """
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
     def __init__(
         self,
         *,
         transactional_id: _builtins.str = ...,
         transaction_timeout_ms: _builtins.int = ...,
+        has_producer_id: _builtins.bool = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["transaction_timeout_ms", b"transaction_timeout_ms", "transactional_id", b"transactional_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["has_producer_id", b"has_producer_id", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transaction_timeout_ms", b"transaction_timeout_ms", "transactional_id", b"transactional_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1495,9 +1511,9 @@ class FindCoordinatorRequest(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     KEY_TYPE_FIELD_NUMBER: _builtins.int
     key: _builtins.str
-    """the group id"""
+    """the group id, or the transactional id"""
     key_type: _builtins.int
-    """0 group (transactions are not supported)"""
+    """0 group, 1 transaction (its __transaction_state leader)"""
     def __init__(
         self,
         *,
@@ -2877,3 +2893,491 @@ class WriteTxnMarkersResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WriteTxnMarkersResponse: _TypeAlias = WriteTxnMarkersResponse  # noqa: Y015
+
+@_typing.final
+class AddPartitionsToTxnRequest(_message.Message):
+    """Transactions (Kafka's KIP-98 APIs). Each goes to the transaction coordinator of
+    transactional_id (FindCoordinator key_type 1), TxnOffsetCommit to the group's coordinator.
+    Errors are Kafka's codes (NOT_COORDINATOR, CONCURRENT_TRANSACTIONS, PRODUCER_FENCED, ...).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicPartitionId]: ...
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        partitions: _abc.Iterable[Global___TopicPartitionId] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddPartitionsToTxnRequest: _TypeAlias = AddPartitionsToTxnRequest  # noqa: Y015
+
+@_typing.final
+class AddPartitionsToTxnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PartitionError]:
+        """one per partition asked"""
+
+    def __init__(
+        self,
+        *,
+        partitions: _abc.Iterable[Global___PartitionError] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddPartitionsToTxnResponse: _TypeAlias = AddPartitionsToTxnResponse  # noqa: Y015
+
+@_typing.final
+class AddOffsetsToTxnRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    group_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        group_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddOffsetsToTxnRequest: _TypeAlias = AddOffsetsToTxnRequest  # noqa: Y015
+
+@_typing.final
+class AddOffsetsToTxnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddOffsetsToTxnResponse: _TypeAlias = AddOffsetsToTxnResponse  # noqa: Y015
+
+@_typing.final
+class EndTxnRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    COMMITTED_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    committed: _builtins.bool
+    """true commit, false abort"""
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        committed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["committed", b"committed", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EndTxnRequest: _TypeAlias = EndTxnRequest  # noqa: Y015
+
+@_typing.final
+class EndTxnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EndTxnResponse: _TypeAlias = EndTxnResponse  # noqa: Y015
+
+@_typing.final
+class TxnOffsetCommitRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    GENERATION_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    group_id: _builtins.str
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    generation_id: _builtins.int
+    """-1 with an empty member_id: no group membership check"""
+    member_id: _builtins.str
+    group_instance_id: _builtins.str
+    """empty: none"""
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetCommitPartition]: ...
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        group_id: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        generation_id: _builtins.int = ...,
+        member_id: _builtins.str = ...,
+        group_instance_id: _builtins.str = ...,
+        partitions: _abc.Iterable[Global___OffsetCommitPartition] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation_id", b"generation_id", "group_id", b"group_id", "group_instance_id", b"group_instance_id", "member_id", b"member_id", "partitions", b"partitions", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TxnOffsetCommitRequest: _TypeAlias = TxnOffsetCommitRequest  # noqa: Y015
+
+@_typing.final
+class TxnOffsetCommitResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PartitionError]: ...
+    def __init__(
+        self,
+        *,
+        partitions: _abc.Iterable[Global___PartitionError] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TxnOffsetCommitResponse: _TypeAlias = TxnOffsetCommitResponse  # noqa: Y015
+
+@_typing.final
+class DescribeTransactionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def transactional_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        transactional_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["transactional_ids", b"transactional_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeTransactionsRequest: _TypeAlias = DescribeTransactionsRequest  # noqa: Y015
+
+@_typing.final
+class TransactionDescription(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    TRANSACTION_STATE_FIELD_NUMBER: _builtins.int
+    TRANSACTION_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    TRANSACTION_START_TIME_MS_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    transactional_id: _builtins.str
+    transaction_state: _builtins.str
+    """Kafka's names: Empty, Ongoing, PrepareCommit, ..."""
+    transaction_timeout_ms: _builtins.int
+    transaction_start_time_ms: _builtins.int
+    """-1: no transaction open"""
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicPartitionId]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        transactional_id: _builtins.str = ...,
+        transaction_state: _builtins.str = ...,
+        transaction_timeout_ms: _builtins.int = ...,
+        transaction_start_time_ms: _builtins.int = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        partitions: _abc.Iterable[Global___TopicPartitionId] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "partitions", b"partitions", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transaction_start_time_ms", b"transaction_start_time_ms", "transaction_state", b"transaction_state", "transaction_timeout_ms", b"transaction_timeout_ms", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TransactionDescription: _TypeAlias = TransactionDescription  # noqa: Y015
+
+@_typing.final
+class DescribeTransactionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def transactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TransactionDescription]: ...
+    def __init__(
+        self,
+        *,
+        transactions: _abc.Iterable[Global___TransactionDescription] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["transactions", b"transactions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeTransactionsResponse: _TypeAlias = DescribeTransactionsResponse  # noqa: Y015
+
+@_typing.final
+class ListTransactionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATE_FILTERS_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FILTERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def state_filters(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """empty: all"""
+
+    @_builtins.property
+    def producer_id_filters(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """empty: all"""
+
+    def __init__(
+        self,
+        *,
+        state_filters: _abc.Iterable[_builtins.str] | None = ...,
+        producer_id_filters: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["producer_id_filters", b"producer_id_filters", "state_filters", b"state_filters"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTransactionsRequest: _TypeAlias = ListTransactionsRequest  # noqa: Y015
+
+@_typing.final
+class ListedTransaction(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    TRANSACTION_STATE_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    producer_id: _builtins.int
+    transaction_state: _builtins.str
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        transaction_state: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["producer_id", b"producer_id", "transaction_state", b"transaction_state", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListedTransaction: _TypeAlias = ListedTransaction  # noqa: Y015
+
+@_typing.final
+class ListTransactionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    UNKNOWN_STATE_FILTERS_FIELD_NUMBER: _builtins.int
+    TRANSACTIONS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    @_builtins.property
+    def unknown_state_filters(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def transactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ListedTransaction]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        unknown_state_filters: _abc.Iterable[_builtins.str] | None = ...,
+        transactions: _abc.Iterable[Global___ListedTransaction] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "transactions", b"transactions", "unknown_state_filters", b"unknown_state_filters"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTransactionsResponse: _TypeAlias = ListTransactionsResponse  # noqa: Y015
+
+@_typing.final
+class DescribeProducersRequest(_message.Message):
+    """The producers a partition's replica on the asked broker remembers (Kafka's
+    DescribeProducers; kafka-transactions.sh --describe-producers).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicPartitionId]: ...
+    def __init__(
+        self,
+        *,
+        partitions: _abc.Iterable[Global___TopicPartitionId] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeProducersRequest: _TypeAlias = DescribeProducersRequest  # noqa: Y015
+
+@_typing.final
+class ProducerStateEntry(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    LAST_SEQUENCE_FIELD_NUMBER: _builtins.int
+    LAST_TIMESTAMP_FIELD_NUMBER: _builtins.int
+    COORDINATOR_EPOCH_FIELD_NUMBER: _builtins.int
+    CURRENT_TXN_START_OFFSET_FIELD_NUMBER: _builtins.int
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    last_sequence: _builtins.int
+    last_timestamp: _builtins.int
+    coordinator_epoch: _builtins.int
+    current_txn_start_offset: _builtins.int
+    """-1: no open transaction"""
+    def __init__(
+        self,
+        *,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        last_sequence: _builtins.int = ...,
+        last_timestamp: _builtins.int = ...,
+        coordinator_epoch: _builtins.int = ...,
+        current_txn_start_offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["coordinator_epoch", b"coordinator_epoch", "current_txn_start_offset", b"current_txn_start_offset", "last_sequence", b"last_sequence", "last_timestamp", b"last_timestamp", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProducerStateEntry: _TypeAlias = ProducerStateEntry  # noqa: Y015
+
+@_typing.final
+class PartitionProducersResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    ACTIVE_PRODUCERS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    error_code: _builtins.int
+    error_message: _builtins.str
+    @_builtins.property
+    def active_producers(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProducerStateEntry]: ...
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        error_code: _builtins.int = ...,
+        error_message: _builtins.str = ...,
+        active_producers: _abc.Iterable[Global___ProducerStateEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_producers", b"active_producers", "error_code", b"error_code", "error_message", b"error_message", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PartitionProducersResult: _TypeAlias = PartitionProducersResult  # noqa: Y015
+
+@_typing.final
+class DescribeProducersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PartitionProducersResult]: ...
+    def __init__(
+        self,
+        *,
+        partitions: _abc.Iterable[Global___PartitionProducersResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeProducersResponse: _TypeAlias = DescribeProducersResponse  # noqa: Y015
