@@ -9,9 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafkasim.node.broker import Broker
-from kafkasim.node.txn_marker_sender import RpcMarkerSender
-from kafkasim.node.txn_markers import MarkerSender
 from kafkasim.node.txn_metadata import TransactionState
 from kafkasim.node.txn_types import (
     AddPartitionsToTxnParams,
@@ -25,10 +22,6 @@ from tests.sim.test_consumer import consuming, poll_until
 from tests.sim.test_transactions_partition import TOPIC, TP, produce
 from tests.sim.test_txn_coordinator import SETTINGS, create_transaction_state, state
 from tests.txn_records import Producer
-
-
-def rpc_marker_sender(broker: Broker) -> MarkerSender:
-    return RpcMarkerSender(broker.transport, broker.metadata.address_of, timeout_s=10.0)
 
 
 def test_a_committed_and_an_aborted_transaction_as_a_read_committed_consumer_sees_them(
@@ -67,4 +60,4 @@ def test_a_committed_and_an_aborted_transaction_as_a_read_committed_consumer_see
             records = await poll_until(consumer, 3)
             assert [r.offset for r in records] == [0, 1, 3]  # markers are never returned
 
-    simulate(tmp_path, scenario, marker_sender_factory=rpc_marker_sender, **SETTINGS)
+    simulate(tmp_path, scenario, **SETTINGS)  # every broker's default sender: RpcMarkerSender
