@@ -59,8 +59,20 @@ def add_partitions_to_txn_request(body: Any) -> AddPartitionsToTxnParams:
 
 
 def transaction_state(d: TxnDescription) -> dict[str, Any]:
-    """One DescribeTransactions entry. The start time is sent as Kafka sends it, -1 when no
-    transaction is open (kio takes a datetime: one millisecond before the epoch)."""
+    """One DescribeTransactions entry, as Kafka fills it: an entry with an error has only its
+    id and error (every other field at its zero default); the start time of an id that never
+    had a transaction is -1 (kio takes a datetime: one millisecond before the epoch)."""
+    if d.error is not None:
+        return {
+            "error_code": error_code(d.error),
+            "transactional_id": d.transactional_id,
+            "transaction_state": "",
+            "transaction_timeout": 0,
+            "transaction_start_time": _EPOCH,
+            "producer_id": 0,
+            "producer_epoch": 0,
+            "topics": [],
+        }
     start = _EPOCH + datetime.timedelta(milliseconds=d.transaction_start_time_ms)
     return {
         "error_code": error_code(d.error),
