@@ -86,37 +86,25 @@ async def find_coordinator(
     on first use; meanwhile, and while the partition has no live leader, the answer is
     COORDINATOR_NOT_AVAILABLE (the client retries)."""
     creator = broker.topic_creator
+    partition_for: Callable[[str], int]
     if key_type == COORDINATOR_GROUP:
-        if not key:
-            return CoordinatorAnswer(
-                None, error_for_name("INVALID_GROUP_ID"), "the group id is empty"
-            )
-        partition = broker.groups.partition_of(key)
-        return await _leader_of(
-            broker,
-            OFFSETS_TOPIC,
-            partition,
-            listener,
-            lambda: creator.create(creator.offsets_topic()),
+        empty, what = "INVALID_GROUP_ID", "the group id"
+        name, make = OFFSETS_TOPIC, creator.offsets_topic
+        partition_for = broker.groups.partition_of
+    elif key_type == COORDINATOR_TRANSACTION:
+        empty, what = "INVALID_REQUEST", "the transactional id"
+        name, make = TRANSACTION_STATE_TOPIC, creator.transaction_state_topic
+        partition_for = broker.transactions.partition_for
+    else:
+        return CoordinatorAnswer(
+            None,
+            error_for_name("INVALID_REQUEST"),
+            f"key_type {key_type}: 0 (a group) or 1 (a transactional id)",
         )
-    if key_type == COORDINATOR_TRANSACTION:
-        if not key:
-            return CoordinatorAnswer(
-                None, error_for_name("INVALID_REQUEST"), "the transactional id is empty"
-            )
-        partition = broker.transactions.partition_for(key)
-        return await _leader_of(
-            broker,
-            TRANSACTION_STATE_TOPIC,
-            partition,
-            listener,
-            lambda: creator.create(creator.transaction_state_topic()),
-        )
-    return CoordinatorAnswer(
-        None,
-        error_for_name("INVALID_REQUEST"),
-        f"key_type {key_type}: 0 (a group) or 1 (a transactional id)",
-    )
+    if not key:
+        return CoordinatorAnswer(None, error_for_name(empty), f"{what} is empty")
+    partition = partition_for(key)
+    return await _leader_of(broker, name, partition, listener, lambda: creator.create(make()))
 
 
 async def _leader_of(

@@ -67,12 +67,18 @@ def unused(*_: Any) -> Awaitable[Any]:
     raise AssertionError("not called")
 
 
+class FakeGroups:
+    def partition_of(self, group_id: str) -> int:
+        return 0
+
+
 @dataclass
 class TxnBroker:
     harness: Harness
     metadata: MetadataCache
     topic_creator: FakeCreator
     producer_ids: FakeProducerIds = field(default_factory=FakeProducerIds)
+    groups: FakeGroups = field(default_factory=FakeGroups)
     broker_id: int = 1
 
     @property
@@ -404,5 +410,12 @@ def test_find_coordinator_of_a_transactional_id(version: int) -> None:
         assert await find(TID, key_type=2) == (code("INVALID_REQUEST"), -1)
         broker.metadata.brokers.pop(3)  # the leader is not live
         assert await find(TID) == (code("COORDINATOR_NOT_AVAILABLE"), -1)
+        # Groups keep their own topic and their own error for an empty key.
+        assert await find("", key_type=0) == (code("INVALID_GROUP_ID"), -1)
+        assert await find("g", key_type=0) == (code("COORDINATOR_NOT_AVAILABLE"), -1)
+        assert [t.name for t in broker.topic_creator.created] == [
+            TRANSACTION_STATE_TOPIC,
+            "__consumer_offsets",
+        ]
 
     run_simulation(main())
