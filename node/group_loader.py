@@ -27,7 +27,6 @@ from kafkasim.node.group_offset_cache import CommitRecord, OffsetCache
 from kafkasim.node.group_records import (
     GroupKey,
     OffsetKey,
-    OffsetValue,
     decode_group_value,
     decode_key,
     decode_offset_value,

@@ -26,7 +26,6 @@ from kafkasim.common.clock import Clock
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.group_protocol import PROTOCOL_TYPE
 from kafkasim.common.types import TopicPartition
-from kafkasim.storage.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, encode_batch
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.group_manager import GroupMetadataManager
 from kafkasim.node.group_metadata import Group
@@ -52,6 +51,7 @@ from kafkasim.node.group_types import (
     OffsetFetchResult,
     PartitionOutcome,
 )
+from kafkasim.storage.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, encode_batch
 
 
 class GroupOffsets:
@@ -135,7 +135,9 @@ class GroupOffsets:
             return OffsetFetchResult(error=error)
         group = self._manager.groups.get(params.group_id)
         if group is None:
-            return OffsetFetchResult(partitions=tuple(map(CommittedOffset, params.partitions or ())))
+            return OffsetFetchResult(
+                partitions=tuple(map(CommittedOffset, params.partitions or ()))
+            )
         committed = group.offsets
         wanted = sorted(committed) if params.partitions is None else params.partitions
         unstable = error_for_name("UNSTABLE_OFFSET_COMMIT")
@@ -145,7 +147,9 @@ class GroupOffsets:
             if params.require_stable and committed.has_pending(tp):
                 results.append(CommittedOffset(tp, error=unstable))
             elif value is not None:
-                results.append(CommittedOffset(tp, value.offset, value.leader_epoch, value.metadata))
+                results.append(
+                    CommittedOffset(tp, value.offset, value.leader_epoch, value.metadata)
+                )
             else:
                 results.append(CommittedOffset(tp))
         return OffsetFetchResult(partitions=tuple(results))
@@ -225,5 +229,7 @@ def commit_result(
     """One outcome per entry: OFFSET_METADATA_TOO_LARGE for the refused ones, else ``error``."""
     too_large_error = error_for_name("OFFSET_METADATA_TOO_LARGE")
     return OffsetCommitResult(
-        tuple(PartitionOutcome(e.tp, too_large_error if e.tp in too_large else error) for e in entries)
+        tuple(
+            PartitionOutcome(e.tp, too_large_error if e.tp in too_large else error) for e in entries
+        )
     )

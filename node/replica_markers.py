@@ -34,7 +34,6 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
-
 from kafkasim.node.replica_types import (
     PartitionRecords,
     ProduceParams,

@@ -50,6 +50,8 @@ METHOD_OFFSET_FETCH = "/kafkasim.Kafkasim/OffsetFetch"
 METHOD_LIST_GROUPS = "/kafkasim.Kafkasim/ListGroups"
 METHOD_DESCRIBE_GROUPS = "/kafkasim.Kafkasim/DescribeGroups"
 METHOD_DELETE_GROUPS = "/kafkasim.Kafkasim/DeleteGroups"
+# The group coordinator's part of transactions.
+METHOD_TXN_OFFSET_COMMIT = "/kafkasim.Kafkasim/TxnOffsetCommit"
 
 # Replication: follower <-> leader, and the transaction coordinator -> partition leaders.
 METHOD_REPLICA_FETCH = "/kafkasim.Replication/ReplicaFetch"
@@ -183,6 +185,7 @@ __all__ = [
     "METHOD_REPLICA_FETCH",
     "METHOD_STOP_REPLICA",
     "METHOD_SYNC_GROUP",
+    "METHOD_TXN_OFFSET_COMMIT",
     "METHOD_UPDATE_METADATA",
     "METHOD_WRITE_TXN_MARKERS",
     "MethodSpec",
