@@ -110,6 +110,19 @@ def _commit_entries(topics: Iterable[Any]) -> list[OffsetCommitEntry]:
     ]
 
 
+def _commit_response(
+    request: KafkaRequest,
+    entries: Iterable[OffsetCommitEntry],
+    errors: Mapping[TopicPartition, Error],
+) -> Any:
+    """An OffsetCommit or TxnOffsetCommit response: each entry's error, by topic."""
+    topics = _by_topic((e.tp, {"error_code": error_code(errors[e.tp])}) for e in entries)
+    return build(
+        response_schema(request),
+        topics=[{"name": name, "partitions": parts} for name, parts in topics.items()],
+    )
+
+
 class KafkaGroupApis:
     """The group requests, answered by ``coordinator``; ``known`` tells whether the metadata
     cache knows a partition (OffsetCommit and OffsetDelete refuse the others)."""
@@ -243,13 +256,20 @@ class KafkaGroupApis:
 
     # -- OffsetCommit, OffsetFetch, OffsetDelete --------------------------------------------
 
-    async def offset_commit(self, request: KafkaRequest) -> Any:
-        body = request.body
-        entries = _commit_entries(body.topics)
+    def _known_only(
+        self, entries: Iterable[OffsetCommitEntry]
+    ) -> tuple[dict[TopicPartition, Error], tuple[OffsetCommitEntry, ...]]:
+        """UNKNOWN_TOPIC_OR_PARTITION for the partitions the metadata cache does not know (as
+        Kafka's request layer answers them), and the entries to commit."""
         errors: dict[TopicPartition, Error] = {
             e.tp: UNKNOWN_TOPIC_OR_PARTITION for e in entries if not self.known(e.tp)
         }
-        committing = tuple(e for e in entries if e.tp not in errors)
+        return errors, tuple(e for e in entries if e.tp not in errors)
+
+    async def offset_commit(self, request: KafkaRequest) -> Any:
+        body = request.body
+        entries = _commit_entries(body.topics)
+        errors, committing = self._known_only(entries)
         if getattr(body, "group_instance_id", None) is not None:
             errors.update({e.tp: UNSUPPORTED_VERSION for e in committing})
         elif committing:
@@ -262,19 +282,12 @@ class KafkaGroupApis:
                 )
             )
             errors.update({p.tp: p.error for p in result.partitions})
-        topics = _by_topic((e.tp, {"error_code": error_code(errors[e.tp])}) for e in entries)
-        return build(
-            response_schema(request),
-            topics=[{"name": name, "partitions": parts} for name, parts in topics.items()],
-        )
+        return _commit_response(request, entries, errors)
 
     async def txn_offset_commit(self, request: KafkaRequest) -> Any:
         body = request.body
         entries = _commit_entries(body.topics)
-        errors: dict[TopicPartition, Error] = {
-            e.tp: UNKNOWN_TOPIC_OR_PARTITION for e in entries if not self.known(e.tp)
-        }
-        committing = tuple(e for e in entries if e.tp not in errors)
+        errors, committing = self._known_only(entries)
         if committing:
             result = await self.coordinator.txn_offset_commit(
                 TxnOffsetCommitParams(
@@ -294,11 +307,7 @@ class KafkaGroupApis:
                 tp: COORDINATOR_NOT_AVAILABLE if e is COORDINATOR_LOAD_IN_PROGRESS else e
                 for tp, e in errors.items()
             }
-        topics = _by_topic((e.tp, {"error_code": error_code(errors[e.tp])}) for e in entries)
-        return build(
-            response_schema(request),
-            topics=[{"name": name, "partitions": parts} for name, parts in topics.items()],
-        )
+        return _commit_response(request, entries, errors)
 
     async def offset_fetch(self, request: KafkaRequest) -> Any:
         body, version = request.body, request.api_version

@@ -63,6 +63,16 @@ async def wait_group_coordinator(cluster: SimCluster) -> tuple[int, GroupCoordin
     return found
 
 
+async def fail_over(cluster: SimCluster, broker_id: int) -> GroupCoordinator:
+    """Crash ``broker_id`` (the group's coordinator); the group coordinator that follows."""
+    await cluster.crash(broker_id)
+    await cluster.wait_for(
+        lambda: (found := group_coordinator_of(cluster)) is not None and found[0] != broker_id,
+        what=f"a group coordinator after broker {broker_id}",
+    )
+    return (await wait_group_coordinator(cluster))[1]
+
+
 def in_sync(cluster: SimCluster, leader_id: int) -> bool:
     """The group's ``__consumer_offsets`` partition has all three replicas in its ISR."""
     broker = cluster.brokers[leader_id]
@@ -123,12 +133,7 @@ def test_transactional_offsets_commit_abort_and_survive_the_coordinators_failove
 
         # The group coordinator crashes: the next leader of its partition loads the log.
         old_id, _ = await wait_group_coordinator(cluster)
-        await cluster.crash(old_id)
-        await cluster.wait_for(
-            lambda: (found := group_coordinator_of(cluster)) is not None and found[0] != old_id,
-            what="a new group coordinator",
-        )
-        _, groups = await wait_group_coordinator(cluster)
+        groups = await fail_over(cluster, old_id)
         assert committed(groups, stable=True) == CommittedOffset(CONSUMED, 10)
 
         # The crashed broker comes back; a transaction commits through whichever brokers now
@@ -146,12 +151,7 @@ def test_transactional_offsets_commit_abort_and_survive_the_coordinators_failove
         await cluster.wait_for(
             lambda: in_sync(cluster, second_id), what="every offsets replica in sync"
         )
-        await cluster.crash(second_id)
-        await cluster.wait_for(
-            lambda: (found := group_coordinator_of(cluster)) is not None and found[0] != second_id,
-            what="a third group coordinator",
-        )
-        _, groups = await wait_group_coordinator(cluster)
+        groups = await fail_over(cluster, second_id)
         assert committed(groups, stable=True) == CommittedOffset(CONSUMED, 20)
 
     simulate(
