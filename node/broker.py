@@ -192,10 +192,12 @@ class Broker:
         self.producer_ids: ProducerIdManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
-        # Consumer groups of the __consumer_offsets partitions this broker leads.
+        # Consumer groups of the __consumer_offsets partitions this broker leads; a transaction
+        # marker written to one of them completes the transactional offset commits there.
         self.groups = GroupCoordinator(
             self.broker_id, config, ReplicaOffsetsTopic(self.replica_manager), clock, self._rng
         )
+        self.replica_manager.on_txn_markers_written = self.groups.on_txn_markers_written
         # Transactional ids of the __transaction_state partitions this broker leads.
         self.transactions = TransactionCoordinator(
             self.broker_id,
