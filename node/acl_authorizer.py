@@ -10,7 +10,7 @@ Rules (through the Coordination port, so the simulation runs the same code):
    after the listing has a higher sequence number, so nothing is missed; one written before
    it is already in what was read.
 2. A write (create or delete ACLs) is a read-modify-write of one resource znode: read it with
-   its version (the cache's copy when it holds the pattern, as Kafka), compute the new set,
+   its version (always from ZooKeeper; Kafka starts from its cache), compute the new set,
    and in one multi write it conditionally (create when absent, set at the version, delete at
    the version when no ACL is left) together with a sequential change notification. A
    concurrent writer fails the condition: the znode is re-read and the change re-applied, at
