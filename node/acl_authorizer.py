@@ -61,7 +61,9 @@ from kafkasim.node.acl import (
     AclCache,
     AclOperation,
     ResourcePattern,
+    parse_super_users,
 )
+from kafkasim.node.config import BrokerConfig
 
 logger = logging.getLogger(__name__)
 audit = logging.getLogger("kafka.authorizer.logger")  # Kafka's authorizer logger name
@@ -70,6 +72,19 @@ UPDATE_ATTEMPTS_MAX = 10  # Kafka's maxUpdateRetries
 ACL_CHANGES_RETAINED = 100
 ZK_ATTEMPTS_MAX = 10
 ZK_BACKOFF_MAX_S = 2.0
+
+
+def acl_authorizer_for(config: BrokerConfig, coordination: Coordination) -> AclAuthorizer | None:
+    """The broker's authorizer as ``authorizer.class.name`` asks (empty: None); the config
+    checked the class name and ``super.users`` at load."""
+    if not config["authorizer.class.name"]:
+        return None
+    return AclAuthorizer(
+        coordination,
+        parse_super_users(config["super.users"]),
+        allow_if_no_acls=config["allow.everyone.if.no.acl.found"],
+        name=f"broker-{config.broker_id}",
+    )
 
 
 class AclStorageError(KafkasimError):

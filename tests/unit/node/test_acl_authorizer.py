@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from kafkasim.common.errors import InvalidConfigError
 from kafkasim.node import acl_authorizer, acl_zk
 from kafkasim.node.acl import (
     ANY_BINDING,
@@ -29,7 +30,8 @@ from kafkasim.node.acl import (
     ResourcePatternFilter,
     ResourceType,
 )
-from kafkasim.node.acl_authorizer import AclAuthorizer, AclStorageError
+from kafkasim.node.acl_authorizer import AclAuthorizer, AclStorageError, acl_authorizer_for
+from kafkasim.node.config import BrokerConfig
 from kafkasim.sim.loop import run_simulation
 from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
 
@@ -249,3 +251,45 @@ def test_names_with_a_slash_are_refused_before_anything_is_written() -> None:
         assert await b.zk1.get_children("/kafka-acl/Group") == []
 
     run(scenario)
+
+
+# -- the broker's config ----------------------------------------------------------------------
+
+
+def _config(**extra: object) -> BrokerConfig:
+    props: dict[str, object] = {"broker.id": 1, "log.dirs": "/tmp/x", "zookeeper.connect": "sim"}
+    props.update({k.replace("_", "."): v for k, v in extra.items()})
+    return BrokerConfig.from_props(props)
+
+
+def test_no_authorizer_unless_configured() -> None:
+    assert acl_authorizer_for(_config(), SimZooKeeperClient(SimZooKeeperServer(), 6_000)) is None
+
+
+@pytest.mark.parametrize(
+    "name", ["kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer"]
+)
+def test_kafkas_acl_authorizer_names_build_it(name: str) -> None:
+    config = _config(
+        authorizer_class_name=name,
+        super_users="User:admin;User:ops",
+        allow_everyone_if_no_acl_found="true",
+    )
+    authorizer = acl_authorizer_for(config, SimZooKeeperClient(SimZooKeeperServer(), 6_000))
+    assert authorizer is not None
+    assert authorizer.cache.super_users == {"User:admin", "User:ops"}
+    assert authorizer.cache.allow_if_no_acls
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"authorizer_class_name": "com.example.Mine"}, "authorizer.class.name"),
+        ({"super_users": "admin"}, "configuration super.users"),
+    ],
+)
+def test_bad_authorizer_config_is_invalid_config_naming_the_key(
+    extra: dict[str, str], message: str
+) -> None:
+    with pytest.raises(InvalidConfigError, match=message):
+        _config(**extra)
