@@ -37,6 +37,7 @@ from kafkasim.common.errors import error_for_name
 from kafkasim.controller import zk_data
 from kafkasim.node import apis_admin, apis_cluster, broker_admin
 from kafkasim.node import apis_replica as replica
+from kafkasim.node.acl_authorizer import AclAuthorizer
 from kafkasim.node.admin_calls import RESOURCE_TYPE_TOPIC, AdminCalls
 from kafkasim.node.apis_group import group_handlers
 from kafkasim.node.config import BrokerConfig
@@ -64,6 +65,8 @@ class BrokerServices(Protocol):
     groups: GroupCoordinator
     # None until a WriteTxnMarkers sender is wired (node.broker's marker_sender_factory).
     transactions: TransactionCoordinator | None
+    # Kafka's ACL authorizer; None when authorizer.class.name is empty (everything allowed).
+    authorizer: AclAuthorizer | None
     topic_creator: TopicCreator
     producer_ids: ProducerIdManager | None
 
