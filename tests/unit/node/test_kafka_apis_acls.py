@@ -39,6 +39,7 @@ def request(api_key: int, version: int, **values: Any) -> KafkaRequest:
 
 def creation(
     name: str = "orders",
+    *,
     rtype: int = TOPIC,
     pattern: int = LITERAL,
     principal: str = "User:alice",
