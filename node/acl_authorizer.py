@@ -32,7 +32,6 @@ Not thread-safe: runs on the broker's event loop.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
@@ -47,9 +46,7 @@ from kafkasim.common.coordination import (
     NodeExistsError,
     NoNodeError,
     Op,
-    SessionState,
     SetOp,
-    WatchEvent,
 )
 from kafkasim.common.errors import KafkasimError
 from kafkasim.controller.zk_access import RetryingCoordination
@@ -64,6 +61,7 @@ from kafkasim.node.acl import (
     parse_super_users,
 )
 from kafkasim.node.config import BrokerConfig
+from kafkasim.node.notification_passes import SerialPasses
 
 logger = logging.getLogger(__name__)
 audit = logging.getLogger("kafka.authorizer.logger")  # Kafka's authorizer logger name
@@ -116,10 +114,8 @@ class AclAuthorizer:
         self._zk = RetryingCoordination(coordination, ZK_ATTEMPTS_MAX, ZK_BACKOFF_MAX_S)
         self.last_executed: dict[str, int] = dict.fromkeys(acl_zk.CHANGE_PATHS, -1)
         self.notifications_processed = 0
-        self._task: asyncio.Task[None] | None = None
-        self._again = False
         self._reload_all = False
-        self._running = False
+        self._passes = SerialPasses(f"{name}-acl-changes", self._process, (CoordinationError,))
 
     # -- the decision -------------------------------------------------------------------------
 
@@ -143,8 +139,8 @@ class AclAuthorizer:
     # -- lifecycle (rule 1) -------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._running = True
-        self._listen(self._zk.zk)
+        self._passes.running = True
+        self._passes.listen(self._zk.zk, lambda: self._zk.zk)
         for store in acl_zk.STORES:
             for rtype in acl_zk.STORED_RESOURCE_TYPES:
                 with contextlib.suppress(NodeExistsError):
@@ -152,28 +148,22 @@ class AclAuthorizer:
         for path in acl_zk.CHANGE_PATHS:
             with contextlib.suppress(NodeExistsError):
                 await self._zk.create(path, makepath=True)
-            children = await self._zk.get_children(path, self._on_watch)
+            children = await self._zk.get_children(path, self._passes.on_watch)
             self.last_executed[path] = max(map(acl_zk.change_sequence, children), default=-1)
         await self.load_all()
 
     def replace_coordination(self, coordination: Coordination) -> None:
         """A new ZooKeeper session: watch through it and reload everything (rule 4)."""
         self._zk = RetryingCoordination(coordination, ZK_ATTEMPTS_MAX, ZK_BACKOFF_MAX_S)
-        self._listen(coordination)
+        self._passes.listen(coordination, lambda: self._zk.zk)
         self._schedule(reload_all=True)
 
     async def stop(self) -> None:
-        self._running = False
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._passes.stop()
 
     async def wait_idle(self) -> None:
         """Until no notification pass is running or pending (for tests)."""
-        while self._task is not None and not self._task.done():
-            await asyncio.shield(self._task)
+        await self._passes.wait_idle()
 
     async def load_all(self) -> None:
         loaded: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
@@ -284,40 +274,14 @@ class AclAuthorizer:
 
     # -- notifications (rule 4) ---------------------------------------------------------------
 
-    def _listen(self, coordination: Coordination) -> None:
-        def listener(state: SessionState) -> None:
-            if coordination is self._zk.zk and state is SessionState.CONNECTED:
-                self._schedule()
-
-        coordination.add_session_listener(listener)
-
-    def _on_watch(self, _event: WatchEvent) -> None:
-        self._schedule()
-
     def _schedule(self, *, reload_all: bool = False) -> None:
-        if not self._running:
-            return
         self._reload_all = self._reload_all or reload_all
-        if self._task is not None and not self._task.done():
-            self._again = True
-            return
-        self._task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"{self.name}-acl-changes"
-        )
-
-    async def _run(self) -> None:
-        self._again = True
-        while self._again and self._running:
-            self._again = False
-            try:
-                await self._process()
-            except CoordinationError as e:
-                logger.warning("%s: processing ACL change notifications failed: %s", self.name, e)
+        self._passes.request()
 
     async def _process(self) -> None:
         pending: list[tuple[str, int, str]] = []
         for path in acl_zk.CHANGE_PATHS:
-            children = await self._zk.get_children(path, self._on_watch)
+            children = await self._zk.get_children(path, self._passes.on_watch)
             sequences = {acl_zk.change_sequence(c) for c in children}
             last = self.last_executed[path]
             if last >= 0 and last not in sequences:

@@ -215,7 +215,7 @@ def test_purged_notifications_make_a_full_reload(monkeypatch: pytest.MonkeyPatch
 
     async def scenario(b: Bench) -> None:
         await b.a2.stop()  # broker-2 falls behind
-        b.a2._running = True  # listening again only when told (below)
+        b.a2._passes.running = True  # listening again only when told (below)
         for i in range(4):
             pattern = ResourcePattern(ResourceType.GROUP, f"g{i}", PatternType.LITERAL)
             await b.a1.create_acls([AclBinding(pattern, READ)])
