@@ -110,6 +110,24 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
             'delete.json: {"partitions": [{"topic": "events", "partition": 0, "offset": 100}]}',
         ),
     ),
+    "acls": (
+        (
+            "kafkasim acls --dir cluster --add --allow-principal User:alice --operation Read "
+            "--topic events",
+            "let alice read a topic",
+        ),
+        (
+            "kafkasim acls --authorizer-properties zookeeper.connect=127.0.0.1:2181 --add "
+            "--allow-principal User:bob --operation Write --topic orders- "
+            "--resource-pattern-type prefixed",
+            "bob may write every topic whose name starts with orders-",
+        ),
+        ("kafkasim acls --dir cluster --list", "every ACL of the cluster"),
+        (
+            "kafkasim acls --dir cluster --remove --force --topic events",
+            "remove every ACL of a topic",
+        ),
+    ),
     "configs": (
         (
             "kafkasim configs --dir cluster --describe --entity-type topics --entity-name events",

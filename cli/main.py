@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from kafkasim.cli import (
+    acls,
     broker,
     chaos,
     check,
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.register(sub)
     consumer_perf.register(sub)
     check.register(sub)
+    acls.register(sub)
     examples.attach(sub.choices)
     return parser
 

@@ -102,6 +102,7 @@ _ERROR_TABLE: tuple[tuple[int, str, bool], ...] = (
     (51, "CONCURRENT_TRANSACTIONS", True),
     (52, "TRANSACTION_COORDINATOR_FENCED", False),
     (53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", False),
+    (54, "SECURITY_DISABLED", False),
     (55, "OPERATION_NOT_ATTEMPTED", False),
     (56, "KAFKA_STORAGE_ERROR", True),
     (57, "LOG_DIR_NOT_FOUND", False),

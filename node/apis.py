@@ -39,6 +39,7 @@ from kafkasim.common.errors import error_for_name
 from kafkasim.controller import zk_data
 from kafkasim.node import apis_admin, apis_cluster, broker_admin
 from kafkasim.node import apis_replica as replica
+from kafkasim.node.acl_authorizer import AclAuthorizer
 from kafkasim.node.admin_calls import RESOURCE_TYPE_TOPIC, AdminCalls
 from kafkasim.node.apis_group import group_handlers
 from kafkasim.node.apis_txn import txn_handlers
@@ -66,6 +67,8 @@ class BrokerServices(Protocol):
     replica_manager: ReplicaManager
     groups: GroupCoordinator
     transactions: TransactionCoordinator
+    # Kafka's ACL authorizer; None when authorizer.class.name is empty (everything allowed).
+    authorizer: AclAuthorizer | None
     topic_creator: TopicCreator
     producer_ids: ProducerIdManager | None
 

@@ -47,6 +47,7 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.controller import Controller, ControllerConfig
 from kafkasim.node import apis_admin
+from kafkasim.node.acl_authorizer import acl_authorizer_for
 from kafkasim.node.admin_calls import AdminCalls
 from kafkasim.node.apis import KafkaApis
 from kafkasim.node.config import WIRE_KAFKA, BrokerConfig
@@ -181,6 +182,8 @@ class Broker:
         self.replica_manager.on_become_follower = self._follow
         self.replica_manager.on_stop_following = self.fetchers.remove
         self.replica_manager.is_broker_alive = lambda b: b in self.metadata.brokers
+        # Kafka's ACL authorizer when authorizer.class.name names it (None: everything allowed).
+        self.authorizer = acl_authorizer_for(config, self.zk)
         # Topic config changes (/config/changes) applied to the cache and the live logs.
         self.config_changes = TopicConfigChangeListener(
             self.broker_id, self.zk, config, self._topic_configs, self.log_manager
@@ -265,6 +268,8 @@ class Broker:
             raise
         self.zk.add_session_listener(self._on_session_state)
         await self.config_changes.start()
+        if self.authorizer is not None:
+            await self.authorizer.start()
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         # As Kafka's ZooKeeper-mode broker: groups map over the partitions __consumer_offsets
         # has (an older run may have made it with another count), read before serving.
@@ -413,6 +418,8 @@ class Broker:
             self.zk.add_session_listener(self._on_session_state)
             self.replica_manager.set_coordination(self.zk)
             self.config_changes.replace_coordination(self.zk)
+            if self.authorizer is not None:
+                self.authorizer.replace_coordination(self.zk)
             if self.producer_ids is not None:
                 self.producer_ids.replace_coordination(self.zk)
             with contextlib.suppress(CoordinationError):
@@ -469,6 +476,8 @@ class Broker:
         await self.transactions.stop()
         await self.fetchers.shutdown()
         await self.config_changes.stop()
+        if self.authorizer is not None:
+            await self.authorizer.stop()
         for server in self.servers.values():
             await server.stop(0.0)
         self.servers = {}

@@ -40,6 +40,7 @@ from kafkasim.node import apis_cluster, kafka_apis_group
 from kafkasim.node import replica_types as rt
 from kafkasim.node.apis import BrokerServices
 from kafkasim.node.apis_replica import error_code
+from kafkasim.node.kafka_apis_acls import KafkaAclApis
 from kafkasim.node.kafka_apis_admin import KafkaAdminApis
 from kafkasim.node.kafka_apis_describe import KafkaDescribeApis
 from kafkasim.node.kafka_apis_txn import KafkaTxnApis
@@ -431,4 +432,5 @@ def kafka_handler_tables(
         KafkaAdminApis(broker).table(),
         KafkaDescribeApis(broker, listener).table(),
         KafkaTxnApis(broker).table(),
+        KafkaAclApis(broker).table(),
     )
