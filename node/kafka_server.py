@@ -70,8 +70,7 @@ class KafkaListener:
         except OSError as e:
             # Kafka's SocketServer wording, naming the address.
             raise OSError(
-                f"Socket server failed to bind to {self._host}:{self._port}: "
-                f"{e.strerror or e}."
+                f"Socket server failed to bind to {self._host}:{self._port}: {e.strerror or e}."
             ) from e
 
     async def stop(self) -> None:

@@ -117,7 +117,7 @@ def test_a_port_clash_names_the_address(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        address = "127.0.0.1:%d" % taken.getsockname()[1]
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
         up = kafkasim(
             "cluster", "up", "--brokers", "1", "--dir", str(root),
             "--override", f"listeners=PLAINTEXT://{address}",

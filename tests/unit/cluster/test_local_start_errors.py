@@ -13,10 +13,7 @@ CONFIG_ERROR = "INVALID_CONFIG: Unknown broker configuration key: log.retention.
 
 
 def test_the_error_is_the_line_the_broker_exits_with() -> None:
-    output = (
-        "INFO node.broker: starting\n"
-        f"kafkasim broker: error: {CONFIG_ERROR}\n"
-    )
+    output = f"INFO node.broker: starting\nkafkasim broker: error: {CONFIG_ERROR}\n"
     assert broker_error(output) == CONFIG_ERROR
 
 
