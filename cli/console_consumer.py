@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import signal
 import sys
 from typing import Any, TextIO
 
@@ -27,6 +28,7 @@ from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
 from kafkasim.cli.console_producer import parse_properties
 from kafkasim.client.consumer import Consumer, ConsumerRecord
 from kafkasim.common.clock import SystemClock
+from kafkasim.common.errors import RequestTimedOutError
 from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage.records.batch import TimestampType
@@ -151,7 +153,10 @@ def cmd_console_consumer(args: argparse.Namespace) -> int:
         # Commit exactly what was printed (see consume), not positions past a --max-messages cut.
         config["enable.auto.commit"] = False
     start = "earliest" if args.from_beginning else (offset or "latest")
-    return asyncio.run(consume(args, config, start, formatter, out=sys.stdout, err=sys.stderr))
+    try:
+        return asyncio.run(consume(args, config, start, formatter, out=sys.stdout, err=sys.stderr))
+    except asyncio.CancelledError:  # SIGTERM before reading began: nothing to summarise
+        return 128 + signal.SIGTERM
 
 
 async def consume(
@@ -164,36 +169,34 @@ async def consume(
     err: TextIO,
 ) -> int:
     transport = GrpcTransport()
+    clock = SystemClock()
     processed = 0
+    # --timeout-ms bounds the wait for the first record from the start, as Kafka's first
+    # poll does: looking the topic up counts (an unreachable broker fails within it).
+    deadline_ms = None if args.timeout_ms is None else clock.monotonic_ms() + args.timeout_ms
+    # SIGTERM does what Ctrl-C does: stop reading, commit, leave the group, print the count.
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
-        async with Consumer(config, transport=transport, clock=SystemClock()) as consumer:
-            partitions: list[int] = []
-            if args.group is not None and args.partition is None:
-                await consumer.partitions_for(args.topic)  # an unknown topic fails here
-                consumer.subscribe([args.topic])
-            elif args.partition is not None:
-                partitions = [args.partition]
-                known = await consumer.partitions_for(args.topic)
-                if args.partition not in known:
-                    raise ValueError(
-                        f"partition {args.partition} of topic {args.topic} does not exist "
-                        f"(partitions: {', '.join(map(str, known))})"
-                    )
-            if args.group is None or args.partition is not None:
-                if args.partition is None:
-                    partitions = await consumer.partitions_for(args.topic)
-                tps = [TopicPartition(args.topic, p) for p in partitions]
-                consumer.assign(tps)
-                if start == "earliest":
-                    consumer.seek_to_beginning(tps)
-                elif start == "latest":
-                    consumer.seek_to_end(tps)
-                else:
-                    consumer.seek(tps[0], int(start))
+        async with Consumer(config, transport=transport, clock=clock) as consumer:
+            try:
+                async with asyncio.timeout(
+                    None if args.timeout_ms is None else args.timeout_ms / 1000
+                ):
+                    await _start(consumer, args, start)
+            except TimeoutError:
+                raise RequestTimedOutError(
+                    f"Topic {args.topic} not present in metadata after {args.timeout_ms} ms."
+                ) from None
             with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
                 while args.max_messages is None or processed < args.max_messages:
-                    # --timeout-ms bounds the wait for the next record, as Kafka's does.
-                    records = await consumer.poll(args.timeout_ms or 1000)
+                    wait_ms = args.timeout_ms or 1000
+                    if deadline_ms is not None:  # the first poll: what is left of it
+                        wait_ms = max(deadline_ms - clock.monotonic_ms(), 0)
+                        deadline_ms = None
+                    records = await consumer.poll(wait_ms)
                     if not records and args.timeout_ms is not None:
                         break
                     if args.max_messages is not None:
@@ -206,6 +209,34 @@ async def consume(
                         await consumer.commit(printed)
                     processed += len(records)
     finally:
+        loop.remove_signal_handler(signal.SIGTERM)
         await transport.close()
     print(f"Processed a total of {processed} messages", file=err)
     return 0
+
+
+async def _start(consumer: Consumer, args: argparse.Namespace, start: str) -> None:
+    """Subscribe (``--group``) or assign the partitions and seek to ``start``."""
+    partitions: list[int] = []
+    if args.group is not None and args.partition is None:
+        await consumer.partitions_for(args.topic)  # an unknown topic fails here
+        consumer.subscribe([args.topic])
+        return
+    if args.partition is not None:
+        partitions = [args.partition]
+        known = await consumer.partitions_for(args.topic)
+        if args.partition not in known:
+            raise ValueError(
+                f"partition {args.partition} of topic {args.topic} does not exist "
+                f"(partitions: {', '.join(map(str, known))})"
+            )
+    else:
+        partitions = await consumer.partitions_for(args.topic)
+    tps = [TopicPartition(args.topic, p) for p in partitions]
+    consumer.assign(tps)
+    if start == "earliest":
+        consumer.seek_to_beginning(tps)
+    elif start == "latest":
+        consumer.seek_to_end(tps)
+    else:
+        consumer.seek(tps[0], int(start))

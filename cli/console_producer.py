@@ -44,6 +44,11 @@ def register(sub: Any) -> None:
         help="a producer config key, e.g. acks=all (repeatable)",
     )
     p.add_argument("--request-required-acks", help="acks of the produce requests (overrides acks)")
+    p.add_argument(
+        "--max-block-ms",
+        type=int,
+        help="how long a record waits for its topic's metadata (max.block.ms, default 60000)",
+    )
     p.set_defaults(func=cmd_console_producer)
 
 
@@ -71,6 +76,8 @@ def cmd_console_producer(args: argparse.Namespace) -> int:
     }
     if args.request_required_acks is not None:
         config["acks"] = args.request_required_acks
+    if args.max_block_ms is not None:
+        config["max.block.ms"] = args.max_block_ms
     return asyncio.run(produce_lines(args.topic, config, reader, sys.stdin, sys.stderr))
 
 
