@@ -121,13 +121,16 @@ async def produce_lines(
             await producer.flush()
     finally:
         await transport.close()
-    failed = 0
+    # One line per kind of error, not one per record: a topic that rejects every record
+    # (e.g. a compacted one, for records without a key) would print thousands.
+    failures: dict[str, tuple[BaseException, int]] = {}
     for future in futures:
         error = future.exception()
         if error is not None:
-            failed += 1
-            print(
-                f"Error when sending message to topic {topic} with error: {error}",
-                file=err,
-            )
-    return 1 if failed else 0
+            kind = f"{type(error).__name__}:{getattr(error, 'error_name', '')}"
+            first, count = failures.get(kind, (error, 0))
+            failures[kind] = (first, count + 1)
+    for error, count in failures.values():
+        also = f" ({count} records failed with this error)" if count > 1 else ""
+        print(f"Error when sending message to topic {topic} with error: {error}{also}", file=err)
+    return 1 if failures else 0
