@@ -22,7 +22,8 @@ import asyncio
 import contextlib
 import signal
 import sys
-from typing import Any, TextIO
+from collections.abc import Coroutine
+from typing import Any, TextIO, TypeVar
 
 from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
 from kafkasim.cli.console_producer import parse_properties
@@ -32,6 +33,8 @@ from kafkasim.common.errors import RequestTimedOutError
 from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage.records.batch import TimestampType
+
+T = TypeVar("T")
 
 FORMATTER_PROPERTIES = (
     "print.timestamp",
@@ -153,10 +156,7 @@ def cmd_console_consumer(args: argparse.Namespace) -> int:
         # Commit exactly what was printed (see consume), not positions past a --max-messages cut.
         config["enable.auto.commit"] = False
     start = "earliest" if args.from_beginning else (offset or "latest")
-    try:
-        return asyncio.run(consume(args, config, start, formatter, out=sys.stdout, err=sys.stderr))
-    except asyncio.CancelledError:  # SIGTERM before reading began: nothing to summarise
-        return 128 + signal.SIGTERM
+    return asyncio.run(consume(args, config, start, formatter, out=sys.stdout, err=sys.stderr))
 
 
 async def consume(
@@ -174,45 +174,65 @@ async def consume(
     # --timeout-ms bounds the wait for the first record from the start, as Kafka's first
     # poll does: looking the topic up counts (an unreachable broker fails within it).
     deadline_ms = None if args.timeout_ms is None else clock.monotonic_ms() + args.timeout_ms
-    # SIGTERM does what Ctrl-C does: stop reading, commit, leave the group, print the count.
+    # SIGTERM and Ctrl-C stop the reading between two batches: what was printed is counted
+    # and committed, then the consumer leaves its group (close) and the count is printed.
     loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     try:
         async with Consumer(config, transport=transport, clock=clock) as consumer:
             try:
                 async with asyncio.timeout(
                     None if args.timeout_ms is None else args.timeout_ms / 1000
                 ):
-                    await _start(consumer, args, start)
+                    started = await _unless_stopped(_start(consumer, args, start), stop)
             except TimeoutError:
                 raise RequestTimedOutError(
                     f"Topic {args.topic} not present in metadata after {args.timeout_ms} ms."
                 ) from None
-            with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
-                while args.max_messages is None or processed < args.max_messages:
-                    wait_ms = args.timeout_ms or 1000
-                    if deadline_ms is not None:  # the first poll: what is left of it
-                        wait_ms = max(deadline_ms - clock.monotonic_ms(), 0)
-                        deadline_ms = None
-                    records = await consumer.poll(wait_ms)
-                    if not records and args.timeout_ms is not None:
-                        break
-                    if args.max_messages is not None:
-                        records = records[: args.max_messages - processed]
-                    for record in records:
-                        out.write(formatter.format(record))
-                    out.flush()
-                    if args.group is not None and records:
-                        printed = {r.topic_partition: r.offset + 1 for r in records}
-                        await consumer.commit(printed)
-                    processed += len(records)
+            while started and (args.max_messages is None or processed < args.max_messages):
+                wait_ms = args.timeout_ms or 1000
+                if deadline_ms is not None:  # the first poll: what is left of it
+                    wait_ms = max(deadline_ms - clock.monotonic_ms(), 0)
+                    deadline_ms = None
+                polled = await _unless_stopped(consumer.poll(wait_ms), stop)
+                if polled is None:
+                    break
+                records = polled[0]
+                if not records and args.timeout_ms is not None:
+                    break
+                if args.max_messages is not None:
+                    records = records[: args.max_messages - processed]
+                for record in records:
+                    out.write(formatter.format(record))
+                out.flush()
+                processed += len(records)
+                if args.group is not None and records:
+                    printed = {r.topic_partition: r.offset + 1 for r in records}
+                    await consumer.commit(printed)
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
         await transport.close()
     print(f"Processed a total of {processed} messages", file=err)
     return 0
+
+
+async def _unless_stopped(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> tuple[T] | None:
+    """``work``'s result (in a 1-tuple), or None if ``stop`` was set first (``work`` is then
+    cancelled)."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    return (task.result(),) if task.done() and not task.cancelled() else None
 
 
 async def _start(consumer: Consumer, args: argparse.Namespace, start: str) -> None:
