@@ -28,6 +28,7 @@ from kafkasim.cli import (
     topics,
     verify_log,
 )
+from kafkasim.cli.pipes import CLOSED_PIPE_STATUS, stdout_closed
 from kafkasim.common.errors import KafkasimError
 
 
@@ -69,6 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         code: int = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader of our output went away (`kafkasim ... | head`): stop quietly.
+        stdout_closed()
+        return CLOSED_PIPE_STATUS
     except (KafkasimError, OSError, ValueError) as e:
         print(f"kafkasim {args.command}: error: {e}", file=sys.stderr)
         return 1
