@@ -305,7 +305,9 @@ class Broker:
                 self.server = server
         host, _ = self.config.listen_address
         if self.config["metrics.port"] >= 0:
-            self.metrics.serve(host, self.config["metrics.port"])
+            bound = self.metrics.serve(host, self.config["metrics.port"])
+            # With metrics.port=0 the log is the only place that says which port it took.
+            logger.info("broker %d: metrics on http://%s/metrics", self.broker_id, bound)
         await self._register()
         if self._controller_factory is not None:
             self.controller = self._controller_factory(
