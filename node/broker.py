@@ -46,6 +46,7 @@ from kafkasim.common.rpc import RpcError, RpcServer, RpcStatus, Transport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.controller import Controller, ControllerConfig
+from kafkasim.controller.stats import ControllerStats
 from kafkasim.node import apis_admin
 from kafkasim.node.admin_calls import AdminCalls
 from kafkasim.node.apis import KafkaApis
@@ -86,6 +87,9 @@ class HostedController(AdminCalls, Protocol):
 
     @property
     def is_active(self) -> bool: ...
+
+    @property
+    def stats(self) -> ControllerStats: ...
 
     def snapshot(self) -> ControllerSnapshot: ...
 
