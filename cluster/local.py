@@ -24,6 +24,7 @@ from kafkasim.controller.zk_process import ZooKeeperProcess, free_loopback_port
 logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+SIGNAL_SETTLE_S = 5.0
 
 
 @dataclass
@@ -328,7 +329,8 @@ class LocalCluster:
 
     def kill(self, broker_id: int, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` to a running broker; for SIGKILL and SIGTERM, until it exited (SIGKILL
-        after 60 s of a controlled shutdown)."""
+        after 60 s of a controlled shutdown); for SIGSTOP and SIGCONT, until it is paused or
+        runs again."""
         broker = self.brokers[broker_id]
         pid = broker.pid
         if pid is None or not broker.running:
@@ -339,6 +341,12 @@ class LocalCluster:
         if sig in (signal.SIGKILL, signal.SIGTERM) and not broker.wait_exited(60):
             os.kill(pid, signal.SIGKILL)
             broker.wait_exited(10)
+        elif sig in (signal.SIGSTOP, signal.SIGCONT):
+            # A signal is delivered asynchronously: until /proc shows the new state (bounded),
+            # so that what follows (a status, the next fault) sees it.
+            deadline = time.monotonic() + SIGNAL_SETTLE_S
+            while broker.paused != (sig == signal.SIGSTOP) and time.monotonic() < deadline:
+                time.sleep(0.01)
 
     def pause(self, broker_id: int) -> None:
         self.kill(broker_id, signal.SIGSTOP)
