@@ -45,7 +45,7 @@ def test_metrics_port_minus_one_serves_no_metrics(tmp_path: Path) -> None:
 
 
 def test_a_bad_metrics_port_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="metrics.port must be an integer, got 'x'"):
+    with pytest.raises(ValueError, match=r"metrics\.port must be an integer, got 'x'"):
         LocalCluster(tmp_path, brokers=1, broker_props={"metrics.port": "x"})
 
 
