@@ -167,5 +167,10 @@ def test_main_job_demo_ends_with_the_expected_verdicts(tmp_path: Path) -> None:
     acks_all, acks_1 = lines["verdict acks=all"], lines["verdict acks=1"]
     assert "lost 0," in acks_all and "duplicated 0" in acks_all
     assert "lost 0," not in acks_1
+    # What the narration says the leader acknowledged alone is what the verdict finds lost.
+    alone = re.search(r"the leader acknowledged (\d+) more records alone", out.stdout)
+    assert alone is not None, out.stdout
+    assert f"lost {alone.group(1)}," in acks_1
+    assert f"acks=1 lost {alone.group(1)} acknowledged records: the {alone.group(1)} " in out.stdout
     assert "lost nothing acknowledged" in out.stdout
     assert "SIGKILL the leader" in out.stdout and "back in the ISR" in out.stdout
