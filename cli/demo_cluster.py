@@ -29,7 +29,6 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
 
-
 # The brokers' replica.fetch.wait.max.ms (Kafka's default, which LocalCluster keeps).
 REPLICA_FETCH_WAIT_MAX_S = 0.5
 
