@@ -71,5 +71,4 @@ def test_readme_cluster_commands_parse_with_the_real_parser() -> None:
     verbs = {argv[1] for argv in commands}
     assert {"up", "status", "down", "start", "stop", "kill", "pause", "resume", "logs"} <= verbs
     for argv in commands:
-        argv = [arg for arg in argv if arg not in ("[--wipe]", "[-f]")]
-        build_parser().parse_args(argv)
+        build_parser().parse_args([arg for arg in argv if arg not in ("[--wipe]", "[-f]")])
