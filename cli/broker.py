@@ -87,6 +87,12 @@ async def serve(config: BrokerConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     await broker.start()
     print(f"kafkasim broker {broker.broker_id} serving on {broker.address}", flush=True)
+    if broker.metrics_address is not None:
+        print(
+            f"kafkasim broker {broker.broker_id} metrics on http://{broker.metrics_address}"
+            "/metrics",
+            flush=True,
+        )
     await stop.wait()
     logger.info("broker %d: shutdown requested", broker.broker_id)
     await broker.shutdown()

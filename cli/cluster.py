@@ -6,9 +6,17 @@ it started in ``<dir>/cluster.json`` and prints how to reach them: each broker h
 listener (kafkasim's own tools and clients) and a Kafka-protocol one (Kafka's clients: kcat,
 librdkafka, Java), and ``up`` prints a bootstrap string for each. ``status`` shows brokers with
 both addresses, the controller and, for every partition, leader, replicas and ISR (from
-ZooKeeper) with each replica's HW and LEO (asked of the brokers). ``down`` stops everything
-``up`` started — by the pids it recorded, SIGTERM first (a controlled shutdown), SIGKILL if a
-process hangs.
+ZooKeeper) with each replica's HW and LEO (asked of the brokers). Each broker also serves its
+Prometheus metrics on a port of its own (``metrics.port``: free ones by default), which ``up``
+and ``status`` print. ``down`` stops everything ``up`` started — by the pids it recorded,
+SIGTERM first (a controlled shutdown), SIGKILL if a process hangs.
+
+One broker at a time: ``stop`` (a controlled shutdown), ``kill`` (kill -9), ``pause`` /
+``resume`` (SIGSTOP / SIGCONT) and ``start`` (again, on its ports and data, until it serves)
+take the same steps as the failure runner's local-process backend
+(``cluster.chaos.LocalBackend``) on the cluster ``cluster.json`` describes, and record a
+restarted broker's pid there for ``status`` and ``down``. ``logs`` prints the end of a
+broker's log (``-f``: and follows it).
 """
 
 from __future__ import annotations
@@ -20,12 +28,14 @@ import json
 import os
 import shutil
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from kafkasim.cli.status import describe_cluster
-from kafkasim.cluster.local import LocalCluster
+from kafkasim.cluster.chaos import LOCAL, ZK_SESSION_TIMEOUT_MS_DEFAULT, LocalBackend
+from kafkasim.cluster.local import BrokerProcess, LocalCluster, process_alive
 from kafkasim.common.coordination import NoNodeError
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
@@ -56,15 +66,30 @@ def register(sub: Any) -> None:
     down.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     down.add_argument("--wipe", action="store_true", help="also delete the data directory")
     down.set_defaults(func=cmd_down)
+    for verb, text in _BROKER_VERBS.items():
+        one = verbs.add_parser(verb, help=text)
+        one.add_argument("--broker", type=int, required=True, metavar="N", help="broker id")
+        one.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+        one.set_defaults(func=cmd_broker)
+    logs = verbs.add_parser("logs", help="the end of a broker's log")
+    logs.add_argument("--broker", type=int, required=True, metavar="N", help="broker id")
+    logs.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    logs.add_argument(
+        "--tail", type=int, default=50, metavar="LINES", help="lines to print (default 50)"
+    )
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="then print what it writes, until Ctrl-C"
+    )
+    logs.set_defaults(func=cmd_logs)
 
 
-def _pid_alive(pid: int, marker: str) -> bool:
-    """The pid runs and is ours (its command line names our directory: pids get reused)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return False
-    return marker in cmdline
+_BROKER_VERBS = {
+    "start": "start a broker that is down (its ports and data), until it serves",
+    "stop": "stop a broker: a controlled shutdown (SIGTERM)",
+    "kill": "kill a broker at once (SIGKILL), as a crash",
+    "pause": "freeze a broker (SIGSTOP): alive but silent, as a long GC pause",
+    "resume": "let a paused broker run again (SIGCONT)",
+}
 
 
 def _load_state(root: Path) -> dict[str, Any] | None:
@@ -78,7 +103,7 @@ def _load_state(root: Path) -> dict[str, Any] | None:
 def _running_pids(state: dict[str, Any]) -> list[int]:
     marker = state["dir"]
     pids = [b["pid"] for b in state["brokers"]] + [state["zookeeper"]["pid"]]
-    return [pid for pid in pids if _pid_alive(pid, marker)]
+    return [pid for pid in pids if pid is not None and process_alive(pid, marker)]
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -107,37 +132,18 @@ def cmd_up(args: argparse.Namespace) -> int:
     except BaseException:
         cluster.stop()
         raise
-    state = {
-        "dir": str(root),
-        "zookeeper": {
-            "pid": cluster.zookeeper.pid,
-            "connect": cluster.zookeeper.connect_string,
-            "log": str(cluster.zookeeper.log_path),
-        },
-        "brokers": [
-            {
-                "id": b.broker_id,
-                "pid": b.pid,
-                "address": b.address,
-                "kafka_address": b.kafka_address,
-                "data": str(b.data_dir),
-                "log": str(b.log_path),
-            }
-            for b in cluster.brokers.values()
-        ],
-    }
+    state = cluster.state()
     cluster.zookeeper.release()
-    (root / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
+    _save_state(root, state)
     print(f"kafkasim cluster up in {root}")
-    print(f"  zookeeper.connect  {state['zookeeper']['connect']}")
-    grpc = ",".join(b["address"] for b in state["brokers"])
-    kafka = ",".join(b["kafka_address"] for b in state["brokers"])
-    print(f"  bootstrap.servers (kafkasim tools, gRPC)  {grpc}")
-    print(f"  bootstrap.servers (Kafka clients)         {kafka}")
-    for b in state["brokers"]:
+    print(f"  zookeeper.connect  {cluster.zookeeper.connect_string}")
+    print(f"  bootstrap.servers (kafkasim tools, gRPC)  {','.join(cluster.bootstrap)}")
+    print(f"  bootstrap.servers (Kafka clients)         {cluster.kafka_bootstrap}")
+    for b in cluster.brokers.values():
+        metrics = f"  metrics {b.metrics_url}" if b.metrics_url else ""
         print(
-            f"  broker {b['id']}  gRPC {b['address']}  Kafka {b['kafka_address']}  "
-            f"pid {b['pid']}  log {b['log']}"
+            f"  broker {b.broker_id}  gRPC {b.address}  Kafka {b.kafka_address}{metrics}  "
+            f"pid {b.pid}  log {b.log_path}"
         )
     print(f"stop it with: kafkasim cluster down --dir {args.dir}")
     return 0
@@ -171,13 +177,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 async def _status(state: dict[str, Any]) -> str:
+    cluster = LocalCluster.attach(state)
     return await describe_cluster(
         state["zookeeper"]["connect"],
-        {b["id"]: b["address"] for b in state["brokers"]},
-        alive={b["id"]: _pid_alive(b["pid"], state["dir"]) for b in state["brokers"]},
-        # A state file written before brokers had a Kafka listener names none.
-        kafka_addresses={
-            b["id"]: b["kafka_address"] for b in state["brokers"] if "kafka_address" in b
+        {b.broker_id: b.address for b in cluster.brokers.values()},
+        alive={b.broker_id: b.running for b in cluster.brokers.values()},
+        paused={b.broker_id for b in cluster.brokers.values() if b.paused},
+        kafka_addresses={b.broker_id: b.kafka_address for b in cluster.brokers.values()},
+        metrics_urls={
+            b.broker_id: b.metrics_url for b in cluster.brokers.values() if b.metrics_url
         },
     )
 
@@ -187,15 +195,13 @@ def cmd_down(args: argparse.Namespace) -> int:
     state = _load_state(root)
     if state is None:
         raise ValueError(f"no cluster in {args.dir}")
+    # Every broker by the pid the state file names now (a restarted one's too): SIGTERM for
+    # a controlled shutdown (SIGCONT first: a paused broker cannot shut down), SIGKILL if one
+    # hangs.
+    LocalCluster.attach(state).stop()
     marker = state["dir"]
-    brokers = [b["pid"] for b in state["brokers"] if _pid_alive(b["pid"], marker)]
-    for pid in brokers:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)  # a paused broker cannot shut down
-            os.kill(pid, signal.SIGTERM)  # controlled shutdown
-    _wait_gone(brokers, marker, 60.0)
     zk_pid = state["zookeeper"]["pid"]
-    if _pid_alive(zk_pid, marker):
+    if process_alive(zk_pid, marker):
         with contextlib.suppress(ProcessLookupError):
             os.kill(zk_pid, signal.SIGTERM)
         _wait_gone([zk_pid], marker, 15.0)
@@ -206,14 +212,111 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def _save_state(root: Path, state: dict[str, Any]) -> None:
+    (root / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
+
+
+def _attached(args: argparse.Namespace) -> tuple[dict[str, Any], LocalCluster, BrokerProcess]:
+    """The state, the cluster and ``--broker``'s broker; a clear error when there is none."""
+    state = _load_state(args.dir.resolve())
+    if state is None:
+        raise ValueError(f"no cluster in {args.dir} (run 'kafkasim cluster up' first)")
+    cluster = LocalCluster.attach(state)
+    broker = cluster.brokers.get(args.broker)
+    if broker is None:
+        known = ", ".join(map(str, sorted(cluster.brokers)))
+        raise ValueError(f"no broker {args.broker} in the cluster in {args.dir} (brokers {known})")
+    return state, cluster, broker
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    """start|stop|kill|pause|resume one broker, as the failure runner does it."""
+    state, cluster, broker = _attached(args)
+    backend = LocalBackend.over(cluster)
+    n, verb = broker.broker_id, args.verb
+    if verb == "start":
+        if broker.running:
+            raise ValueError(f"broker {n} is already running (pid {broker.pid})")
+        backend.start_broker(n)
+        # The new pid goes on record before the wait: `down` stops it whatever happens next.
+        _save_state(cluster.root, {**cluster.state(), "zookeeper": state["zookeeper"]})
+        waited_s = _wait_serving(backend, n, _session_timeout_s(cluster))
+        print(f"broker {n} started (pid {broker.pid}), serving after {waited_s:.1f} s")
+        return 0
+    if not broker.running:
+        raise ValueError(f"broker {n} is not running (start it with 'kafkasim cluster start')")
+    if verb == "pause" and broker.paused:
+        raise ValueError(f"broker {n} is already paused")
+    if verb == "resume" and not broker.paused:
+        raise ValueError(f"broker {n} is not paused")
+    if verb == "stop":
+        backend.kill(n, signal.SIGTERM)
+    elif verb == "kill":
+        backend.kill(n, signal.SIGKILL)
+    elif verb == "pause":
+        backend.pause(n)
+    else:
+        backend.resume(n)
+    done = {"stop": "stopped", "kill": "killed", "pause": "paused", "resume": "resumed"}[verb]
+    print(f"broker {n} {done} (pid {broker.pid})")
+    return 0
+
+
+def _session_timeout_s(cluster: LocalCluster) -> float:
+    raw = cluster.broker_props.get("zookeeper.session.timeout.ms", ZK_SESSION_TIMEOUT_MS_DEFAULT)
+    return int(str(raw)) / 1000
+
+
+def _wait_serving(backend: LocalBackend, broker_id: int, session_timeout_s: float) -> float:
+    """As the failure runner waits for a restarted broker: until its log says it serves, at
+    most the ZooKeeper session timeout (its previous registration may linger that long after
+    a kill -9) and the backend's grace; seconds waited."""
+    started = time.monotonic()
+    limit_s = session_timeout_s + LOCAL.serving_grace_s
+    while not backend.serving_again(broker_id):
+        if not backend.running(broker_id):
+            raise ValueError(
+                f"broker {broker_id} exited while starting ({backend.exit_note(broker_id)})"
+            )
+        if time.monotonic() - started > limit_s:
+            raise ValueError(
+                f"broker {broker_id} not serving {limit_s:g} s after its start "
+                f"({backend.exit_note(broker_id)})"
+            )
+        time.sleep(LOCAL.serving_poll_s)
+    return time.monotonic() - started
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    _, _, broker = _attached(args)
+    if args.tail < 0:
+        raise ValueError(f"--tail must be 0 or more, got {args.tail}")
+    path = broker.log_path
+    if not path.exists():
+        raise ValueError(f"broker {broker.broker_id} has no log yet ({path})")
+    with path.open("rb") as log:
+        lines = log.read().splitlines(keepends=True)
+        out = sys.stdout.buffer
+        out.writelines(lines[-args.tail :] if args.tail else [])
+        out.flush()
+        while args.follow:
+            chunk = log.read()
+            if chunk:
+                out.write(chunk)
+                out.flush()
+            else:
+                time.sleep(0.2)
+    return 0
+
+
 def _wait_gone(pids: list[int], marker: str, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        alive = [pid for pid in pids if _pid_alive(pid, marker)]
+        alive = [pid for pid in pids if process_alive(pid, marker)]
         if not alive:
             return
         time.sleep(0.1)
     for pid in pids:
-        if _pid_alive(pid, marker):
+        if process_alive(pid, marker):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

@@ -22,9 +22,13 @@ async def describe_cluster(
     *,
     alive: dict[int, bool] | None = None,
     kafka_addresses: dict[int, str] | None = None,
+    paused: set[int] | None = None,
+    metrics_urls: dict[int, str] | None = None,
 ) -> str:
     """``addresses``: each broker's gRPC listener (asked for its replicas);
-    ``kafka_addresses``: its Kafka-protocol listener, shown beside it."""
+    ``kafka_addresses``: its Kafka-protocol listener, shown beside it; ``alive`` and
+    ``paused``: its process's state (SIGSTOP: alive but paused); ``metrics_urls``: where it
+    serves its Prometheus metrics."""
     zk = KazooCoordination(connect, 10_000)
     await zk.start()
     transport = GrpcTransport()
@@ -44,11 +48,18 @@ async def describe_cluster(
             process = (
                 ""
                 if alive is None
+                else " process paused"
+                if broker_id in (paused or set())
                 else (" process up" if alive.get(broker_id) else " process down")
             )
             registration = "registered" if broker_id in registered else "not registered"
             kafka = (kafka_addresses or {}).get(broker_id)
-            listeners = f"gRPC {addresses[broker_id]}" + (f"  Kafka {kafka}" if kafka else "")
+            metrics = (metrics_urls or {}).get(broker_id)
+            listeners = (
+                f"gRPC {addresses[broker_id]}"
+                + (f"  Kafka {kafka}" if kafka else "")
+                + (f"  metrics {metrics}" if metrics else "")
+            )
             lines.append(f"  {broker_id}  {listeners}  {registration}{process}")
         lines.append(
             f"Controller: broker {controller} (controller epoch {controller_epoch})"

@@ -390,11 +390,19 @@ class ProcessBackend:
 class LocalBackend:
     """``LocalCluster``: ZooKeeper and broker processes on loopback, faults by signal."""
 
-    def __init__(self, scenario: Scenario, root: Path) -> None:
+    def __init__(self, scenario: Scenario | None, root: Path) -> None:
         self.scenario = scenario
         self.root = root
         self._cluster: LocalCluster | None = None
         self._marks: dict[int, int] = {}
+
+    @classmethod
+    def over(cls, cluster: LocalCluster) -> LocalBackend:
+        """The same steps on a cluster that runs already (``kafkasim cluster stop|kill|pause|
+        resume|start --broker N`` on the cluster of ``cluster up``)."""
+        backend = cls(None, cluster.root)
+        backend._cluster = cluster
+        return backend
 
     @property
     def spec(self) -> BackendSpec:
@@ -403,6 +411,7 @@ class LocalBackend:
     @property
     def cluster(self) -> LocalCluster:
         if self._cluster is None:
+            assert self.scenario is not None, "a backend over a running cluster has it already"
             self._cluster = LocalCluster(
                 self.root,
                 brokers=self.scenario.cluster.brokers,
@@ -458,7 +467,7 @@ class LocalBackend:
 
     def exit_note(self, broker_id: int) -> str:
         broker = self.cluster.brokers[broker_id]
-        status = broker.process.returncode if broker.process is not None else None
+        status = broker.process.poll() if broker.process is not None else None
         return f"status {status}; log: {broker.log_path}"
 
     def pause(self, broker_id: int) -> None:

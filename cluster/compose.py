@@ -202,20 +202,32 @@ def free_loopback_ports(count: int) -> list[int]:
     return ports
 
 
-def port_environment(ports: Mapping[int, int], kafka_ports: Mapping[int, int]) -> dict[str, str]:
+def port_environment(
+    ports: Mapping[int, int],
+    kafka_ports: Mapping[int, int],
+    metrics_ports: Mapping[int, int] | None = None,
+) -> dict[str, str]:
     """The variables the compose file publishes the brokers' external listeners by: gRPC
-    (``ports``) and Kafka's protocol (``kafka_ports``)."""
+    (``ports``) and Kafka's protocol (``kafka_ports``), and their metrics endpoints
+    (``metrics_ports``; None: the file's defaults)."""
     return {
         **{f"KAFKASIM_BROKER_{b}_PORT": str(port) for b, port in ports.items()},
         **{f"KAFKASIM_BROKER_{b}_KAFKA_PORT": str(port) for b, port in kafka_ports.items()},
+        **{
+            f"KAFKASIM_BROKER_{b}_METRICS_PORT": str(port)
+            for b, port in (metrics_ports or {}).items()
+        },
     }
 
 
-def free_broker_ports() -> tuple[dict[int, int], dict[int, int]]:
-    """Free 127.0.0.1 ports for brokers 1-3's external listeners: (gRPC, Kafka's protocol)."""
-    found = iter(free_loopback_ports(2 * len(BROKER_IDS)))
+def free_broker_ports() -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+    """Free 127.0.0.1 ports for brokers 1-3's external listeners and metrics endpoints:
+    (gRPC, Kafka's protocol, metrics). A project of its own publishes on its own ports, so
+    runs side by side do not clash."""
+    found = iter(free_loopback_ports(3 * len(BROKER_IDS)))
     grpc = {b: next(found) for b in BROKER_IDS}
-    return grpc, {b: next(found) for b in BROKER_IDS}
+    kafka = {b: next(found) for b in BROKER_IDS}
+    return grpc, kafka, {b: next(found) for b in BROKER_IDS}
 
 
 # -- the cluster ---------------------------------------------------------------------------------
@@ -226,7 +238,8 @@ class ComposeCluster:
     """One compose project: containers by broker id, faults through the docker CLI (each
     waits for its command; none by name match outside this project). Every compose command
     gets the brokers' host ports in its environment (``ports``: the external gRPC listeners,
-    ``kafka_ports``: the external Kafka-protocol ones). ``remember_containers``: look each
+    ``kafka_ports``: the external Kafka-protocol ones, ``metrics_ports``: the metrics
+    endpoints, the file's defaults when empty). ``remember_containers``: look each
     broker's container up once (for a user that never has compose re-create one)."""
 
     command: str
@@ -234,6 +247,7 @@ class ComposeCluster:
     project: str
     ports: dict[int, int]
     kafka_ports: dict[int, int]
+    metrics_ports: dict[int, int] = field(default_factory=dict)
     remember_containers: bool = False
     _containers: dict[int, str] = field(default_factory=dict, repr=False)
 
@@ -266,7 +280,10 @@ class ComposeCluster:
     def compose(self, *args: str, timeout_s: float = DOCKER_COMMAND_TIMEOUT_S) -> str:
         files = [arg for f in self.files for arg in ("-f", f)]
         argv = [*self.command.split(), *files, "-p", self.project, *args]
-        env = {**os.environ, **port_environment(self.ports, self.kafka_ports)}
+        env = {
+            **os.environ,
+            **port_environment(self.ports, self.kafka_ports, self.metrics_ports),
+        }
         result = run_command(argv, timeout_s, env)
         if result.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} failed: {result.stderr.strip()}")

@@ -15,8 +15,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kafkasim.common.errors import KafkasimError
 from kafkasim.controller.zk_process import ZooKeeperProcess, free_loopback_port
@@ -49,6 +51,9 @@ def broker_error(output: str) -> str:
     return lines[-1] if lines else "no output"
 
 
+SIGNAL_SETTLE_S = 5.0
+
+
 @dataclass
 class BrokerProcess:
     broker_id: int
@@ -62,6 +67,11 @@ class BrokerProcess:
     log_start: int = 0
     # The Kafka-protocol listener's port (the KAFKA listener; the gRPC one is ``port``).
     kafka_port: int = field(default_factory=free_loopback_port)
+    # GET /metrics (Prometheus) on 127.0.0.1; None: the broker serves no metrics.
+    metrics_port: int | None = field(default_factory=free_loopback_port)
+    # A broker process this object did not start (a cluster attached from its state file):
+    # known by pid only, and told from a reused pid by its command line.
+    adopted_pid: int | None = None
 
     def __post_init__(self) -> None:
         self.log_path = self.data_dir / "broker.log"
@@ -76,12 +86,64 @@ class BrokerProcess:
         return f"127.0.0.1:{self.kafka_port}"
 
     @property
+    def metrics_url(self) -> str | None:
+        """Where Prometheus scrapes the broker (None: it serves no metrics)."""
+        if self.metrics_port is None:
+            return None
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    @property
     def pid(self) -> int | None:
-        return None if self.process is None else self.process.pid
+        return self.adopted_pid if self.process is None else self.process.pid
 
     @property
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        """Alive (paused too)."""
+        if self.process is not None:
+            return self.process.poll() is None
+        return self.adopted_pid is not None and process_alive(
+            self.adopted_pid, str(self.config_path)
+        )
+
+    @property
+    def paused(self) -> bool:
+        """Stopped by SIGSTOP (``pause``) and not yet continued."""
+        return self.pid is not None and self.running and process_state(self.pid) in ("T", "t")
+
+    def wait_exited(self, timeout_s: float) -> bool:
+        """Until the process is gone (True) or ``timeout_s`` passed (False)."""
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        deadline = time.monotonic() + timeout_s
+        while self.running:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+
+def process_alive(pid: int, marker: str) -> bool:
+    """The pid runs and is ours: its command line names ``marker`` (pids get reused). A
+    zombie (exited, not yet reaped by its parent) has an empty command line: not alive."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return False
+    return marker in cmdline
+
+
+def process_state(pid: int) -> str:
+    """The process's state letter in /proc (R, S, D, T stopped, Z zombie; "" when gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    # pid (comm) state ...: comm may hold spaces and parentheses, so split after the last ')'.
+    return stat.rpartition(")")[2].split()[0]
 
 
 class LocalCluster:
@@ -100,13 +162,76 @@ class LocalCluster:
         self._own_zookeeper = zookeeper is None
         self.zookeeper = zookeeper or ZooKeeperProcess(root / "zookeeper", detached=detached)
         self.broker_props = dict(broker_props or {})
+        # metrics.port is per broker here: 0 (or unset) a free port each, -1 none, and a
+        # fixed one P is broker N's P + N - 1 (one port for all would let one broker bind).
+        self.metrics_base = _metrics_base(self.broker_props.pop("metrics.port", 0))
         self.brokers: dict[int, BrokerProcess] = {}
         for broker_id in range(1, brokers + 1):
             data_dir = root / f"broker-{broker_id}"
             data_dir.mkdir(parents=True, exist_ok=True)
             self.brokers[broker_id] = BrokerProcess(
-                broker_id, free_loopback_port(), data_dir, data_dir / "server.properties"
+                broker_id,
+                free_loopback_port(),
+                data_dir,
+                data_dir / "server.properties",
+                metrics_port=self._metrics_port(broker_id),
             )
+
+    def _metrics_port(self, broker_id: int) -> int | None:
+        if self.metrics_base < 0:
+            return None
+        return self.metrics_base + broker_id - 1 if self.metrics_base else free_loopback_port()
+
+    def state(self) -> dict[str, object]:
+        """What ``attach`` needs to manage the running cluster from another process (the
+        ``cluster.json`` of ``kafkasim cluster up``)."""
+        return {
+            "dir": str(self.root),
+            "zookeeper": {
+                "pid": self.zookeeper.pid,
+                "connect": self.zookeeper.connect_string,
+                "log": str(self.zookeeper.log_path),
+            },
+            "overrides": {k: str(v) for k, v in self.broker_props.items()},
+            "metrics_base": self.metrics_base,
+            "brokers": [
+                {
+                    "id": b.broker_id,
+                    "pid": b.pid,
+                    "address": b.address,
+                    "kafka_address": b.kafka_address,
+                    "metrics": b.metrics_url,
+                    "data": str(b.data_dir),
+                    "log": str(b.log_path),
+                }
+                for b in self.brokers.values()
+            ],
+        }
+
+    @classmethod
+    def attach(cls, state: Mapping[str, Any]) -> LocalCluster:
+        """The cluster ``state()`` describes, its processes adopted by pid: brokers can be
+        stopped, killed, paused, resumed and started again (on the same ports and data) as
+        in a cluster this process started. ZooKeeper is not ours to stop."""
+        root = Path(state["dir"])
+        _, _, zk_port = state["zookeeper"]["connect"].rpartition(":")
+        zookeeper = ZooKeeperProcess(root / "zookeeper", int(zk_port))
+        props: dict[str, object] = dict(state.get("overrides", {}))
+        cluster = cls(root, brokers=0, broker_props=props, zookeeper=zookeeper, detached=True)
+        cluster.metrics_base = int(state.get("metrics_base", -1))
+        for b in state["brokers"]:
+            data_dir = Path(b["data"])
+            metrics = b.get("metrics")
+            cluster.brokers[b["id"]] = BrokerProcess(
+                b["id"],
+                _port_of(b["address"]),
+                data_dir,
+                data_dir / "server.properties",
+                kafka_port=_port_of(b["kafka_address"]),
+                metrics_port=None if metrics is None else _port_of(metrics.split("/")[2]),
+                adopted_pid=b["pid"],
+            )
+        return cluster
 
     @property
     def bootstrap(self) -> list[str]:
@@ -133,6 +258,7 @@ class LocalCluster:
             "transaction.state.log.replication.factor": min(3, len(self.brokers)),
             "transaction.state.log.min.isr": min(2, len(self.brokers)),
             "group.initial.rebalance.delay.ms": 0,
+            "metrics.port": -1 if broker.metrics_port is None else broker.metrics_port,
         }
         props.update(self.broker_props)
         lines = [f"{k}={v}" for k, v in props.items()]
@@ -171,6 +297,8 @@ class LocalCluster:
         broker.restarts += 1
         broker.port = free_loopback_port()
         broker.kafka_port = free_loopback_port()
+        if self.metrics_base == 0:
+            broker.metrics_port = free_loopback_port()
         self.start_broker(broker_id)
         return True
 
@@ -179,6 +307,7 @@ class LocalCluster:
         if broker.running:
             return broker
         self._write_config(broker)
+        broker.adopted_pid = None
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
         log = open(broker.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
         broker.log_start = log.tell()
@@ -234,15 +363,25 @@ class LocalCluster:
         )
 
     def kill(self, broker_id: int, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to a running broker; for SIGKILL and SIGTERM, until it exited (SIGKILL
+        after 60 s of a controlled shutdown); for SIGSTOP and SIGCONT, until it is paused or
+        runs again."""
         broker = self.brokers[broker_id]
-        if broker.process is not None and broker.running:
-            os.kill(broker.process.pid, sig)
-            if sig in (signal.SIGKILL, signal.SIGTERM):
-                try:
-                    broker.process.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    os.kill(broker.process.pid, signal.SIGKILL)
-                    broker.process.wait(timeout=10)
+        pid = broker.pid
+        if pid is None or not broker.running:
+            return
+        if sig == signal.SIGTERM:
+            os.kill(pid, signal.SIGCONT)  # a paused broker cannot shut down
+        os.kill(pid, sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM) and not broker.wait_exited(60):
+            os.kill(pid, signal.SIGKILL)
+            broker.wait_exited(10)
+        elif sig in (signal.SIGSTOP, signal.SIGCONT):
+            # A signal is delivered asynchronously: until /proc shows the new state (bounded),
+            # so that what follows (a status, the next fault) sees it.
+            deadline = time.monotonic() + SIGNAL_SETTLE_S
+            while broker.paused != (sig == signal.SIGSTOP) and time.monotonic() < deadline:
+                time.sleep(0.01)
 
     def pause(self, broker_id: int) -> None:
         self.kill(broker_id, signal.SIGSTOP)
@@ -253,15 +392,27 @@ class LocalCluster:
     def stop(self) -> None:
         """Stop every broker (controlled shutdown, SIGKILL if it hangs), then ZooKeeper."""
         for broker in self.brokers.values():
-            if broker.process is not None and broker.running:
-                os.kill(broker.process.pid, signal.SIGCONT)
-                os.kill(broker.process.pid, signal.SIGTERM)
+            if broker.pid is not None and broker.running:
+                os.kill(broker.pid, signal.SIGCONT)
+                os.kill(broker.pid, signal.SIGTERM)
         for broker in self.brokers.values():
-            if broker.process is not None:
-                try:
-                    broker.process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    broker.process.kill()
-                    broker.process.wait(timeout=10)
+            pid = broker.pid
+            if pid is not None and not broker.wait_exited(30):
+                os.kill(pid, signal.SIGKILL)
+                broker.wait_exited(10)
         if self._own_zookeeper:
             self.zookeeper.stop()
+
+
+def _metrics_base(value: object) -> int:
+    try:
+        port = int(str(value))
+    except ValueError:
+        raise ValueError(f"metrics.port must be an integer, got {value!r}") from None
+    if not -1 <= port < 65536:
+        raise ValueError(f"metrics.port must be -1..65535, got {port}")
+    return port
+
+
+def _port_of(address: str) -> int:
+    return int(address.rpartition(":")[2])

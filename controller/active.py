@@ -17,6 +17,7 @@ from kafkasim.controller.context import ControllerContext
 from kafkasim.controller.leadership import Leadership
 from kafkasim.controller.log import ControllerLog
 from kafkasim.controller.partition_state_machine import PartitionStateMachine
+from kafkasim.controller.stats import ControllerStats
 from kafkasim.controller.term import Term, Watches
 from kafkasim.controller.topic_admin import TopicAdmin
 from kafkasim.controller.topic_deletion import TopicDeletionManager
@@ -40,6 +41,7 @@ class ActiveController:
         watches: Watches,
         on_stop_replica_response: ResponseCallback,
         rng: random.Random,
+        stats: ControllerStats | None = None,
     ) -> ActiveController:
         """A new term: a channel to the brokers, and the objects built on them."""
         channel = ControllerChannel(
@@ -57,6 +59,7 @@ class ActiveController:
             log=log,
             watches=watches,
             on_stop_replica_response=on_stop_replica_response,
+            stats=stats,
         )
         return cls(term, rng)
 

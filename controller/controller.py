@@ -86,6 +86,7 @@ from kafkasim.controller.channel import ControllerChannel
 from kafkasim.controller.context import ControllerContext, ControllerSnapshot, PartitionView
 from kafkasim.controller.events import ControllerEvent, ControllerEventManager
 from kafkasim.controller.log import ControllerLog, logger
+from kafkasim.controller.stats import ControllerStats
 from kafkasim.controller.term import Watches
 from kafkasim.controller.topic_admin import await_topics
 from kafkasim.controller.zk_access import RetryingCoordination
@@ -161,6 +162,7 @@ class Controller:
         self._active_controller_id = zk_data.NO_LEADER
         self._session_id = 0
         self._log = ControllerLog(broker_id, lambda: self.epoch)
+        self.stats = ControllerStats(clock.monotonic_ms)
         # One watcher object per path, so that re-registering does not stack duplicates.
         self._controller_watcher: Watcher = self._on_controller_watch
         self._watches = Watches(
@@ -555,6 +557,7 @@ class Controller:
             watches=self._watches,
             on_stop_replica_response=self._on_stop_replica_response,
             rng=self._rng,
+            stats=self.stats,
         )
         self._log.info("became the controller with epoch %d", new_epoch)
         try:

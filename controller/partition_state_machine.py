@@ -148,6 +148,7 @@ class PartitionStateMachine:
         the written state has no leader).
         """
         ctx = self._ctx
+        started_ms = self._term.stats.now_ms()
         results: dict[TopicPartition, ElectionResult] = {}
         remaining = sorted(set(partitions))
         for _ in range(STATE_WRITE_ATTEMPTS_MAX):
@@ -196,6 +197,8 @@ class PartitionStateMachine:
             results[tp] = ElectionResult(
                 None, error=ELIGIBLE_LEADERS_NOT_AVAILABLE, reason="conflicting state writes"
             )
+        elected = [r for r in results.values() if r.leader_and_isr is not None]
+        self._term.stats.record(started_ms, len(elected), sum(1 for r in elected if r.unclean))
         return results
 
     def _log_state_change(

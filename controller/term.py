@@ -25,6 +25,7 @@ from kafkasim.controller.channel import (
 )
 from kafkasim.controller.context import ControllerContext
 from kafkasim.controller.log import ControllerLog
+from kafkasim.controller.stats import ControllerStats
 from kafkasim.controller.zk_data import LeaderAndIsr
 from kafkasim.controller.zk_writer import FencedZkWriter
 from kafkasim.proto import kafkasim_pb2 as pb
@@ -70,9 +71,12 @@ class Term:
         log: ControllerLog,
         watches: Watches,
         on_stop_replica_response: ResponseCallback,
+        stats: ControllerStats | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.ctx = ctx
+        # The controller's counters (kept across terms); a term of its own when not given.
+        self.stats = stats if stats is not None else ControllerStats(lambda: 0)
         self.zk = zk
         self.channel = channel
         self.config = config

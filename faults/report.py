@@ -109,7 +109,8 @@ def render(history: History, report: CheckReport) -> str:
         f"<h1>kafkasim run: {html.escape(str(meta.get('scenario', '?')))}</h1>",
         f"<p>runtime: {html.escape(str(meta.get('runtime', '?')))}, "
         f"client: {html.escape(str(meta.get('client', 'kafkasim')))}, "
-        f"seed: {html.escape(str(meta.get('seed', '-')))}</p>",
+        f"{html.escape(_seed_text(meta.get('seed')))}</p>",
+        "<p>Times count from the workload's start (0 s), as the run's console lines do.</p>",
         "<h2>Verdict</h2><pre>" + html.escape("\n".join(report.verdict_lines())) + "</pre>",
         "<h2>Faults</h2><ul>"
         + "".join(
@@ -178,3 +179,13 @@ def render(history: History, report: CheckReport) -> str:
         + "\n".join(body)
         + "</body></html>\n"
     )
+
+
+def _seed_text(seed: object) -> str:
+    """What the seed says about replaying the run."""
+    if seed is None:
+        return (
+            "seed: none (a run on real processes is not replayable from a seed; its fault "
+            "targets were drawn from a generator seeded with the scenario's name)"
+        )
+    return f"seed: {seed} (the same seed replays this run)"

@@ -115,6 +115,7 @@ class _Run:
         if s.workload.client != CLIENT_KAFKASIM:
             self.history.meta["client"] = s.workload.client
         self.t0 = 0.0
+        self._workload_started = False
 
     @property
     def spec(self) -> BackendSpec:
@@ -145,6 +146,7 @@ class _Run:
             self.event("topics created: " + ", ".join(_describe_topics(s)))
             self.start_ms = backend.clock.monotonic_ms()
             self.t0 = asyncio.get_running_loop().time()
+            self._workload_started = True
             workload = Workload(
                 scenario=s,
                 history=self.history,
@@ -159,7 +161,8 @@ class _Run:
             by = "" if s.workload.client == CLIENT_KAFKASIM else f", by {s.workload.client}"
             self.event(
                 f"workload started ({len(s.workload.producers)} producers, "
-                f"{len(s.workload.consumers)} consumers{by}, {s.workload.duration_s:g} s)"
+                f"{len(s.workload.consumers)} consumers{by}, {s.workload.duration_s:g} s); "
+                "times count from here, as in the history and the report"
             )
             await self._run_faults(s.workload.duration_s)
             await workload.stop_producers()
@@ -192,9 +195,15 @@ class _Run:
         return self.history
 
     def event(self, text: str) -> None:
+        """A line of the run's narration. Its time counts from the workload's start, as the
+        history's and the report's do (one origin); what happens before (the cluster's start,
+        the topics) is marked ``setup``."""
         logger.info("%s", text)
         if self.on_event is not None:
-            elapsed_s = (self.backend.clock.monotonic_ms() - self.began_ms) / 1000
+            if not self._workload_started:
+                self.on_event(f"  setup    {text}")
+                return
+            elapsed_s = self.now_ms() / 1000
             self.on_event(f"{elapsed_s:7.1f} s  {text}")
 
     def now_ms(self) -> int:
@@ -250,14 +259,18 @@ class _Run:
             return
         until = "" if fault.duration_s is None else f" for {fault.duration_s:g} s"
         self.event(f"{fault.action} {label}{until}")
+        injected_s = self._elapsed_s()
         undo = await APPLY[fault.action](self, fault, targets)
         if undo is not None and fault.duration_s is not None:
-            due_s = self._elapsed_s() + fault.duration_s
+            # The window the history records (start + duration), however long applying took.
+            due_s = injected_s + fault.duration_s
             self._undo.append(_Pending(due_s, f"{fault.action} {label}", undo))
 
     async def _heal(self, item: _Pending) -> None:
-        await item.undo()
+        # Said when the heal is applied (its window's end); a restarted broker then says
+        # when it serves again.
         self.event("healed: " + item.label)
+        await item.undo()
 
     async def _heal_everything(self) -> None:
         while self._background:  # heals and rolling restarts under way, and what they start

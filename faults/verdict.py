@@ -432,7 +432,10 @@ class CheckReport:
     def verdict_lines(self, examples_max: int = EXAMPLES_MAX) -> list[str]:
         """The text summary: the verdict line, then one line per partition and, under it, at
         most ``examples_max`` examples of each kind of anomaly."""
-        lines = [f"VERDICT: {self.verdict} — {_summary(self.counts(), self._allowed())}"]
+        counts = self.counts()
+        lines = [f"VERDICT: {self.verdict} — {_summary(counts, self._allowed())}"]
+        if counts["divergent_reads"]:
+            lines.append(_divergence_note(counts))
         for report in self.partitions.values():
             lines.extend(_partition_lines(report, examples_max))
         lines.extend(self.transactions.lines(examples_max))
@@ -494,6 +497,24 @@ def _summary(counts: dict[str, int], allowed: tuple[int, int]) -> str:
         if counts[key]
     )
     return ", ".join(parts)
+
+
+def _divergence_note(counts: dict[str, int]) -> str:
+    """Why the counts of a run with divergent reads look as they do, said first."""
+    n = counts["divergent_reads"]
+    note = (
+        f"  why: {n} records were read at offsets where the final log holds other records "
+        "(divergent reads): the log they were read from was truncated under them (as an "
+        "unclean leader election does) and those offsets were written again. 'read back' "
+        "counts them, as consumers did read them, yet no final log holds them: they are "
+        "among the lost"
+    )
+    if counts["reordered"]:
+        note += (
+            "; the records written again at their offsets sit before records their "
+            "producers sent earlier: the reordered"
+        )
+    return note + "."
 
 
 def _partition_lines(p: PartitionReport, examples_max: int) -> list[str]:

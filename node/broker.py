@@ -46,6 +46,7 @@ from kafkasim.common.rpc import RpcError, RpcServer, RpcStatus, Transport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.controller import Controller, ControllerConfig
+from kafkasim.controller.stats import ControllerStats
 from kafkasim.node import apis_admin
 from kafkasim.node.acl_authorizer import acl_authorizer_for
 from kafkasim.node.admin_calls import AdminCalls
@@ -88,6 +89,9 @@ class HostedController(AdminCalls, Protocol):
 
     @property
     def is_active(self) -> bool: ...
+
+    @property
+    def stats(self) -> ControllerStats: ...
 
     def snapshot(self) -> ControllerSnapshot: ...
 
@@ -311,7 +315,9 @@ class Broker:
                 self.server = server
         host, _ = self.config.listen_address
         if self.config["metrics.port"] >= 0:
-            self.metrics.serve(host, self.config["metrics.port"])
+            bound = self.metrics.serve(host, self.config["metrics.port"])
+            # With metrics.port=0 the log is the only place that says which port it took.
+            logger.info("broker %d: metrics on http://%s/metrics", self.broker_id, bound)
         await self._register()
         if self._controller_factory is not None:
             self.controller = self._controller_factory(

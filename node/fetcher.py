@@ -72,6 +72,9 @@ class FetchState:
     leader_epoch: int
     state: ReplicaState = ReplicaState.TRUNCATING
     delayed_until_ms: int = 0
+    # How far behind the leader's high watermark its last fetch left this replica (Kafka's
+    # FetcherLagMetrics: the leader's HW minus the next offset to fetch, at least 0).
+    lag: int = 0
 
     def is_ready(self, state: ReplicaState, now_ms: int) -> bool:
         return self.state is state and self.delayed_until_ms <= now_ms
@@ -272,6 +275,7 @@ class ReplicaFetcher:
                     state.delay(self._clock.time_ms() + self.backoff_ms)
                     return
                 partition.notify_follower_append()
+            state.lag = max(0, result.high_watermark - log.log_end_offset)
             log.update_high_watermark(
                 follower_high_watermark(log.log_end_offset, result.high_watermark)
             )
@@ -437,6 +441,15 @@ class ReplicaFetcherManager:
         for fetcher in self.fetchers.values():
             for tp in tps:
                 fetcher.remove(tp)
+
+    @property
+    def max_lag(self) -> int:
+        """The largest lag of any partition followed here, in records (Kafka's
+        ``ReplicaFetcherManager`` MaxLag); 0 when following none."""
+        return max(
+            (s.lag for fetcher in self.fetchers.values() for s in fetcher.states.values()),
+            default=0,
+        )
 
     async def shutdown(self) -> None:
         for fetcher in self.fetchers.values():

@@ -38,56 +38,22 @@ import concurrent.futures
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, TypeVar
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client import start_http_server as start_prometheus_http_server
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
-    GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
 from prometheus_client.registry import Collector
 
 from kafkasim import proto
-from kafkasim.common.types import TopicPartition
+from kafkasim.common.errors import error_for_name
+from kafkasim.node.metrics_state import NO_STATE, Broker, StateReading, state_families
 from kafkasim.proto import kafkasim_pb2 as pb
-
-if TYPE_CHECKING:
-    from kafkasim.common.clock import Clock
-    from kafkasim.controller.controller import ControllerSnapshot
-    from kafkasim.node.replica_manager import ReplicaManager
-    from kafkasim.storage.log_manager import LogManager
-
-
-class ControllerView(Protocol):
-    """What the metrics read of the controller a broker hosts."""
-
-    @property
-    def is_active(self) -> bool: ...
-
-    def snapshot(self) -> ControllerSnapshot: ...
-
-
-class Broker(Protocol):
-    """What the metrics read of a broker (``node.broker.Broker`` is one): a protocol, so that
-    this module does not import the broker module, which imports it."""
-
-    @property
-    def clock(self) -> Clock: ...
-
-    @property
-    def replica_manager(self) -> ReplicaManager: ...
-
-    @property
-    def controller(self) -> ControllerView | None: ...
-
-    @property
-    def log_manager(self) -> LogManager: ...
-
 
 UnaryHandler = Callable[[Any], Awaitable[Any]]
 StreamHandler = Callable[[AsyncIterator[Any]], AsyncIterator[Any]]
@@ -110,6 +76,33 @@ _REQUEST_NAMES = {proto.METHOD_PRODUCE_STREAM: "Produce"}
 
 CONSUMER = "consumer"
 FOLLOWER = "follower"
+
+# Errors Kafka's ReplicaManager answers without marking FailedProduceRequestsPerSec /
+# FailedFetchRequestsPerSec: a client's stale view or a broker-side condition it handles itself.
+# Every other partition error (INVALID_RECORD, NOT_ENOUGH_REPLICAS, ...) counts as failed.
+_EXPECTED_PRODUCE_ERRORS = frozenset(
+    error_for_name(name).code
+    for name in (
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "NOT_LEADER_OR_FOLLOWER",
+        "MESSAGE_TOO_LARGE",
+        "RECORD_LIST_TOO_LARGE",
+        "CORRUPT_MESSAGE",
+        "KAFKA_STORAGE_ERROR",
+    )
+)
+_EXPECTED_FETCH_ERRORS = frozenset(
+    error_for_name(name).code
+    for name in (
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "NOT_LEADER_OR_FOLLOWER",
+        "UNKNOWN_LEADER_EPOCH",
+        "FENCED_LEADER_EPOCH",
+        "REPLICA_NOT_AVAILABLE",
+        "KAFKA_STORAGE_ERROR",
+        "OFFSET_OUT_OF_RANGE",
+    )
+)
 
 
 def request_name(method: str) -> str:
@@ -161,6 +154,8 @@ class BrokerMetrics:
         self.requests: dict[str, RequestStats] = {}
         self.bytes_in: dict[str, int] = {}  # by topic
         self.bytes_out: dict[tuple[str, str], int] = {}  # by (topic, fetcher)
+        self.failed_produce: dict[str, int] = {}  # partitions answered with an error, by topic
+        self.failed_fetch: dict[str, int] = {}
         self.registry = CollectorRegistry()
         self.registry.register(_BrokerCollector(self, broker))
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -294,12 +289,17 @@ class BrokerMetrics:
             # A partition answered with a base offset was appended to the log; as in Kafka it
             # counts whatever the acks wait brings afterwards.
             appended = {(p.topic, p.partition) for p in response.partitions if p.base_offset >= 0}
+            for p in response.partitions:
+                if p.error_code and p.error_code not in _EXPECTED_PRODUCE_ERRORS:
+                    self.failed_produce[p.topic] = self.failed_produce.get(p.topic, 0) + 1
             for data in request.partitions:
                 if (data.topic, data.partition) in appended:
                     self.bytes_in[data.topic] = self.bytes_in.get(data.topic, 0) + len(data.records)
         elif isinstance(response, pb.FetchResponse) and isinstance(request, pb.FetchRequest):
             fetcher = FOLLOWER if request.replica_id >= 0 else CONSUMER
             for part in response.partitions:
+                if part.error_code and part.error_code not in _EXPECTED_FETCH_ERRORS:
+                    self.failed_fetch[part.topic] = self.failed_fetch.get(part.topic, 0) + 1
                 if part.records:
                     key = (part.topic, fetcher)
                     self.bytes_out[key] = self.bytes_out.get(key, 0) + len(part.records)
@@ -311,47 +311,6 @@ async def _aclose(iterator: AsyncIterator[Any]) -> None:
         await aclose()
 
 
-@dataclass(frozen=True, slots=True)
-class StateReading:
-    """The broker's state as one scrape reads it from the live objects."""
-
-    under_replicated: int
-    partition_count: int
-    leader_count: int
-    isr_shrinks: int
-    isr_expands: int
-    active_controller: int
-    offline_partitions: int
-    log_sizes: tuple[tuple[TopicPartition, int], ...]
-
-    @classmethod
-    def of(cls, broker: Broker) -> StateReading:
-        replica_manager = broker.replica_manager
-        partitions = list(replica_manager.partitions.values())
-        controller = broker.controller
-        active = controller is not None and controller.is_active
-        return cls(
-            under_replicated=sum(1 for p in partitions if p.under_replicated),
-            partition_count=len(partitions),
-            leader_count=sum(1 for p in partitions if p.is_leader),
-            isr_shrinks=replica_manager.isr_shrinks,
-            isr_expands=replica_manager.isr_expands,
-            active_controller=1 if active else 0,
-            # As in Kafka, only the active controller knows (and reports) offline partitions.
-            offline_partitions=(
-                len(controller.snapshot().offline_partitions())
-                if controller is not None and active
-                else 0
-            ),
-            log_sizes=tuple(
-                (tp, log.size_in_bytes) for tp, log in sorted(broker.log_manager.logs.items())
-            ),
-        )
-
-
-_NO_STATE = StateReading(0, 0, 0, 0, 0, 0, 0, ())
-
-
 class _BrokerCollector:
     """Every series of one broker, built at scrape time (on the broker's event loop)."""
 
@@ -361,10 +320,10 @@ class _BrokerCollector:
 
     def describe(self) -> Iterable[Metric]:
         # The registry checks names for clashes from this; values do not matter.
-        return [*self._request_families(), *_state_families(_NO_STATE)]
+        return [*self._request_families(), *state_families(NO_STATE)]
 
     def collect(self) -> Iterable[Metric]:
-        return [*self._request_families(), *_state_families(StateReading.of(self._broker))]
+        return [*self._request_families(), *state_families(StateReading.of(self._broker))]
 
     def _request_families(self) -> Iterator[Metric]:
         metrics = self._metrics
@@ -400,61 +359,19 @@ class _BrokerCollector:
         )
         for (topic, fetcher), count in sorted(metrics.bytes_out.items()):
             bytes_out.add_metric([topic, fetcher], count)
-        yield from (requests, total_time_ms, bytes_in, bytes_out)
-
-
-def _state_families(r: StateReading) -> list[Metric]:
-    log_size = GaugeMetricFamily(
-        "kafka_log_log_size",
-        "Bytes of a partition replica's log on disk (kafka.log:type=Log,name=Size).",
-        labels=["topic", "partition"],
-    )
-    for tp, size in r.log_sizes:
-        log_size.add_metric([tp.topic, str(tp.partition)], size)
-    return [
-        GaugeMetricFamily(
-            "kafka_server_replicamanager_underreplicatedpartitions",
-            "Partitions led here whose ISR is smaller than their replica set "
-            "(kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions).",
-            value=r.under_replicated,
-        ),
-        GaugeMetricFamily(
-            "kafka_server_replicamanager_partitioncount",
-            "Partition replicas on this broker "
-            "(kafka.server:type=ReplicaManager,name=PartitionCount).",
-            value=r.partition_count,
-        ),
-        GaugeMetricFamily(
-            "kafka_server_replicamanager_leadercount",
-            "Partitions led by this broker (kafka.server:type=ReplicaManager,name=LeaderCount).",
-            value=r.leader_count,
-        ),
-        CounterMetricFamily(
-            "kafka_server_replicamanager_isrshrinks",
-            "ISR shrinks written by this broker as leader "
-            "(kafka.server:type=ReplicaManager,name=IsrShrinksPerSec).",
-            value=r.isr_shrinks,
-        ),
-        CounterMetricFamily(
-            "kafka_server_replicamanager_isrexpands",
-            "ISR expansions written by this broker as leader "
-            "(kafka.server:type=ReplicaManager,name=IsrExpandsPerSec).",
-            value=r.isr_expands,
-        ),
-        GaugeMetricFamily(
-            "kafka_controller_kafkacontroller_activecontrollercount",
-            "1 on the active controller, else 0 "
-            "(kafka.controller:type=KafkaController,name=ActiveControllerCount).",
-            value=r.active_controller,
-        ),
-        GaugeMetricFamily(
-            "kafka_controller_kafkacontroller_offlinepartitionscount",
-            "Partitions without a live leader, reported by the active controller "
-            "(kafka.controller:type=KafkaController,name=OfflinePartitionsCount).",
-            value=r.offline_partitions,
-        ),
-        log_size,
-    ]
+        failed = []
+        for what, counts in (("Produce", metrics.failed_produce), ("Fetch", metrics.failed_fetch)):
+            family = CounterMetricFamily(
+                f"kafka_server_brokertopicmetrics_failed{what.lower()}requests",
+                f"Partitions of {what} requests that failed with an error other than a "
+                "client's stale view, by topic "
+                f"(kafka.server:type=BrokerTopicMetrics,name=Failed{what}RequestsPerSec).",
+                labels=["topic"],
+            )
+            for topic, count in sorted(counts.items()):
+                family.add_metric([topic], count)
+            failed.append(family)
+        yield from (requests, total_time_ms, bytes_in, bytes_out, *failed)
 
 
 class _ScrapeOnLoop:

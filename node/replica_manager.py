@@ -178,6 +178,7 @@ class ReplicaManager:
         self.on_txn_markers_written: MarkersWritten | None = None
         # The leader's ISR changes, written to ZooKeeper (Kafka's ZkIsrManager).
         self.isr_writer = ZkIsrWriter(broker_id, coordination)
+        self.messages_in: dict[str, int] = {}  # records appended as leader, by topic
 
     def set_coordination(self, coordination: Coordination) -> None:
         """A new ZooKeeper session (after expiry): ISR writes go through it from now on."""
@@ -242,6 +243,10 @@ class ReplicaManager:
             except Exception as e:
                 results.append(ProducePartitionResult(data.tp, _kafka_error(e)))
                 continue
+            if not info.duplicate:  # Kafka's MessagesInPerSec: records appended, per topic
+                self.messages_in[data.tp.topic] = (
+                    self.messages_in.get(data.tp.topic, 0) + info.record_count
+                )
             results.append(
                 ProducePartitionResult(
                     data.tp,

@@ -176,7 +176,9 @@ class LogManager:
         self._cleaner_checkpoints.update(
             OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT_FILE).read()
         )
-        if not clean:
+        # A dir with no partition in it has nothing to recover: a new broker's first start
+        # (or a dir never written to) is not an unclean shutdown, and is not warned about.
+        if not clean and any(child.is_dir() for child in d.iterdir()):
             logger.warning(
                 "%s: no clean shutdown marker; recovering logs from their recovery points", d
             )

@@ -89,8 +89,8 @@ def docker_cleanup() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def broker_ports() -> Iterator[tuple[dict[int, int], dict[int, int]]]:
-    """Host ports of the brokers' external listeners (gRPC, Kafka's protocol), in the
+def broker_ports() -> Iterator[tuple[dict[int, int], dict[int, int], dict[int, int]]]:
+    """Host ports of the brokers' external listeners (gRPC, Kafka's protocol) and metrics, in the
     environment every compose command of the session reads (the file interpolates them)."""
     ports = free_broker_ports()
     names = port_environment(*ports)
@@ -108,7 +108,7 @@ def broker_ports() -> Iterator[tuple[dict[int, int], dict[int, int]]]:
 
 @pytest.fixture(scope="session")
 def compose_project(
-    broker_ports: tuple[dict[int, int], dict[int, int]],
+    broker_ports: tuple[dict[int, int], dict[int, int], dict[int, int]],
     docker_compose_command: str,
     docker_compose_file: list[str],
     docker_compose_project_name: str,

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
 from kafkasim.controller.zk_process import zookeeper_available
-from tests.cli_run import kafkasim
+from tests.cli_run import ROOT, kafkasim
 
 
 @pytest.fixture(autouse=True)
@@ -52,9 +56,15 @@ def test_cluster_up_status_down(tmp_path: Path) -> None:
         status = kafkasim("cluster", "status", "--dir", str(root))
         assert status.returncode == 0, status.stderr
         assert status.stdout.count("registered process up") == 3
+        metrics = {b["id"]: b["metrics"] for b in state["brokers"]}
+        assert len(set(metrics.values())) == 3
         for broker_id, address in grpc.items():
-            line = f"  {broker_id}  gRPC {address}  Kafka {kafka[broker_id]}  registered"
+            line = (
+                f"  {broker_id}  gRPC {address}  Kafka {kafka[broker_id]}  "
+                f"metrics {metrics[broker_id]}  registered"
+            )
             assert line in status.stdout
+            assert f"metrics {metrics[broker_id]}" in up.stdout
         assert "Controller: broker" in status.stdout
     finally:
         down = kafkasim("cluster", "down", "--dir", str(root))
@@ -62,6 +72,87 @@ def test_cluster_up_status_down(tmp_path: Path) -> None:
     assert not any(_alive(pid) for pid in pids)
     assert not (root / "cluster.json").exists()
     assert kafkasim("cluster", "status", "--dir", str(root)).returncode == 1
+
+
+def _status_line(root: Path, broker_id: int) -> str:
+    status = kafkasim("cluster", "status", "--dir", str(root))
+    assert status.returncode == 0, status.stderr
+    return next(line for line in status.stdout.splitlines() if line.startswith(f"  {broker_id}  "))
+
+
+def test_one_broker_of_a_running_cluster_is_paused_killed_started_and_its_log_read(
+    tmp_path: Path,
+) -> None:
+    """kafkasim cluster pause|resume|kill|start|stop --broker N and logs, as a user runs them:
+    status follows, the metrics endpoint answers, a restarted broker is recorded and stopped
+    by down."""
+    root = tmp_path / "c"
+    up = kafkasim("cluster", "up", "--brokers", "2", "--dir", str(root))
+    pids: list[int] = []
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        state = json.loads((root / "cluster.json").read_text())
+        pids = [b["pid"] for b in state["brokers"]] + [state["zookeeper"]["pid"]]
+        with urllib.request.urlopen(state["brokers"][1]["metrics"], timeout=30) as response:
+            assert b"kafka_server_replicamanager_partitioncount" in response.read()
+        d = ("--dir", str(root))
+        paused = kafkasim("cluster", "pause", "--broker", "2", *d)
+        assert paused.returncode == 0, paused.stderr
+        assert paused.stdout == f"broker 2 paused (pid {pids[1]})\n"
+        assert _status_line(root, 2).endswith("process paused")
+        again = kafkasim("cluster", "pause", "--broker", "2", *d)
+        assert again.returncode == 1
+        assert again.stderr == "kafkasim cluster: error: broker 2 is already paused\n"
+        assert kafkasim("cluster", "resume", "--broker", "2", *d).returncode == 0
+        assert _status_line(root, 2).endswith("process up")
+        killed = kafkasim("cluster", "kill", "--broker", "2", *d)
+        assert killed.stdout == f"broker 2 killed (pid {pids[1]})\n"
+        assert not _alive(pids[1])
+        assert _status_line(root, 2).endswith("process down")
+        stopped = kafkasim("cluster", "stop", "--broker", "2", *d)
+        assert stopped.returncode == 1
+        assert "broker 2 is not running (start it with 'kafkasim cluster start')" in stopped.stderr
+        started = kafkasim("cluster", "start", "--broker", "2", *d)
+        assert started.returncode == 0, started.stderr
+        restarted = json.loads((root / "cluster.json").read_text())["brokers"][1]["pid"]
+        assert restarted != pids[1] and _alive(restarted)
+        pids.append(restarted)
+        assert f"broker 2 started (pid {restarted}), serving after" in started.stdout
+        assert _status_line(root, 2).endswith("registered process up")
+        logs = kafkasim("cluster", "logs", "--broker", "2", "--tail", "2", *d)
+        assert logs.returncode == 0, logs.stderr
+        assert logs.stdout.splitlines()[-2:] == [
+            f"kafkasim broker 2 serving on {state['brokers'][1]['address']}",
+            f"kafkasim broker 2 metrics on {state['brokers'][1]['metrics']}",
+        ]
+        unknown = kafkasim("cluster", "kill", "--broker", "7", *d)
+        assert unknown.returncode == 1
+        assert f"no broker 7 in the cluster in {root} (brokers 1, 2)" in unknown.stderr
+        follow = subprocess.Popen(
+            [sys.executable, "-m", "kafkasim.cli", "cluster", "logs", "--broker", "1", "-f", *d],
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            cwd=ROOT,
+        )
+        try:
+            assert follow.stdout is not None
+            stop = kafkasim("cluster", "stop", "--broker", "1", *d)
+            assert stop.returncode == 0, stop.stderr
+            # -f prints what the broker writes as it stops (its controlled shutdown).
+            seen = b""
+            while b"shutdown" not in seen:
+                line = follow.stdout.readline()
+                assert line, seen
+                seen += line
+        finally:
+            follow.terminate()
+            follow.wait(timeout=30)
+            if follow.stdout is not None:
+                follow.stdout.close()
+    finally:
+        down = kafkasim("cluster", "down", "--dir", str(root))
+    assert down.returncode == 0, down.stderr
+    assert not any(_alive(pid) for pid in pids)
 
 
 def test_main_job_demo_ends_with_the_expected_verdicts(tmp_path: Path) -> None:
@@ -76,6 +167,11 @@ def test_main_job_demo_ends_with_the_expected_verdicts(tmp_path: Path) -> None:
     acks_all, acks_1 = lines["verdict acks=all"], lines["verdict acks=1"]
     assert "lost 0," in acks_all and "duplicated 0" in acks_all
     assert "lost 0," not in acks_1
+    # What the narration says the leader acknowledged alone is what the verdict finds lost.
+    alone = re.search(r"the leader acknowledged (\d+) more records alone", out.stdout)
+    assert alone is not None, out.stdout
+    assert f"lost {alone.group(1)}," in acks_1
+    assert f"acks=1 lost {alone.group(1)} acknowledged records: the {alone.group(1)} " in out.stdout
     assert "lost nothing acknowledged" in out.stdout
     assert "SIGKILL the leader" in out.stdout and "back in the ISR" in out.stdout
 

@@ -54,3 +54,21 @@ def test_readme_kafka_api_table_is_what_the_brokers_advertise() -> None:
     assert found[0] == expected, (
         "README's Kafka API table is out of date; put this between its markers:\n" + expected
     )
+
+
+def test_readme_cluster_commands_parse_with_the_real_parser() -> None:
+    """Every `kafkasim cluster ...` line of the README's shell blocks is a command the CLI
+    accepts as written (tests/integration/test_cli_cluster.py runs each verb)."""
+    from kafkasim.cli.main import build_parser
+
+    blocks = re.findall(r"```sh\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    commands = [
+        line.split("#")[0].split()[1:]
+        for block in blocks
+        for line in block.splitlines()
+        if line.startswith(".venv/bin/kafkasim cluster ")
+    ]
+    verbs = {argv[1] for argv in commands}
+    assert {"up", "status", "down", "start", "stop", "kill", "pause", "resume", "logs"} <= verbs
+    for argv in commands:
+        build_parser().parse_args([arg for arg in argv if arg not in ("[--wipe]", "[-f]")])

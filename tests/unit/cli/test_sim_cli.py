@@ -3,6 +3,8 @@ replay of a run from its seed in fresh processes under different hash seeds."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -91,3 +93,42 @@ def test_a_seed_is_refused_for_a_backend_that_cannot_replay_one() -> None:
         "kafkasim chaos: error: --seed is for --backend sim: a local processes run is not "
         "replayable"
     )
+
+
+def test_console_times_count_from_the_workload_s_start_and_heals_end_their_window(
+    tmp_path: Path,
+) -> None:
+    """One origin: what comes before the workload is "setup"; a fault is shown at the start
+    its history records and healed at the end it records (to the display's 0.1 s)."""
+    history = tmp_path / "h.jsonl"
+    out = kafkasim(
+        "sim", "run", "leader-crash", "--random-faults", "--seed", "7", "--history", str(history)
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[1].startswith("  setup    starting ZooKeeper")
+    started = next(line for line in lines if "workload started" in line)
+    assert started.startswith("    0.0 s  ") and "as in the history and the report" in started
+    faults = [
+        record
+        for record in map(json.loads, history.read_text().splitlines())
+        if record.get("kind") == "fault" and record["end_ms"] is not None
+    ]
+    assert faults
+    for fault in faults:
+        label = f"{fault['action']} {fault['target']}"
+        shown = next(line for line in lines if f"  {label} for " in line)
+        assert abs(float(shown.split()[0]) - fault["start_ms"] / 1000) <= 0.05, shown
+        healed = next(line for line in lines if line.endswith(f"healed: {label}"))
+        assert abs(float(healed.split()[0]) - fault["end_ms"] / 1000) <= 0.1, (healed, fault)
+
+
+def test_an_unclean_election_s_verdict_explains_its_divergent_reads_first() -> None:
+    out = kafkasim("sim", "run", "unsafe-unclean-election", "--seed", "1")
+    lines = out.stdout.splitlines()
+    index = next(i for i, line in enumerate(lines) if line.startswith("VERDICT: DATA LOST"))
+    divergent = re.search(r"(\d+) divergent reads", lines[index])
+    assert divergent is not None, lines[index]
+    why = lines[index + 1]
+    assert why.startswith(f"  why: {divergent.group(1)} records were read at offsets where ")
+    assert "'read back' counts them" in why and "the reordered" in why

@@ -180,7 +180,22 @@ def test_compose_brokers_serve_kafka_clients_on_the_host_at_the_address_they_adv
     assert set(published) == {
         config.listeners["EXTERNAL"][1],
         config.listeners["KAFKA_EXTERNAL"][1],
+        config["metrics.port"],
     }
+
+
+@pytest.mark.parametrize("broker_id", compose.BROKER_IDS)
+def test_compose_brokers_publish_their_metrics_on_loopback_one_port_each(broker_id: int) -> None:
+    """GET /metrics of broker N on the host at 127.0.0.1:3909(N+1), as the Kafka listeners'
+    29092-29094: loopback only, one host port per broker."""
+    config, published = _compose_broker(f"broker-{broker_id}")
+    assert config["metrics.port"] == 9404
+    assert published[9404] == f"127.0.0.1:{39091 + broker_id}"
+
+
+def test_scaled_compose_brokers_serve_metrics_inside_the_network_only() -> None:
+    config, published = _compose_broker("broker")
+    assert config["metrics.port"] == 9404 and published == {}
 
 
 def test_scaled_compose_brokers_have_the_internal_listeners_only() -> None:
@@ -191,11 +206,12 @@ def test_scaled_compose_brokers_have_the_internal_listeners_only() -> None:
 
 
 def test_every_broker_port_variable_is_one_the_compose_file_publishes_by() -> None:
-    grpc, kafka = compose.free_broker_ports()
-    assert len({*grpc.values(), *kafka.values()}) == 2 * len(compose.BROKER_IDS)
-    env = compose.port_environment(grpc, kafka)
+    grpc, kafka, metrics = compose.free_broker_ports()
+    assert len({*grpc.values(), *kafka.values(), *metrics.values()}) == 3 * len(compose.BROKER_IDS)
+    env = compose.port_environment(grpc, kafka, metrics)
     assert env["KAFKASIM_BROKER_2_KAFKA_PORT"] == str(kafka[2])
     assert env["KAFKASIM_BROKER_2_PORT"] == str(grpc[2])
+    assert env["KAFKASIM_BROKER_2_METRICS_PORT"] == str(metrics[2])
     text = compose.COMPOSE_FILE.read_text()
     assert all(f"${{{name}:-" in text for name in env)
     cluster = compose.ComposeCluster("docker-compose", [], "p", grpc, kafka)

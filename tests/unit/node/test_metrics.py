@@ -16,10 +16,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkasim import proto
+from kafkasim.common.errors import CorruptRecordError, KafkaError
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.broker import Broker
 from kafkasim.node.metrics import LATENCY_BUCKETS_MS, RequestStats, request_name
-from kafkasim.sim.cluster import SimCluster
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.sim.cluster import SimCluster, broker_address
 from tests.sim.helpers import create, leader_of, partition_on, produce_all, simulate
 
 TP = TopicPartition("events", 0)
@@ -34,6 +36,16 @@ TOTAL_TIME_MS = "kafka_network_requestmetrics_totaltimems"
 BYTES_IN = "kafka_server_brokertopicmetrics_bytesin_total"
 BYTES_OUT = "kafka_server_brokertopicmetrics_bytesout_total"
 LOG_SIZE = "kafka_log_log_size"
+MESSAGES_IN = "kafka_server_brokertopicmetrics_messagesin_total"
+FAILED_PRODUCE = "kafka_server_brokertopicmetrics_failedproducerequests_total"
+FAILED_FETCH = "kafka_server_brokertopicmetrics_failedfetchrequests_total"
+UNDER_MIN_ISR = "kafka_server_replicamanager_underminisrpartitioncount"
+AT_MIN_ISR = "kafka_server_replicamanager_atminisrpartitioncount"
+GLOBAL_PARTITIONS = "kafka_controller_kafkacontroller_globalpartitioncount"
+UNCLEAN = "kafka_controller_controllerstats_uncleanleaderelections_total"
+ELECTIONS = "kafka_controller_controllerstats_leaderelectionrateandtimems"
+MAX_LAG = "kafka_server_replicafetchermanager_maxlag"
+GROUP_LAG = "kafka_consumergroup_lag"
 
 # A bound on the real-time test (it normally takes well under a second).
 HTTP_TEST_TIMEOUT_S = 30.0
@@ -225,7 +237,7 @@ def test_every_series_names_the_kafka_mbean_it_stands_for(tmp_path: Path) -> Non
 
 
 def test_metrics_are_scraped_over_http_on_loopback_and_the_endpoint_stops_with_the_broker(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A real scrape: the broker serves on a free port (metrics.port=0) of its listener host,
     the scrape reads the broker's state on its event loop, and stopping the broker closes the
@@ -258,9 +270,209 @@ def test_metrics_are_scraped_over_http_on_loopback_and_the_endpoint_stops_with_t
             await cluster.stop()
         return address, body, only
 
+    caplog.set_level("INFO", logger="kafkasim.node.broker")
     address, body, only = asyncio.run(asyncio.wait_for(main(), HTTP_TEST_TIMEOUT_S))
+    # metrics.port=0: the log says which port it took.
+    assert f"broker 1: metrics on http://{address}/metrics" in caplog.text
     assert samples(body)[ACTIVE_CONTROLLER, frozenset()] == 1
     assert f"# HELP {UNDER_REPLICATED} " in body
     assert set(samples(only)) == {(ACTIVE_CONTROLLER, frozenset())}
     with pytest.raises(OSError):
         get(f"http://{address}/metrics")
+
+
+# -- what an operator alerts on -----------------------------------------------------------------
+
+
+def test_messages_in_counts_the_records_appended_per_topic(tmp_path: Path) -> None:
+    async def scenario(cluster: SimCluster) -> None:
+        client = await create(cluster, "events")
+        leader = cluster.brokers[leader_of(cluster, TP)]
+        assert value(leader, MESSAGES_IN, topic="events") == 0
+        await produce_all(client, TP, [b"a", b"b"])
+        assert (await client.produce(TP, [b"c", b"d", b"e"])).ok
+        assert value(leader, MESSAGES_IN, topic="events") == 5
+
+    simulate(tmp_path, scenario)
+
+
+def test_at_and_under_min_isr_follow_the_isr_and_refused_acks_all_produce_fails(
+    tmp_path: Path,
+) -> None:
+    """min.insync.replicas=2 of 3: one follower gone is AtMinIsr, two is UnderMinIsr, where
+    acks=all is refused (NOT_ENOUGH_REPLICAS: a failed produce request)."""
+
+    async def scenario(cluster: SimCluster) -> None:
+        client = await create(cluster, "events", min_insync_replicas="2")
+        leader_id = leader_of(cluster, TP)
+        leader = cluster.brokers[leader_id]
+        followers = [b for b in cluster.brokers if b != leader_id]
+        assert (value(leader, AT_MIN_ISR), value(leader, UNDER_MIN_ISR)) == (0, 0)
+        for count, follower in enumerate(followers, start=1):
+            cluster.network.isolate(f"broker-{follower}")
+            await produce_all(client, TP, [b"x"], acks=1)
+            await cluster.wait_for(
+                lambda n=3 - count: len(partition_on(cluster, leader_id, TP).isr) == n,
+                what="the ISR to shrink",
+            )
+        assert (value(leader, AT_MIN_ISR), value(leader, UNDER_MIN_ISR)) == (0, 1)
+        assert value(leader, FAILED_PRODUCE, topic="events") == 0
+        refused = await client.produce(TP, [b"y"], acks=-1, retry=False)
+        assert not refused.ok
+        assert value(leader, FAILED_PRODUCE, topic="events") == 1
+        cluster.network.heal(f"broker-{followers[-1]}")
+        await cluster.wait_for(
+            lambda: len(partition_on(cluster, leader_id, TP).isr) == 2, what="the ISR to expand"
+        )
+        assert (value(leader, AT_MIN_ISR), value(leader, UNDER_MIN_ISR)) == (1, 0)
+
+    simulate(tmp_path, scenario)
+
+
+def test_a_rejected_produce_and_a_failed_fetch_count_as_failed_but_not_a_stale_leader(
+    tmp_path: Path,
+) -> None:
+    """Keyless records to a compacted topic: INVALID_RECORD, a failed produce request. A
+    produce to a follower (NOT_LEADER_OR_FOLLOWER: the client's stale view) is not, as in
+    Kafka. A read that fails on the leader's log is a failed fetch request."""
+
+    async def scenario(cluster: SimCluster) -> None:
+        client = await create(cluster, "events", cleanup_policy="compact")
+        leader_id = leader_of(cluster, TP)
+        leader = cluster.brokers[leader_id]
+        assert not (await client.produce(TP, [b"keyless"], retry=False)).ok
+        assert value(leader, FAILED_PRODUCE, topic="events") == 1
+        assert (await client.produce(TP, [b"v"], keys=[b"k"])).ok
+        follower = next(b for b in cluster.brokers if b != leader_id)
+        request = pb.ProduceRequest(acks=1, timeout_ms=1000)
+        request.partitions.add(topic="events", partition=0, records=b"")
+        answer = await client.transport.call(
+            broker_address(follower), proto.METHOD_PRODUCE, request, timeout_s=10
+        )
+        assert answer.partitions[0].error_code != 0
+        assert value(cluster.brokers[follower], FAILED_PRODUCE, topic="events") == 0
+        assert value(leader, FAILED_FETCH, topic="events") == 0
+        log = partition_on(cluster, leader_id, TP).log
+
+        def broken_read(*args: object, **kwargs: object) -> None:
+            raise CorruptRecordError("a damaged segment")
+
+        log.read = broken_read
+        with pytest.raises(KafkaError, match="a damaged segment"):
+            await client.fetch(TP, 0)
+        assert value(leader, FAILED_FETCH, topic="events") >= 1
+
+    simulate(tmp_path, scenario)
+
+
+def test_the_active_controller_counts_global_partitions_and_leader_elections(
+    tmp_path: Path,
+) -> None:
+    """GlobalPartitionCount on the active controller only; a leader's crash is an election
+    (LeaderElectionRateAndTimeMs), not an unclean one."""
+
+    async def scenario(cluster: SimCluster) -> None:
+        await create(cluster, "events", partitions=3)
+        controller_id = cluster.controller_id()
+        controller = cluster.brokers[controller_id]
+        for broker_id, broker in cluster.brokers.items():
+            expected = 3 if broker_id == controller_id else 0
+            assert value(broker, GLOBAL_PARTITIONS) == expected
+        before = value(controller, ELECTIONS + "_count")
+        victim = next(
+            leader_of(cluster, TopicPartition("events", p))
+            for p in range(3)
+            if leader_of(cluster, TopicPartition("events", p)) != controller_id
+        )
+        await cluster.crash(victim)
+        await cluster.wait_for(
+            lambda: value(controller, ELECTIONS + "_count") > before, what="an election"
+        )
+        assert value(controller, UNCLEAN) == 0
+
+    simulate(tmp_path, scenario)
+
+
+def test_an_unclean_election_is_counted(tmp_path: Path) -> None:
+    """The ISR down to the leader, the leader dies, the out-of-sync follower comes back: with
+    unclean.leader.election.enable it leads (UncleanLeaderElectionsPerSec)."""
+
+    async def scenario(cluster: SimCluster) -> None:
+        client = await create(cluster, "events", rf=2, unclean_leader_election_enable="true")
+        leader_id = leader_of(cluster, TP)
+        follower = next(
+            b for b in partition_on(cluster, leader_id, TP).assigned_replicas if b != leader_id
+        )
+        cluster.network.isolate(f"broker-{follower}")
+        await produce_all(client, TP, [b"x"], acks=1)
+        await cluster.wait_for(
+            lambda: partition_on(cluster, leader_id, TP).isr == {leader_id}, what="ISR shrink"
+        )
+        # (The controller's counters would die with it; with seed 0 it is another broker.)
+        assert cluster.controller_id() != leader_id
+        controller = cluster.brokers[cluster.controller_id()]
+        await cluster.crash(leader_id)
+        cluster.network.heal(f"broker-{follower}")
+        await cluster.wait_for(lambda: leader_of(cluster, TP) == follower, what="unclean leader")
+        assert value(controller, UNCLEAN) == 1
+
+    simulate(tmp_path, scenario)
+
+
+def test_max_lag_is_how_far_a_catching_up_follower_is_behind(tmp_path: Path) -> None:
+    """A follower back from isolation fetches one batch at a time (replica.fetch.max.bytes=1):
+    MaxLag is the leader's HW minus its log end, until it caught up (0 again)."""
+
+    async def scenario(cluster: SimCluster) -> None:
+        client = await create(cluster, "events")
+        leader_id = leader_of(cluster, TP)
+        stalled = next(b for b in cluster.brokers if b != leader_id)
+        assert value(cluster.brokers[stalled], MAX_LAG) == 0
+        cluster.network.isolate(f"broker-{stalled}")
+        await produce_all(client, TP, [b"r%d" % i for i in range(40)], acks=1)
+        # Out of the ISR, the HW moves on without it: its lag is the HW's distance.
+        await cluster.wait_for(
+            lambda: stalled not in partition_on(cluster, leader_id, TP).isr, what="ISR shrink"
+        )
+        lags: list[float] = []
+        cluster.network.heal(f"broker-{stalled}")
+
+        def caught_up() -> bool:
+            lags.append(value(cluster.brokers[stalled], MAX_LAG))
+            return partition_on(cluster, stalled, TP).log_end_offset == 40
+
+        await cluster.wait_for(caught_up, step_s=0.01, what="the follower to catch up")
+        assert max(lags) > 0
+        await cluster.wait_for(lambda: value(cluster.brokers[stalled], MAX_LAG) == 0, what="no lag")
+
+    simulate(tmp_path, scenario, **{"replica.fetch.max.bytes": 1})
+
+
+def test_consumer_group_lag_is_high_watermark_minus_committed_offset(tmp_path: Path) -> None:
+    async def scenario(cluster: SimCluster) -> None:
+        client = await create(cluster, "events")
+        await produce_all(client, TP, [b"r%d" % i for i in range(7)])
+        found = None
+        for _ in range(50):
+            answer = await client.call_any(
+                proto.METHOD_FIND_COORDINATOR, pb.FindCoordinatorRequest(key="readers")
+            )
+            if answer.error_code == 0:
+                found = answer
+                break
+            await cluster.sleep(0.5)
+        assert found is not None
+        commit = pb.OffsetCommitRequest(group_id="readers", generation_id=-1)
+        commit.partitions.add(topic="events", partition=0, committed_offset=3)
+        answer = await client.transport.call(
+            f"{found.host}:{found.port}", proto.METHOD_OFFSET_COMMIT, commit, timeout_s=60
+        )
+        assert [p.error_code for p in answer.partitions] == [0]
+        coordinator = cluster.brokers[found.node_id]
+        lag = {"consumergroup": "readers", "topic": "events", "partition": "0"}
+        assert value(coordinator, GROUP_LAG, **lag) == 4
+        await produce_all(client, TP, [b"more"])
+        # The coordinator's replica learns the new HW with its next fetch (if it follows).
+        await cluster.wait_for(lambda: value(coordinator, GROUP_LAG, **lag) == 5, what="lag 5")
+
+    simulate(tmp_path, scenario)

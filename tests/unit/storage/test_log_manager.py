@@ -596,3 +596,18 @@ def test_from_broker_config_takes_the_retention_check_interval(
         {"log.dir": str(tmp_path), "log.retention.check.interval.ms": "1000"}, clock
     )
     assert custom.settings.retention_check_interval_ms == 1000
+
+
+def test_a_new_broker_s_empty_log_dir_is_not_warned_about_but_an_unclean_one_is(
+    tmp_path: Path, make_manager: MakeManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No marker in an empty dir is a first start, not an unclean shutdown (Kafka recovers
+    nothing there and says nothing); a dir with partitions and no marker is warned about."""
+    caplog.set_level("WARNING", logger="kafkasim.storage.log_manager")
+    first = make_manager([tmp_path])
+    first.startup()
+    assert "no clean shutdown marker" not in caplog.text
+    first.get_or_create_log(TopicPartition("t", 0)).append_as_leader(one_record(), leader_epoch=0)
+    crash(first)
+    make_manager([tmp_path]).startup()
+    assert "no clean shutdown marker" in caplog.text
