@@ -24,6 +24,7 @@ from kafkasim.cli import (
     producer_perf,
     sim,
     topics,
+    transactions,
     verify_log,
 )
 from kafkasim.common.errors import KafkasimError
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     console_consumer.register(sub)
     topics.register(sub)
     consumer_groups.register(sub)
+    transactions.register(sub)
     leader_election.register(sub)
     delete_records.register(sub)
     configs.register(sub)

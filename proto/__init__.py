@@ -50,6 +50,9 @@ METHOD_OFFSET_FETCH = "/kafkasim.Kafkasim/OffsetFetch"
 METHOD_LIST_GROUPS = "/kafkasim.Kafkasim/ListGroups"
 METHOD_DESCRIBE_GROUPS = "/kafkasim.Kafkasim/DescribeGroups"
 METHOD_DELETE_GROUPS = "/kafkasim.Kafkasim/DeleteGroups"
+METHOD_DESCRIBE_TRANSACTIONS = "/kafkasim.Kafkasim/DescribeTransactions"
+METHOD_LIST_TRANSACTIONS = "/kafkasim.Kafkasim/ListTransactions"
+METHOD_DESCRIBE_PRODUCERS = "/kafkasim.Kafkasim/DescribeProducers"
 
 # Replication: follower <-> leader, and the transaction coordinator -> partition leaders.
 METHOD_REPLICA_FETCH = "/kafkasim.Replication/ReplicaFetch"
@@ -162,7 +165,9 @@ __all__ = [
     "METHOD_DESCRIBE_CLUSTER",
     "METHOD_DESCRIBE_CONFIGS",
     "METHOD_DESCRIBE_GROUPS",
+    "METHOD_DESCRIBE_PRODUCERS",
     "METHOD_DESCRIBE_REPLICAS",
+    "METHOD_DESCRIBE_TRANSACTIONS",
     "METHOD_ELECT_LEADERS",
     "METHOD_FETCH",
     "METHOD_FIND_COORDINATOR",
@@ -174,6 +179,7 @@ __all__ = [
     "METHOD_LEAVE_GROUP",
     "METHOD_LIST_GROUPS",
     "METHOD_LIST_OFFSETS",
+    "METHOD_LIST_TRANSACTIONS",
     "METHOD_METADATA",
     "METHOD_OFFSETS_FOR_LEADER_EPOCH",
     "METHOD_OFFSET_COMMIT",
