@@ -20,6 +20,7 @@ from kafkasim.cli import (
     delete_records,
     demo,
     dump_log,
+    examples,
     leader_election,
     producer_perf,
     sim,
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.register(sub)
     consumer_perf.register(sub)
     check.register(sub)
+    examples.attach(sub.choices)
     return parser
 
 

@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import logging
 import random
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +45,9 @@ def register(sub: Any) -> None:
     verbs = p.add_subparsers(dest="sim_command", required=True, metavar="VERB")
     listing = verbs.add_parser("list", help="the scenario catalog")
     listing.set_defaults(func=cmd_list)
+    show = verbs.add_parser("show", help="print a scenario's TOML file (catalog name or file)")
+    show.add_argument("scenario", help="a catalog name or a TOML file")
+    show.set_defaults(func=cmd_show)
     one = verbs.add_parser("run", help="run a scenario with one seed")
     one.add_argument("scenario", help="a catalog name or a TOML file")
     one.add_argument("--seed", type=int, default=1)
@@ -77,6 +81,15 @@ def cmd_list(args: argparse.Namespace) -> int:
         loaded = load(path)
         summary = loaded.description.strip().splitlines()[0] if loaded.description else ""
         print(f"{name:<28} {loaded.expect:<9} {summary}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """The scenario's file as written (comments included), after checking that it loads: what
+    a user copies to start a scenario of their own (the keys: docs/scenarios.md)."""
+    path = find(args.scenario)
+    load(path)
+    sys.stdout.write(path.read_text(encoding="utf-8"))
     return 0
 
 

@@ -102,8 +102,11 @@ class LocalCluster:
             "zookeeper.connect": self.zookeeper.connect_string,
             "zookeeper.session.timeout.ms": 6000,
             # As Kafka's shipped server.properties for a development cluster: the offsets
-            # topic fits the cluster, and a new group does not wait 3 s for more members.
+            # and transaction state topics fit the cluster, and a new group does not wait 3 s
+            # for more members.
             "offsets.topic.replication.factor": min(3, len(self.brokers)),
+            "transaction.state.log.replication.factor": min(3, len(self.brokers)),
+            "transaction.state.log.min.isr": min(2, len(self.brokers)),
             "group.initial.rebalance.delay.ms": 0,
         }
         props.update(self.broker_props)

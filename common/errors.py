@@ -124,6 +124,7 @@ _ERROR_TABLE: tuple[tuple[int, str, bool], ...] = (
     (83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", True),
     (84, "ELECTION_NOT_NEEDED", True),
     (87, "INVALID_RECORD", False),
+    (88, "UNSTABLE_OFFSET_COMMIT", True),
     (90, "PRODUCER_FENCED", False),
     (100, "UNKNOWN_TOPIC_ID", True),
     (105, "TRANSACTIONAL_ID_NOT_FOUND", False),

@@ -65,6 +65,7 @@ from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.node.topic_creation import TopicCreator, create_internal_topic
 from kafkasim.node.txn_coordinator import TransactionCoordinator
 from kafkasim.node.txn_log import TRANSACTION_STATE_TOPIC
+from kafkasim.node.txn_marker_sender import rpc_marker_sender
 from kafkasim.node.txn_markers import MarkerSender
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.config import LogConfig
@@ -99,7 +100,8 @@ class HostedController(AdminCalls, Protocol):
 ControllerFactory = Callable[[int, Coordination, Transport, Clock, BrokerConfig], HostedController]
 
 MarkerSenderFactory = Callable[["Broker"], MarkerSender]
-"""WriteTxnMarkers to partition leaders for the transaction coordinator (none: no coordinator)."""
+"""WriteTxnMarkers to partition leaders for the transaction coordinator (by default
+``node.txn_marker_sender.rpc_marker_sender``: the inter-broker transport)."""
 
 
 def controller_factory(rng_for: Callable[[int], random.Random]) -> ControllerFactory:
@@ -135,7 +137,7 @@ class Broker:
         rng: random.Random | None = None,
         halt: Callable[[str], None] | None = None,
         rules: ReplicationRules = KAFKA_RULES,
-        marker_sender_factory: MarkerSenderFactory | None = None,
+        marker_sender_factory: MarkerSenderFactory = rpc_marker_sender,
     ) -> None:
         self.config = config
         # What a fatal storage failure does (Kafka's Exit.halt(1)): the broker process exits at
@@ -190,23 +192,23 @@ class Broker:
         self.producer_ids: ProducerIdManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
-        # Consumer groups of the __consumer_offsets partitions this broker leads.
+        # Consumer groups of the __consumer_offsets partitions this broker leads; a transaction
+        # marker written to one of them completes the transactional offset commits there.
         self.groups = GroupCoordinator(
             self.broker_id, config, ReplicaOffsetsTopic(self.replica_manager), clock, self._rng
         )
+        self.replica_manager.on_txn_markers_written = self.groups.on_txn_markers_written
         # Transactional ids of the __transaction_state partitions this broker leads.
-        self.transactions: TransactionCoordinator | None = None
-        if marker_sender_factory is not None:
-            self.transactions = TransactionCoordinator(
-                self.broker_id,
-                config,
-                log_topic=ReplicaTransactionLogTopic(self.replica_manager),
-                producer_ids=self._generate_producer_id,
-                marker_sender=marker_sender_factory(self),
-                leaders=self.metadata.marker_leader,
-                offsets_partitions=lambda: self.groups.partition_count,
-                clock=clock,
-            )
+        self.transactions = TransactionCoordinator(
+            self.broker_id,
+            config,
+            log_topic=ReplicaTransactionLogTopic(self.replica_manager),
+            producer_ids=self._generate_producer_id,
+            marker_sender=marker_sender_factory(self),
+            leaders=self.metadata.marker_leader,
+            offsets_partitions=lambda: self.groups.partition_count,
+            clock=clock,
+        )
         self.topic_creator = TopicCreator(
             config, self._create_topics_via_controller, self._create_internal_topic
         )
@@ -271,12 +273,11 @@ class Broker:
                 OFFSETS_TOPIC, "offsets.topic.num.partitions"
             )
         )
-        if self.transactions is not None:
-            self.transactions.set_partition_count(
-                await self._internal_topic_partition_count(
-                    TRANSACTION_STATE_TOPIC, "transaction.state.log.num.partitions"
-                )
+        self.transactions.set_partition_count(
+            await self._internal_topic_partition_count(
+                TRANSACTION_STATE_TOPIC, "transaction.state.log.num.partitions"
             )
+        )
         # One server per listener (Kafka's listeners): the same handlers, except that the
         # answers naming brokers name them by the listener the request came in on.
         inter_broker = self.config.inter_broker_listener
@@ -314,8 +315,7 @@ class Broker:
             await self.controller.start()
         self._running = True
         self.groups.start()
-        if self.transactions is not None:
-            self.transactions.start()
+        self.transactions.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(
@@ -466,8 +466,7 @@ class Broker:
                 await task
         self._tasks = []
         await self.groups.stop()
-        if self.transactions is not None:
-            await self.transactions.stop()
+        await self.transactions.stop()
         await self.fetchers.shutdown()
         await self.config_changes.stop()
         for server in self.servers.values():
