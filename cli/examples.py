@@ -83,6 +83,18 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
             "partitions whose ISR lacks a replica",
         ),
     ),
+    "transactions": (
+        ("kafkasim transactions --dir cluster --list", "every transactional id, per coordinator"),
+        (
+            "kafkasim transactions --dir cluster --describe --transactional-id app-1",
+            "one transaction's state and partitions",
+        ),
+        (
+            "kafkasim transactions --dir cluster describe-producers --topic events "
+            "--partition 0 --broker-id 2",
+            "the producers broker 2's replica of events-0 remembers",
+        ),
+    ),
     "consumer-groups": (
         ("kafkasim consumer-groups --dir cluster --list", "every group"),
         ("kafkasim consumer-groups --dir cluster --describe --group readers", "offsets and lag"),

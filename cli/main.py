@@ -26,6 +26,7 @@ from kafkasim.cli import (
     producer_perf,
     sim,
     topics,
+    transactions,
     verify_log,
 )
 from kafkasim.cli.pipes import CLOSED_PIPE_STATUS, stdout_closed
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     console_consumer.register(sub)
     topics.register(sub)
     consumer_groups.register(sub)
+    transactions.register(sub)
     leader_election.register(sub)
     delete_records.register(sub)
     configs.register(sub)

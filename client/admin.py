@@ -22,6 +22,7 @@ from types import MappingProxyType
 
 from kafkasim import proto
 from kafkasim.client.admin_groups import GroupAdmin
+from kafkasim.client.admin_txn import TransactionAdmin
 from kafkasim.client.network import INVALID_METADATA_CODES, NetworkClient
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import (
@@ -117,7 +118,7 @@ def _raise_for(code: int, message: str, topic: str) -> None:
     raise error_for_code(code)(message)
 
 
-class AdminClient(GroupAdmin):
+class AdminClient(GroupAdmin, TransactionAdmin):
     """Kafka's ``Admin`` over any ``ClientTransport``. ``bootstrap`` is ``host:port`` addresses;
     ``request_timeout_ms`` bounds one call, ``timeout_ms`` the whole retried operation."""
 

@@ -86,20 +86,25 @@ REJOIN_ERRORS = frozenset(
 UNKNOWN_MEMBER_ID = _code("UNKNOWN_MEMBER_ID")
 
 
-async def find_coordinator(client: NetworkClient, group_id: str) -> tuple[int, str]:
-    """(broker id, address) of ``group_id``'s coordinator, asking any broker.
+async def find_coordinator(
+    client: NetworkClient, group_id: str, *, key_type: int = 0
+) -> tuple[int, str]:
+    """(broker id, address) of ``group_id``'s coordinator, asking any broker; ``key_type`` 1
+    looks up a transactional id's transaction coordinator instead (Kafka's CoordinatorType).
 
     A retriable COORDINATOR_NOT_AVAILABLE (or the like) while ``__consumer_offsets`` is being
     created or has no leader, or when no broker answers; other errors as Kafka names them."""
+    what = "transactional id" if key_type else "group"
     try:
         response = await client.call_any(
-            proto.METHOD_FIND_COORDINATOR, pb.FindCoordinatorRequest(key=group_id)
+            proto.METHOD_FIND_COORDINATOR,
+            pb.FindCoordinatorRequest(key=group_id, key_type=key_type),
         )
     except RpcError as e:
-        raise CoordinatorNotAvailableError(f"FindCoordinator for group {group_id}: {e}") from e
+        raise CoordinatorNotAvailableError(f"FindCoordinator for {what} {group_id}: {e}") from e
     assert isinstance(response, pb.FindCoordinatorResponse)
     if response.error_code:
-        raise error_for_code(response.error_code)(response.error_message or f"group {group_id}")
+        raise error_for_code(response.error_code)(response.error_message or f"{what} {group_id}")
     return response.node_id, f"{response.host}:{response.port}"
 
 

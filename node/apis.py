@@ -127,6 +127,7 @@ class KafkaApis:
             ),
             proto.METHOD_DESCRIBE_REPLICAS: self.handle_describe_replicas,
             proto.METHOD_DESCRIBE_CONFIGS: self.handle_describe_configs,
+            proto.METHOD_DESCRIBE_PRODUCERS: self.handle_describe_producers,
             proto.METHOD_OFFSETS_FOR_LEADER_EPOCH: self.handle_offsets_for_leader_epoch,
             proto.METHOD_WRITE_TXN_MARKERS: self.handle_write_txn_markers,
             proto.METHOD_LEADER_AND_ISR: self.handle_leader_and_isr,
@@ -363,6 +364,11 @@ class KafkaApis:
             if endpoint is not None:
                 response.brokers.append(endpoint)
         return response
+
+    async def handle_describe_producers(
+        self, request: pb.DescribeProducersRequest
+    ) -> pb.DescribeProducersResponse:
+        return apis_admin.describe_producers(self.broker, request)
 
     async def handle_describe_configs(
         self, request: pb.DescribeConfigsRequest

@@ -2,7 +2,8 @@
 function translates a protobuf request into the wire-free calls of ``node.admin_calls`` (the
 controller's entry points ``create_topics``, ``delete_topics``, ``create_partitions``,
 ``elect_leaders``; ``controlled_shutdown`` directly; config changes, which any broker serves
-by writing ZooKeeper itself) and their results into the response. The controller never sees
+by writing ZooKeeper itself) and their results into the response; ``describe_producers``
+answers from this broker's replicas (``node.broker_admin``). The controller never sees
 these protobuf forms; Kafka's binary protocol (``node.kafka_apis_admin``) makes the same calls.
 
 :func:`not_controller_response` answers for a broker that hosts no controller at all.
@@ -22,7 +23,7 @@ from kafkasim.controller.api import (
     TopicResult,
 )
 from kafkasim.controller.topic_configs import AlterConfigOp
-from kafkasim.node import admin_calls
+from kafkasim.node import admin_calls, broker_admin
 from kafkasim.node.admin_calls import AdminCalls, ConfigAlteration
 from kafkasim.proto import kafkasim_pb2 as pb
 
@@ -135,6 +136,34 @@ async def elect_leaders(
             for tp, o in sorted(outcomes.items())
         ]
     )
+
+
+def describe_producers(
+    broker: broker_admin.AdminServices, request: pb.DescribeProducersRequest
+) -> pb.DescribeProducersResponse:
+    """Kafka's ``handleDescribeProducersRequest`` over gRPC: the producers this broker's
+    replica of each partition remembers (``node.broker_admin.describe_producers``)."""
+    answers = broker_admin.describe_producers(
+        broker, [TopicPartition(p.topic, p.partition) for p in request.partitions]
+    )
+    response = pb.DescribeProducersResponse()
+    for answer in answers:
+        result = response.partitions.add(
+            topic=answer.tp.topic,
+            partition=answer.tp.partition,
+            error_code=answer.error.code if answer.error is not None else 0,
+            error_message=answer.error.message if answer.error is not None else "",
+        )
+        for p in answer.producers:
+            result.active_producers.add(
+                producer_id=p.producer_id,
+                producer_epoch=p.producer_epoch,
+                last_sequence=p.last_sequence,
+                last_timestamp=p.last_timestamp,
+                coordinator_epoch=p.coordinator_epoch,
+                current_txn_start_offset=p.current_txn_start_offset,
+            )
+    return response
 
 
 def _topic_result_pb(result: TopicResult) -> pb.TopicResult:

@@ -35,6 +35,7 @@ from kafkasim import proto
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import (
     InvalidOffsetError,
+    InvalidTxnStateError,
     KafkaError,
     KafkaStorageError,
     error_for_code,
@@ -110,6 +111,8 @@ class ReplicaFetcher:
         self.backoff_ms: int = config["replica.fetch.backoff.ms"]
         self.timeout_ms: int = config["replica.socket.timeout.ms"]
         self.states: dict[TopicPartition, FetchState] = {}
+        # Kafka's failedPartitions: dropped after an unexpected append error (INVALID_TXN_STATE).
+        self.failed_partitions: set[TopicPartition] = set()
         self._stream: BidiStream | None = None
         self._stream_target: str | None = None
         self._wakeup = asyncio.Event()
@@ -120,6 +123,7 @@ class ReplicaFetcher:
     # -- membership -------------------------------------------------------------------------
 
     def add(self, partition: Partition, leader_epoch: int) -> None:
+        self.failed_partitions.discard(partition.tp)
         self.states[partition.tp] = FetchState(partition, leader_epoch)
         self._wakeup.set()
         if self._task is None:
@@ -260,6 +264,20 @@ class ReplicaFetcher:
                     return
                 except KafkaStorageError:
                     raise  # the log dir failed: the broker halts (see _run)
+                except InvalidTxnStateError as e:
+                    # Kafka's fetcher thread on an unexpected error: the partition is marked
+                    # failed and no longer fetched until a LeaderAndIsr adds it again.
+                    logger.error(
+                        "%s: unexpected error while processing data from leader %d at offset "
+                        "%d (%s); the partition is marked failed",
+                        partition.tp,
+                        self.leader_id,
+                        log.log_end_offset,
+                        e,
+                    )
+                    self.states.pop(partition.tp, None)
+                    self.failed_partitions.add(partition.tp)
+                    return
                 except KafkaError as e:
                     # Kafka's "Found invalid messages during fetch": nothing was stored; this
                     # partition backs off and fetches the same offset again.

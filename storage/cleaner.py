@@ -13,7 +13,11 @@ One pass over a log, as Kafka's ``Cleaner.clean`` does it:
    values) survive only in segments modified after the delete horizon (last modified time of
    the last clean segment minus ``delete.retention.ms``), records without a key are dropped.
    Offsets never change; a batch whose records all go is kept empty only when it is the last
-   batch of a live idempotent producer (to keep its sequence state).
+   batch of a live producer (to keep its sequence and epoch state). Transactions (see
+   :mod:`storage.cleaner_txn`): aborted transactions' data batches are discarded, and kept out
+   of the offset map; a COMMIT/ABORT marker goes once no data of its transaction remain and
+   its segment is past the delete horizon; the cleaned ``.txnindex`` keeps the aborted
+   transactions that still have data in the group.
 4. Each group is written as ``.cleaned`` files, flushed, then swapped in through ``.swap``
    (see ``Log.replace_segments``); a crash at any step leaves a log the loader can finish.
 5. The end of the mapped section becomes the new first dirty offset
@@ -30,11 +34,18 @@ from dataclasses import dataclass, field
 from kafkasim.common.errors import UnsupportedForMessageFormatError
 from kafkasim.common.sentinels import INT32_MAX, INT64_MAX
 from kafkasim.storage import file_names
+from kafkasim.storage.cleaner_txn import (
+    CleanedTransactions,
+    LastBatch,
+    is_last_batch_of_producer,
+    last_batches_of_producers,
+)
 from kafkasim.storage.log import Log
 from kafkasim.storage.records.batch import (
     BatchHeader,
     Record,
     decode_batch,
+    encode_empty_batch,
     rebuild_batch,
 )
 from kafkasim.storage.segment import AppendedBatch, LogSegment
@@ -52,6 +63,8 @@ class CleanerStats:
     records_read: int = 0
     records_retained: int = 0
     tombstones_dropped: int = 0
+    aborted_batches_discarded: int = 0
+    markers_removed: int = 0
     segments_cleaned: int = 0
 
 
@@ -159,11 +172,17 @@ class LogCleaner:
     ) -> tuple[dict[bytes, int], int]:
         offset_map: dict[bytes, int] = {}
         end = rng.first_dirty_offset
+        txns = CleanedTransactions(
+            log.collect_aborted_txns(rng.first_dirty_offset, rng.first_uncleanable_offset)
+        )
         for segment in log.segments.between(rng.first_dirty_offset, rng.first_uncleanable_offset):
             segment_map: dict[bytes, int] = {}
             for header, records, _ in _decoded_batches(segment):
                 if header.is_control:
+                    txns.on_control_batch(header, records)
                     continue
+                if txns.on_data_batch(header):
+                    continue  # aborted: its keys must not shadow committed records
                 for record in records:
                     if rng.first_dirty_offset <= record.offset < rng.first_uncleanable_offset and (
                         record.key is not None
@@ -235,30 +254,24 @@ class LogCleaner:
     ) -> None:
         base = group[0].base_offset
         cleaned = log.create_segment(base, file_suffix=file_names.CLEANED_SUFFIX)
-        # Markers are never dropped here, so every aborted transaction of the group keeps its
-        # index entry (Kafka rebuilds them as it copies the markers it retains).
-        for segment in group:
-            for txn in segment.txn_index.all_aborted_txns():
-                cleaned.txn_index.append(txn)
+        nxt = log.segments.higher(group[-1].base_offset)
+        group_end = nxt.base_offset if nxt is not None else log.log_end_offset
+        txns = CleanedTransactions(log.collect_aborted_txns(base, group_end), cleaned.txn_index)
+        last_batches = last_batches_of_producers(log.producer_state.active_producers)
         for segment in group:
             retain_deletes = segment.last_modified_ms > delete_horizon_ms
             for header, records, raw in _decoded_batches(segment):
                 stats.records_read += len(records)
-                # Past the mapped section (at or above the HW, or beyond a full map) nothing
-                # is judged: no later offset is known there, and uncommitted records may still
-                # be truncated by a new leader (Kafka's ``pastLatestOffset``: always retain).
-                kept = [
-                    r
-                    for r in records
-                    if header.is_control
-                    or r.offset >= end_offset
-                    or _retain(r, offset_map, retain_deletes, stats)
-                ]
-                stats.records_retained += len(kept)
-                data = (
-                    raw
-                    if header.base_offset >= end_offset
-                    else _rewrite_batch(log, header, records, kept, raw)
+                data = self._filter_batch(
+                    header,
+                    records,
+                    raw,
+                    offset_map,
+                    txns,
+                    last_batches,
+                    retain_deletes=retain_deletes,
+                    end_offset=end_offset,
+                    stats=stats,
                 )
                 if data is not None:
                     cleaned.append(
@@ -278,6 +291,63 @@ class LogCleaner:
         log.replace_segments(cleaned, group)
         stats.segments_cleaned += len(group)
 
+    @staticmethod
+    def _filter_batch(  # noqa: PLR0917 -- one batch and the pass's state
+        header: BatchHeader,
+        records: list[Record],
+        raw: bytes,
+        offset_map: dict[bytes, int],
+        txns: CleanedTransactions,
+        last_batches: dict[int, LastBatch],
+        *,
+        retain_deletes: bool,
+        end_offset: int,
+        stats: CleanerStats,
+    ) -> bytes | None:
+        """The batch as it should be stored after cleaning, or None to drop it (Kafka's
+        ``checkBatchRetention`` then ``shouldRetainRecord``)."""
+        if header.is_control:
+            discard = txns.on_control_batch(header, records) and not retain_deletes
+            kept = [] if discard else records
+        else:
+            discard = txns.on_data_batch(header)
+            # Past the mapped section (at or above the HW, or beyond a full map) no key is
+            # judged: no later offset is known there, and uncommitted records may still be
+            # truncated by a new leader (Kafka's ``pastLatestOffset``: always retain).
+            kept = (
+                []
+                if discard
+                else [
+                    r
+                    for r in records
+                    if r.offset >= end_offset or _retain(r, offset_map, retain_deletes, stats)
+                ]
+            )
+        stats.records_retained += len(kept)
+        if kept and len(kept) == len(records):
+            return raw
+        if kept:
+            return rebuild_batch(header, kept)
+        if is_last_batch_of_producer(header, last_batches):
+            return encode_empty_batch(  # Kafka's RETAIN_EMPTY: the producer's state survives
+                base_offset=header.base_offset,
+                last_offset=header.last_offset,
+                max_timestamp=header.max_timestamp,
+                timestamp_type=header.timestamp_type,
+                producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch,
+                base_sequence=header.base_sequence,
+                partition_leader_epoch=header.partition_leader_epoch,
+                is_transactional=header.is_transactional,
+                is_control=header.is_control,
+            )
+        if discard:
+            if header.is_control:
+                stats.markers_removed += 1
+            else:
+                stats.aborted_batches_discarded += 1
+        return None
+
 
 def _retain(
     record: Record, offset_map: dict[bytes, int], retain_deletes: bool, stats: CleanerStats
@@ -291,21 +361,6 @@ def _retain(
         stats.tombstones_dropped += 1
         return False
     return True
-
-
-def _rewrite_batch(
-    log: Log, header: BatchHeader, records: list[Record], kept: list[Record], raw: bytes
-) -> bytes | None:
-    """The batch as it should be stored after cleaning, or None to drop it."""
-    if len(kept) == len(records):
-        return None if not records and header.producer_id < 0 else raw
-    if not kept:
-        producer = (
-            log.producer_state.last_entry(header.producer_id) if (header.producer_id >= 0) else None
-        )
-        if producer is None or producer.last_data_offset != header.last_offset:
-            return None
-    return rebuild_batch(header, kept)
 
 
 def _decoded_batches(segment: LogSegment) -> list[tuple[BatchHeader, list[Record], bytes]]:

@@ -25,7 +25,6 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from kafkasim.common.errors import InvalidRecordError
 from kafkasim.storage.file_records import Buffer
 from kafkasim.storage.offset_index import OffsetPosition
 from kafkasim.storage.producer_state import AppendOrigin, ProducerStateManager
@@ -76,17 +75,12 @@ def apply_batch(
     written at; a marker returns the transaction it completes. A leader's client batches go
     through :func:`~storage.log_append.check_client_sequences` instead (duplicates).
 
-    A replicated or recovered control batch whose record is not a marker is logged and
-    skipped (it changes no state); from the coordinator it is INVALID_RECORD.
+    A control batch whose record is not a marker is INVALID_RECORD for every origin, as
+    Kafka's ``EndTransactionMarker.deserialize``: a follower's fetcher retries the partition
+    after a backoff, recovery truncates the segment there (``segment_recovery``).
     """
     if header.is_control:
-        try:
-            marker = read_marker(batch)
-        except InvalidRecordError as e:
-            if origin is not AppendOrigin.REPLICATION:
-                raise
-            logger.warning("control batch at offset %d is not a marker: %s", base_offset, e)
-            return None
+        marker = read_marker(batch)
         if marker is None:
             return None
         return producer_state.append_end_txn_marker(

@@ -45,8 +45,11 @@ Theory of operation: transactions (KIP-98, Kafka's ``ProducerAppendInfo``)
     transactions; the partition's last stable offset is ``min(first unstable offset, HW)``
     (the HW when there is none). ``read_committed`` consumers read up to it.
 
-Rules 2 and 7-8 raise only for a client's or the coordinator's append; followers and log
-recovery replay batches a leader already validated, so they only update the state (and log).
+Followers and log recovery (origin REPLICATION) replay batches a leader already validated:
+as in Kafka, sequences are not checked, and a stale producer or coordinator epoch (rules 2
+and 8) is only logged; rule 7 raises for every origin (Kafka's ``appendDataBatch`` does not
+look at the origin), so a follower's fetcher marks the partition failed and recovery fails the
+log's load rather than build a state no leader could have had.
 
 The state is valid up to :attr:`ProducerStateManager.map_end_offset` (exclusive); the log
 advances it after each append and takes snapshots at segment rolls and at clean shutdown.
@@ -237,9 +240,9 @@ class ProducerStateManager:
         recording the batch. ``offset_delta`` is derived from the sequence range, which for a
         v2 batch always spans ``last offset delta`` records. ``origin`` (default: CLIENT when
         ``is_from_client``, else REPLICATION) decides what is checked. Raises
-        INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER or INVALID_TXN_STATE for a batch
-        that is refused (state unchanged). A transactional batch opens a transaction at
-        ``first_offset`` (default: ``last_offset`` - the sequence span).
+        INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER or INVALID_TXN_STATE (this one for
+        every origin) for a batch that is refused (state unchanged). A transactional batch
+        opens a transaction at ``first_offset`` (default: ``last_offset`` - the sequence span).
         """
         if origin is None:
             origin = AppendOrigin.CLIENT if is_from_client else AppendOrigin.REPLICATION
@@ -272,9 +275,9 @@ class ProducerStateManager:
                 f"{first_offset} in partition {self.partition_dir.name} (its transaction "
                 f"opened at offset {open_txn})"
             )
-            if origin is not AppendOrigin.REPLICATION:
-                raise InvalidTxnStateError(message)
-            logger.warning("%s", message)
+            # Kafka's ProducerAppendInfo raises this for every origin: a follower's fetcher
+            # then stops fetching the partition, recovery fails the log's load.
+            raise InvalidTxnStateError(message)
 
         if entry is None:
             entry = ProducerStateEntry(producer_id)

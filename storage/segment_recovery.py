@@ -7,6 +7,11 @@ producers to the producer state given: a COMMIT/ABORT marker completes its trans
 aborted one is written to the segment's ``.txnindex`` with the LSO of that moment, so the index
 is rebuilt exactly as the appends wrote it (the caller brings producer state up to the
 segment's base offset first, or transactions begun in earlier segments would be missed).
+
+As Kafka's ``recover``: a control batch whose record is not a marker (INVALID_RECORD) ends the
+valid part of the segment like a corrupt batch (truncated there); a producer's
+non-transactional batch inside its open transaction is INVALID_TXN_STATE, which is not caught
+here: the log fails to load, as Kafka's broker fails its log loading.
 """
 
 from __future__ import annotations
@@ -15,11 +20,11 @@ import logging
 import mmap
 from typing import Protocol
 
-from kafkasim.common.errors import CorruptRecordError
+from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
 from kafkasim.common.sentinels import NO_TIMESTAMP
 from kafkasim.storage.epoch_cache import LeaderEpochFileCache
 from kafkasim.storage.file_records import FileRecords
-from kafkasim.storage.log_transactions import apply_batch, complete_txns
+from kafkasim.storage.log_transactions import apply_batch, complete_txns, read_marker
 from kafkasim.storage.offset_index import OffsetIndex
 from kafkasim.storage.producer_state import AppendOrigin, ProducerStateManager
 from kafkasim.storage.records.batch import BatchHeader
@@ -86,6 +91,8 @@ def reindex_entries(
                     if reason != "zero-filled tail":
                         log.warning("%s: %s", segment.log.path, reason)
                     break
+                if producer_state is not None and _bad_marker(view, position, header, segment):
+                    break  # Kafka's recover: an InvalidRecordException ends the valid part
                 if header.max_timestamp > max_ts:
                     max_ts, max_ts_offset = header.max_timestamp, header.last_offset
                 if segment.bytes_since_last_index_entry > segment.index_interval_bytes and (
@@ -108,6 +115,25 @@ def reindex_entries(
         finally:
             view.release()
     return valid_bytes, max_ts, max_ts_offset
+
+
+def _bad_marker(
+    view: memoryview, position: int, header: LogEntryHeader, segment: LogSegment
+) -> bool:
+    """Whether the entry is a producer's control batch whose record is not a COMMIT/ABORT
+    marker (INVALID_RECORD), checked before the entry is indexed so that recovery truncates
+    the segment there, as Kafka's ``LogSegment.recover`` does for an invalid record."""
+    if not (isinstance(header, BatchHeader) and header.is_control and header.producer_id >= 0):
+        return False
+    try:
+        with view[position : position + header.size_in_bytes] as batch:
+            read_marker(batch)
+    except InvalidRecordError as e:
+        log.warning(
+            "%s: found invalid messages at byte offset %d: %s", segment.log.path, position, e
+        )
+        return True
+    return False
 
 
 def _update_producer_state(

@@ -21,7 +21,9 @@ What is checked, per partition directory:
   tail accepted on the last (active) segment, so a running broker's directory verifies clean;
 * ``.snapshot`` files (producer state: name, CRC, layout, not beyond the log end, every
   producer's last batch below the snapshot's offset), the
-  leader-epoch checkpoint and leftover temporary files.
+  leader-epoch checkpoint and leftover temporary files;
+* every ``.txnindex`` against the aborted transactions rebuilt from the batches
+  (:mod:`storage.verify_txn`).
 
 Per log dir: the offset checkpoint files and ``meta.properties`` (well formed, known version).
 """
@@ -59,6 +61,7 @@ from kafkasim.storage.records.entry import (
     parse_entry_header,
 )
 from kafkasim.storage.time_index import TimeIndex
+from kafkasim.storage.verify_txn import check_txn_indexes
 
 
 @dataclass(frozen=True, slots=True)
@@ -529,6 +532,8 @@ def verify_partition_dir(dir_: Path, *, compacted: bool | None = None) -> list[P
         for epoch, start in summary.epochs:
             if not epochs or epoch > epochs[-1][0]:
                 epochs.append((epoch, start))
+    for path, message in check_txn_indexes(dir_, bases, compacted=compacted):
+        problems.append(Problem(path, message))
     for name in os.listdir(dir_):
         if name.endswith(file_names.TEMP_SUFFIXES):
             problems.append(

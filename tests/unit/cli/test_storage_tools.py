@@ -179,3 +179,31 @@ def test_dump_log_prints_transaction_markers_with_their_coordinator_epoch(tmp_pa
     assert len(markers) == 2, out.stdout
     assert markers[0].endswith("endTxnMarker: COMMIT coordinatorEpoch: 3"), markers
     assert markers[1].endswith("endTxnMarker: ABORT coordinatorEpoch: 4"), markers
+
+
+def test_dump_log_prints_a_txnindex_as_kafka_dump_log_does(tmp_path: Path) -> None:
+    from kafkasim.storage.txn_index import AbortedTxn
+
+    path = tmp_path / "00000000000000000010.txnindex"
+    path.write_bytes(AbortedTxn(7, 10, 12, 11).encode() + AbortedTxn(8, 11, 14, 15).encode())
+    out = run("dump-log", "--files", str(path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        f"Dumping {path}",
+        "version: 0 producerId: 7 firstOffset: 10 lastOffset: 12 lastStableOffset: 11",
+        "version: 0 producerId: 8 firstOffset: 11 lastOffset: 14 lastStableOffset: 15",
+    ]
+
+
+def test_dump_log_reports_a_corrupt_txnindex_after_its_readable_entries(tmp_path: Path) -> None:
+    from kafkasim.storage.txn_index import AbortedTxn
+
+    path = tmp_path / "00000000000000000000.txnindex"
+    path.write_bytes(AbortedTxn(7, 0, 2, 3).encode() + b"\x00\x01\x02")
+    out = run("dump-log", "--files", str(path))
+    assert out.returncode == 2
+    lines = out.stdout.splitlines()
+    assert lines[1] == "version: 0 producerId: 7 firstOffset: 0 lastOffset: 2 lastStableOffset: 3"
+    assert lines[2].startswith(f"Found corrupt transaction index {path}: ")
+    assert "not a whole number of 34-byte entries" in lines[2]
+    assert "Traceback" not in out.stderr

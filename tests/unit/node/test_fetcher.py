@@ -141,3 +141,47 @@ def test_a_crc_bad_fetch_is_refused_logged_once_and_fetched_again_after_the_back
         assert partition.log.log_end_offset == 2
 
     asyncio.run(scenario())
+
+
+def test_invalid_txn_state_in_a_fetch_marks_the_partition_failed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka's fetcher on an unexpected append error (INVALID_TXN_STATE: a producer's
+    non-transactional batch inside its open transaction): nothing stored, one error line, the
+    partition is dropped from fetching (``failed_partitions``) until LeaderAndIsr adds it."""
+    from tests.txn_records import Producer
+
+    producer = Producer(5)
+    txn = producer.batch()
+    plain = producer.batch(transactional=False, base_offset=1)
+
+    async def scenario() -> None:
+        clock = ManualClock(T0)
+        partition = follower(tmp_path, clock)
+        stream = ScriptedStream([answer(txn + plain)])
+        config = BrokerConfig.from_props(
+            {"broker.id": 2, "log.dirs": str(tmp_path), "zookeeper.connect": "sim"}
+        )
+        fetcher = ReplicaFetcher(
+            2,
+            1,
+            address_of=lambda _b: "leader:9092",
+            transport=ScriptedTransport(stream),
+            config=config,
+            clock=clock,
+        )
+        fetcher.states[TP] = FetchState(partition, 0, ReplicaState.FETCHING)
+        with caplog.at_level(logging.INFO, logger="kafkasim.node.fetcher"):
+            await fetcher._step()
+        assert partition.log.log_end_offset == 0
+        assert partition.log.producer_state.ongoing_txns == []  # restored as it was
+        errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert len(errors) == 1 and "INVALID_TXN_STATE" in errors[0].getMessage()
+        assert TP not in fetcher.states
+        assert fetcher.failed_partitions == {TP}
+        fetcher.add(partition, 1)  # a new LeaderAndIsr
+        assert fetcher.failed_partitions == set()
+        assert TP in fetcher.states
+        await fetcher.stop()
+
+    asyncio.run(scenario())

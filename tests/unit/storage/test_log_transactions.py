@@ -9,7 +9,11 @@ from pathlib import Path
 import crc32c
 import pytest
 
-from kafkasim.common.errors import InvalidRecordError, TransactionCoordinatorFencedError
+from kafkasim.common.errors import (
+    InvalidRecordError,
+    InvalidTxnStateError,
+    TransactionCoordinatorFencedError,
+)
 from kafkasim.storage.log import AppendOrigin, FetchIsolation, Log
 from kafkasim.storage.records.batch import (
     decode_batch,
@@ -19,7 +23,7 @@ from kafkasim.storage.records.batch import (
 )
 from kafkasim.storage.txn_index import AbortedTxn
 from tests.txn_records import ABORT, COMMIT, Producer
-from tests.unit.storage.logtools import open_log, reopen
+from tests.unit.storage.logtools import T0, open_log, reopen
 
 
 def _append(log: Log, data: bytes) -> int:
@@ -285,3 +289,69 @@ def test_compaction_stops_at_the_first_unstable_offset(tmp_path: Path) -> None:
     log.roll()
     _append(log, Producer(3).batch(transactional=False))
     assert cleanable_range(log, 0, clock.time_ms()).first_uncleanable_offset == 1
+
+
+# -- followers and recovery: what Kafka raises for AppendOrigin.REPLICATION -------------------
+
+
+def _not_a_marker(pid: int, base_offset: int) -> bytes:
+    from kafkasim.storage.records.batch import RecordBatchBuilder
+
+    builder = RecordBatchBuilder(
+        base_offset=base_offset, producer_id=pid, producer_epoch=0, is_control=True
+    )
+    builder.append(T0, b"\x00", b"\x00\x00\x00\x00\x00\x00")  # a 1-byte key: not a marker
+    return builder.build()
+
+
+def test_a_follower_refuses_a_non_transactional_batch_inside_a_transaction(
+    tmp_path: Path,
+) -> None:
+    """INVALID_TXN_STATE for every origin (Kafka's appendDataBatch); nothing is written."""
+    log, _ = open_log(tmp_path)
+    a = Producer(1)
+    log.append_as_follower(a.batch(base_offset=0))
+    with pytest.raises(InvalidTxnStateError, match="Expected transactional write from producer 1"):
+        log.append_as_follower(a.batch(transactional=False, base_offset=1))
+    assert log.log_end_offset == 1
+    assert [t.first_offset for t in log.producer_state.ongoing_txns] == [0]
+
+
+def test_a_follower_refuses_a_control_batch_that_is_not_a_marker(tmp_path: Path) -> None:
+    log, _ = open_log(tmp_path)
+    log.append_as_follower(Producer(1).batch(base_offset=0))
+    with pytest.raises(InvalidRecordError, match="control record key has 1 bytes"):
+        log.append_as_follower(_not_a_marker(1, 1))
+    assert log.log_end_offset == 1
+
+
+def _append_raw(log: Log, data: bytes) -> None:
+    path = log.active_segment.log.path
+    with path.open("ab") as f:
+        f.write(data)
+
+
+def test_recovery_fails_the_load_on_invalid_txn_state(tmp_path: Path) -> None:
+    """Kafka's LogSegment.recover does not catch InvalidTxnStateException: the log's load
+    fails (and the broker with it) rather than build a state no leader could have had."""
+    log, clock = open_log(tmp_path)
+    a = Producer(1)
+    _append(log, a.batch())  # 0: opens a transaction
+    log.close_handlers()
+    _append_raw(log, a.batch(transactional=False, base_offset=1))
+    with pytest.raises(InvalidTxnStateError, match="Expected transactional write from producer 1"):
+        reopen(log, clock, clean=False)
+
+
+def test_recovery_truncates_at_a_control_batch_that_is_not_a_marker(tmp_path: Path) -> None:
+    """Kafka's recover treats an InvalidRecordException like a corrupt batch: the segment is
+    truncated there."""
+    log, clock = open_log(tmp_path)
+    a = Producer(1)
+    _append(log, a.batch())  # 0
+    log.close_handlers()
+    _append_raw(log, _not_a_marker(1, 1) + a.batch(base_offset=2))
+    log = reopen(log, clock, clean=False)
+    assert log.log_end_offset == 1
+    assert [t.first_offset for t in log.producer_state.ongoing_txns] == [0]
+    log.close()

@@ -277,3 +277,14 @@ def test_transactions_completed_out_of_order_keep_the_earliest_unstable(part: Pa
     assert part.lso(hw=1) == 0
     assert part.lso(hw=3) == 0  # the marker at 3 is not replicated yet
     assert part.lso(hw=4) == 4
+
+
+def test_replication_refuses_a_non_transactional_batch_inside_a_transaction_too(
+    part: Partition,
+) -> None:
+    """Kafka's appendDataBatch raises INVALID_TXN_STATE whatever the origin."""
+    part.data(1)
+    with pytest.raises(InvalidTxnStateError, match="Expected transactional write"):
+        part.state.check_and_update(
+            1, 0, 1, 1, part.next_offset, T0, is_from_client=False, is_transactional=False
+        )
