@@ -50,6 +50,13 @@ METHOD_OFFSET_FETCH = "/kafkasim.Kafkasim/OffsetFetch"
 METHOD_LIST_GROUPS = "/kafkasim.Kafkasim/ListGroups"
 METHOD_DESCRIBE_GROUPS = "/kafkasim.Kafkasim/DescribeGroups"
 METHOD_DELETE_GROUPS = "/kafkasim.Kafkasim/DeleteGroups"
+METHOD_ADD_PARTITIONS_TO_TXN = "/kafkasim.Kafkasim/AddPartitionsToTxn"
+METHOD_ADD_OFFSETS_TO_TXN = "/kafkasim.Kafkasim/AddOffsetsToTxn"
+METHOD_END_TXN = "/kafkasim.Kafkasim/EndTxn"
+METHOD_TXN_OFFSET_COMMIT = "/kafkasim.Kafkasim/TxnOffsetCommit"
+METHOD_DESCRIBE_TRANSACTIONS = "/kafkasim.Kafkasim/DescribeTransactions"
+METHOD_LIST_TRANSACTIONS = "/kafkasim.Kafkasim/ListTransactions"
+METHOD_DESCRIBE_PRODUCERS = "/kafkasim.Kafkasim/DescribeProducers"
 
 # Replication: follower <-> leader, and the transaction coordinator -> partition leaders.
 METHOD_REPLICA_FETCH = "/kafkasim.Replication/ReplicaFetch"
@@ -153,6 +160,8 @@ def check_servable(unary: Iterable[str], streams: Iterable[str]) -> None:
 
 __all__ = [
     "METHODS",
+    "METHOD_ADD_OFFSETS_TO_TXN",
+    "METHOD_ADD_PARTITIONS_TO_TXN",
     "METHOD_CONTROLLED_SHUTDOWN",
     "METHOD_CREATE_PARTITIONS",
     "METHOD_CREATE_TOPICS",
@@ -162,8 +171,11 @@ __all__ = [
     "METHOD_DESCRIBE_CLUSTER",
     "METHOD_DESCRIBE_CONFIGS",
     "METHOD_DESCRIBE_GROUPS",
+    "METHOD_DESCRIBE_PRODUCERS",
     "METHOD_DESCRIBE_REPLICAS",
+    "METHOD_DESCRIBE_TRANSACTIONS",
     "METHOD_ELECT_LEADERS",
+    "METHOD_END_TXN",
     "METHOD_FETCH",
     "METHOD_FIND_COORDINATOR",
     "METHOD_HEARTBEAT",
@@ -174,6 +186,7 @@ __all__ = [
     "METHOD_LEAVE_GROUP",
     "METHOD_LIST_GROUPS",
     "METHOD_LIST_OFFSETS",
+    "METHOD_LIST_TRANSACTIONS",
     "METHOD_METADATA",
     "METHOD_OFFSETS_FOR_LEADER_EPOCH",
     "METHOD_OFFSET_COMMIT",
@@ -183,6 +196,7 @@ __all__ = [
     "METHOD_REPLICA_FETCH",
     "METHOD_STOP_REPLICA",
     "METHOD_SYNC_GROUP",
+    "METHOD_TXN_OFFSET_COMMIT",
     "METHOD_UPDATE_METADATA",
     "METHOD_WRITE_TXN_MARKERS",
     "MethodSpec",
