@@ -323,6 +323,8 @@ class RecordAccumulator:
         self._topic_states: dict[str, dict[int, PartitionState]] = {}
         self.queued: dict[TopicPartition, PartitionState] = {}  # those with queued batches
         self.waiting: dict[str, deque[PendingRecord]] = {}
+        # Set whenever no record waits any more (a transaction's commit waits for it).
+        self.none_waiting = asyncio.Event()
         self.incomplete: dict[ProducerBatch, None] = {}
         self.flushes_in_progress = 0  # flush() calls running: every batch is sendable now
         # A transactional producer's TransactionManager.maybe_add_partition: told of the
@@ -474,6 +476,8 @@ class RecordAccumulator:
                     _fail_future(record.future, e)
             if not queue:
                 del self.waiting[topic]
+        if not self.waiting:
+            self.none_waiting.set()
 
     def expire_waiting(self, now_ms: int) -> int:
         """Fail waiting records past max.block.ms; ms until the next one's deadline."""
@@ -499,6 +503,8 @@ class RecordAccumulator:
                 next_ms = min(next_ms, queue[0].deadline_ms - now_ms)
             else:
                 del self.waiting[topic]
+        if not self.waiting:
+            self.none_waiting.set()
         return next_ms
 
     def fail_waiting(self, error: BaseException) -> None:
@@ -506,6 +512,7 @@ class RecordAccumulator:
             for record in queue:
                 _fail_future(record.future, error)
         self.waiting.clear()
+        self.none_waiting.set()
 
 
 def _fail_future(future: asyncio.Future[Any], error: BaseException) -> None:

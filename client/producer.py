@@ -211,10 +211,14 @@ class Producer:
 
     @property
     def producer_id(self) -> int:
+        if self._txn is not None:
+            return self._txn.producer_id_and_epoch.producer_id
         return self._sender.producer_id
 
     @property
     def producer_epoch(self) -> int:
+        if self._txn is not None:
+            return self._txn.producer_id_and_epoch.epoch
         return self._sender.producer_epoch
 
     @property
@@ -374,11 +378,13 @@ class Producer:
         if tm.state is TxnState.IN_TRANSACTION:
             # Records waiting for their topic's metadata belong to the transaction too (Kafka's
             # send blocks until it is known, so they are appended before any commit).
-            waiting = [p.future for queue in self._waiting.values() for p in queue]
-            if waiting:
-                await asyncio.wait(waiting, timeout=max(deadline - self._loop_time(), 0))
-                if any(not f.done() for f in waiting):
-                    raise self._transactional_timeout(timeout_s, "EndTxn(true)")
+            try:
+                async with asyncio.timeout_at(deadline):
+                    while self._waiting:
+                        self._accumulator.none_waiting.clear()
+                        await self._accumulator.none_waiting.wait()
+            except TimeoutError:
+                raise self._transactional_timeout(timeout_s, "EndTxn(true)") from None
         await self._await_transactional(tm.commit_transaction(), timeout_s, deadline)
 
     async def abort_transaction(self, timeout_s: float | None = None) -> None:

@@ -202,9 +202,12 @@ class TransactionalSender:
         manager = self.manager
         if manager.has_in_flight_request:
             return True
+        had_requests = manager.has_pending_requests
         request = manager.next_request(has_incomplete_batches=has_incomplete_batches)
         self.progress.set()  # the queue may have moved (a local end, failed requests)
         if request is None:
+            if had_requests and not manager.has_pending_requests:
+                self._wake()  # ended locally: the loop looks again (a close may finish)
             return False
         address: str | None = None
         if request.coordinator_type is not None:
@@ -234,6 +237,7 @@ class TransactionalSender:
                 manager.abort_transaction()
             except (IllegalTransactionStateError, TransactionError):
                 return True  # a call must be retried first: nothing more to send
+            self._wake()
         return not (manager.has_pending_requests or manager.has_in_flight_request)
 
     async def _send(self, request: TxnRequest, address: str | None) -> None:
