@@ -20,16 +20,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import signal
 import sys
-from typing import Any, TextIO
+from collections.abc import Coroutine
+from typing import Any, TextIO, TypeVar
 
 from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
 from kafkasim.cli.console_producer import parse_properties
 from kafkasim.client.consumer import Consumer, ConsumerRecord
 from kafkasim.common.clock import SystemClock
+from kafkasim.common.errors import RequestTimedOutError
 from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage.records.batch import TimestampType
+
+T = TypeVar("T")
 
 FORMATTER_PROPERTIES = (
     "print.timestamp",
@@ -164,48 +169,94 @@ async def consume(
     err: TextIO,
 ) -> int:
     transport = GrpcTransport()
+    clock = SystemClock()
     processed = 0
+    # --timeout-ms bounds the wait for the first record from the start, as Kafka's first
+    # poll does: looking the topic up counts (an unreachable broker fails within it).
+    deadline_ms = None if args.timeout_ms is None else clock.monotonic_ms() + args.timeout_ms
+    # SIGTERM and Ctrl-C stop the reading between two batches: what was printed is counted
+    # and committed, then the consumer leaves its group (close) and the count is printed.
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     try:
-        async with Consumer(config, transport=transport, clock=SystemClock()) as consumer:
-            partitions: list[int] = []
-            if args.group is not None and args.partition is None:
-                await consumer.partitions_for(args.topic)  # an unknown topic fails here
-                consumer.subscribe([args.topic])
-            elif args.partition is not None:
-                partitions = [args.partition]
-                known = await consumer.partitions_for(args.topic)
-                if args.partition not in known:
-                    raise ValueError(
-                        f"partition {args.partition} of topic {args.topic} does not exist "
-                        f"(partitions: {', '.join(map(str, known))})"
-                    )
-            if args.group is None or args.partition is not None:
-                if args.partition is None:
-                    partitions = await consumer.partitions_for(args.topic)
-                tps = [TopicPartition(args.topic, p) for p in partitions]
-                consumer.assign(tps)
-                if start == "earliest":
-                    consumer.seek_to_beginning(tps)
-                elif start == "latest":
-                    consumer.seek_to_end(tps)
-                else:
-                    consumer.seek(tps[0], int(start))
-            with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
-                while args.max_messages is None or processed < args.max_messages:
-                    # --timeout-ms bounds the wait for the next record, as Kafka's does.
-                    records = await consumer.poll(args.timeout_ms or 1000)
-                    if not records and args.timeout_ms is not None:
-                        break
-                    if args.max_messages is not None:
-                        records = records[: args.max_messages - processed]
-                    for record in records:
-                        out.write(formatter.format(record))
-                    out.flush()
-                    if args.group is not None and records:
-                        printed = {r.topic_partition: r.offset + 1 for r in records}
-                        await consumer.commit(printed)
-                    processed += len(records)
+        async with Consumer(config, transport=transport, clock=clock) as consumer:
+            try:
+                async with asyncio.timeout(
+                    None if args.timeout_ms is None else args.timeout_ms / 1000
+                ):
+                    started = await _unless_stopped(_start(consumer, args, start), stop)
+            except TimeoutError:
+                raise RequestTimedOutError(
+                    f"Topic {args.topic} not present in metadata after {args.timeout_ms} ms."
+                ) from None
+            while started and (args.max_messages is None or processed < args.max_messages):
+                wait_ms = args.timeout_ms or 1000
+                if deadline_ms is not None:  # the first poll: what is left of it
+                    wait_ms = max(deadline_ms - clock.monotonic_ms(), 0)
+                    deadline_ms = None
+                polled = await _unless_stopped(consumer.poll(wait_ms), stop)
+                if polled is None:
+                    break
+                records = polled[0]
+                if not records and args.timeout_ms is not None:
+                    break
+                if args.max_messages is not None:
+                    records = records[: args.max_messages - processed]
+                for record in records:
+                    out.write(formatter.format(record))
+                out.flush()
+                processed += len(records)
+                if args.group is not None and records:
+                    printed = {r.topic_partition: r.offset + 1 for r in records}
+                    await consumer.commit(printed)
     finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
         await transport.close()
     print(f"Processed a total of {processed} messages", file=err)
     return 0
+
+
+async def _unless_stopped(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> tuple[T] | None:
+    """``work``'s result (in a 1-tuple), or None if ``stop`` was set first (``work`` is then
+    cancelled)."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    return (task.result(),) if task.done() and not task.cancelled() else None
+
+
+async def _start(consumer: Consumer, args: argparse.Namespace, start: str) -> None:
+    """Subscribe (``--group``) or assign the partitions and seek to ``start``."""
+    partitions: list[int] = []
+    if args.group is not None and args.partition is None:
+        await consumer.partitions_for(args.topic)  # an unknown topic fails here
+        consumer.subscribe([args.topic])
+        return
+    if args.partition is not None:
+        partitions = [args.partition]
+        known = await consumer.partitions_for(args.topic)
+        if args.partition not in known:
+            raise ValueError(
+                f"partition {args.partition} of topic {args.topic} does not exist "
+                f"(partitions: {', '.join(map(str, known))})"
+            )
+    else:
+        partitions = await consumer.partitions_for(args.topic)
+    tps = [TopicPartition(args.topic, p) for p in partitions]
+    consumer.assign(tps)
+    if start == "earliest":
+        consumer.seek_to_beginning(tps)
+    elif start == "latest":
+        consumer.seek_to_end(tps)
+    else:
+        consumer.seek(tps[0], int(start))

@@ -44,6 +44,11 @@ def register(sub: Any) -> None:
         help="a producer config key, e.g. acks=all (repeatable)",
     )
     p.add_argument("--request-required-acks", help="acks of the produce requests (overrides acks)")
+    p.add_argument(
+        "--max-block-ms",
+        type=int,
+        help="how long a record waits for its topic's metadata (max.block.ms, default 60000)",
+    )
     p.set_defaults(func=cmd_console_producer)
 
 
@@ -71,6 +76,8 @@ def cmd_console_producer(args: argparse.Namespace) -> int:
     }
     if args.request_required_acks is not None:
         config["acks"] = args.request_required_acks
+    if args.max_block_ms is not None:
+        config["max.block.ms"] = args.max_block_ms
     return asyncio.run(produce_lines(args.topic, config, reader, sys.stdin, sys.stderr))
 
 
@@ -114,13 +121,16 @@ async def produce_lines(
             await producer.flush()
     finally:
         await transport.close()
-    failed = 0
+    # One line per kind of error, not one per record: a topic that rejects every record
+    # (e.g. a compacted one, for records without a key) would print thousands.
+    failures: dict[str, tuple[BaseException, int]] = {}
     for future in futures:
         error = future.exception()
         if error is not None:
-            failed += 1
-            print(
-                f"Error when sending message to topic {topic} with error: {error}",
-                file=err,
-            )
-    return 1 if failed else 0
+            kind = f"{type(error).__name__}:{getattr(error, 'error_name', '')}"
+            first, count = failures.get(kind, (error, 0))
+            failures[kind] = (first, count + 1)
+    for error, count in failures.values():
+        also = f" ({count} records failed with this error)" if count > 1 else ""
+        print(f"Error when sending message to topic {topic} with error: {error}{also}", file=err)
+    return 1 if failures else 0

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from kafkasim.cli import (
+    acls,
     broker,
     chaos,
     check,
@@ -20,12 +21,14 @@ from kafkasim.cli import (
     delete_records,
     demo,
     dump_log,
+    examples,
     leader_election,
     producer_perf,
     sim,
     topics,
     verify_log,
 )
+from kafkasim.cli.pipes import CLOSED_PIPE_STATUS, stdout_closed
 from kafkasim.common.errors import KafkasimError
 
 
@@ -53,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.register(sub)
     consumer_perf.register(sub)
     check.register(sub)
+    acls.register(sub)
+    examples.attach(sub.choices)
     return parser
 
 
@@ -65,6 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         code: int = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader of our output went away (`kafkasim ... | head`): stop quietly.
+        stdout_closed()
+        return CLOSED_PIPE_STATUS
     except (KafkasimError, OSError, ValueError) as e:
         print(f"kafkasim {args.command}: error: {e}", file=sys.stderr)
         return 1

@@ -21,11 +21,13 @@ import argparse
 import dataclasses
 import logging
 import random
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kafkasim.cli.pipes import say
 from kafkasim.common.clock import SystemClock
 from kafkasim.faults import checker, runner, schedules
 from kafkasim.faults import report as html_report
@@ -44,6 +46,9 @@ def register(sub: Any) -> None:
     verbs = p.add_subparsers(dest="sim_command", required=True, metavar="VERB")
     listing = verbs.add_parser("list", help="the scenario catalog")
     listing.set_defaults(func=cmd_list)
+    show = verbs.add_parser("show", help="print a scenario's TOML file (catalog name or file)")
+    show.add_argument("scenario", help="a catalog name or a TOML file")
+    show.set_defaults(func=cmd_show)
     one = verbs.add_parser("run", help="run a scenario with one seed")
     one.add_argument("scenario", help="a catalog name or a TOML file")
     one.add_argument("--seed", type=int, default=1)
@@ -77,6 +82,15 @@ def cmd_list(args: argparse.Namespace) -> int:
         loaded = load(path)
         summary = loaded.description.strip().splitlines()[0] if loaded.description else ""
         print(f"{name:<28} {loaded.expect:<9} {summary}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """The scenario's file as written (comments included), after checking that it loads: what
+    a user copies to start a scenario of their own (the keys: docs/scenarios.md)."""
+    path = find(args.scenario)
+    load(path)
+    sys.stdout.write(path.read_text(encoding="utf-8"))
     return 0
 
 
@@ -118,21 +132,21 @@ def run_and_report(
     where = f"seed {seed}" if spec is SIM else spec.runtime
     if chosen.workload.client != CLIENT_KAFKASIM:
         where += f", workload by {chosen.workload.client}"
-    print(f"scenario {chosen.name} (expect: {chosen.expect}), {where}", flush=True)
+    say(f"scenario {chosen.name} (expect: {chosen.expect}), {where}")
     wall = SystemClock()
     started = wall.monotonic_ms()
-    history = run_once(chosen, seed, spec=spec, directory=directory, on_event=_print_flushed)
+    history = run_once(chosen, seed, spec=spec, directory=directory, on_event=say)
     wall_s = max(wall.monotonic_ms() - started, 1) / 1000
     report = checker.check(history)
     for line in report.verdict_lines():
-        print(line)
+        say(line)
     if spec is SIM:
         sim_s = max((op.time_ms for op in history.ops), default=0) / 1000
-        print(f"simulated {sim_s:.0f} s in {wall_s:.1f} s of wall time ({sim_s / wall_s:.0f}x)")
+        say(f"simulated {sim_s:.0f} s in {wall_s:.1f} s of wall time ({sim_s / wall_s:.0f}x)")
     else:
-        print(f"ran {chosen.run_s:g} s of workload and settling in {wall_s:.1f} s of wall time")
+        say(f"ran {chosen.run_s:g} s of workload and settling in {wall_s:.1f} s of wall time")
     if directory is not None:
-        print(f"cluster files: {directory}")
+        say(f"cluster files: {directory}")
     save_outputs(args, history, report)
     return 0 if meets_expectation(chosen, report) else 1
 
@@ -149,17 +163,17 @@ def save_outputs(args: argparse.Namespace, history: History, report: checker.Che
     """--history (JSON lines) and --report (HTML), when asked for."""
     if args.history is not None:
         history.write(args.history)
-        print(f"history: {args.history}")
+        say(f"history: {args.history}")
     if args.report is not None:
         args.report.write_text(html_report.render(history, report))
-        print(f"report: {args.report}")
+        say(f"report: {args.report}")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     base = load(find(args.scenario))
     seeds = parse_seeds(args.seeds)
     _quiet_logs()
-    print(f"sweeping {base.name} (expect: {base.expect}) over seeds {args.seeds}", flush=True)
+    say(f"sweeping {base.name} (expect: {base.expect}) over seeds {args.seeds}")
     failing: list[tuple[int, Scenario]] = []
     lossy = 0
     wall = SystemClock()
@@ -169,20 +183,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         report = checker.check(run_once(chosen, seed))
         lossy += not report.ok
         verdict = "ok" if report.ok else report.verdict_lines()[0]
-        print(f"  seed {seed}: {verdict}", flush=True)
+        say(f"  seed {seed}: {verdict}")
         if not meets_expectation(chosen, report):
             failing.append((seed, chosen))
     minutes = max(wall.monotonic_ms() - started, 1) / 60_000
-    print(
+    say(
         f"{len(seeds)} seeds in {minutes * 60:.0f} s ({len(seeds) / minutes:.0f} seeds/min): "
         f"{lossy} with anomalies"
     )
     if base.expect != "safe":
         return 0
     if not failing:
-        print("no failing seed")
+        say("no failing seed")
         return 0
-    print("failing seeds: " + ", ".join(str(seed) for seed, _ in failing))
+    say("failing seeds: " + ", ".join(str(seed) for seed, _ in failing))
     if args.no_shrink:
         return 1
     seed, chosen = failing[0]
@@ -194,14 +208,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     minimal = schedules.shrink(chosen.faults, fails)
     shrunk = dataclasses.replace(chosen, faults=minimal, seed_faults=None)
     text = dump(shrunk)
-    print(f"seed {seed} shrunk from {len(chosen.faults)} to {len(minimal)} faults; replay with")
-    print(f"  kafkasim sim run FILE --seed {seed}   where FILE holds:")
-    print(text)
+    say(f"seed {seed} shrunk from {len(chosen.faults)} to {len(minimal)} faults; replay with")
+    say(f"  kafkasim sim run FILE --seed {seed}   where FILE holds:")
+    say(text)
     if args.save is not None:
         args.save.write_text(text)
-        print(f"saved: {args.save}")
+        say(f"saved: {args.save}")
     return 1
-
-
-def _print_flushed(line: str) -> None:
-    print(line, flush=True)

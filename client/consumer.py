@@ -64,7 +64,7 @@ from kafkasim.client.consumer_types import (
     ConsumerRecord,
 )
 from kafkasim.client.fetcher import Fetcher
-from kafkasim.client.network import NetworkClient
+from kafkasim.client.network import NetworkClient, retriable
 from kafkasim.client.subscription_state import PartitionState, SubscriptionState
 from kafkasim.client.transaction_types import ConsumerGroupMetadata
 from kafkasim.common.clock import Clock
@@ -72,11 +72,13 @@ from kafkasim.common.errors import (
     InvalidConfigError,
     InvalidGroupIdError,
     InvalidTopicError,
+    KafkaError,
     KafkasimError,
     OffsetOutOfRangeError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
-from kafkasim.common.rpc import ClientTransport
+from kafkasim.common.rpc import ClientTransport, RpcError
 from kafkasim.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
 
@@ -266,15 +268,29 @@ class Consumer:
         return self._state(tp).position
 
     async def partitions_for(self, topic: str) -> list[int]:
-        """The partition numbers of ``topic`` (UNKNOWN_TOPIC_OR_PARTITION if it has none)."""
+        """The partition numbers of ``topic``. As Kafka's consumer, the request lets the broker
+        create the topic when ``allow.auto.create.topics`` (and the broker's
+        ``auto.create.topics.enable``) say so. Retried until ``default.api.timeout.ms``, then
+        Kafka's TimeoutException (REQUEST_TIMED_OUT, the last error its cause)."""
         self._check_open()
-        async for attempt in self._client.retrying():
-            with attempt:
-                response = await self._client.refresh_metadata([topic])
-                for t in response.topics:
-                    if t.name == topic and t.partitions:
-                        return sorted(p.partition for p in t.partitions)
-                raise UnknownTopicOrPartitionError(f"Topic {topic} not present in metadata")
+        allow_create = bool(self.config["allow.auto.create.topics"])
+        try:
+            async for attempt in self._client.retrying():
+                with attempt:
+                    response = await self._client.refresh_metadata(
+                        [topic], allow_auto_topic_creation=allow_create
+                    )
+                    for t in response.topics:
+                        if t.name == topic and t.partitions:
+                            return sorted(p.partition for p in t.partitions)
+                    raise UnknownTopicOrPartitionError(f"Topic {topic} not present in metadata")
+        except (RpcError, KafkaError) as e:
+            if not retriable(e):
+                raise
+            timeout_ms = self.config["default.api.timeout.ms"]
+            raise RequestTimedOutError(
+                f"Topic {topic} not present in metadata after {timeout_ms} ms."
+            ) from e
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- offset lookups ---------------------------------------------------------------------

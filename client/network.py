@@ -35,13 +35,15 @@ from kafkasim.common.errors import (
     error_for_code,
     error_for_name,
 )
-from kafkasim.common.rpc import ClientTransport, RpcError
+from kafkasim.common.rpc import ClientTransport, RpcError, RpcStatus
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 
 __all__ = [
     "INVALID_METADATA_CODES",
+    "RECONNECT_BACKOFF_MAX_MS",
     "RETRY_BACKOFF_MAX_MS",
+    "ConnectionWarnings",
     "NetworkClient",
     "retriable",
 ]
@@ -50,6 +52,9 @@ logger = logging.getLogger(__name__)
 
 # Kafka 3.7's retry.backoff.max.ms default: the cap of every client's exponential backoff.
 RETRY_BACKOFF_MAX_MS = 1000
+# Kafka's reconnect.backoff.max.ms default: a Kafka client tries a broker that refuses it at
+# most about this often, and warns each time; ours warn at most this often per address.
+RECONNECT_BACKOFF_MAX_MS = 1000
 # Errors meaning "your view of the partition's leader is stale": refresh metadata, retry.
 INVALID_METADATA_CODES = frozenset(
     error_for_name(name).code
@@ -76,6 +81,42 @@ def retriable(e: BaseException) -> bool:
     return False
 
 
+class ConnectionWarnings:
+    """Kafka's NetworkClient warning when a broker cannot be reached ("Connection to node -1
+    (host:port) could not be established. Broker may not be available."), so that a client
+    whose brokers are all down says so while it waits. At most one per address per
+    ``RECONNECT_BACKOFF_MAX_MS`` on the client's clock. Node ids as Kafka's: a known broker's
+    id, -1, -2, ... for the bootstrap servers in order."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._last_ms: dict[str, int] = {}
+
+    def failed(self, node_id: int, address: str, error: RpcError) -> None:
+        """A call to ``address`` failed with ``error``; warns if it could not connect."""
+        if error.status is not RpcStatus.UNAVAILABLE:
+            return
+        now_ms = self._clock.monotonic_ms()
+        last_ms = self._last_ms.get(address)
+        if last_ms is not None and now_ms - last_ms < RECONNECT_BACKOFF_MAX_MS:
+            return
+        self._last_ms[address] = now_ms
+        logger.warning(
+            "Connection to node %d (%s) could not be established. Broker may not be available.",
+            node_id,
+            address,
+        )
+
+    @staticmethod
+    def candidates(known: Mapping[int, str], bootstrap: Sequence[str]) -> dict[str, int]:
+        """The addresses to try, in order (``known`` brokers first, each once), each with its
+        node id."""
+        nodes = {address: broker_id for broker_id, address in known.items()}
+        for i, address in enumerate(bootstrap):
+            nodes.setdefault(address, -1 - i)
+        return nodes
+
+
 class NetworkClient:
     def __init__(
         self,
@@ -98,6 +139,7 @@ class NetworkClient:
         self.backoff_s = retry_backoff_ms / 1000
         self.backoff_max_s = retry_backoff_max_ms / 1000
         self.metadata = ClusterMetadata()
+        self.connection_warnings = ConnectionWarnings(clock)
 
     def retrying(self, *, retry_on: object = retriable) -> AsyncRetrying:
         """Retry ``retry_on`` errors with exponential backoff until ``delivery.timeout.ms``
@@ -107,9 +149,15 @@ class NetworkClient:
         def past_deadline(_state: RetryCallState) -> bool:
             return self.clock.monotonic_ms() >= deadline
 
+        backoff = wait_exponential(multiplier=self.backoff_s, max=self.backoff_max_s)
+
+        def wait(state: RetryCallState) -> float:
+            # Never back off past the deadline: the last attempt is made at it.
+            return min(backoff(state), max(deadline - self.clock.monotonic_ms(), 0) / 1000)
+
         return AsyncRetrying(
             stop=past_deadline,
-            wait=wait_exponential(multiplier=self.backoff_s, max=self.backoff_max_s),
+            wait=wait,
             retry=retry_if_exception(retry_on),  # type: ignore[arg-type]
             reraise=True,
         )
@@ -120,7 +168,8 @@ class NetworkClient:
         """Call the first broker that answers (known brokers, then bootstrap)."""
         last: Exception | None = None
         probe_s = min(self.timeout_s, METADATA_PROBE_TIMEOUT_S)
-        for address in [*self.metadata.brokers.values(), *self.bootstrap]:
+        nodes = ConnectionWarnings.candidates(self.metadata.brokers, self.bootstrap)
+        for address, node_id in nodes.items():
             try:
                 return await self.transport.call(
                     address,
@@ -129,6 +178,7 @@ class NetworkClient:
                     timeout_s=probe_s,
                 )
             except RpcError as e:
+                self.connection_warnings.failed(node_id, address, e)
                 last = e
         assert last is not None
         raise last

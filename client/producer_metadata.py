@@ -18,7 +18,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exp
 
 from kafkasim import proto
 from kafkasim.client.metadata import ClusterMetadata
-from kafkasim.client.network import RETRY_BACKOFF_MAX_MS
+from kafkasim.client.network import RETRY_BACKOFF_MAX_MS, ConnectionWarnings
 from kafkasim.client.producer_config import NEVER_MS, ProducerConfig
 from kafkasim.client.producer_errors import log_task_error, logger, retriable
 from kafkasim.client.requests import metadata_request
@@ -62,6 +62,7 @@ class MetadataRefresher:
         self._stopped = stopped
         self.wanted = False
         self.task: asyncio.Task[None] | None = None
+        self._connection_warnings = ConnectionWarnings(clock)
 
     def request(self) -> None:
         """Refresh as soon as allowed (at most one per retry.backoff.ms); wakes the sender
@@ -143,17 +144,21 @@ class MetadataRefresher:
         """The first broker that answers: known brokers (starting at a rotating one, so a dead
         broker is not always asked first), then the bootstrap servers."""
         metadata = self._metadata
-        known = [metadata.brokers[b] for b in sorted(metadata.brokers)]
+        known = sorted(metadata.brokers)
         if known:
             shift = metadata.refreshes % len(known)
             known = known[shift:] + known[:shift]
+        nodes = ConnectionWarnings.candidates(
+            {b: metadata.brokers[b] for b in known}, self._config.bootstrap_servers
+        )
         last: RpcError | None = None
-        for address in dict.fromkeys([*known, *self._config.bootstrap_servers]):
+        for address, node_id in nodes.items():
             try:
                 return await self._transport.call(
                     address, method, request, timeout_s=self._config.request_timeout_ms / 1000
                 )
             except RpcError as e:
+                self._connection_warnings.failed(node_id, address, e)
                 last = e
         assert last is not None
         raise last

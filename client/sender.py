@@ -55,6 +55,7 @@ from kafkasim.common.errors import (
     error_for_code,
 )
 from kafkasim.common.rpc import ClientTransport, RpcError, RpcStatus
+from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 
 __all__ = ["Sender"]
@@ -113,6 +114,9 @@ class Sender:
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self._reset_pending = False
+        # Partitions whose failed batch was already warned about (one warning per partition
+        # until one of its batches succeeds, not one per batch: a rejected topic has many).
+        self._failure_warned: set[TopicPartition] = set()
         self.fatal: BaseException | None = None  # every later record fails with it
         self.closing = False
         self.forced = False
@@ -505,6 +509,7 @@ class Sender:
                 state.unresolved.remove(batch)
         if error is None:
             batch.complete(base_offset, log_append_time_ms)
+            self._failure_warned.discard(batch.tp)
         else:
             batch.fail(error)
             if self._txn is not None:
@@ -513,7 +518,9 @@ class Sender:
                     self._txn.handle_failed_batch(batch.tp, error)
             elif self._idempotent and batch.sequence_index >= 0 and not self.forced:
                 # Its sequences may never reach the broker: a gap nothing can fill (rule 5).
-                logger.warning(
+                log = logger.debug if batch.tp in self._failure_warned else logger.warning
+                self._failure_warned.add(batch.tp)
+                log(
                     "%s: %s failed with sequence %d (%s); the producer id will be reset",
                     self._client_id,
                     batch.tp,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,11 +18,35 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkasim.common.errors import KafkasimError
 from kafkasim.controller.zk_process import ZooKeeperProcess, free_loopback_port
 
 logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# How a broker says it could not bind a listener (node.rpc_grpc, node.kafka_server).
+_BIND_FAILURE = re.compile(r"Socket server failed to bind to (\S+?):? ")
+# How ``kafkasim broker`` reports an error it exits on (cli.main); else a traceback's last line.
+_CLI_ERROR_PREFIX = "kafkasim broker: error: "
+# Start-ups a broker may retry on new ports after losing its probed "free" port to another
+# process between the probe and its bind.
+_PORT_RETRIES_MAX = 3
+
+
+class BrokerStartError(KafkasimError):
+    """A broker process exited during start-up; the message is one line with its own error."""
+
+
+def broker_error(output: str) -> str:
+    """The error a broker process exited on, from its output: the line ``kafkasim broker``
+    prints for an error it exits on, else the last line of a traceback, else its last line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith(_CLI_ERROR_PREFIX):
+            return line.removeprefix(_CLI_ERROR_PREFIX)
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        return lines[-1]
+    return lines[-1] if lines else "no output"
 
 
 @dataclass
@@ -102,8 +127,11 @@ class LocalCluster:
             "zookeeper.connect": self.zookeeper.connect_string,
             "zookeeper.session.timeout.ms": 6000,
             # As Kafka's shipped server.properties for a development cluster: the offsets
-            # topic fits the cluster, and a new group does not wait 3 s for more members.
+            # and transaction state topics fit the cluster, and a new group does not wait 3 s
+            # for more members.
             "offsets.topic.replication.factor": min(3, len(self.brokers)),
+            "transaction.state.log.replication.factor": min(3, len(self.brokers)),
+            "transaction.state.log.min.isr": min(2, len(self.brokers)),
             "group.initial.rebalance.delay.ms": 0,
         }
         props.update(self.broker_props)
@@ -125,19 +153,21 @@ class LocalCluster:
             self.stop()
             raise
 
-    def _retry_on_new_port(self, broker_id: int) -> bool:
-        """A broker that exits at once may have lost its "free" port to another process
-        between our probe and its bind: start it again on a new port (True if we did)."""
+    def _output_of_this_start(self, broker: BrokerProcess) -> str:
+        if not broker.log_path.exists():
+            return ""
+        return broker.log_path.read_bytes()[broker.log_start :].decode(errors="replace")
+
+    def _retry_on_new_port(self, broker_id: int, error: str) -> bool:
+        """A broker that could not bind an address we chose may have lost that "free" port to
+        another process between our probe and its bind: start it again on new ports (True if
+        we did). Any other exit (a bad config, a port the user chose) is not retried."""
         broker = self.brokers[broker_id]
-        text = broker.log_path.read_text(errors="replace") if broker.log_path.exists() else ""
-        lost_port = "cannot bind" in text or "Address already in use" in text
-        if not lost_port or broker.restarts >= 3:
+        found = _BIND_FAILURE.search(error)
+        ours = found is not None and found.group(1) in (broker.address, broker.kafka_address)
+        if not ours or broker.restarts >= _PORT_RETRIES_MAX:
             return False
-        logger.warning(
-            "broker %d exited during start-up; retrying on a new port. Its log ends:\n%s",
-            broker_id,
-            text[-2000:],
-        )
+        logger.warning("broker %d: %s; retrying on new ports", broker_id, error)
         broker.restarts += 1
         broker.port = free_loopback_port()
         broker.kafka_port = free_loopback_port()
@@ -189,11 +219,14 @@ class LocalCluster:
             ):
                 return
             if not broker.running:
-                if self._retry_on_new_port(broker_id):
+                # Only this start's output: an earlier start's error must not count.
+                error = broker_error(self._output_of_this_start(broker))
+                if self._retry_on_new_port(broker_id, error):
                     continue
                 status = broker.process.returncode if broker.process else None
-                raise RuntimeError(
-                    f"broker {broker_id} exited (status {status}); log: {broker.log_path}"
+                raise BrokerStartError(
+                    f"broker {broker_id} exited during start-up (status {status}): {error} "
+                    f"(log: {broker.log_path})"
                 )
             time.sleep(0.05)
         raise TimeoutError(

@@ -9,14 +9,16 @@ What goes where:
   ``ReplicaManager``, through the pure translations of ``node.apis_replica`` and the values
   of ``node.replica_types``;
 * group requests → ``GroupCoordinator`` through ``node.apis_group`` (``node.group_types``);
+* transactional requests (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+  DescribeTransactions, ListTransactions) → ``TransactionCoordinator`` through
+  ``node.apis_txn``;
 * controller admin requests (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
   ControlledShutdown) → the hosted controller's domain entry points through
   ``node.apis_admin``; NOT_CONTROLLER when this broker hosts none;
 * IncrementalAlterConfigs → this broker writes ZooKeeper itself (``node.apis_admin``,
   ``node.topic_config_admin``), on every broker, as Kafka's;
 * cluster requests (Metadata, FindCoordinator, DescribeCluster, DescribeConfigs,
-  UpdateMetadata, InitProducerId) → the metadata cache, the topic creator, ZooKeeper and the
-  producer-id manager, here.
+  UpdateMetadata) → the metadata cache, the topic creator and ZooKeeper, here.
 
 Controller requests (LeaderAndIsr, UpdateMetadata, StopReplica) are checked against this
 broker's epoch first (KIP-380). A second front door (Kafka's binary protocol) builds the same
@@ -37,8 +39,10 @@ from kafkasim.common.errors import error_for_name
 from kafkasim.controller import zk_data
 from kafkasim.node import apis_admin, apis_cluster, broker_admin
 from kafkasim.node import apis_replica as replica
+from kafkasim.node.acl_authorizer import AclAuthorizer
 from kafkasim.node.admin_calls import RESOURCE_TYPE_TOPIC, AdminCalls
 from kafkasim.node.apis_group import group_handlers
+from kafkasim.node.apis_txn import txn_handlers
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_records import OFFSETS_TOPIC
@@ -62,8 +66,9 @@ class BrokerServices(Protocol):
     metadata: MetadataCache
     replica_manager: ReplicaManager
     groups: GroupCoordinator
-    # None until a WriteTxnMarkers sender is wired (node.broker's marker_sender_factory).
-    transactions: TransactionCoordinator | None
+    transactions: TransactionCoordinator
+    # Kafka's ACL authorizer; None when authorizer.class.name is empty (everything allowed).
+    authorizer: AclAuthorizer | None
     topic_creator: TopicCreator
     producer_ids: ProducerIdManager | None
 
@@ -120,7 +125,6 @@ class KafkaApis:
             proto.METHOD_DESCRIBE_CLUSTER: functools.partial(
                 self.handle_describe_cluster, listener=listener
             ),
-            proto.METHOD_INIT_PRODUCER_ID: self.handle_init_producer_id,
             proto.METHOD_DESCRIBE_REPLICAS: self.handle_describe_replicas,
             proto.METHOD_DESCRIBE_CONFIGS: self.handle_describe_configs,
             proto.METHOD_OFFSETS_FOR_LEADER_EPOCH: self.handle_offsets_for_leader_epoch,
@@ -132,6 +136,7 @@ class KafkaApis:
                 self.handle_find_coordinator, listener=listener
             ),
             **group_handlers(self.broker.groups),
+            **txn_handlers(self.broker),
         }
 
     def stream_handlers(self) -> dict[str, StreamHandler]:
@@ -258,7 +263,7 @@ class KafkaApis:
                         broker.groups.elect(state.tp.partition, state.leader_epoch)
                     else:
                         broker.groups.resign(state.tp.partition)
-                elif state.tp.topic == TRANSACTION_STATE_TOPIC and txns is not None:
+                elif state.tp.topic == TRANSACTION_STATE_TOPIC:
                     # The coordinator epoch is the partition's leader epoch (Kafka's onElection).
                     if leads:
                         txns.elect(state.tp.partition, state.leader_epoch)
@@ -276,7 +281,7 @@ class KafkaApis:
             for part in params.partitions:
                 if part.tp.topic == OFFSETS_TOPIC:
                     self.broker.groups.resign(part.tp.partition)
-                elif part.tp.topic == TRANSACTION_STATE_TOPIC and txns is not None:
+                elif part.tp.topic == TRANSACTION_STATE_TOPIC:
                     txns.resign(part.tp.partition)
         return replica.stop_replica_response(result)
 
@@ -346,11 +351,6 @@ class KafkaApis:
             node_id=address.node_id, host=address.host, port=address.port
         )
 
-    async def handle_init_producer_id(
-        self, request: pb.InitProducerIdRequest
-    ) -> pb.InitProducerIdResponse:
-        return await init_producer_id(self.broker.producer_ids, request)
-
     async def handle_describe_cluster(
         self, _request: pb.DescribeClusterRequest, *, listener: str
     ) -> pb.DescribeClusterResponse:
@@ -402,18 +402,6 @@ class KafkaApis:
                     is_sensitive=c.is_sensitive,
                 )
         return response
-
-
-async def init_producer_id(
-    manager: ProducerIdManager | None, request: pb.InitProducerIdRequest
-) -> pb.InitProducerIdResponse:
-    """InitProducerId over gRPC (``node.apis_cluster.init_producer_id``)."""
-    answer = await apis_cluster.init_producer_id(manager, request.transactional_id)
-    return pb.InitProducerIdResponse(
-        error_code=answer.error.code if answer.error else 0,
-        producer_id=answer.producer_id,
-        producer_epoch=answer.producer_epoch,
-    )
 
 
 def metadata_response(view: ClusterView) -> pb.MetadataResponse:

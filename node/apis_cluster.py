@@ -1,11 +1,13 @@
 """The cluster requests of both front doors as domain calls: Metadata (with auto-creation),
-FindCoordinator and InitProducerId. The gRPC request layer (``node.apis``) and Kafka's
+FindCoordinator (groups and transactional ids) and InitProducerId (idempotent and
+transactional). The gRPC request layer (``node.apis``) and Kafka's
 (``node.kafka_apis``) translate their own structs into these calls and the answers back."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -17,6 +19,9 @@ from kafkasim.node.group_records import OFFSETS_TOPIC
 from kafkasim.node.metadata_cache import BrokerAddress, ClusterView, MetadataCache
 from kafkasim.node.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdManager
 from kafkasim.node.topic_creation import TopicCreator
+from kafkasim.node.txn_coordinator import TransactionCoordinator
+from kafkasim.node.txn_log import TRANSACTION_STATE_TOPIC
+from kafkasim.node.txn_types import InitProducerIdParams
 
 
 class ClusterServices(Protocol):
@@ -25,7 +30,9 @@ class ClusterServices(Protocol):
     broker_id: int
     metadata: MetadataCache
     groups: GroupCoordinator
+    transactions: TransactionCoordinator
     topic_creator: TopicCreator
+    producer_ids: ProducerIdManager | None
 
 
 logger = logging.getLogger(__name__)
@@ -73,34 +80,67 @@ class CoordinatorAnswer:
 async def find_coordinator(
     broker: ClusterServices, key_type: int, key: str, listener: str | None
 ) -> CoordinatorAnswer:
-    """The broker leading ``key``'s ``__consumer_offsets`` partition (creating the topic on
-    first use, answering COORDINATOR_NOT_AVAILABLE meanwhile)."""
-    if key_type != COORDINATOR_GROUP:
+    """The broker leading the partition of ``key`` in its internal topic (Kafka's
+    ``getCoordinator``): a group's ``__consumer_offsets`` partition (key_type 0), a
+    transactional id's ``__transaction_state`` partition (key_type 1). The topic is created
+    on first use; meanwhile, and while the partition has no live leader, the answer is
+    COORDINATOR_NOT_AVAILABLE (the client retries)."""
+    creator = broker.topic_creator
+    partition_for: Callable[[str], int]
+    if key_type == COORDINATOR_GROUP:
+        empty, what = "INVALID_GROUP_ID", "the group id"
+        name, make = OFFSETS_TOPIC, creator.offsets_topic
+        partition_for = broker.groups.partition_of
+    elif key_type == COORDINATOR_TRANSACTION:
+        empty, what = "INVALID_REQUEST", "the transactional id"
+        name, make = TRANSACTION_STATE_TOPIC, creator.transaction_state_topic
+        partition_for = broker.transactions.partition_for
+    else:
         return CoordinatorAnswer(
             None,
             error_for_name("INVALID_REQUEST"),
-            f"key_type {key_type}: only groups (0) have coordinators here (no transactions)",
+            f"key_type {key_type}: 0 (a group) or 1 (a transactional id)",
         )
     if not key:
-        return CoordinatorAnswer(None, error_for_name("INVALID_GROUP_ID"), "the group id is empty")
+        return CoordinatorAnswer(None, error_for_name(empty), f"{what} is empty")
+    partition = partition_for(key)
+    return await _leader_of(broker, name, partition, listener, lambda: creator.create(make()))
+
+
+async def _leader_of(
+    broker: ClusterServices,
+    name: str,
+    partition: int,
+    listener: str | None,
+    create: Callable[[], Awaitable[tuple[int, str]]],
+) -> CoordinatorAnswer:
+    """The leader of ``name``-``partition``; ``create`` makes the topic when it is missing."""
     not_available = error_for_name("COORDINATOR_NOT_AVAILABLE")
-    partition = broker.groups.partition_of(key)
-    if broker.metadata.partition_count(OFFSETS_TOPIC) == 0:
-        creator = broker.topic_creator
-        code, message = await creator.create(creator.offsets_topic())
+    if broker.metadata.partition_count(name) == 0:
+        code, message = await create()
         return CoordinatorAnswer(
             None,
             not_available,
-            f"creating {OFFSETS_TOPIC}"
+            f"creating {name}"
             + (f": {error_for_code(code).error_name}: {message}" if code else ""),
         )
-    state = broker.metadata.partitions.get(TopicPartition(OFFSETS_TOPIC, partition))
+    state = broker.metadata.partitions.get(TopicPartition(name, partition))
     address = broker.metadata.address(state.leader, listener) if state is not None else None
     if address is None:
-        return CoordinatorAnswer(
-            None, not_available, f"{OFFSETS_TOPIC}-{partition} has no live leader"
-        )
+        return CoordinatorAnswer(None, not_available, f"{name}-{partition} has no live leader")
     return CoordinatorAnswer(address)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdRequest:
+    """InitProducerId as both front doors ask it. ``transactional_id`` None: idempotence only
+    (Kafka's null; gRPC's empty string); ``producer_id``/``producer_epoch``: what the client
+    had (KIP-360), -1/-1 for a fresh one."""
+
+    transactional_id: str | None
+    transaction_timeout_ms: int = 0
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,22 +150,33 @@ class ProducerIdAnswer:
     error: type[KafkaError] | None = None
 
 
-async def init_producer_id(
-    manager: ProducerIdManager | None, transactional_id: str | None
-) -> ProducerIdAnswer:
-    """InitProducerId: a fresh producer id with epoch 0, or an error.
+async def init_producer_id(broker: ClusterServices, request: ProducerIdRequest) -> ProducerIdAnswer:
+    """InitProducerId (Kafka's ``handleInitProducerIdRequest``): a producer id and epoch
+    pair of which one half only is -1 is INVALID_REQUEST; without a transactional id a fresh
+    producer id with epoch 0 (:func:`new_producer_id`); with one, the transaction
+    coordinator's answer (an empty id is INVALID_REQUEST there, as Kafka's)."""
+    if (request.producer_id == NO_PRODUCER_ID) != (request.producer_epoch == NO_PRODUCER_EPOCH):
+        return ProducerIdAnswer(error=error_for_name("INVALID_REQUEST"))
+    if request.transactional_id is None:
+        return await new_producer_id(broker.producer_ids)
+    result = await broker.transactions.init_producer_id(
+        InitProducerIdParams(
+            request.transactional_id,
+            request.transaction_timeout_ms,
+            request.producer_id,
+            request.producer_epoch,
+        )
+    )
+    return ProducerIdAnswer(result.producer_id, result.producer_epoch, result.error)
 
-    Transactions are not supported: a non-empty ``transactional_id`` is INVALID_REQUEST.
+
+async def new_producer_id(manager: ProducerIdManager | None) -> ProducerIdAnswer:
+    """An idempotent producer's id: a fresh producer id with epoch 0, or an error.
+
     A broker that cannot reserve a block (no session yet, ZooKeeper unreachable or contended)
     answers COORDINATOR_LOAD_IN_PROGRESS, which the producer retries (Kafka answers it rather
     than REQUEST_TIMED_OUT, which older clients treat as fatal).
     """
-    if transactional_id:
-        logger.info(
-            "InitProducerId for transactional id %r refused: transactions are not supported",
-            transactional_id,
-        )
-        return ProducerIdAnswer(error=error_for_name("INVALID_REQUEST"))
     if manager is None:
         return ProducerIdAnswer(error=error_for_name("COORDINATOR_LOAD_IN_PROGRESS"))
     try:

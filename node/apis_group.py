@@ -10,13 +10,14 @@ by ``node.apis``, which keeps the group requests here: they are a family of thei
 their own domain module, ``node.group_types``, and the request layer stays under its size).
 
 Wire conventions kept here and nowhere else: an empty ``member_id`` is a first join; an empty
-``partitions`` list in OffsetFetch means every committed partition; an error travels as its
-Kafka code (0 for none); a described group with an error has an empty state.
+``partitions`` list in OffsetFetch means every committed partition; an empty
+``group_instance_id`` in TxnOffsetCommit is none; an error travels as its Kafka code (0 for
+none); a described group with an error has an empty state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from kafkasim import proto
@@ -45,6 +46,7 @@ from kafkasim.node.group_types import (
     OffsetFetchResult,
     SyncGroupParams,
     SyncGroupResult,
+    TxnOffsetCommitParams,
 )
 from kafkasim.proto import kafkasim_pb2 as pb
 
@@ -128,20 +130,26 @@ def leave_group_response(result: LeaveGroupResult) -> pb.LeaveGroupResponse:
 # -- OffsetCommit, OffsetFetch ------------------------------------------------------------------
 
 
+def _commit_entries(
+    partitions: Iterable[pb.OffsetCommitPartition],
+) -> tuple[OffsetCommitEntry, ...]:
+    return tuple(
+        OffsetCommitEntry(
+            TopicPartition(p.topic, p.partition),
+            offset=p.committed_offset,
+            leader_epoch=p.committed_leader_epoch,
+            metadata=p.committed_metadata,
+        )
+        for p in partitions
+    )
+
+
 def offset_commit_request(request: pb.OffsetCommitRequest) -> OffsetCommitParams:
     return OffsetCommitParams(
         group_id=request.group_id,
         generation_id=request.generation_id,
         member_id=request.member_id,
-        offsets=tuple(
-            OffsetCommitEntry(
-                TopicPartition(p.topic, p.partition),
-                offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch,
-                metadata=p.committed_metadata,
-            )
-            for p in request.partitions
-        ),
+        offsets=_commit_entries(request.partitions),
     )
 
 
@@ -158,7 +166,7 @@ def offset_commit_response(result: OffsetCommitResult) -> pb.OffsetCommitRespons
 
 def offset_fetch_request(request: pb.OffsetFetchRequest) -> OffsetFetchParams:
     partitions = tuple(TopicPartition(p.topic, p.partition) for p in request.partitions)
-    return OffsetFetchParams(request.group_id, partitions or None)
+    return OffsetFetchParams(request.group_id, partitions or None, request.require_stable)
 
 
 def offset_fetch_response(result: OffsetFetchResult) -> pb.OffsetFetchResponse:
@@ -171,10 +179,31 @@ def offset_fetch_response(result: OffsetFetchResult) -> pb.OffsetFetchResponse:
                 committed_offset=p.offset,
                 committed_leader_epoch=p.leader_epoch,
                 metadata=p.metadata,
+                error_code=error_code(p.error),
             )
             for p in result.partitions
         ],
     )
+
+
+# -- TxnOffsetCommit ---------------------------------------------------------------------------
+
+
+def txn_offset_commit_request(request: pb.TxnOffsetCommitRequest) -> TxnOffsetCommitParams:
+    return TxnOffsetCommitParams(
+        transactional_id=request.transactional_id,
+        group_id=request.group_id,
+        producer_id=request.producer_id,
+        producer_epoch=request.producer_epoch,
+        offsets=_commit_entries(request.partitions),
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id or None,
+    )
+
+
+def txn_offset_commit_response(result: OffsetCommitResult) -> pb.TxnOffsetCommitResponse:
+    return pb.TxnOffsetCommitResponse(partitions=offset_commit_response(result).partitions)
 
 
 # -- ListGroups, DescribeGroups, DeleteGroups ---------------------------------------------------
@@ -292,5 +321,8 @@ def group_handlers(coordinator: GroupCoordinator) -> dict[str, Callable[[Any], A
         ),
         proto.METHOD_DELETE_GROUPS: _awaited(
             delete_groups_request, c.delete_groups, delete_groups_response
+        ),
+        proto.METHOD_TXN_OFFSET_COMMIT: _awaited(
+            txn_offset_commit_request, c.txn_offset_commit, txn_offset_commit_response
         ),
     }

@@ -47,6 +47,7 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.controller import Controller, ControllerConfig
 from kafkasim.node import apis_admin
+from kafkasim.node.acl_authorizer import acl_authorizer_for
 from kafkasim.node.admin_calls import AdminCalls
 from kafkasim.node.apis import KafkaApis
 from kafkasim.node.config import WIRE_KAFKA, BrokerConfig
@@ -65,6 +66,7 @@ from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.node.topic_creation import TopicCreator, create_internal_topic
 from kafkasim.node.txn_coordinator import TransactionCoordinator
 from kafkasim.node.txn_log import TRANSACTION_STATE_TOPIC
+from kafkasim.node.txn_marker_sender import rpc_marker_sender
 from kafkasim.node.txn_markers import MarkerSender
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.config import LogConfig
@@ -99,7 +101,8 @@ class HostedController(AdminCalls, Protocol):
 ControllerFactory = Callable[[int, Coordination, Transport, Clock, BrokerConfig], HostedController]
 
 MarkerSenderFactory = Callable[["Broker"], MarkerSender]
-"""WriteTxnMarkers to partition leaders for the transaction coordinator (none: no coordinator)."""
+"""WriteTxnMarkers to partition leaders for the transaction coordinator (by default
+``node.txn_marker_sender.rpc_marker_sender``: the inter-broker transport)."""
 
 
 def controller_factory(rng_for: Callable[[int], random.Random]) -> ControllerFactory:
@@ -135,7 +138,7 @@ class Broker:
         rng: random.Random | None = None,
         halt: Callable[[str], None] | None = None,
         rules: ReplicationRules = KAFKA_RULES,
-        marker_sender_factory: MarkerSenderFactory | None = None,
+        marker_sender_factory: MarkerSenderFactory = rpc_marker_sender,
     ) -> None:
         self.config = config
         # What a fatal storage failure does (Kafka's Exit.halt(1)): the broker process exits at
@@ -179,6 +182,8 @@ class Broker:
         self.replica_manager.on_become_follower = self._follow
         self.replica_manager.on_stop_following = self.fetchers.remove
         self.replica_manager.is_broker_alive = lambda b: b in self.metadata.brokers
+        # Kafka's ACL authorizer when authorizer.class.name names it (None: everything allowed).
+        self.authorizer = acl_authorizer_for(config, self.zk)
         # Topic config changes (/config/changes) applied to the cache and the live logs.
         self.config_changes = TopicConfigChangeListener(
             self.broker_id, self.zk, config, self._topic_configs, self.log_manager
@@ -190,23 +195,23 @@ class Broker:
         self.producer_ids: ProducerIdManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
-        # Consumer groups of the __consumer_offsets partitions this broker leads.
+        # Consumer groups of the __consumer_offsets partitions this broker leads; a transaction
+        # marker written to one of them completes the transactional offset commits there.
         self.groups = GroupCoordinator(
             self.broker_id, config, ReplicaOffsetsTopic(self.replica_manager), clock, self._rng
         )
+        self.replica_manager.on_txn_markers_written = self.groups.on_txn_markers_written
         # Transactional ids of the __transaction_state partitions this broker leads.
-        self.transactions: TransactionCoordinator | None = None
-        if marker_sender_factory is not None:
-            self.transactions = TransactionCoordinator(
-                self.broker_id,
-                config,
-                log_topic=ReplicaTransactionLogTopic(self.replica_manager),
-                producer_ids=self._generate_producer_id,
-                marker_sender=marker_sender_factory(self),
-                leaders=self.metadata.marker_leader,
-                offsets_partitions=lambda: self.groups.partition_count,
-                clock=clock,
-            )
+        self.transactions = TransactionCoordinator(
+            self.broker_id,
+            config,
+            log_topic=ReplicaTransactionLogTopic(self.replica_manager),
+            producer_ids=self._generate_producer_id,
+            marker_sender=marker_sender_factory(self),
+            leaders=self.metadata.marker_leader,
+            offsets_partitions=lambda: self.groups.partition_count,
+            clock=clock,
+        )
         self.topic_creator = TopicCreator(
             config, self._create_topics_via_controller, self._create_internal_topic
         )
@@ -263,6 +268,8 @@ class Broker:
             raise
         self.zk.add_session_listener(self._on_session_state)
         await self.config_changes.start()
+        if self.authorizer is not None:
+            await self.authorizer.start()
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         # As Kafka's ZooKeeper-mode broker: groups map over the partitions __consumer_offsets
         # has (an older run may have made it with another count), read before serving.
@@ -271,12 +278,11 @@ class Broker:
                 OFFSETS_TOPIC, "offsets.topic.num.partitions"
             )
         )
-        if self.transactions is not None:
-            self.transactions.set_partition_count(
-                await self._internal_topic_partition_count(
-                    TRANSACTION_STATE_TOPIC, "transaction.state.log.num.partitions"
-                )
+        self.transactions.set_partition_count(
+            await self._internal_topic_partition_count(
+                TRANSACTION_STATE_TOPIC, "transaction.state.log.num.partitions"
             )
+        )
         # One server per listener (Kafka's listeners): the same handlers, except that the
         # answers naming brokers name them by the listener the request came in on.
         inter_broker = self.config.inter_broker_listener
@@ -314,8 +320,7 @@ class Broker:
             await self.controller.start()
         self._running = True
         self.groups.start()
-        if self.transactions is not None:
-            self.transactions.start()
+        self.transactions.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(
@@ -413,6 +418,8 @@ class Broker:
             self.zk.add_session_listener(self._on_session_state)
             self.replica_manager.set_coordination(self.zk)
             self.config_changes.replace_coordination(self.zk)
+            if self.authorizer is not None:
+                self.authorizer.replace_coordination(self.zk)
             if self.producer_ids is not None:
                 self.producer_ids.replace_coordination(self.zk)
             with contextlib.suppress(CoordinationError):
@@ -466,10 +473,11 @@ class Broker:
                 await task
         self._tasks = []
         await self.groups.stop()
-        if self.transactions is not None:
-            await self.transactions.stop()
+        await self.transactions.stop()
         await self.fetchers.shutdown()
         await self.config_changes.stop()
+        if self.authorizer is not None:
+            await self.authorizer.stop()
         for server in self.servers.values():
             await server.stop(0.0)
         self.servers = {}

@@ -14,6 +14,7 @@ from typing import Any
 
 from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import InvalidConfigError
+from kafkasim.node.acl import InvalidAclError, parse_super_users
 from kafkasim.storage.config import BROKER_LOG_KEYS, LogConfig, topic_defaults_from_broker
 
 I, L, B, S, LST = (  # noqa: E741 - one-letter type names keep the tables readable
@@ -200,6 +201,33 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         low=1,
     ),
     ConfigKey("metrics.port", I, -1, "Prometheus metrics port (-1: none).", low=-1),
+    ConfigKey(
+        "authorizer.class.name",
+        S,
+        "",
+        "The authorizer: empty for none, or Kafka's ACL authorizer "
+        "(kafka.security.authorizer.AclAuthorizer; kafka.security.auth.SimpleAclAuthorizer is "
+        "its older name). ACLs live in ZooKeeper under /kafka-acl.",
+    ),
+    ConfigKey(
+        "super.users",
+        S,
+        None,
+        "Principals allowed everything whatever the ACLs, separated by semicolons "
+        "(User:admin;User:ops).",
+    ),
+    ConfigKey(
+        "allow.everyone.if.no.acl.found",
+        B,
+        False,
+        "With the ACL authorizer, allow a resource that has no ACL at all to everyone.",
+    ),
+)
+
+# The class names that select Kafka's ACL authorizer (authorizer.class.name).
+ACL_AUTHORIZER_CLASSES = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
 )
 
 
@@ -216,6 +244,18 @@ def _check_broker_rules(config: Config) -> None:
         )
     if config["zookeeper.connect"] in (None, ""):
         raise InvalidConfigError("Missing required configuration zookeeper.connect")
+    authorizer = config["authorizer.class.name"]
+    if authorizer and authorizer not in ACL_AUTHORIZER_CLASSES:
+        raise InvalidConfigError(
+            f"Invalid value {authorizer} for configuration authorizer.class.name: "
+            f"the authorizers are {' and '.join(ACL_AUTHORIZER_CLASSES)} (or empty for none)"
+        )
+    try:
+        parse_super_users(config["super.users"])
+    except InvalidAclError as e:
+        raise InvalidConfigError(
+            f"Invalid value {config['super.users']} for configuration super.users: {e}"
+        ) from None
     listeners = parse_listeners(config["listeners"], "listeners")
     advertised = (
         parse_listeners(config["advertised.listeners"], "advertised.listeners")

@@ -30,8 +30,6 @@ Not thread-safe: runs on the broker's event loop; watch callbacks only schedule 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import MutableMapping
 
@@ -39,12 +37,11 @@ from kafkasim.common.coordination import (
     Coordination,
     CoordinationError,
     NoNodeError,
-    SessionState,
-    WatchEvent,
 )
 from kafkasim.common.errors import KafkaError
 from kafkasim.controller import zk_data
 from kafkasim.node.config import BrokerConfig
+from kafkasim.node.notification_passes import SerialPasses
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log_manager import LogManager
 
@@ -76,80 +73,41 @@ class TopicConfigChangeListener:
         self._log_manager = log_manager
         self.last_executed = -1
         self.changes_applied = 0
-        self._task: asyncio.Task[None] | None = None
-        self._again = False
         self._reload_all = False
-        self._running = False
+        self._passes = SerialPasses(
+            f"broker-{broker_id}-config-changes", self._process, (CoordinationError, KafkaError)
+        )
 
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Set the watch and skip the notifications already there (rule 1)."""
-        self._running = True
-        self._listen(self._zk)
-        children = await self._zk.get_children(zk_data.CONFIG_CHANGES, self._on_watch)
+        self._passes.running = True
+        self._passes.listen(self._zk, lambda: self._zk)
+        children = await self._zk.get_children(zk_data.CONFIG_CHANGES, self._passes.on_watch)
         self.last_executed = max((zk_data.config_change_sequence(c) for c in children), default=-1)
 
     def replace_coordination(self, coordination: Coordination) -> None:
         """A new ZooKeeper session: watch through it, and reload everything (rule 3)."""
         self._zk = coordination
-        self._listen(coordination)
+        self._passes.listen(coordination, lambda: self._zk)
         self._schedule(reload_all=True)
 
     async def stop(self) -> None:
-        self._running = False
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._passes.stop()
 
     async def wait_idle(self) -> None:
         """Until no pass is running or pending (for tests)."""
-        while self._task is not None and not self._task.done():
-            await asyncio.shield(self._task)
-
-    # -- events -----------------------------------------------------------------------------
-
-    def _listen(self, coordination: Coordination) -> None:
-        def listener(state: SessionState) -> None:
-            if coordination is self._zk and state is SessionState.CONNECTED:
-                self._schedule()  # the watch went with the connection (rule 2)
-
-        coordination.add_session_listener(listener)
-
-    def _on_watch(self, _event: WatchEvent) -> None:
-        self._schedule()
+        await self._passes.wait_idle()
 
     def _schedule(self, *, reload_all: bool = False) -> None:
-        if not self._running:
-            return
         self._reload_all = self._reload_all or reload_all
-        if self._task is not None and not self._task.done():
-            self._again = True
-            return
-        self._task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"broker-{self.broker_id}-config-changes"
-        )
-
-    async def _run(self) -> None:
-        self._again = True
-        while self._again and self._running:
-            self._again = False
-            try:
-                await self._process()
-            except (CoordinationError, KafkaError) as e:
-                # Retried at the next watch event or reconnection.
-                logger.warning(
-                    "broker %d: processing config change notifications failed: %s",
-                    self.broker_id,
-                    e,
-                )
+        self._passes.request()
 
     # -- processing -------------------------------------------------------------------------
 
     async def _process(self) -> None:
-        children = await self._zk.get_children(zk_data.CONFIG_CHANGES, self._on_watch)
+        children = await self._zk.get_children(zk_data.CONFIG_CHANGES, self._passes.on_watch)
         sequences = {zk_data.config_change_sequence(c) for c in children}
         if self.last_executed >= 0 and self.last_executed not in sequences:
             self._reload_all = True  # purged past what we handled: something may be missed

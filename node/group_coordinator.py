@@ -10,6 +10,8 @@ doors translate their wire formats into those (``node.apis_group`` for gRPC). It
 * ``node.group_membership`` — JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the session
   and rebalance timers (the rebalance state machine; its states in ``node.group_metadata``);
 * ``node.group_offsets`` — OffsetCommit, OffsetFetch and OffsetDelete;
+* ``node.group_txn_offsets`` — TxnOffsetCommit, whose offsets stay pending until the
+  transaction's marker is written (:meth:`GroupCoordinator.on_txn_markers_written`);
 * this module — the lifecycle, the timer tick, and the admin paths: ListGroups,
   DescribeGroups, DeleteGroups.
 
@@ -26,15 +28,24 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Iterable
 
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import error_for_name
+from kafkasim.common.types import TopicPartition
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.group_manager import GroupMetadataManager, OffsetsTopic
 from kafkasim.node.group_membership import GroupMembership
 from kafkasim.node.group_metadata import Group
 from kafkasim.node.group_offsets import GroupOffsets
-from kafkasim.node.group_records import GroupKey, OffsetKey, encode_group_key, encode_offset_key
+from kafkasim.node.group_records import (
+    OFFSETS_TOPIC,
+    GroupKey,
+    OffsetKey,
+    encode_group_key,
+    encode_offset_key,
+)
+from kafkasim.node.group_txn_offsets import GroupTxnOffsets
 from kafkasim.node.group_types import (
     DeletedGroup,
     DeleteGroupsParams,
@@ -62,7 +73,9 @@ from kafkasim.node.group_types import (
     OffsetFetchResult,
     SyncGroupParams,
     SyncGroupResult,
+    TxnOffsetCommitParams,
 )
+from kafkasim.storage.records.batch import ControlRecordType
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +96,7 @@ class GroupCoordinator:
         self.manager = GroupMetadataManager(broker_id, config, offsets_topic, clock)
         self.membership = GroupMembership(self.manager, config, clock, rng)
         self.offsets = GroupOffsets(self.manager, config, clock)
+        self.txn_offsets = GroupTxnOffsets(self.manager, self.offsets, clock)
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -159,6 +173,23 @@ class GroupCoordinator:
 
     async def offset_delete(self, params: OffsetDeleteParams) -> OffsetDeleteResult:
         return await self.offsets.offset_delete(params)
+
+    # -- transactional offsets ------------------------------------------------------------
+
+    async def txn_offset_commit(self, params: TxnOffsetCommitParams) -> OffsetCommitResult:
+        return await self.txn_offsets.txn_offset_commit(params)
+
+    def on_txn_markers_written(
+        self, producer_id: int, result: ControlRecordType, partitions: Iterable[TopicPartition]
+    ) -> None:
+        """``producer_id``'s COMMIT or ABORT marker was written (acks=all) to ``partitions``:
+        those of ``__consumer_offsets`` complete its pending transactional offsets (Kafka's
+        ``onTransactionCompleted`` from ``handleWriteTxnMarkersRequest``)."""
+        offsets_partitions = [tp.partition for tp in partitions if tp.topic == OFFSETS_TOPIC]
+        if offsets_partitions:
+            self.manager.handle_txn_completion(
+                producer_id, offsets_partitions, result is ControlRecordType.COMMIT
+            )
 
     # -- listing, describing, deleting ---------------------------------------------------
 

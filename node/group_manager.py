@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkaError, error_for_name
@@ -42,6 +42,13 @@ from kafkasim.storage.records.entry import LogEntryHeader
 logger = logging.getLogger(__name__)
 
 
+class Appended(NamedTuple):
+    """An append's outcome: its error, or None and the base offset the batch was given."""
+
+    error: KafkaError | None
+    base_offset: int = -1
+
+
 class OffsetsTopic(Protocol):
     """This broker's replicas of ``__consumer_offsets`` as the coordinator uses them (Kafka's
     ``ReplicaManager.getLog`` and ``appendRecords`` with internal topics allowed)."""
@@ -51,8 +58,9 @@ class OffsetsTopic(Protocol):
         (UNKNOWN_TOPIC_OR_PARTITION) when this broker has no replica of ``partition``."""
         ...
 
-    async def append(self, partition: int, batch: bytes, timeout_ms: int) -> KafkaError | None:
-        """Append one batch as the leader with acks=all; the append's error, or None."""
+    async def append(self, partition: int, batch: bytes, timeout_ms: int) -> Appended:
+        """Append one batch as the leader (as the coordinator: a transactional batch's
+        producer epoch is checked, its sequence is not) with acks=all."""
         ...
 
 
@@ -92,6 +100,9 @@ class GroupMetadataManager:
         # __consumer_offsets partitions this broker leads and has loaded → their leader epoch.
         self.owned: dict[int, int] = {}
         self.loading: set[int] = set()
+        # Producer id → the groups with transactional offsets of it pending (Kafka's
+        # openGroupsForProducer): where a transaction marker's completion looks.
+        self.producer_groups: dict[int, set[str]] = {}
         self._background: set[asyncio.Task[None]] = set()
 
     # -- which partition ------------------------------------------------------------------
@@ -133,6 +144,9 @@ class GroupMetadataManager:
         finally:
             self.loading.discard(partition)
         self.groups.update(loaded)
+        for group_id, group in loaded.items():
+            for producer_id in group.offsets.producers:
+                self.add_producer_group(producer_id, group_id)
         self.owned[partition] = leader_epoch
         logger.info(
             "broker %d: coordinator for %s-%d (epoch %d), %d groups loaded",
@@ -148,6 +162,8 @@ class GroupMetadataManager:
         self.owned.pop(partition, None)
         for group_id in [g for g in self.groups if self.partition_of(g) == partition]:
             group = self.groups.pop(group_id)
+            for producer_id in group.offsets.producers:
+                self.remove_producer_group(producer_id, group_id)
             group.transition(GroupState.DEAD, self._clock.monotonic_ms())
             for member in group.members.values():
                 member.fail(error_for_name("NOT_COORDINATOR"))
@@ -172,6 +188,35 @@ class GroupMetadataManager:
         group.transition(GroupState.EMPTY, now_ms)
         self.groups[group_id] = group
         return group
+
+    # -- transactional offsets' producers ------------------------------------------------------
+
+    def add_producer_group(self, producer_id: int, group_id: str) -> None:
+        self.producer_groups.setdefault(producer_id, set()).add(group_id)
+
+    def remove_producer_group(self, producer_id: int, group_id: str) -> None:
+        groups = self.producer_groups.get(producer_id)
+        if groups is not None:
+            groups.discard(group_id)
+            if not groups:
+                del self.producer_groups[producer_id]
+
+    def handle_txn_completion(
+        self, producer_id: int, partitions: Iterable[int], is_commit: bool
+    ) -> None:
+        """The marker of ``producer_id``'s transaction was written to these partitions of
+        ``__consumer_offsets``: its pending offsets in their groups are committed or dropped
+        (Kafka's ``handleTxnCompletion``). A group no longer here is skipped: its new
+        coordinator reads the marker when it loads the partition."""
+        wanted = set(partitions)
+        for group_id in sorted(self.producer_groups.get(producer_id, ())):
+            if self.partition_of(group_id) not in wanted:
+                continue
+            group = self.groups.get(group_id)
+            if group is None or group.state is GroupState.DEAD:
+                continue
+            group.offsets.complete_txn(producer_id, is_commit)
+            self.remove_producer_group(producer_id, group_id)
 
     # -- writing to __consumer_offsets ------------------------------------------------------
 
@@ -199,13 +244,20 @@ class GroupMetadataManager:
         """Append ``records`` to the group's partition with acks=all; None or the error to
         answer (Kafka's mapping of append errors for coordinator writes)."""
         batch = encode_batch([(self._clock.time_ms(), key, value) for key, value in records])
-        error = await self._offsets_topic.append(
+        error, _ = await self.append(group_id, batch)
+        return error
+
+    async def append(self, group_id: str, batch: bytes) -> tuple[Error, int]:
+        """Append ``batch`` to the group's partition with acks=all: (None, its base offset),
+        or (the error to answer, -1)."""
+        appended = await self._offsets_topic.append(
             self.partition_of(group_id), batch, self._commit_timeout_ms
         )
+        error = appended.error
         if error is None:
-            return None
+            return None, appended.base_offset
         logger.info("broker %d: write for group %s failed: %s", self.broker_id, group_id, error)
-        return _WRITE_ERRORS.get(type(error), type(error))
+        return _WRITE_ERRORS.get(type(error), type(error)), -1
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from kafkasim.common.errors import KafkaError
 from kafkasim.common.group_protocol import PROTOCOL_TYPE, decode_subscription
-from kafkasim.common.types import TopicPartition
-from kafkasim.node.group_records import GroupValue, MemberValue, OffsetValue
+from kafkasim.node.group_offset_cache import OffsetCache
+from kafkasim.node.group_records import GroupValue, MemberValue
 from kafkasim.node.group_types import GroupProtocol, GroupState, JoinGroupResult, SyncGroupResult
 
 
@@ -39,6 +39,9 @@ class Member:
     assignment: bytes = b""
     # The member's session ends when no heartbeat (or join/sync) came before this time.
     heartbeat_deadline_ms: int = 0
+    # A static member's group.instance.id: only a group loaded from a log written by a broker
+    # with static membership has one (kafkasim's JoinGroup does not create them).
+    group_instance_id: str | None = None
     join_future: asyncio.Future[JoinGroupResult] | None = None
     sync_future: asyncio.Future[SyncGroupResult] | None = None
 
@@ -87,7 +90,8 @@ class Group:
     # The topics the members of this generation consume (consumer protocol groups; None when
     # unknown): an OffsetDelete of their partitions is refused (Kafka's subscribedTopics).
     subscribed_topics: frozenset[str] | None = None
-    offsets: dict[TopicPartition, OffsetValue] = field(default_factory=dict)
+    # Committed offsets and the commits still pending (``node.group_offset_cache``).
+    offsets: OffsetCache = field(default_factory=OffsetCache)
     # PreparingRebalance: the join phase ends by this time even if some members never rejoin.
     rebalance_deadline_ms: int = 0
     # An Empty group's first join waits group.initial.rebalance.delay.ms for others to come.
@@ -139,6 +143,14 @@ class Group:
     def max_rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
+    def static_member_id(self, group_instance_id: str) -> str | None:
+        """The member id of the static member ``group_instance_id`` (Kafka's
+        ``currentStaticMemberId``), or None."""
+        for member in self.members.values():
+            if member.group_instance_id == group_instance_id:
+                return member.member_id
+        return None
+
     def add_member(self, member: Member) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type
@@ -181,7 +193,7 @@ class Group:
         members = tuple(
             MemberValue(
                 member_id=m.member_id,
-                group_instance_id=None,
+                group_instance_id=m.group_instance_id,
                 client_id=m.client_id,
                 client_host=m.client_host,
                 rebalance_timeout_ms=m.rebalance_timeout_ms,
@@ -223,6 +235,7 @@ class Group:
                 protocols=(GroupProtocol(protocol, m.subscription),),
                 assignment=m.assignment,
                 heartbeat_deadline_ms=now_ms + m.session_timeout_ms,
+                group_instance_id=m.group_instance_id,
             )
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members), None)

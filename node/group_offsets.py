@@ -7,13 +7,20 @@ A commit is checked against the group's generation, appended to the group's part
 why committed offsets survive a coordinator failover. A partition whose metadata is longer than
 ``offset.metadata.max.bytes`` is refused alone (OFFSET_METADATA_TOO_LARGE); the rest commit.
 
+A commit is pending (``node.group_offset_cache``) while its append is in flight, and becomes
+the committed value only if its batch lands later in the log than the committed value's (an
+older pending transactional commit that commits afterwards does not overwrite it). OffsetFetch
+with ``require_stable`` (KIP-447) answers UNSTABLE_OFFSET_COMMIT for a partition with a commit
+pending, plain or transactional; transactional commits are ``node.group_txn_offsets``'.
+
 Deviations from Kafka, deliberate: no offset expiry (``offsets.retention.minutes``; retention
-of committed offsets is left to compaction), no transactional offset commits. OffsetDelete
-writes its tombstones with acks=all before it answers (Kafka appends them locally and answers
-at once).
+of committed offsets is left to compaction). OffsetDelete writes its tombstones with acks=all
+before it answers (Kafka appends them locally and answers at once).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
 
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import error_for_name
@@ -35,6 +42,7 @@ from kafkasim.node.group_types import (
     CommittedOffset,
     Error,
     GroupState,
+    OffsetCommitEntry,
     OffsetCommitParams,
     OffsetCommitResult,
     OffsetDeleteParams,
@@ -43,6 +51,7 @@ from kafkasim.node.group_types import (
     OffsetFetchResult,
     PartitionOutcome,
 )
+from kafkasim.storage.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, encode_batch
 
 
 class GroupOffsets:
@@ -61,32 +70,38 @@ class GroupOffsets:
         if error is not None or group is None:
             return OffsetCommitResult(tuple(PartitionOutcome(e.tp, error) for e in params.offsets))
         commit_ms = self._clock.time_ms()
-        records: list[tuple[bytes, bytes | None]] = []
+        accepted, too_large = self.accepted_values(params.offsets, commit_ms)
+        if accepted:
+            group.offsets.prepare_commit(accepted)
+            error, base_offset = await self._manager.append(
+                params.group_id, offset_batch(params.group_id, accepted, commit_ms)
+            )
+            current = self._manager.groups.get(params.group_id) is group
+            for tp, value in accepted.items():
+                if error is None and current:
+                    group.offsets.on_commit_append(tp, value, base_offset)
+                else:
+                    group.offsets.fail_commit(tp, value)
+        return commit_result(params.offsets, too_large, error)
+
+    def accepted_values(
+        self, entries: Iterable[OffsetCommitEntry], commit_ms: int
+    ) -> tuple[dict[TopicPartition, OffsetValue], set[TopicPartition]]:
+        """The values to write, and the partitions refused for metadata longer than
+        ``offset.metadata.max.bytes`` (OFFSET_METADATA_TOO_LARGE)."""
         accepted: dict[TopicPartition, OffsetValue] = {}
         too_large: set[TopicPartition] = set()
-        for entry in params.offsets:
+        for entry in entries:
             if len(entry.metadata.encode()) > self._max_metadata_bytes:
                 too_large.add(entry.tp)
                 continue
-            value = OffsetValue(
+            accepted[entry.tp] = OffsetValue(
                 offset=entry.offset,
                 leader_epoch=entry.leader_epoch,
                 metadata=entry.metadata,
                 commit_timestamp=commit_ms,
             )
-            accepted[entry.tp] = value
-            key = OffsetKey(params.group_id, entry.tp.topic, entry.tp.partition)
-            records.append((encode_offset_key(key), encode_offset_value(value)))
-        error = await self._manager.write(params.group_id, records) if records else None
-        if error is None and self._manager.groups.get(params.group_id) is group:
-            group.offsets.update(accepted)
-        too_large_error = error_for_name("OFFSET_METADATA_TOO_LARGE")
-        return OffsetCommitResult(
-            tuple(
-                PartitionOutcome(e.tp, too_large_error if e.tp in too_large else error)
-                for e in params.offsets
-            )
-        )
+        return accepted, too_large
 
     def _committer(self, params: OffsetCommitParams) -> tuple[Error, Group | None]:
         """The group a commit goes to, with the committing member's session renewed; else
@@ -119,16 +134,24 @@ class GroupOffsets:
         if error is not None:
             return OffsetFetchResult(error=error)
         group = self._manager.groups.get(params.group_id)
-        committed = group.offsets if group is not None else {}
+        if group is None:
+            return OffsetFetchResult(
+                partitions=tuple(map(CommittedOffset, params.partitions or ()))
+            )
+        committed = group.offsets
         wanted = sorted(committed) if params.partitions is None else params.partitions
+        unstable = error_for_name("UNSTABLE_OFFSET_COMMIT")
         results = []
         for tp in wanted:
             value = committed.get(tp)
-            results.append(
-                CommittedOffset(tp, value.offset, value.leader_epoch, value.metadata)
-                if value is not None
-                else CommittedOffset(tp)
-            )
+            if params.require_stable and committed.has_pending(tp):
+                results.append(CommittedOffset(tp, error=unstable))
+            elif value is not None:
+                results.append(
+                    CommittedOffset(tp, value.offset, value.leader_epoch, value.metadata)
+                )
+            else:
+                results.append(CommittedOffset(tp))
         return OffsetFetchResult(partitions=tuple(results))
 
     async def offset_delete(self, params: OffsetDeleteParams) -> OffsetDeleteResult:
@@ -158,8 +181,7 @@ class GroupOffsets:
             tombstones.append((encode_group_key(GroupKey(params.group_id)), None))
         error = await self._manager.write(params.group_id, tombstones) if tombstones else None
         if error is None and self._manager.groups.get(params.group_id) is group:
-            for tp in removed:
-                del group.offsets[tp]
+            group.offsets.remove(removed)
             if drop_group and group.state is GroupState.EMPTY and not group.offsets:
                 group.transition(GroupState.DEAD, self._clock.monotonic_ms())
                 del self._manager.groups[params.group_id]
@@ -170,3 +192,44 @@ class GroupOffsets:
                 for tp in params.partitions
             )
         )
+
+
+def offset_batch(
+    group_id: str,
+    offsets: Mapping[TopicPartition, OffsetValue],
+    timestamp_ms: int,
+    *,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+) -> bytes:
+    """One batch of offset commit records (Kafka's ``generateOffsetRecords``): transactional,
+    with base sequence 0, when a producer id is given."""
+    records = [
+        (
+            timestamp_ms,
+            encode_offset_key(OffsetKey(group_id, tp.topic, tp.partition)),
+            encode_offset_value(value),
+        )
+        for tp, value in offsets.items()
+    ]
+    if producer_id == NO_PRODUCER_ID:
+        return encode_batch(records)
+    return encode_batch(
+        records,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=0,
+        is_transactional=True,
+    )
+
+
+def commit_result(
+    entries: Iterable[OffsetCommitEntry], too_large: set[TopicPartition], error: Error
+) -> OffsetCommitResult:
+    """One outcome per entry: OFFSET_METADATA_TOO_LARGE for the refused ones, else ``error``."""
+    too_large_error = error_for_name("OFFSET_METADATA_TOO_LARGE")
+    return OffsetCommitResult(
+        tuple(
+            PartitionOutcome(e.tp, too_large_error if e.tp in too_large else error) for e in entries
+        )
+    )

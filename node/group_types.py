@@ -176,6 +176,24 @@ class OffsetCommitParams:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnOffsetCommitParams:
+    """A transactional commit (Kafka's TxnOffsetCommit, KIP-98): ``offsets`` become visible
+    when the producer's transaction commits. KIP-447 (TxnOffsetCommit v3): a member of the
+    group's generation names itself (``generation_id``, ``member_id``, ``group_instance_id``)
+    and is checked as a plain commit's member is; -1 with an empty ``member_id`` and no
+    instance id is not checked (v0-v2). Answered with an :class:`OffsetCommitResult`."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    offsets: tuple[OffsetCommitEntry, ...]
+    generation_id: int = NO_GENERATION
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionOutcome:
     tp: TopicPartition
     error: Error = None
@@ -208,20 +226,26 @@ class OffsetDeleteResult:
 
 @dataclass(frozen=True, slots=True)
 class OffsetFetchParams:
-    """``partitions`` None: every partition the group has committed."""
+    """``partitions`` None: every partition the group has committed. ``require_stable``
+    (OffsetFetch v7+, KIP-447): a partition with a commit still pending (an open transaction's,
+    or one being written) is answered UNSTABLE_OFFSET_COMMIT instead of its last committed
+    offset."""
 
     group_id: str
     partitions: tuple[TopicPartition, ...] | None = None
+    require_stable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class CommittedOffset:
-    """A group's committed position; ``offset`` -1 when it has none for ``tp``."""
+    """A group's committed position; ``offset`` -1 when it has none for ``tp`` or when
+    ``error`` is set (UNSTABLE_OFFSET_COMMIT)."""
 
     tp: TopicPartition
     offset: int = NO_OFFSET
     leader_epoch: int = NO_LEADER_EPOCH
     metadata: str = ""
+    error: Error = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,9 @@ Only what is implemented is advertised in ApiVersions (:data:`KafkaProtocolApis.
 The partition and cluster requests are answered here; the group requests by
 ``node.kafka_apis_group``, the controller's admin requests by ``node.kafka_apis_admin`` and
 those a broker answers itself (DescribeConfigs, DescribeCluster, DeleteRecords,
-DescribeLogDirs, DescribeProducers) by ``node.kafka_apis_describe``, each a table of
+DescribeLogDirs, DescribeProducers) by ``node.kafka_apis_describe``, the transactional ones
+(InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions,
+ListTransactions) by ``node.kafka_apis_txn``, each a table of
 {api key: (min version, max version, handler)} merged below.
 
 Differences from Kafka, on purpose:
@@ -38,8 +40,10 @@ from kafkasim.node import apis_cluster, kafka_apis_group
 from kafkasim.node import replica_types as rt
 from kafkasim.node.apis import BrokerServices
 from kafkasim.node.apis_replica import error_code
+from kafkasim.node.kafka_apis_acls import KafkaAclApis
 from kafkasim.node.kafka_apis_admin import KafkaAdminApis
 from kafkasim.node.kafka_apis_describe import KafkaDescribeApis
+from kafkasim.node.kafka_apis_txn import KafkaTxnApis
 from kafkasim.node.kafka_codec import (
     AUTHORIZED_OPERATIONS_OMITTED,
     KafkaRequest,
@@ -58,7 +62,7 @@ KafkaHandler = Callable[[KafkaRequest], Awaitable[Any]]
 HandlerTable = Mapping[int, tuple[int, int, KafkaHandler]]
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
-FIND_COORDINATOR, API_VERSIONS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 10, 18, 22, 23
+FIND_COORDINATOR, API_VERSIONS, OFFSET_FOR_LEADER_EPOCH = 10, 18, 23
 WRITE_TXN_MARKERS = 27
 UNSUPPORTED_VERSION = error_for_name("UNSUPPORTED_VERSION").code
 # A follower's fetch from a principal without CLUSTER_ACTION: Kafka answers each partition so.
@@ -100,7 +104,6 @@ class KafkaProtocolApis:
             LIST_OFFSETS: (1, 7, self.list_offsets),
             OFFSET_FOR_LEADER_EPOCH: (2, 4, self.offset_for_leader_epoch),
             FIND_COORDINATOR: (0, 4, self.find_coordinator),
-            INIT_PRODUCER_ID: (0, 4, self.init_producer_id),
             WRITE_TXN_MARKERS: (1, 1, self.write_txn_markers),
         }
         for table in extra:
@@ -139,7 +142,7 @@ class KafkaProtocolApis:
             api_keys=[{"api_key": API_VERSIONS, "min_version": low, "max_version": high}],
         )
 
-    # -- Metadata, FindCoordinator, InitProducerId -------------------------------------------
+    # -- Metadata, FindCoordinator -----------------------------------------------------------
 
     async def metadata(self, request: KafkaRequest) -> Any:
         body = request.body
@@ -218,17 +221,6 @@ class KafkaProtocolApis:
             "host": address.host,
             "port": address.port,
         }
-
-    async def init_producer_id(self, request: KafkaRequest) -> Any:
-        answer = await apis_cluster.init_producer_id(
-            self.broker.producer_ids, request.body.transactional_id
-        )
-        return build(
-            response_schema(request),
-            error_code=error_code(answer.error),
-            producer_id=answer.producer_id,
-            producer_epoch=answer.producer_epoch,
-        )
 
     # -- partitions: the replica manager ----------------------------------------------------
 
@@ -432,10 +424,13 @@ class KafkaProtocolApis:
 def kafka_handler_tables(
     broker: BrokerServices, listener: str | None = None
 ) -> tuple[HandlerTable, ...]:
-    """The handler tables beyond :class:`KafkaProtocolApis`'s own (groups, admin) for the
+    """The handler tables beyond :class:`KafkaProtocolApis`'s own (groups, admin, describe,
+    transactions) for the
     Kafka listener named ``listener``."""
     return (
         kafka_apis_group.group_table(broker),
         KafkaAdminApis(broker).table(),
         KafkaDescribeApis(broker, listener).table(),
+        KafkaTxnApis(broker).table(),
+        KafkaAclApis(broker).table(),
     )

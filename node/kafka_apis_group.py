@@ -13,6 +13,13 @@ What the versions change, and how each is answered here:
   (committed offsets do not expire here). v0 (offsets in ZooKeeper) and v1 are not served.
 * OffsetFetch v1 answers a group's error in each partition; v2+ at the top; v8 batches
   groups (each with its own error). Null topics (v2+) ask for every committed partition.
+  v7+ carry ``require_stable`` (KIP-447): a partition with a pending commit answers
+  UNSTABLE_OFFSET_COMMIT.
+* TxnOffsetCommit (KIP-98) v0-v3: v2 adds the committed leader epoch, v3 the member
+  (generation, member id, group instance id; KIP-447), checked by the coordinator. A partition
+  the metadata cache does not know is UNKNOWN_TOPIC_OR_PARTITION without asking the
+  coordinator; v0-v1 answer COORDINATOR_LOAD_IN_PROGRESS as COORDINATOR_NOT_AVAILABLE (older
+  producers did not expect it), as Kafka does.
 * LeaveGroup v0-v2 answer the one member's error at the top; v3+ one entry per member.
 * DescribeGroups v3+ asked for authorized operations: every operation a group supports
   (READ, DELETE, DESCRIBE: Kafka's answer without an authorizer).
@@ -23,6 +30,8 @@ Static membership (``group.instance.id``, JoinGroup v5+, SyncGroup and Heartbeat
 OffsetCommit v7+) is not implemented by the coordinator: a request naming an instance id is
 answered UNSUPPORTED_VERSION, as a Kafka broker with inter.broker.protocol.version < 2.3
 answers it, and a LeaveGroup entry naming one UNKNOWN_MEMBER_ID (no such static member).
+TxnOffsetCommit v3 passes its instance id to the coordinator, which checks it against the
+static members of a group loaded from a log (UNKNOWN_MEMBER_ID when none has it).
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from kafkasim.node.apis import BrokerServices
 from kafkasim.node.apis_replica import error_code
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_types import (
+    NO_GENERATION,
     NO_LEADER_EPOCH,
     DeleteGroupsParams,
     DescribeGroupsParams,
@@ -52,6 +62,7 @@ from kafkasim.node.group_types import (
     OffsetFetchParams,
     OffsetFetchResult,
     SyncGroupParams,
+    TxnOffsetCommitParams,
 )
 from kafkasim.node.kafka_codec import (
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -64,10 +75,13 @@ from kafkasim.node.kafka_codec import (
 
 OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
+TXN_OFFSET_COMMIT = 28
 
 UNSUPPORTED_VERSION = error_for_name("UNSUPPORTED_VERSION")
 UNKNOWN_MEMBER_ID = error_for_name("UNKNOWN_MEMBER_ID")
 UNKNOWN_TOPIC_OR_PARTITION = error_for_name("UNKNOWN_TOPIC_OR_PARTITION")
+COORDINATOR_LOAD_IN_PROGRESS = error_for_name("COORDINATOR_LOAD_IN_PROGRESS")
+COORDINATOR_NOT_AVAILABLE = error_for_name("COORDINATOR_NOT_AVAILABLE")
 # READ (3), DELETE (6), DESCRIBE (8): what Kafka answers for a group without an authorizer.
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
@@ -78,6 +92,34 @@ def _by_topic(entries: Iterable[tuple[TopicPartition, dict[str, Any]]]) -> dict[
     """Per-partition answers grouped by topic, in the order the topics first appear."""
     return group_by_topic(
         (tp.topic, {"partition_index": tp.partition, **values}) for tp, values in entries
+    )
+
+
+def _commit_entries(topics: Iterable[Any]) -> list[OffsetCommitEntry]:
+    """The partitions of an OffsetCommit or TxnOffsetCommit request (no leader epoch before
+    OffsetCommit v6 / TxnOffsetCommit v2)."""
+    return [
+        OffsetCommitEntry(
+            TopicPartition(topic.name, int(p.partition_index)),
+            offset=int(p.committed_offset),
+            leader_epoch=int(getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH)),
+            metadata=p.committed_metadata or "",
+        )
+        for topic in topics
+        for p in topic.partitions
+    ]
+
+
+def _commit_response(
+    request: KafkaRequest,
+    entries: Iterable[OffsetCommitEntry],
+    errors: Mapping[TopicPartition, Error],
+) -> Any:
+    """An OffsetCommit or TxnOffsetCommit response: each entry's error, by topic."""
+    topics = _by_topic((e.tp, {"error_code": error_code(errors[e.tp])}) for e in entries)
+    return build(
+        response_schema(request),
+        topics=[{"name": name, "partitions": parts} for name, parts in topics.items()],
     )
 
 
@@ -104,6 +146,7 @@ class KafkaGroupApis:
             DESCRIBE_GROUPS: (0, 5, self.describe_groups),
             DELETE_GROUPS: (0, 2, self.delete_groups),
             OFFSET_DELETE: (0, 0, self.offset_delete),
+            TXN_OFFSET_COMMIT: (0, 3, self.txn_offset_commit),
         }
 
     # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ------------------------------------------
@@ -213,22 +256,20 @@ class KafkaGroupApis:
 
     # -- OffsetCommit, OffsetFetch, OffsetDelete --------------------------------------------
 
-    async def offset_commit(self, request: KafkaRequest) -> Any:
-        body = request.body
-        entries = [
-            OffsetCommitEntry(
-                TopicPartition(topic.name, int(p.partition_index)),
-                offset=int(p.committed_offset),
-                leader_epoch=int(getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH)),
-                metadata=p.committed_metadata or "",
-            )
-            for topic in body.topics
-            for p in topic.partitions
-        ]
+    def _known_only(
+        self, entries: Iterable[OffsetCommitEntry]
+    ) -> tuple[dict[TopicPartition, Error], tuple[OffsetCommitEntry, ...]]:
+        """UNKNOWN_TOPIC_OR_PARTITION for the partitions the metadata cache does not know (as
+        Kafka's request layer answers them), and the entries to commit."""
         errors: dict[TopicPartition, Error] = {
             e.tp: UNKNOWN_TOPIC_OR_PARTITION for e in entries if not self.known(e.tp)
         }
-        committing = tuple(e for e in entries if e.tp not in errors)
+        return errors, tuple(e for e in entries if e.tp not in errors)
+
+    async def offset_commit(self, request: KafkaRequest) -> Any:
+        body = request.body
+        entries = _commit_entries(body.topics)
+        errors, committing = self._known_only(entries)
         if getattr(body, "group_instance_id", None) is not None:
             errors.update({e.tp: UNSUPPORTED_VERSION for e in committing})
         elif committing:
@@ -241,11 +282,32 @@ class KafkaGroupApis:
                 )
             )
             errors.update({p.tp: p.error for p in result.partitions})
-        topics = _by_topic((e.tp, {"error_code": error_code(errors[e.tp])}) for e in entries)
-        return build(
-            response_schema(request),
-            topics=[{"name": name, "partitions": parts} for name, parts in topics.items()],
-        )
+        return _commit_response(request, entries, errors)
+
+    async def txn_offset_commit(self, request: KafkaRequest) -> Any:
+        body = request.body
+        entries = _commit_entries(body.topics)
+        errors, committing = self._known_only(entries)
+        if committing:
+            result = await self.coordinator.txn_offset_commit(
+                TxnOffsetCommitParams(
+                    transactional_id=body.transactional_id,
+                    group_id=body.group_id,
+                    producer_id=int(body.producer_id),
+                    producer_epoch=int(body.producer_epoch),
+                    offsets=committing,
+                    generation_id=int(getattr(body, "generation_id", NO_GENERATION)),
+                    member_id=getattr(body, "member_id", ""),
+                    group_instance_id=getattr(body, "group_instance_id", None),
+                )
+            )
+            errors.update({p.tp: p.error for p in result.partitions})
+        if request.api_version < 2:
+            errors = {
+                tp: COORDINATOR_NOT_AVAILABLE if e is COORDINATOR_LOAD_IN_PROGRESS else e
+                for tp, e in errors.items()
+            }
+        return _commit_response(request, entries, errors)
 
     async def offset_fetch(self, request: KafkaRequest) -> Any:
         body, version = request.body, request.api_version
@@ -253,7 +315,7 @@ class KafkaGroupApis:
         if version >= 8:
             groups = []
             for group in body.groups:
-                result = self._fetch(group.group_id, group.topics)
+                result = self._fetch(group.group_id, group.topics, body.require_stable)
                 groups.append(
                     {
                         "group_id": group.group_id,
@@ -262,7 +324,7 @@ class KafkaGroupApis:
                     }
                 )
             return build(schema, groups=groups)
-        result = self._fetch(body.group_id, body.topics)
+        result = self._fetch(body.group_id, body.topics, getattr(body, "require_stable", False))
         if version < 2 and result.error is not None:
             # v1 has no top-level error: each partition asked carries the group's.
             return build(
@@ -287,13 +349,15 @@ class KafkaGroupApis:
             schema, topics=self._fetched_topics(result), error_code=error_code(result.error)
         )
 
-    def _fetch(self, group_id: str, topics: Any) -> OffsetFetchResult:
+    def _fetch(self, group_id: str, topics: Any, require_stable: bool) -> OffsetFetchResult:
         partitions = (
             None
             if topics is None
             else tuple(TopicPartition(t.name, int(p)) for t in topics for p in t.partition_indexes)
         )
-        return self.coordinator.offset_fetch(OffsetFetchParams(group_id, partitions))
+        return self.coordinator.offset_fetch(
+            OffsetFetchParams(group_id, partitions, bool(require_stable))
+        )
 
     @staticmethod
     def _fetched_topics(result: OffsetFetchResult) -> list[dict[str, Any]]:
@@ -304,7 +368,7 @@ class KafkaGroupApis:
                     "committed_offset": c.offset,
                     "committed_leader_epoch": c.leader_epoch,
                     "metadata": c.metadata,
-                    "error_code": 0,
+                    "error_code": error_code(c.error),
                 },
             )
             for c in result.partitions

@@ -65,7 +65,13 @@ class KafkaListener:
         return f"{host}:{port}"
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self._host, self._port)
+        try:
+            self._server = await asyncio.start_server(self._serve, self._host, self._port)
+        except OSError as e:
+            # Kafka's SocketServer wording, naming the address.
+            raise OSError(
+                f"Socket server failed to bind to {self._host}:{self._port}: {e.strerror or e}."
+            ) from e
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -2,7 +2,8 @@
 and ``__transaction_state`` as the transaction coordinator does
 (``node.txn_state_manager.TransactionLogTopic``): reads of a partition's batches and acks=all
 appends, over this broker's replica manager and its domain produce path (Kafka's coordinators
-call ``ReplicaManager.appendRecords`` the same way)."""
+call ``ReplicaManager.appendRecords`` the same way, with ``AppendOrigin.COORDINATOR``: a
+transactional offset commit's producer epoch is checked, its sequence is not)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from collections.abc import Iterable, Sequence
 
 from kafkasim.common.errors import KafkaError
 from kafkasim.common.types import TopicPartition
+from kafkasim.node.group_manager import Appended
 from kafkasim.node.group_records import OFFSETS_TOPIC
 from kafkasim.node.replica_manager import ReplicaManager
 from kafkasim.node.replica_types import PartitionRecords, ProduceParams
 from kafkasim.node.txn_log import TRANSACTION_STATE_TOPIC
+from kafkasim.storage.producer_state import AppendOrigin
 from kafkasim.storage.records.batch import Record
 from kafkasim.storage.records.entry import LogEntryHeader
 
@@ -30,12 +33,17 @@ class ReplicaOffsetsTopic:
         tp = TopicPartition(self._topic, partition)
         return self._replica_manager.partition(tp).log.batches()
 
-    async def append(self, partition: int, batch: bytes, timeout_ms: int) -> KafkaError | None:
+    async def append(self, partition: int, batch: bytes, timeout_ms: int) -> Appended:
         tp = TopicPartition(self._topic, partition)
         [result] = await self._replica_manager.append_records(
-            ProduceParams(acks=-1, timeout_ms=timeout_ms, partitions=(PartitionRecords(tp, batch),))
+            ProduceParams(
+                acks=-1,
+                timeout_ms=timeout_ms,
+                partitions=(PartitionRecords(tp, batch),),
+                origin=AppendOrigin.COORDINATOR,
+            )
         )
-        return result.error
+        return Appended(result.error, result.base_offset)
 
 
 class ReplicaTransactionLogTopic:
@@ -49,4 +57,4 @@ class ReplicaTransactionLogTopic:
         return list(self._topic.batches(partition))
 
     async def append(self, partition: int, batch: bytes, timeout_ms: int) -> KafkaError | None:
-        return await self._topic.append(partition, batch, timeout_ms)
+        return (await self._topic.append(partition, batch, timeout_ms)).error

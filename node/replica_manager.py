@@ -51,7 +51,7 @@ from kafkasim.node.purgatory import (
     DelayedProduce,
     PartitionWait,
 )
-from kafkasim.node.replica_markers import write_txn_markers
+from kafkasim.node.replica_markers import MarkersWritten, write_txn_markers
 from kafkasim.node.replica_types import (
     READ_COMMITTED,
     AbortedTransaction,
@@ -173,6 +173,9 @@ class ReplicaManager:
         # Set by the broker: whether a broker is alive (its metadata cache); DeleteRecords'
         # low watermark leaves out followers on dead brokers, as Kafka's does.
         self.is_broker_alive: Callable[[int], bool] = lambda _broker_id: True
+        # Set by the broker: told of each transaction marker written here (its group
+        # coordinator completes transactional offset commits; node.replica_markers).
+        self.on_txn_markers_written: MarkersWritten | None = None
         # The leader's ISR changes, written to ZooKeeper (Kafka's ZkIsrManager).
         self.isr_writer = ZkIsrWriter(broker_id, coordination)
 
@@ -270,6 +273,7 @@ class ReplicaManager:
             params,
             now_ms=self._clock.time_ms(),
             timeout_ms=self.config["request.timeout.ms"],
+            on_written=self.on_txn_markers_written,
         )
 
     # -- fetch ------------------------------------------------------------------------------

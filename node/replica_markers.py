@@ -17,6 +17,11 @@ TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch). A marker whose p
 fail still answers, partition by partition. kafkasim has no message-format downgrade, so
 Kafka's UNSUPPORTED_FOR_MESSAGE_FORMAT never applies.
 
+Once a marker's appends have answered, ``on_written`` is told the partitions that took it (the
+broker's group coordinator then completes the producer's transactional offset commits on its
+``__consumer_offsets`` partitions, as Kafka's handler calls ``onTransactionCompleted``); if it
+raises, those partitions answer UNKNOWN_SERVER_ERROR, as Kafka's do.
+
 Answers come one per marker, in the order asked (Kafka keys its answer by producer id; a
 coordinator never sends two markers of one producer in a request, so both agree).
 """
@@ -24,8 +29,11 @@ coordinator never sends two markers of one producer in a request, so both agree)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 
+from kafkasim.common.errors import error_for_name
+from kafkasim.common.types import TopicPartition
 from kafkasim.node.replica_types import (
     PartitionRecords,
     ProduceParams,
@@ -35,9 +43,13 @@ from kafkasim.node.replica_types import (
     WriteTxnMarkersParams,
 )
 from kafkasim.storage.producer_state import AppendOrigin
-from kafkasim.storage.records.batch import encode_control_batch
+from kafkasim.storage.records.batch import ControlRecordType, encode_control_batch
+
+logger = logging.getLogger(__name__)
 
 AppendRecords = Callable[[ProduceParams], Awaitable[list[ProducePartitionResult]]]
+# (producer id, COMMIT or ABORT, the partitions whose append of the marker succeeded)
+MarkersWritten = Callable[[int, ControlRecordType, Sequence[TopicPartition]], None]
 
 
 def marker_produce_params(marker: TxnMarkerEntry, *, now_ms: int, timeout_ms: int) -> ProduceParams:
@@ -63,9 +75,11 @@ async def write_txn_markers(
     *,
     now_ms: int,
     timeout_ms: int,
+    on_written: MarkersWritten | None = None,
 ) -> list[TxnMarkerResult]:
     """Append every marker of ``params`` through ``append_records`` (the replica manager's)
-    and answer each partition's outcome."""
+    and answer each partition's outcome; ``on_written`` hears of each marker's successful
+    partitions."""
 
     async def write(marker: TxnMarkerEntry) -> TxnMarkerResult:
         if not marker.partitions:
@@ -73,6 +87,20 @@ async def write_txn_markers(
         results = await append_records(
             marker_produce_params(marker, now_ms=now_ms, timeout_ms=timeout_ms)
         )
-        return TxnMarkerResult(marker.producer_id, tuple((r.tp, r.error) for r in results))
+        outcomes = {r.tp: r.error for r in results}
+        written = [r.tp for r in results if r.error is None]
+        if on_written is not None and written:
+            try:
+                on_written(marker.producer_id, marker.result, written)
+            except Exception:
+                logger.exception(
+                    "completing producer %d's transaction on %s failed", marker.producer_id, written
+                )
+                unknown = error_for_name("UNKNOWN_SERVER_ERROR")(
+                    f"the marker was written but completing the transaction of producer "
+                    f"{marker.producer_id} failed"
+                )
+                outcomes.update(dict.fromkeys(written, unknown))
+        return TxnMarkerResult(marker.producer_id, tuple(outcomes.items()))
 
     return list(await asyncio.gather(*(write(marker) for marker in params.markers)))

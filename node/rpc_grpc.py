@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -208,7 +209,9 @@ class GrpcServer:
             cause = None
         if port == 0:
             await server.stop(None)
-            raise OSError(f"cannot bind {self._requested_address}: {cause}")
+            reason = _bind_error(self._requested_address) or cause or "gRPC could not bind it"
+            # Kafka's SocketServer wording, naming the address.
+            raise OSError(f"Socket server failed to bind to {self._requested_address}: {reason}.")
         host = self._requested_address.rpartition(":")[0]
         self._address = f"{host}:{port}"
         self._server = server
@@ -233,3 +236,16 @@ class GrpcBrokerTransport(GrpcTransport):
     ) -> GrpcServer:
         """A server for these handlers (``ValueError`` for a method not in the contract)."""
         return GrpcServer(address, unary, streams, self._options)
+
+
+def _bind_error(address: str) -> str | None:
+    """Why ``host:port`` cannot be bound (gRPC does not say): the OS's reason, found by
+    trying to bind it once; None if that bind worked."""
+    host, _, port = address.rpartition(":")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((host.strip("[]"), int(port)))
+    except (OSError, ValueError) as e:
+        return getattr(e, "strerror", None) or str(e)
+    return None

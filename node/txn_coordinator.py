@@ -29,7 +29,13 @@ that the simulation's virtual-time loop drives them):
 ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` — abort every Ongoing
 transaction past its timeout, at a bumped epoch (the producer is then fenced);
 ``transaction.remove.expired.transaction.cleanup.interval.ms`` — write tombstones for ids idle
-for ``transactional.id.expiration.ms`` and forget them.
+for ``transactional.id.expiration.ms`` and forget them. Every broker has a coordinator, but
+the timers run only while it has loaded at least one ``__transaction_state`` partition (they
+start with the first load and stop when the last partition is resigned): with nothing to
+abort or expire a timer would only wake the loop, and in the simulation each wake-up is an
+event of the virtual-time schedule — a cluster that never uses transactions keeps the exact
+schedule (and so the recorded verdicts) it had before brokers got a coordinator. Kafka's
+scheduler runs them from startup; the difference shows only in when the first round runs.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Set
 from typing import Any
 
 from kafkasim.common.clock import Clock
@@ -49,7 +55,7 @@ from kafkasim.node.group_types import Error
 from kafkasim.node.txn_loader import pending_completions
 from kafkasim.node.txn_log import record_for
 from kafkasim.node.txn_markers import MarkerSender, PartitionLeaders, TxnMarkerChannel
-from kafkasim.node.txn_metadata import TransactionMetadata
+from kafkasim.node.txn_metadata import TransactionMetadata, TransactionState
 from kafkasim.node.txn_state_manager import (
     NOT_COORDINATOR,
     TransactionLogTopic,
@@ -61,9 +67,12 @@ from kafkasim.node.txn_types import (
     EndTxnParams,
     InitProducerIdParams,
     InitProducerIdResult,
+    ListedTxn,
     TxnAbortThenRetry,
     TxnAppend,
     TxnDecision,
+    TxnDescription,
+    TxnListing,
     TxnNeedsProducerId,
     TxnReply,
 )
@@ -76,6 +85,8 @@ MARKER_RETRY_BACKOFF_MS = 100
 
 CONCURRENT_TRANSACTIONS = error_for_name("CONCURRENT_TRANSACTIONS")
 COORDINATOR_LOAD_IN_PROGRESS = error_for_name("COORDINATOR_LOAD_IN_PROGRESS")
+COORDINATOR_NOT_AVAILABLE = error_for_name("COORDINATOR_NOT_AVAILABLE")
+TRANSACTIONAL_ID_NOT_FOUND = error_for_name("TRANSACTIONAL_ID_NOT_FOUND")
 
 ProducerIdSource = Callable[[], Awaitable[int]]
 """A fresh producer id (``node.producer_ids.ProducerIdManager.generate_producer_id``)."""
@@ -115,11 +126,19 @@ class TransactionCoordinator:
             self.manager, marker_sender, leaders, marker_retry_backoff_ms
         )
         self._timers: list[asyncio.Task[None]] = []
+        self._started = False
         self._background: set[asyncio.Task[Any]] = set()
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Serve from now on; the timers start with the first loaded partition."""
+        self._started = True
+        self._maybe_start_timers()
+
+    def _maybe_start_timers(self) -> None:
+        if self._timers or not self._started or not self.manager.caches:
+            return
         loop = asyncio.get_running_loop()
         self._timers = [
             loop.create_task(
@@ -134,6 +153,7 @@ class TransactionCoordinator:
 
     async def stop(self) -> None:
         """Stop the timers and every load and marker task; forget every partition."""
+        self._started = False
         tasks = [*self._timers, *self._background]
         for task in tasks:
             task.cancel()
@@ -187,6 +207,7 @@ class TransactionCoordinator:
         cache = await self.manager.load(partition, coordinator_epoch)
         if cache is None:
             return
+        self._maybe_start_timers()
         now = self._clock.time_ms()
         for transactional_id, metadata in list(cache.metadata.items()):
             for send in pending_completions({transactional_id: metadata}, now):
@@ -201,8 +222,13 @@ class TransactionCoordinator:
                 )
 
     def resign(self, partition: int, coordinator_epoch: int | None = None) -> None:
-        """No longer the leader of ``partition``: forget its ids; their marker tasks stop."""
+        """No longer the leader of ``partition``: forget its ids; their marker tasks stop. The
+        last partition gone, the timers stop (see the module doc)."""
         self.manager.resign(partition, coordinator_epoch)
+        if not self.manager.caches:
+            for timer in self._timers:
+                timer.cancel()
+            self._timers = []
 
     # -- the requests ---------------------------------------------------------------------
 
@@ -339,6 +365,62 @@ class TransactionCoordinator:
             return after.error
         self._spawn(self.markers.complete(tid, epoch, metadata, after))
         return None
+
+    # -- DescribeTransactions, ListTransactions ------------------------------------------
+
+    def describe_transaction(self, tid: str) -> TxnDescription:
+        """One id as DescribeTransactions shows it (Kafka's ``handleDescribeTransactions``):
+        COORDINATOR_NOT_AVAILABLE before the broker serves, INVALID_REQUEST for an empty id,
+        NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS as every request, and
+        TRANSACTIONAL_ID_NOT_FOUND for an id this coordinator does not know (or is expiring:
+        Dead)."""
+        if not self._started:
+            return TxnDescription(tid, COORDINATOR_NOT_AVAILABLE)
+        if not tid:
+            return TxnDescription(tid, decide.INVALID_REQUEST)
+        error = self.manager.check(tid)
+        if error is not None:
+            return TxnDescription(tid, error)
+        metadata = self.manager.metadata(tid)
+        if metadata is None or metadata.state is TransactionState.DEAD:
+            return TxnDescription(tid, TRANSACTIONAL_ID_NOT_FOUND)
+        return TxnDescription(
+            tid,
+            None,
+            metadata.state.value,
+            metadata.producer_id,
+            metadata.producer_epoch,
+            metadata.txn_timeout_ms,
+            metadata.txn_start_timestamp,
+            tuple(sorted(metadata.topic_partitions)),
+        )
+
+    def list_transactions(
+        self, producer_ids: Set[int], state_names: Set[str], duration_ms: int = -1
+    ) -> TxnListing:
+        """The ids of every loaded partition passing the filters (Kafka's
+        ``listTransactionStates``): an empty filter passes everything; ``duration_ms`` ≥ 0
+        keeps only transactions open longer than it; Dead ids are never listed. Answered
+        COORDINATOR_LOAD_IN_PROGRESS while any partition loads (a partial list would miss
+        its ids); a broker that loads none answers an empty list."""
+        if not self._started:
+            return TxnListing(COORDINATOR_NOT_AVAILABLE)
+        if self.manager.loading:
+            return TxnListing(COORDINATOR_LOAD_IN_PROGRESS)
+        states = {name: TransactionState.from_name(name) for name in sorted(state_names)}
+        unknown = tuple(name for name, state in states.items() if state is None)
+        wanted = {state for state in states.values() if state is not None}
+        now = self._clock.time_ms()
+        listed = [
+            ListedTxn(m.transactional_id, m.producer_id, m.state.value)
+            for _, cache in sorted(self.manager.caches.items())
+            for m in cache.metadata.values()
+            if m.state is not TransactionState.DEAD
+            and (not producer_ids or m.producer_id in producer_ids)
+            and (not state_names or m.state in wanted)
+            and (duration_ms < 0 or now - m.txn_start_timestamp > duration_ms)
+        ]
+        return TxnListing(None, unknown, tuple(listed))
 
     # -- timers ---------------------------------------------------------------------------
 

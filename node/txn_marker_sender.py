@@ -3,17 +3,24 @@
 inter-broker address, answered per partition. The leader may be this broker: the call goes
 through the transport all the same (as Kafka's coordinator sends to itself through its
 channel), so one path is tested. A failure of the whole call (leader unreachable, deadline)
-raises :class:`~common.rpc.RpcError`, which the coordinator retries next round."""
+raises :class:`~common.rpc.RpcError`, which the coordinator retries next round.
+
+:func:`rpc_marker_sender` is every broker's sender unless told otherwise (``node.broker``):
+the broker's own transport and metadata cache, with the broker's ``request.timeout.ms`` as
+each call's deadline (Kafka's ``TransactionMarkerChannelManager`` sends with it too)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from kafkasim import proto
 from kafkasim.common.errors import error_for_code
 from kafkasim.common.rpc import ClientTransport, RpcError, RpcStatus
 from kafkasim.common.types import TopicPartition
+from kafkasim.node.config import BrokerConfig
 from kafkasim.node.group_types import Error
+from kafkasim.node.metadata_cache import MetadataCache
 from kafkasim.node.txn_markers import TxnMarkerEntry
 from kafkasim.node.txn_types import TransactionResult
 from kafkasim.proto import kafkasim_pb2 as pb
@@ -46,6 +53,22 @@ class RpcMarkerSender:
         )
         assert isinstance(response, pb.WriteTxnMarkersResponse)
         return marker_errors(marker, response)
+
+
+class MarkerSenderPorts(Protocol):
+    """What :func:`rpc_marker_sender` reads of its broker (``node.broker.Broker`` has it)."""
+
+    config: BrokerConfig
+    metadata: MetadataCache
+
+    @property
+    def transport(self) -> ClientTransport: ...
+
+
+def rpc_marker_sender(broker: MarkerSenderPorts) -> RpcMarkerSender:
+    """The broker's sender over its inter-broker transport (see the module doc)."""
+    timeout_ms: int = broker.config["request.timeout.ms"]
+    return RpcMarkerSender(broker.transport, broker.metadata.address_of, timeout_ms / 1000)
 
 
 def write_txn_markers_request(marker: TxnMarkerEntry) -> pb.WriteTxnMarkersRequest:

@@ -137,3 +137,39 @@ class TxnSendMarkers:
 
 InitProducerIdDecision = TxnReply | TxnAppend | TxnNeedsProducerId | TxnAbortThenRetry
 TxnDecision = TxnReply | TxnAppend
+
+
+# -- DescribeTransactions and ListTransactions ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TxnDescription:
+    """DescribeTransactions' answer for one id (Kafka's ``TransactionState`` of the response):
+    with an error, only ``transactional_id`` is meaningful. ``state`` is Kafka's name
+    (``TransactionState.value``)."""
+
+    transactional_id: str
+    error: Error = None
+    state: str = ""
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    transaction_timeout_ms: int = 0
+    transaction_start_time_ms: int = -1
+    partitions: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTxn:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class TxnListing:
+    """ListTransactions' answer: the ids of every loaded partition that pass the filters
+    (none with an error), and the state filters that name no state."""
+
+    error: Error = None
+    unknown_state_filters: tuple[str, ...] = ()
+    transactions: tuple[ListedTxn, ...] = ()

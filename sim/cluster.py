@@ -22,6 +22,7 @@ from kafkasim.common.coordination import Coordination
 from kafkasim.node.broker import Broker, MarkerSenderFactory, controller_factory
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
+from kafkasim.node.txn_marker_sender import rpc_marker_sender
 from kafkasim.sim.loop import VirtualClock
 from kafkasim.sim.network import SimNetwork, SimTransport
 from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
@@ -49,10 +50,10 @@ class SimCluster:
         broker_props: Mapping[str, object] | None = None,
         zk_session_timeout_ms: int = 6000,
         rules: ReplicationRules = KAFKA_RULES,
-        marker_sender_factory: MarkerSenderFactory | None = None,
+        marker_sender_factory: MarkerSenderFactory = rpc_marker_sender,
     ) -> None:
         self.root = root
-        # How brokers write transaction markers (none: they run no transaction coordinator).
+        # How brokers write transaction markers (by default over the simulated network).
         self.marker_sender_factory = marker_sender_factory
         # The replication rules every broker runs by (``node.rules``; tests reproduce bugs).
         self.rules = rules

@@ -78,3 +78,52 @@ def test_main_job_demo_ends_with_the_expected_verdicts(tmp_path: Path) -> None:
     assert "lost 0," not in acks_1
     assert "lost nothing acknowledged" in out.stdout
     assert "SIGKILL the leader" in out.stdout and "back in the ISR" in out.stdout
+
+
+def _processes_under(root: Path) -> list[int]:
+    """Pids of the processes whose command line names ``root`` (what `cluster up` started)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(root) in cmdline:
+                found.append(int(proc.name))
+    return found
+
+
+def test_a_failed_cluster_up_says_the_brokers_own_error_in_one_line(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    up = kafkasim(
+        "cluster", "up", "--brokers", "2", "--dir", str(root),
+        "--override", "log.retention.hourz=3",
+    )  # fmt: skip
+    assert up.returncode == 1
+    assert up.stderr.count("\n") == 1, up.stderr
+    assert "INVALID_CONFIG: Unknown broker configuration key: log.retention.hourz" in up.stderr
+    # A config error is not a lost port: no retries.
+    assert "retrying" not in up.stderr and "Traceback" not in up.stderr
+    assert str(root / "broker-1" / "broker.log") in up.stderr
+    assert not (root / "cluster.json").exists()
+    assert _processes_under(root) == []
+
+
+def test_a_port_clash_names_the_address(tmp_path: Path) -> None:
+    import socket
+
+    root = tmp_path / "c"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        up = kafkasim(
+            "cluster", "up", "--brokers", "1", "--dir", str(root),
+            "--override", f"listeners=PLAINTEXT://{address}",
+        )  # fmt: skip
+    assert up.returncode == 1
+    assert up.stderr.count("\n") == 1, up.stderr
+    assert f"Socket server failed to bind to {address}: Address already in use." in up.stderr
+    assert "retrying" not in up.stderr
+    assert _processes_under(root) == []

@@ -137,7 +137,9 @@ def test_a_failed_start_up_leaves_no_process_behind(tmp_path) -> None:  # type: 
     if zookeeper_available() is not None:
         pytest.skip("real ZooKeeper unavailable")
     cluster = LocalCluster(tmp_path, brokers=2, broker_props={"no.such.key": "1"})
-    with pytest.raises(RuntimeError, match="exited"):
+    from kafkasim.cluster.local import BrokerStartError
+
+    with pytest.raises(BrokerStartError, match="exited during start-up"):
         cluster.start()
     pids = [b.pid for b in cluster.brokers.values()]
     assert all(pid is not None for pid in pids)

@@ -10,6 +10,7 @@ from kafkasim.client.simple import MinimalClient
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.broker import MarkerSenderFactory
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
+from kafkasim.node.txn_marker_sender import rpc_marker_sender
 from kafkasim.sim.cluster import SimCluster
 from kafkasim.sim.loop import run_simulation
 
@@ -23,7 +24,7 @@ def simulate(
     brokers: int = 3,
     seed: int = 0,
     rules: ReplicationRules = KAFKA_RULES,
-    marker_sender_factory: MarkerSenderFactory | None = None,
+    marker_sender_factory: MarkerSenderFactory = rpc_marker_sender,
     **props: object,
 ) -> Any:
     """Run ``scenario`` against a started cluster whose brokers run by ``rules``; stop

@@ -93,7 +93,8 @@ def test_find_coordinator_creates_the_offsets_topic_then_names_its_leader(
         # Bad keys are refused by name.
         for request, error in (
             (pb.FindCoordinatorRequest(key=""), "INVALID_GROUP_ID"),
-            (pb.FindCoordinatorRequest(key="x", key_type=1), "INVALID_REQUEST"),
+            (pb.FindCoordinatorRequest(key="", key_type=1), "INVALID_REQUEST"),
+            (pb.FindCoordinatorRequest(key="x", key_type=2), "INVALID_REQUEST"),
         ):
             answer = await client.call_any(proto.METHOD_FIND_COORDINATOR, request)
             assert answer.error_code == code(error)  # type: ignore[attr-defined]

@@ -11,14 +11,14 @@ import pytest
 from google.protobuf.message import Message
 
 from kafkasim import proto
-from kafkasim.client.network import NetworkClient
+from kafkasim.client.network import ConnectionWarnings, NetworkClient
 from kafkasim.common.clock import ManualClock
 from kafkasim.common.errors import (
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     error_for_name,
 )
-from kafkasim.common.rpc import BidiStream
+from kafkasim.common.rpc import BidiStream, RpcError, RpcStatus
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.records.batch import RecordBatchBuilder
@@ -185,3 +185,76 @@ def test_a_controller_call_follows_the_controller_when_it_moves() -> None:
         ("b1:9092", "DeleteTopics"),
         ("b2:9092", "DeleteTopics"),
     ]
+
+
+class RefusingTransport(ScriptedTransport):
+    """Every broker refuses the connection (UNAVAILABLE), as a closed port does."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+
+    async def call(
+        self, target: str, method: str, request: Message, *, timeout_s: float
+    ) -> Message:
+        self.calls.append((target, method.rsplit("/", 1)[1]))
+        raise RpcError(RpcStatus.UNAVAILABLE, "Connection refused")
+
+
+WARNING = "Connection to node {} ({}) could not be established. Broker may not be available."
+
+
+def test_an_unreachable_broker_is_named_in_kafkas_warning_at_most_once_a_second(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = ManualClock()
+    client = NetworkClient(RefusingTransport(), ["h1:9092", "h2:9092"], clock)
+
+    async def refresh_at(delays_ms: list[int]) -> None:
+        for delay_ms in delays_ms:
+            clock.advance(delay_ms)
+            with pytest.raises(RpcError):
+                await client.refresh_metadata()
+
+    with caplog.at_level("WARNING", logger="kafkasim.client.network"):
+        asyncio.run(refresh_at([0, 100, 500, 400, 999, 1]))
+    # Bootstrap servers are nodes -1, -2, ... as in Kafka; one warning per second per node.
+    assert [r.getMessage() for r in caplog.records] == [
+        WARNING.format(-1, "h1:9092"),
+        WARNING.format(-2, "h2:9092"),
+        WARNING.format(-1, "h1:9092"),
+        WARNING.format(-2, "h2:9092"),
+        WARNING.format(-1, "h1:9092"),
+        WARNING.format(-2, "h2:9092"),
+    ]
+
+
+def test_a_known_broker_is_warned_about_by_its_id_and_other_faults_are_not() -> None:
+    warnings = ConnectionWarnings(ManualClock())
+    nodes = ConnectionWarnings.candidates({3: "b3:1", 1: "b1:1"}, ["b1:1", "seed:1"])
+    assert nodes == {"b3:1": 3, "b1:1": 1, "seed:1": -2}
+    # A timeout is not a refused connection: no warning (and no rate-limit slot used).
+    warnings.failed(3, "b3:1", RpcError(RpcStatus.DEADLINE_EXCEEDED, "slow"))
+    assert warnings._last_ms == {}
+
+
+def test_retries_never_back_off_past_the_deadline() -> None:
+    clock = ManualClock()
+    client = NetworkClient(
+        RefusingTransport(), ["h1:9092"], clock, delivery_timeout_ms=1500, retry_backoff_ms=1000
+    )
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock.advance(int(seconds * 1000))
+
+    async def main() -> None:
+        retrying = client.retrying()
+        retrying.sleep = sleep  # type: ignore[method-assign]
+        with pytest.raises(RpcError):
+            async for attempt in retrying:
+                with attempt:
+                    await client.refresh_metadata()
+
+    asyncio.run(main())
+    assert waits == [1.0, 0.5]  # the second backoff is cut to the 0.5 s left

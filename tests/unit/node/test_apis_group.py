@@ -263,6 +263,7 @@ def test_the_handler_table_answers_every_group_method_through_the_coordinator() 
             proto.METHOD_LIST_GROUPS,
             proto.METHOD_DESCRIBE_GROUPS,
             proto.METHOD_DELETE_GROUPS,
+            proto.METHOD_TXN_OFFSET_COMMIT,
         }
         # This coordinator leads no partition: each group request is answered NOT_COORDINATOR.
         not_coordinator = code("NOT_COORDINATOR")

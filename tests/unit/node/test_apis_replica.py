@@ -52,6 +52,7 @@ MAY_IMPORT_PROTO = {
     "apis_admin.py",
     "apis_group.py",
     "apis_replica.py",
+    "apis_txn.py",
     "broker.py",
     "fetcher.py",
     "metadata_cache.py",

@@ -19,6 +19,7 @@ from kafkasim.common.errors import KafkaError, UnknownTopicOrPartitionError, err
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.group_coordinator import GroupCoordinator
+from kafkasim.node.group_manager import Appended
 from kafkasim.node.group_records import GroupKey, OffsetKey, decode_key, partition_for
 from kafkasim.node.group_types import (
     CommittedOffset,
@@ -37,7 +38,7 @@ from kafkasim.node.group_types import (
     OffsetFetchParams,
     SyncGroupParams,
 )
-from kafkasim.storage.records.batch import BatchHeader, Record, decode_batch
+from kafkasim.storage.records.batch import BatchHeader, Record, decode_batch, set_base_offset
 
 GROUP = "g1"
 PARTITIONS = 5
@@ -46,8 +47,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 class MemoryOffsetsTopic:
-    """``__consumer_offsets`` as a list of batches per partition; ``fail_with`` makes every
-    append answer that error, as the replica manager would."""
+    """``__consumer_offsets`` as a list of batches per partition, given consecutive offsets
+    as a log would; ``fail_with`` makes every append answer that error, as the replica
+    manager would."""
 
     def __init__(self) -> None:
         self.logs: dict[int, list[bytes]] = {}
@@ -58,11 +60,21 @@ class MemoryOffsetsTopic:
             raise UnknownTopicOrPartitionError(f"__consumer_offsets-{partition}")
         return [decode_batch(batch) for batch in self.logs[partition]]
 
-    async def append(self, partition: int, batch: bytes, timeout_ms: int) -> KafkaError | None:
+    def end_offset(self, partition: int) -> int:
+        return max((h.next_offset for h, _ in self.batches(partition)), default=0)
+
+    def write(self, partition: int, batch: bytes) -> int:
+        """Append ``batch`` at the log end; its base offset."""
+        base_offset = self.end_offset(partition) if partition in self.logs else 0
+        data = bytearray(batch)
+        set_base_offset(data, 0, base_offset)
+        self.logs.setdefault(partition, []).append(bytes(data))
+        return base_offset
+
+    async def append(self, partition: int, batch: bytes, timeout_ms: int) -> Appended:
         if self.fail_with is not None:
-            return self.fail_with
-        self.logs.setdefault(partition, []).append(batch)
-        return None
+            return Appended(self.fail_with)
+        return Appended(None, self.write(partition, batch))
 
     def keys(self, partition: int) -> list[object]:
         return [

@@ -538,4 +538,4 @@ def test_the_kafka_listener_serves_the_group_table() -> None:
     assert {key: (low, high) for key, (low, high, _) in table.items()} == {
         key: (low, high) for key, (low, high, _) in door.table.items()
     }
-    assert set(table) == {8, 9, 11, 12, 13, 14, 15, 16, 42, 47}
+    assert set(table) == {8, 9, 11, 12, 13, 14, 15, 16, 28, 42, 47}

@@ -13,13 +13,13 @@ import pytest
 from kafkasim.common.coordination import ConnectionLossError
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_data import PRODUCER_ID_BLOCK_SIZE, ProducerIdBlock
-from kafkasim.node.apis import init_producer_id
+from kafkasim.node.apis_cluster import ProducerIdAnswer, new_producer_id
+from kafkasim.node.apis_replica import error_code
 from kafkasim.node.producer_ids import (
     INT64_MAX,
     ProducerIdManager,
     ProducerIdsExhaustedError,
 )
-from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.sim.loop import run_simulation
 from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
 
@@ -155,40 +155,38 @@ def test_int64_exhaustion_is_an_error_not_a_wrap() -> None:
         manager = ProducerIdManager(1, zk)
         with pytest.raises(ProducerIdsExhaustedError, match="exhausted all producerIds"):
             await manager.generate_producer_id()
-        response = await init_producer_id(manager, pb.InitProducerIdRequest())
-        assert (response.error_code, response.producer_id) == (-1, -1)
+        answer = await new_producer_id(manager)
+        assert (error_code(answer.error), answer.producer_id) == (-1, -1)
 
     simulate(scenario)
 
 
 @pytest.mark.parametrize(
-    ("transactional_id", "has_manager", "error_code", "producer_id", "epoch"),
+    ("has_manager", "code", "producer_id", "epoch"),
     [
-        ("", True, 0, 0, 0),
-        ("txn-1", True, 42, -1, -1),  # INVALID_REQUEST: transactions are not supported
-        ("", False, 14, -1, -1),  # COORDINATOR_LOAD_IN_PROGRESS (retriable): no session yet
+        (True, 0, 0, 0),
+        (False, 14, -1, -1),  # COORDINATOR_LOAD_IN_PROGRESS (retriable): no session yet
     ],
 )
 def test_init_producer_id_answers(
-    transactional_id: str, has_manager: bool, error_code: int, producer_id: int, epoch: int
+    has_manager: bool, code: int, producer_id: int, epoch: int
 ) -> None:
-    async def scenario(server: SimZooKeeperServer) -> pb.InitProducerIdResponse:
+    async def scenario(server: SimZooKeeperServer) -> ProducerIdAnswer:
         manager = ProducerIdManager(1, await session(server, "broker-1")) if has_manager else None
-        request = pb.InitProducerIdRequest(transactional_id=transactional_id)
-        return await init_producer_id(manager, request)
+        return await new_producer_id(manager)
 
-    response = simulate(scenario)
-    assert (response.error_code, response.producer_id, response.producer_epoch) == (
-        error_code,
+    answer = simulate(scenario)
+    assert (error_code(answer.error), answer.producer_id, answer.producer_epoch) == (
+        code,
         producer_id,
         epoch,
     )
 
 
 def test_a_zookeeper_failure_is_answered_as_retriable() -> None:
-    async def scenario(server: SimZooKeeperServer) -> pb.InitProducerIdResponse:
+    async def scenario(server: SimZooKeeperServer) -> ProducerIdAnswer:
         zk = await session(server, "broker-1")
         zk.disconnect()
-        return await init_producer_id(ProducerIdManager(1, zk), pb.InitProducerIdRequest())
+        return await new_producer_id(ProducerIdManager(1, zk))
 
-    assert simulate(scenario).error_code == 14
+    assert error_code(simulate(scenario).error) == 14

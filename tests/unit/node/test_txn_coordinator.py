@@ -231,6 +231,26 @@ def test_the_timers_run_on_their_intervals() -> None:
     run(body())
 
 
+def test_the_timers_run_only_while_a_partition_is_loaded() -> None:
+    async def body() -> None:
+        h = harness()
+        h.coordinator.start()
+        assert h.coordinator._timers == []  # no partition: nothing to abort, no wake-ups
+        partition = await h.lead(TID)
+        timers = list(h.coordinator._timers)
+        assert len(timers) == 2
+        h.coordinator.resign(partition)
+        assert h.coordinator._timers == []
+        await asyncio.sleep(0)
+        assert all(t.cancelled() for t in timers)
+        await h.lead(TID, epoch=1)
+        assert len(h.coordinator._timers) == 2
+        await h.coordinator.stop()
+        assert h.coordinator._timers == []
+
+    run(body())
+
+
 # -- failover and the coordinator checks ---------------------------------------------------
 
 
