@@ -63,13 +63,23 @@ Where it lives
 :mod:`client.producer_connection`  rule 2: one broker's pipelined ProduceStream
 :mod:`client.producer_metadata`    rule 6: the leaders' view and its refresh
 :mod:`client.producer_errors`      the error tree (re-exported here)
+:mod:`client.transaction_manager`  rule 7: the transactional state machine and its queue
+:mod:`client.transaction_sender`   rule 7: its requests over the gRPC contract
 =================================  =========================================================
 
 Misuse raises at once from ``send`` (ValueError, TypeError, ProducerClosedError); every
 other outcome arrives through the record's future (and its callback): Kafka's errors from
 ``common/errors.py``, :class:`DeliveryTimeoutError`, :class:`ProducerClosedError`.
 
-Deviations from Kafka: no transactions; no buffer.memory limit (``send`` never blocks); a
+7. **Transactions** (``transactional.id``; idempotence implied). ``init_transactions``,
+   ``begin_transaction``, ``send_offsets_to_transaction``, ``commit_transaction`` and
+   ``abort_transaction`` drive :mod:`client.transaction_manager` (Kafka's state machine and
+   errors); :mod:`client.transaction_sender` sends its requests to the coordinators. A call
+   that times out keeps going and is finished by calling it again (KAFKA-13412). A record
+   whose topic is not in the metadata yet belongs to the transaction it was sent in: the
+   commit waits until it is appended; an abort fails it with TransactionAbortedError.
+
+Deviations from Kafka: no buffer.memory limit (``send`` never blocks); a
 batch that the broker refuses as MESSAGE_TOO_LARGE is failed, not split; a compressed batch is
 filled up to ``batch.size`` *uncompressed* bytes (Kafka estimates the compression ratio); the
 partitioner is 2.4-3.2's sticky one (KIP-480), not 3.3's adaptive one (KIP-794).

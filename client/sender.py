@@ -13,7 +13,11 @@ batch's deadline) or fails, and every batch is finished exactly once (:meth:`Sen
 The idempotent producer's state lives here too: the producer id (InitProducerId), each
 batch's sequence numbers (given when it is first drained, kept on every retry), what an
 answer for a later sequence says about earlier ones, and the producer id reset after a batch
-with a sequence failed.
+with a sequence failed. A transactional producer's ids come from its
+:class:`~client.transaction_manager.TransactionManager` instead: each round first sends the
+manager's next request (:mod:`client.transaction_sender`; no produce data leaves while one is
+in flight), a batch leaves only for a partition the transaction has added, carries the
+transactional bit, and a failed one goes to the manager (the transaction must abort).
 
 Not thread-safe: the producer's event loop owns it.
 """
