@@ -25,12 +25,14 @@ from kafkasim.client.partitioner import Partitioner
 from kafkasim.client.producer_config import NEVER_MS, ProducerConfig
 from kafkasim.client.producer_errors import DeliveryTimeoutError
 from kafkasim.common.clock import Clock
-from kafkasim.common.errors import error_for_code, error_for_name
+from kafkasim.common.errors import KafkasimError, error_for_code, error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage.records.batch import (
+    ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
     RecordBatchBuilder,
     compute_crc,
 )
@@ -57,6 +59,7 @@ _LEADER_NOT_AVAILABLE = error_for_name("LEADER_NOT_AVAILABLE").code
 
 _PRODUCER_STATE = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence (offset 43)
 _CRC = struct.Struct(">I")
+_ATTRIBUTES = struct.Struct(">h")
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +191,16 @@ class ProducerBatch:
             self.limit = 0
         return self.data
 
-    def stamp(self, producer_id: int, producer_epoch: int, sequence_index: int) -> None:
-        """Write the producer state into the batch header and recompute the CRC."""
+    def stamp(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        sequence_index: int,
+        *,
+        transactional: bool = False,
+    ) -> None:
+        """Write the producer state (and the transactional bit of a transactional producer's
+        batch) into the batch header and recompute the CRC."""
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.sequence_index = sequence_index
@@ -198,6 +209,9 @@ class ProducerBatch:
         _PRODUCER_STATE.pack_into(
             buf, PRODUCER_ID_OFFSET, producer_id, producer_epoch, self.base_sequence
         )
+        if transactional:
+            (attributes,) = _ATTRIBUTES.unpack_from(buf, ATTRIBUTES_OFFSET)
+            _ATTRIBUTES.pack_into(buf, ATTRIBUTES_OFFSET, attributes | TRANSACTIONAL_FLAG_MASK)
         _CRC.pack_into(buf, CRC_OFFSET, compute_crc(buf, 0, len(buf)))
         self.data = bytes(buf)
 
@@ -309,8 +323,15 @@ class RecordAccumulator:
         self._topic_states: dict[str, dict[int, PartitionState]] = {}
         self.queued: dict[TopicPartition, PartitionState] = {}  # those with queued batches
         self.waiting: dict[str, deque[PendingRecord]] = {}
+        # Set whenever no record waits any more (a transaction's commit waits for it).
+        self.none_waiting = asyncio.Event()
         self.incomplete: dict[ProducerBatch, None] = {}
         self.flushes_in_progress = 0  # flush() calls running: every batch is sendable now
+        # A transactional producer's TransactionManager.maybe_add_partition: told of the
+        # partition of every new batch (the first batch of a partition in a transaction is
+        # always a new one: a transaction ends only once no batch is incomplete). It raises
+        # when the producer may not send now.
+        self.add_partition: Callable[[TopicPartition], object] | None = None
 
     def append(  # noqa: PLR0917 -- the hot path: positional calls are cheaper
         self,
@@ -368,6 +389,8 @@ class RecordAccumulator:
                     if batches[-1].is_full:
                         self._wake()
                     return
+        if self.add_partition is not None:
+            self.add_partition(state.tp)
         now_ms = self._clock.monotonic_ms()
         assert self.loop is not None
         batch = ProducerBatch(
@@ -395,6 +418,19 @@ class RecordAccumulator:
             state = self.partitions[tp] = PartitionState(tp)
             self._topic_states.setdefault(tp.topic, {})[tp.partition] = state
         return state
+
+    def take_unsequenced(self) -> list[ProducerBatch]:
+        """Take every queued batch never sent (no sequence yet) out of its queue (Kafka's
+        abortUndrainedBatches of a transaction that aborts); those sent stay queued."""
+        taken: list[ProducerBatch] = []
+        for tp, state in list(self.queued.items()):
+            kept = [batch for batch in state.batches if batch.sequence_index >= 0]
+            taken.extend(batch for batch in state.batches if batch.sequence_index < 0)
+            state.batches.clear()
+            state.batches.extend(kept)
+            if not kept:
+                del self.queued[tp]
+        return taken
 
     # -- records waiting for their topic's metadata ------------------------------------------------
 
@@ -436,10 +472,12 @@ class RecordAccumulator:
                         record.size_upper_bound,
                         record.future,
                     )
-                except ValueError as e:
+                except (ValueError, KafkasimError) as e:  # a transaction that may not take it
                     _fail_future(record.future, e)
             if not queue:
                 del self.waiting[topic]
+        if not self.waiting:
+            self.none_waiting.set()
 
     def expire_waiting(self, now_ms: int) -> int:
         """Fail waiting records past max.block.ms; ms until the next one's deadline."""
@@ -465,6 +503,8 @@ class RecordAccumulator:
                 next_ms = min(next_ms, queue[0].deadline_ms - now_ms)
             else:
                 del self.waiting[topic]
+        if not self.waiting:
+            self.none_waiting.set()
         return next_ms
 
     def fail_waiting(self, error: BaseException) -> None:
@@ -472,6 +512,7 @@ class RecordAccumulator:
             for record in queue:
                 _fail_future(record.future, error)
         self.waiting.clear()
+        self.none_waiting.set()
 
 
 def _fail_future(future: asyncio.Future[Any], error: BaseException) -> None:

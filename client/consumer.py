@@ -66,6 +66,7 @@ from kafkasim.client.consumer_types import (
 from kafkasim.client.fetcher import Fetcher
 from kafkasim.client.network import NetworkClient, retriable
 from kafkasim.client.subscription_state import PartitionState, SubscriptionState
+from kafkasim.client.transaction_types import ConsumerGroupMetadata
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import (
     InvalidConfigError,
@@ -225,6 +226,16 @@ class Consumer:
         """The group's committed offset of each partition (None where it has none)."""
         self._check_open()
         return await self._require_coordinator().group.committed(partitions)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Kafka's ``groupMetadata()``: the group, its generation and this member's id, as
+        the transactional producer's ``send_offsets_to_transaction`` takes them (the group
+        coordinator refuses offsets from a member a rebalance fenced)."""
+        self._check_open()
+        group = self._require_coordinator().group
+        return ConsumerGroupMetadata(
+            group.settings.group_id, generation_id=group.generation, member_id=group.member_id
+        )
 
     def _require_coordinator(self) -> ConsumerCoordinator:
         if self._coordinator is None:

@@ -63,13 +63,23 @@ Where it lives
 :mod:`client.producer_connection`  rule 2: one broker's pipelined ProduceStream
 :mod:`client.producer_metadata`    rule 6: the leaders' view and its refresh
 :mod:`client.producer_errors`      the error tree (re-exported here)
+:mod:`client.transaction_manager`  rule 7: the transactional state machine and its queue
+:mod:`client.transaction_sender`   rule 7: its requests over the gRPC contract
 =================================  =========================================================
 
 Misuse raises at once from ``send`` (ValueError, TypeError, ProducerClosedError); every
 other outcome arrives through the record's future (and its callback): Kafka's errors from
 ``common/errors.py``, :class:`DeliveryTimeoutError`, :class:`ProducerClosedError`.
 
-Deviations from Kafka: no transactions; no buffer.memory limit (``send`` never blocks); a
+7. **Transactions** (``transactional.id``; idempotence implied). ``init_transactions``,
+   ``begin_transaction``, ``send_offsets_to_transaction``, ``commit_transaction`` and
+   ``abort_transaction`` drive :mod:`client.transaction_manager` (Kafka's state machine and
+   errors); :mod:`client.transaction_sender` sends its requests to the coordinators. A call
+   that times out keeps going and is finished by calling it again (KAFKA-13412). A record
+   whose topic is not in the metadata yet belongs to the transaction it was sent in: the
+   commit waits until it is appended; an abort fails it with TransactionAbortedError.
+
+Deviations from Kafka: no buffer.memory limit (``send`` never blocks); a
 batch that the broker refuses as MESSAGE_TOO_LARGE is failed, not split; a compressed batch is
 filled up to ``batch.size`` *uncompressed* bytes (Kafka estimates the compression ratio); the
 partitioner is 2.4-3.2's sticky one (KIP-480), not 3.3's adaptive one (KIP-794).
@@ -98,10 +108,22 @@ from kafkasim.client.metadata import ClusterMetadata
 from kafkasim.client.partitioner import PARTITIONERS, FunctionPartitioner, PartitionFunction
 from kafkasim.client.producer_config import PRODUCER_CONFIG, PRODUCER_KEYS, ProducerConfig
 from kafkasim.client.producer_connection import BrokerConnection
-from kafkasim.client.producer_errors import DeliveryTimeoutError, ProducerClosedError, logger
+from kafkasim.client.producer_errors import (
+    DeliveryTimeoutError,
+    IllegalTransactionStateError,
+    ProducerClosedError,
+    TransactionAbortedError,
+    logger,
+)
 from kafkasim.client.sender import Sender
+from kafkasim.client.transaction_manager import TransactionManager, TxnState
+from kafkasim.client.transaction_types import (
+    ConsumerGroupMetadata,
+    OffsetAndMetadata,
+    TransactionalResult,
+)
 from kafkasim.common.clock import Clock
-from kafkasim.common.errors import InvalidConfigError, RecordTooLargeError
+from kafkasim.common.errors import KafkaError, RecordTooLargeError
 from kafkasim.common.rpc import ClientTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage.records.batch import (
@@ -143,13 +165,6 @@ class Producer:
     ) -> None:
         self.config = ProducerConfig.from_props(config)
         cfg = self.config
-        if cfg.transactional_id is not None:
-            # The TransactionManager (client/transaction_manager.py) is not driven by the
-            # sender yet: refused, rather than writing plain batches under a transactional id.
-            raise InvalidConfigError(
-                "transactional.id is accepted by the configuration but this producer does not "
-                "run transactions yet"
-            )
         self.transport = transport
         self.clock = clock
         self.client_id = cfg.client_id
@@ -165,6 +180,14 @@ class Producer:
         self._accumulator = RecordAccumulator(
             cfg, partitioner=chooser, clock=clock, metadata=self._metadata, wake=self._wakeup.set
         )
+        self._txn: TransactionManager | None = None
+        if cfg.transactional_id is not None:
+            self._txn = TransactionManager(
+                cfg.transactional_id,
+                transaction_timeout_ms=cfg.transaction_timeout_ms,
+                retry_backoff_ms=cfg.retry_backoff_ms,
+            )
+            self._accumulator.add_partition = self._txn.maybe_add_partition
         self._sender = Sender(
             cfg,
             transport=transport,
@@ -172,6 +195,7 @@ class Producer:
             accumulator=self._accumulator,
             metadata=self._metadata,
             wakeup=self._wakeup,
+            transaction_manager=self._txn,
         )
         # The same dicts and method as the collaborators', bound once for the hot path.
         self._topics = self._metadata.topics
@@ -185,7 +209,9 @@ class Producer:
         logger.info(
             "%s: %s producer (acks=%s, linger.ms=%d, batch.size=%d)",
             self.client_id,
-            "idempotent" if cfg.idempotence else "non-idempotent",
+            "transactional"
+            if self._txn is not None
+            else ("idempotent" if cfg.idempotence else "non-idempotent"),
             "all" if cfg.acks == -1 else cfg.acks,
             cfg.linger_ms,
             cfg.batch_size,
@@ -195,10 +221,14 @@ class Producer:
 
     @property
     def producer_id(self) -> int:
+        if self._txn is not None:
+            return self._txn.producer_id_and_epoch.producer_id
         return self._sender.producer_id
 
     @property
     def producer_epoch(self) -> int:
+        if self._txn is not None:
+            return self._txn.producer_id_and_epoch.epoch
         return self._sender.producer_epoch
 
     @property
@@ -317,6 +347,109 @@ class Producer:
                     await task
         await self._sender.close_connections()
 
+    # -- transactions (KafkaProducer's transactional calls) ----------------------------------------
+
+    async def init_transactions(self, timeout_s: float | None = None) -> None:
+        """Get this transactional id's producer id and epoch from its coordinator, fencing
+        older producers with the same id and ending their open transaction. ``timeout_s``
+        (default max.block.ms) passed: DeliveryTimeoutError, and the call may be repeated
+        (KAFKA-13412). Fatal errors (ProducerFencedError, INVALID_TRANSACTION_TIMEOUT as a
+        TransactionError, ...) leave the producer good only for close()."""
+        tm = self._transaction_manager("init_transactions")
+        await self._await_transactional(tm.init_transactions(), timeout_s)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: ``send`` may be called until commit or abort."""
+        self._transaction_manager("begin_transaction").begin_transaction()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: ConsumerGroupMetadata,
+        timeout_s: float | None = None,
+    ) -> None:
+        """Commit the consumer group's ``offsets`` (the next offset to read, per partition)
+        with the transaction: they count only if it commits (``Consumer.group_metadata()``
+        names the group and the member, so a rebalanced-away member is refused)."""
+        tm = self._transaction_manager("send_offsets_to_transaction")
+        converted = {
+            tp: o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
+            for tp, o in offsets.items()
+        }
+        result = tm.send_offsets_to_transaction(converted, group_metadata)
+        await self._await_transactional(result, timeout_s)
+
+    async def commit_transaction(self, timeout_s: float | None = None) -> None:
+        """Send every record of the transaction, then commit it (EndTxn). After an abortable
+        error this raises it: only abort_transaction is allowed then. A timeout leaves the
+        commit going on; call commit_transaction again to wait for it (KAFKA-13412)."""
+        tm = self._transaction_manager("commit_transaction")
+        deadline = self._transactional_deadline(timeout_s)
+        if tm.state is TxnState.IN_TRANSACTION:
+            # Records waiting for their topic's metadata belong to the transaction too (Kafka's
+            # send blocks until it is known, so they are appended before any commit).
+            try:
+                async with asyncio.timeout_at(deadline):
+                    while self._waiting:
+                        self._accumulator.none_waiting.clear()
+                        await self._accumulator.none_waiting.wait()
+            except TimeoutError:
+                raise self._transactional_timeout(timeout_s, "EndTxn(true)") from None
+        await self._await_transactional(tm.commit_transaction(), timeout_s, deadline)
+
+    async def abort_transaction(self, timeout_s: float | None = None) -> None:
+        """Abort the transaction: records not sent yet fail with TransactionAbortedError,
+        those sent are written but never seen by read_committed consumers."""
+        tm = self._transaction_manager("abort_transaction")
+        result = tm.abort_transaction()
+        self._accumulator.fail_waiting(TransactionAbortedError())
+        await self._await_transactional(result, timeout_s)
+
+    def _transaction_manager(self, operation: str) -> TransactionManager:
+        if self._txn is None:
+            raise IllegalTransactionStateError(
+                operation,
+                "NON_TRANSACTIONAL",
+                "Transactional method invoked on a non-transactional producer.",
+            )
+        self._ensure_started()
+        return self._txn
+
+    @staticmethod
+    def _loop_time() -> float:
+        return asyncio.get_running_loop().time()
+
+    def _transactional_deadline(self, timeout_s: float | None) -> float:
+        timeout = self.config.max_block_ms / 1000 if timeout_s is None else timeout_s
+        return self._loop_time() + timeout
+
+    def _transactional_timeout(self, timeout_s: float | None, operation: str) -> KafkaError:
+        timeout_ms = self.config.max_block_ms if timeout_s is None else round(timeout_s * 1000)
+        return DeliveryTimeoutError(
+            f"Timeout expired after {timeout_ms}ms while awaiting {operation}"
+        )
+
+    async def _await_transactional(
+        self, result: TransactionalResult, timeout_s: float | None, deadline: float | None = None
+    ) -> None:
+        """Kafka's TransactionalRequestResult.await: the outcome is seen (acknowledged) only
+        when the call returns or raises its error, never on a timeout."""
+        transactions = self._sender.transactions
+        assert transactions is not None
+        self._wakeup.set()
+        if deadline is None:
+            deadline = self._transactional_deadline(timeout_s)
+        try:
+            async with asyncio.timeout_at(deadline):
+                while not result.is_completed:
+                    transactions.progress.clear()
+                    await transactions.progress.wait()
+        except TimeoutError:
+            raise self._transactional_timeout(timeout_s, result.operation) from None
+        result.ack()
+        if result.error is not None:
+            raise result.error
+
     # -- send (the hot path) -----------------------------------------------------------------------
 
     def send(  # noqa: PLR0917 -- Kafka's ProducerRecord fields, in its order
@@ -365,6 +498,12 @@ class Producer:
         if fatal is not None:
             future.set_exception(fatal)
             return future
+        if self._txn is not None:
+            try:  # IllegalTransactionStateError and TransactionError raise, as Kafka's
+                self._txn.fail_if_not_ready_for_send(topic)
+            except KafkaError as e:  # PRODUCER_FENCED, ...: the record's future fails
+                future.set_exception(e)
+                return future
         serialized = upper + RECORD_BATCH_OVERHEAD
         if serialized > self._max_request_size:
             future.set_exception(

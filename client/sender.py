@@ -7,13 +7,17 @@ partition, up to ``max.request.size``) on that broker's :class:`BrokerConnection
 until woken (a new or full batch, an answer, metadata, a producer id) or until the next
 linger, backoff or deadline is due. Answers come back through the
 :class:`~client.producer_connection.ConnectionListener` methods: a batch succeeds, is retried
-at its place in the queue (:class:`_BatchRetryPolicy`: ``retries``, ``retry.backoff.ms``, the
+at its place in the queue (:class:`BatchRetryPolicy`: ``retries``, ``retry.backoff.ms``, the
 batch's deadline) or fails, and every batch is finished exactly once (:meth:`Sender.finish`).
 
 The idempotent producer's state lives here too: the producer id (InitProducerId), each
 batch's sequence numbers (given when it is first drained, kept on every retry), what an
 answer for a later sequence says about earlier ones, and the producer id reset after a batch
-with a sequence failed.
+with a sequence failed. A transactional producer's ids come from its
+:class:`~client.transaction_manager.TransactionManager` instead: each round first sends the
+manager's next request (:mod:`client.transaction_sender`; no produce data leaves while one is
+in flight), a batch leaves only for a partition the transaction has added, carries the
+transactional bit, and a failed one goes to the manager (the transaction must abort).
 
 Not thread-safe: the producer's event loop owns it.
 """
@@ -24,9 +28,6 @@ import asyncio
 import contextlib
 import itertools
 
-from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, stop_any, wait_fixed
-from tenacity.stop import stop_base
-
 from kafkasim import proto
 from kafkasim.client.accumulator import (
     NO_PRODUCER_EPOCH,
@@ -35,12 +36,20 @@ from kafkasim.client.accumulator import (
     ProducerBatch,
     RecordAccumulator,
 )
+from kafkasim.client.batch_retry import BatchRetryPolicy, delivery_timeout
 from kafkasim.client.metadata import ClusterMetadata
 from kafkasim.client.network import INVALID_METADATA_CODES
 from kafkasim.client.producer_config import NEVER_MS, ProducerConfig
 from kafkasim.client.producer_connection import BrokerConnection, InFlightRequest
-from kafkasim.client.producer_errors import DeliveryTimeoutError, log_task_error, logger, retriable
+from kafkasim.client.producer_errors import (
+    TransactionError,
+    log_task_error,
+    logger,
+    retriable,
+)
 from kafkasim.client.producer_metadata import MetadataRefresher
+from kafkasim.client.transaction_manager import TransactionManager
+from kafkasim.client.transaction_sender import TransactionalSender
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import (
     DuplicateSequenceNumberError,
@@ -57,39 +66,6 @@ __all__ = ["Sender"]
 
 _OUT_OF_ORDER_SEQUENCE = OutOfOrderSequenceNumberError.code
 _DUPLICATE_SEQUENCE = DuplicateSequenceNumberError.code
-
-
-class _BatchRetryPolicy:
-    """When a failed batch may be sent again, and after how long: tenacity's stop and wait
-    strategies, asked by the sender for one batch (the sender is event-driven, so it consults
-    the policy instead of running a retry loop). Stops after ``retries`` retries or at the
-    batch's deadline on the producer's clock; waits ``retry.backoff.ms`` (fixed, as Kafka
-    before 3.7)."""
-
-    def __init__(self, retries: int, retry_backoff_ms: int, clock: Clock) -> None:
-        self._retrying = AsyncRetrying(
-            stop=stop_any(stop_after_attempt(retries + 1), _StopAtDeadline(clock)),
-            wait=wait_fixed(retry_backoff_ms / 1000),
-        )
-
-    def backoff_ms(self, batch: ProducerBatch) -> int | None:
-        """The wait before the next attempt, or None when the batch must not be retried."""
-        state = RetryCallState(self._retrying, None, (), {"deadline_ms": batch.deadline_ms})
-        state.attempt_number = batch.attempts
-        if self._retrying.stop(state):
-            return None
-        return round(self._retrying.wait(state) * 1000)
-
-
-class _StopAtDeadline(stop_base):
-    """Stop once the clock reaches the ``deadline_ms`` the attempt state carries."""
-
-    def __init__(self, clock: Clock) -> None:
-        self._clock = clock
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        deadline_ms: int = retry_state.kwargs["deadline_ms"]
-        return self._clock.monotonic_ms() >= deadline_ms
 
 
 class Sender:
@@ -111,6 +87,7 @@ class Sender:
         accumulator: RecordAccumulator,
         metadata: ClusterMetadata,
         wakeup: asyncio.Event,
+        transaction_manager: TransactionManager | None = None,
     ) -> None:
         self._config = config
         self._transport = transport
@@ -123,7 +100,7 @@ class Sender:
         self._acks = config.acks
         self._idempotent = config.idempotence
         self._guarantee_order = not config.idempotence and config.max_in_flight == 1
-        self._retry_policy = _BatchRetryPolicy(config.retries, config.retry_backoff_ms, clock)
+        self._retry_policy = BatchRetryPolicy(config.retries, config.retry_backoff_ms, clock)
         self.refresher = MetadataRefresher(
             metadata,
             config,
@@ -153,6 +130,21 @@ class Sender:
         self.records_sent = 0
         self.retries = 0
         self.producer_id_resets = 0
+        # The transactional producer's half (client.transaction_sender), None without one.
+        self._txn = transaction_manager
+        self.transactions = (
+            None
+            if transaction_manager is None
+            else TransactionalSender(
+                transaction_manager,
+                transport=transport,
+                call_any_broker=self.refresher.call_any_broker,
+                request_timeout_ms=config.request_timeout_ms,
+                wake=wakeup.set,
+                client_id=config.client_id,
+            )
+        )
+        self._transactional_id = config.transactional_id or ""
 
     # -- the producer's life -----------------------------------------------------------------------
 
@@ -163,6 +155,10 @@ class Sender:
     def force_close(self, error: BaseException) -> None:
         """Fail every record still buffered or in flight with ``error``; no more retries."""
         self.forced = True
+        if self._txn is not None:
+            self._txn.close()
+            assert self.transactions is not None
+            self.transactions.progress.set()
         self.fail_everything(error)
 
     def request_metadata(self) -> None:
@@ -175,7 +171,8 @@ class Sender:
 
     def background_tasks(self) -> list[asyncio.Task[None] | None]:
         """The tasks besides :meth:`run` that the producer stops when it closes."""
-        return [self.refresher.task, self._producer_id_task]
+        transactional = self.transactions.task if self.transactions is not None else None
+        return [self.refresher.task, self._producer_id_task, transactional]
 
     async def close_connections(self) -> None:
         connections, self.connections = self.connections, {}
@@ -194,7 +191,12 @@ class Sender:
                 wakeup.clear()
                 now_ms = self._clock.monotonic_ms()
                 next_ms = self._expire(now_ms)
-                if self.closing and not accumulator.incomplete and not accumulator.waiting:
+                if (
+                    self.closing
+                    and not accumulator.incomplete
+                    and not accumulator.waiting
+                    and (self.transactions is None or self.transactions.may_close(self.forced))
+                ):
                     break
                 next_ms = min(
                     next_ms, self._send_ready(now_ms), self.refresher.maybe_refresh(now_ms)
@@ -215,7 +217,10 @@ class Sender:
 
     def _send_ready(self, now_ms: int) -> int:
         """Send what is sendable; ms until something may become sendable (NEVER_MS: no timer)."""
-        if self._idempotent and (self.producer_id < 0 or self._reset_pending):
+        if self._txn is not None:
+            if self._transactional_round():
+                return NEVER_MS  # the transactional request's answer wakes us
+        elif self._idempotent and (self.producer_id < 0 or self._reset_pending):
             if self._reset_pending and any(c.pending for c in self.connections.values()):
                 return NEVER_MS  # an answer wakes us
             self._ensure_producer_id()
@@ -243,11 +248,53 @@ class Sender:
             if not sent:
                 return next_ms
 
+    # -- transactions (Kafka's Sender.runOnce before the produce data) ----------------------------
+
+    def _transactional_round(self) -> bool:
+        """Fail what a fatal error dooms, take the manager's producer id and epoch (their
+        change restarts every partition's sequences), fail the batches not yet sent of a
+        transaction that aborts, and send the next transactional request. True while one
+        is in flight: no produce data leaves then (as Kafka's sender)."""
+        tm, transactions = self._txn, self.transactions
+        assert tm is not None and transactions is not None
+        accumulator = self._accumulator
+        if tm.has_fatal_error:
+            if accumulator.incomplete or accumulator.waiting:
+                error = tm.last_error or TransactionError("the producer is in a fatal error state")
+                self.fail_everything(error, aborted=True)
+            transactions.progress.set()
+            return True
+        auth_error = tm.maybe_recover_from_authorization_error()
+        if auth_error is not None:
+            self.fail_everything(auth_error, aborted=True)
+            transactions.progress.set()
+            return True
+        pe = tm.producer_id_and_epoch
+        if pe.producer_id != self.producer_id or pe.epoch != self.producer_epoch:
+            had_id = self.producer_id >= 0
+            self.producer_id, self.producer_epoch = pe.producer_id, pe.epoch
+            if had_id and pe.is_valid:
+                self._restart_sequences()  # KIP-360: sequences restart under the new epoch
+        if tm.sequences_reset_required:
+            tm.acknowledge_sequence_reset()
+        if tm.has_in_flight_request:
+            return True
+        undrained_error = tm.undrained_batch_error()
+        if undrained_error is not None:
+            for batch in self._accumulator.take_unsequenced():
+                self.finish(batch, error=undrained_error, aborted=True)
+        has_incomplete = bool(accumulator.incomplete or accumulator.waiting)
+        return transactions.maybe_send(has_incomplete_batches=has_incomplete)
+
     def _ready(self, now_ms: int) -> tuple[list[int], int, bool]:
         """Brokers leading a partition with a sendable batch (rule 1), the ms until another
         may be, and whether some partition has no known leader."""
         linger_ms = self._config.linger_ms
-        hurry = self._accumulator.flushes_in_progress > 0 or self.closing
+        hurry = (
+            self._accumulator.flushes_in_progress > 0
+            or self.closing
+            or (self._txn is not None and self._txn.is_completing)
+        )
         ready: dict[int, None] = {}
         next_ms = NEVER_MS
         leaderless = False
@@ -275,6 +322,8 @@ class Sender:
         """Rule 3: may the partition's oldest batch be sent now?"""
         if self._guarantee_order and state.in_flight:
             return False
+        if self._txn is not None and not self._txn.is_send_to_partition_allowed(state.tp):
+            return False  # AddPartitionsToTxn has not added it yet
         batch = state.batches[0]
         # A retried batch goes again only as the oldest unresolved one of its partition.
         return not (
@@ -307,7 +356,12 @@ class Sender:
             if batch.data is None:
                 batch.build()
                 if self._idempotent:
-                    batch.stamp(self.producer_id, self.producer_epoch, state.next_sequence_index)
+                    batch.stamp(
+                        self.producer_id,
+                        self.producer_epoch,
+                        state.next_sequence_index,
+                        transactional=self._txn is not None,
+                    )
                     state.next_sequence_index = batch.last_sequence_index + 1
                     state.unresolved.append(batch)
             size += len(batch.data or b"")
@@ -317,7 +371,10 @@ class Sender:
     def _send_batches(self, connection: BrokerConnection, batches: list[ProducerBatch]) -> None:
         correlation_id = next(self._correlation_ids)
         request = pb.ProduceRequest(
-            acks=self._acks, timeout_ms=self._request_timeout_ms, correlation_id=correlation_id
+            acks=self._acks,
+            timeout_ms=self._request_timeout_ms,
+            correlation_id=correlation_id,
+            transactional_id=self._transactional_id,
         )
         partitions = self._accumulator.partitions
         for batch in batches:
@@ -420,7 +477,7 @@ class Sender:
         if backoff_ms is None or self.forced:
             now_ms = self._clock.monotonic_ms()
             if may_retry and now_ms >= batch.deadline_ms:
-                error = self._delivery_timeout(batch, now_ms, error)
+                error = delivery_timeout(batch, now_ms, error)
             self.finish(batch, error=error)
             return
         self.retries += 1
@@ -443,8 +500,10 @@ class Sender:
         base_offset: int = -1,
         log_append_time_ms: int = -1,
         error: BaseException | None = None,
+        aborted: bool = False,
     ) -> None:
-        """Resolve a batch's futures, exactly once."""
+        """Resolve a batch's futures, exactly once. ``aborted``: failed by its transaction's
+        abort or the producer's fatal error, which the transaction manager knows already."""
         if batch.finished:
             return
         batch.finished = True
@@ -457,7 +516,11 @@ class Sender:
             self._failure_warned.discard(batch.tp)
         else:
             batch.fail(error)
-            if self._idempotent and batch.sequence_index >= 0 and not self.forced:
+            if self._txn is not None:
+                if not (aborted or self.forced):
+                    # Kafka's handleFailedBatch: the transaction must abort (or is fenced).
+                    self._txn.handle_failed_batch(batch.tp, error)
+            elif self._idempotent and batch.sequence_index >= 0 and not self.forced:
                 # Its sequences may never reach the broker: a gap nothing can fill (rule 5).
                 log = logger.debug if batch.tp in self._failure_warned else logger.warning
                 self._failure_warned.add(batch.tp)
@@ -499,28 +562,13 @@ class Sender:
         return max(next_ms, 0)
 
     def _expire_batch(self, batch: ProducerBatch, now_ms: int) -> None:
-        self.finish(batch, error=self._delivery_timeout(batch, now_ms, batch.last_error))
+        self.finish(batch, error=delivery_timeout(batch, now_ms, batch.last_error))
 
-    @staticmethod
-    def _delivery_timeout(
-        batch: ProducerBatch, now_ms: int, last_error: BaseException | None
-    ) -> DeliveryTimeoutError:
-        """Kafka's message, plus the error of the last attempt when there was one."""
-        message = (
-            f"Expiring {batch.record_count} record(s) for {batch.tp}:"
-            f"{now_ms - batch.created_ms} ms has passed since batch creation"
-        )
-        if last_error is not None:
-            message += f" (last error: {last_error})"
-        error = DeliveryTimeoutError(message)
-        error.__cause__ = last_error
-        return error
-
-    def fail_everything(self, error: BaseException) -> None:
+    def fail_everything(self, error: BaseException, *, aborted: bool = False) -> None:
         accumulator = self._accumulator
         accumulator.fail_waiting(error)
         for batch in list(accumulator.incomplete):
-            self.finish(batch, error=error)
+            self.finish(batch, error=error, aborted=aborted)
         for state in accumulator.queued.values():
             state.batches.clear()
         accumulator.queued.clear()

@@ -153,6 +153,15 @@ class TransactionManager(TransactionCore):
         """``send`` of a record to ``tp``: True when ``tp`` is new to the transaction (its
         batches wait until AddPartitionsToTxn has added it), False when it is already added
         or being added."""
+        self.fail_if_not_ready_for_send(tp)
+        if self.is_partition_added(tp) or self.is_partition_pending_add(tp):
+            return False
+        self._new_partitions.add(tp)
+        return True
+
+    def fail_if_not_ready_for_send(self, tp: TopicPartition | str) -> None:
+        """Raise unless a record for ``tp`` (a partition, or a topic whose partition is not
+        chosen yet) may be sent now: inside a transaction, with no error to report."""
         self._maybe_fail_with_error("send")
         self._throw_if_pending("send")
         if not self.producer_id_and_epoch.is_valid:
@@ -168,10 +177,6 @@ class TransactionManager(TransactionCore):
                 self.state.value,
                 f"Cannot add partition {tp} to transaction while in state {self.state.value}",
             )
-        if self.is_partition_added(tp) or self.is_partition_pending_add(tp):
-            return False
-        self._new_partitions.add(tp)
-        return True
 
     def send_offsets_to_transaction(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], group: ConsumerGroupMetadata

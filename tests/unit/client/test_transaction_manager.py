@@ -9,7 +9,6 @@ from collections.abc import Callable
 import pytest
 
 from kafkasim.client.consumer_types import CommitFailedError
-from kafkasim.client.producer import Producer
 from kafkasim.client.producer_config import ProducerConfig
 from kafkasim.client.producer_errors import (
     IllegalTransactionStateError,
@@ -38,7 +37,6 @@ from kafkasim.client.transaction_types import (
     TxnRequestBody,
     TxnResponseBody,
 )
-from kafkasim.common.clock import ManualClock
 from kafkasim.common.errors import (
     InvalidConfigError,
     InvalidProducerEpochError,
@@ -47,7 +45,6 @@ from kafkasim.common.errors import (
     RecordTooLargeError,
     error_for_name,
 )
-from kafkasim.common.rpc import BidiStream, Message
 from tests.unit.client.txn_harness import (
     BACKOFF_MS,
     COORDINATOR,
@@ -814,27 +811,3 @@ def test_a_transactional_id_needs_idempotence(props: dict[str, object]) -> None:
 def test_an_empty_transactional_id_is_refused() -> None:
     with pytest.raises(InvalidConfigError, match=r"transactional\.id: String must be non-empty"):
         _config(**{"transactional.id": ""})
-
-
-class _Unreachable:
-    """A transport the refused producer never gets to use."""
-
-    async def call(
-        self, target: str, method: str, request: Message, *, timeout_s: float
-    ) -> Message:
-        raise AssertionError("no call expected")
-
-    def open_stream(self, target: str, method: str) -> BidiStream:
-        raise AssertionError("no stream expected")
-
-    async def close(self) -> None:
-        return None
-
-
-def test_the_producer_refuses_a_transactional_id_until_its_sender_runs_transactions() -> None:
-    with pytest.raises(InvalidConfigError, match=r"transactional\.id"):
-        Producer(
-            {"bootstrap.servers": "b:1", "transactional.id": "tx-1"},
-            transport=_Unreachable(),
-            clock=ManualClock(),
-        )
