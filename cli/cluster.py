@@ -198,10 +198,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.watch is None:
         print(asyncio.run(_status(state, shown)), end="")
         return 0
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
         asyncio.run(_watch(state, shown, args.watch, args.iterations))
-    except KeyboardInterrupt:
-        pass  # Ctrl-C is how a watch ends
     return 0
 
 

@@ -45,7 +45,7 @@ async def describe_cluster(
     *,
     alive: dict[int, bool] | None = None,
     kafka_addresses: dict[int, str] | None = None,
-    shown: StatusFilter = StatusFilter(),  # noqa: B008 (frozen)
+    shown: StatusFilter = StatusFilter(),
 ) -> str:
     """``addresses``: each broker's gRPC listener (asked for its replicas);
     ``kafka_addresses``: its Kafka-protocol listener, shown beside it."""

@@ -49,6 +49,7 @@ from kafkasim.controller.controller import Controller, ControllerConfig
 from kafkasim.node import apis_admin
 from kafkasim.node.admin_calls import AdminCalls
 from kafkasim.node.apis import KafkaApis
+from kafkasim.node.broker_config_admin import load_dynamic_config
 from kafkasim.node.config import WIRE_KAFKA, BrokerConfig
 from kafkasim.node.config_changes import TopicConfigChangeListener
 from kafkasim.node.fetcher import ReplicaFetcherManager
@@ -255,6 +256,7 @@ class Broker:
         await self.zk.start()
         try:
             await self._ensure_persistent_paths()
+            await load_dynamic_config(self.zk, self.config)  # in force before any log loads
             self.log_manager.cluster_id = self.metadata.cluster_id
             self.log_manager.startup()
         except BaseException:
