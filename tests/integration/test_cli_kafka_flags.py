@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -315,3 +318,35 @@ def test_leader_election_reads_kafkas_json_file(d: str, tmp_path: Path) -> None:
         "kafkasim leader-election: error: Replica election data contains duplicate "
         f"partitions: {TOPIC}-1\n"
     )
+
+
+# -- the README's block --------------------------------------------------------------------------
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_kafka_flags_block_runs(d: str, tmp_path: Path) -> None:
+    """The README's ``kafka-flags`` block, as written, with ``D`` the cluster's directory
+    and ``.venv/bin/kafkasim`` this interpreter's: every command exits 0."""
+    block = re.search(
+        r"<!-- readme-block: kafka-flags -->\n```sh\n(.*?)```", README.read_text(), re.DOTALL
+    )
+    assert block is not None
+    created = kafkasim("topics", "--dir", d, "--create", "--topic", "events", "--partitions",
+                       "2", "--replication-factor", "3")  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    wait_led(d, "events")
+    script = block.group(1).replace(" --dir D ", f" --dir {d} ")
+    script = script.replace(".venv/bin/kafkasim", f"{sys.executable} -m kafkasim.cli")
+    out = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(README.parent)},
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Completed updating default config for brokers in the cluster." in out.stdout
+    assert (tmp_path / "plan.csv").read_text().splitlines() == ["events,0,0", "events,1,0"]
