@@ -119,6 +119,23 @@ def _raise_for(code: int, message: str, topic: str) -> None:
     raise error_for_code(code)(message)
 
 
+def _config_entries(response: object, topic: str = "") -> list[ConfigEntry]:
+    """The entries of a DescribeConfigs answer, sorted by name; a resource's error raised
+    (naming ``topic`` when it is one)."""
+    assert isinstance(response, pb.DescribeConfigsResponse)
+    out: list[ConfigEntry] = []
+    for result in response.results:
+        if topic:
+            _raise_for(result.error_code, result.error_message, topic)
+        elif result.error_code:
+            raise error_for_code(result.error_code)(result.error_message)
+        out.extend(
+            ConfigEntry(c.name, c.value, c.is_default, c.read_only, c.config_source)
+            for c in result.configs
+        )
+    return sorted(out, key=lambda c: c.name)
+
+
 class AdminClient(GroupAdmin):
     """Kafka's ``Admin`` over any ``ClientTransport``. ``bootstrap`` is ``host:port`` addresses;
     ``request_timeout_ms`` bounds one call, ``timeout_ms`` the whole retried operation."""
@@ -237,15 +254,7 @@ class AdminClient(GroupAdmin):
         request = pb.DescribeConfigsRequest()
         request.resources.add(resource_type=RESOURCE_TYPE_TOPIC, resource_name=topic)
         response = await self._client.call_any(proto.METHOD_DESCRIBE_CONFIGS, request)
-        assert isinstance(response, pb.DescribeConfigsResponse)
-        out: list[ConfigEntry] = []
-        for result in response.results:
-            _raise_for(result.error_code, result.error_message, topic)
-            out.extend(
-                ConfigEntry(c.name, c.value, c.is_default, c.read_only, c.config_source)
-                for c in result.configs
-            )
-        return sorted(out, key=lambda c: c.name)
+        return _config_entries(response, topic)
 
     async def alter_topic_configs(
         self,
@@ -299,16 +308,7 @@ class AdminClient(GroupAdmin):
         request = pb.DescribeConfigsRequest()
         request.resources.add(resource_type=RESOURCE_TYPE_BROKER, resource_name=name)
         response = await self._broker_call(broker_id, proto.METHOD_DESCRIBE_CONFIGS, request)
-        assert isinstance(response, pb.DescribeConfigsResponse)
-        out: list[ConfigEntry] = []
-        for result in response.results:
-            if result.error_code:
-                raise error_for_code(result.error_code)(result.error_message)
-            out.extend(
-                ConfigEntry(c.name, c.value, c.is_default, c.read_only, c.config_source)
-                for c in result.configs
-            )
-        return sorted(out, key=lambda c: c.name)
+        return _config_entries(response)
 
     async def alter_broker_configs(
         self,
