@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kafkasim.cli.status import describe_cluster
+from kafkasim.cli.status import StatusFilter, describe_cluster
 from kafkasim.cluster.chaos import LOCAL, ZK_SESSION_TIMEOUT_MS_DEFAULT, LocalBackend
 from kafkasim.cluster.local import BrokerProcess, LocalCluster, process_alive
 from kafkasim.common.coordination import NoNodeError
@@ -61,6 +61,29 @@ def register(sub: Any) -> None:
     up.set_defaults(func=cmd_up)
     status = verbs.add_parser("status", help="brokers, controller, partitions, HW and LEO")
     status.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    status.add_argument("--topic", help="only this topic")
+    status.add_argument(
+        "--include-internal",
+        action="store_true",
+        help="also internal topics (__consumer_offsets, __transaction_state): hidden by default",
+    )
+    status.add_argument(
+        "--under-replicated",
+        action="store_true",
+        help="only partitions whose ISR is smaller than their replicas",
+    )
+    status.add_argument(
+        "--watch",
+        type=float,
+        metavar="SECONDS",
+        help="print the status again every SECONDS until Ctrl-C",
+    )
+    status.add_argument(
+        "--iterations",
+        type=int,
+        metavar="N",
+        help="with --watch: stop after N views (default: until Ctrl-C)",
+    )
     status.set_defaults(func=cmd_status)
     down = verbs.add_parser("down", help="stop everything 'cluster up' started")
     down.add_argument("--dir", type=Path, default=DEFAULT_DIR)
@@ -169,14 +192,39 @@ async def _wait_for_controller(connect: str, brokers: int, timeout_s: float = 60
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if args.watch is not None and args.watch <= 0:
+        raise ValueError(f"--watch must be a positive number of seconds, got {args.watch}")
+    if args.iterations is not None and (args.watch is None or args.iterations < 1):
+        raise ValueError("--iterations needs --watch and a count of at least 1")
     state = _load_state(args.dir.resolve())
     if state is None:
         raise ValueError(f"no cluster in {args.dir} (run 'kafkasim cluster up' first)")
-    print(asyncio.run(_status(state)), end="")
+    shown = StatusFilter(args.topic, args.include_internal, args.under_replicated)
+    if args.watch is None:
+        print(asyncio.run(_status(state, shown)), end="")
+        return 0
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
+        asyncio.run(_watch(state, shown, args.watch, args.iterations))
     return 0
 
 
-async def _status(state: dict[str, Any]) -> str:
+async def _watch(
+    state: dict[str, Any], shown: StatusFilter, every_s: float, iterations: int | None
+) -> None:
+    """The view every ``every_s`` seconds, each headed by its local time (as watch(1) does);
+    the screen is cleared between views on a terminal."""
+    count = 0
+    while iterations is None or count < iterations:
+        view = await _status(state, shown)
+        clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ("\n" if count else "")
+        print(f"{clear}Every {every_s:g}s: {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
+        print(view, end="", flush=True)
+        count += 1
+        if iterations is None or count < iterations:
+            await asyncio.sleep(every_s)
+
+
+async def _status(state: dict[str, Any], shown: StatusFilter) -> str:
     cluster = LocalCluster.attach(state)
     return await describe_cluster(
         state["zookeeper"]["connect"],
@@ -187,6 +235,7 @@ async def _status(state: dict[str, Any]) -> str:
         metrics_urls={
             b.broker_id: b.metrics_url for b in cluster.brokers.values() if b.metrics_url
         },
+        shown=shown,
     )
 
 

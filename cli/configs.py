@@ -1,4 +1,5 @@
-"""``kafkasim configs``: kafka-configs.sh for topics (``--entity-type topics``).
+"""``kafkasim configs``: kafka-configs.sh for topics (``--entity-type topics``) and brokers
+(``--entity-type brokers``: dynamic broker configs, ``node.broker_config_admin``).
 
 ``--alter`` sends one IncrementalAlterConfigs (``--add-config`` keys are SET, ``--delete-config``
 keys DELETEd) to a broker (the controller; any broker would do), which writes
@@ -9,6 +10,14 @@ lines are Kafka's::
     Completed updating config for topic orders.
     Dynamic configs for topic orders are:
       retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}
+
+Brokers: ``--entity-name ID`` (one broker's dynamic configs, ``/config/brokers/<id>``) or
+``--entity-default`` (every broker's, ``/config/brokers/<default>``); the brokers apply the
+ones Kafka's DynamicLogConfig allows (the ``log.*`` topic defaults, ``min.insync.replicas``,
+``message.max.bytes``, ``compression.type`` …) at once, to every topic not overriding them.
+``--describe`` prints ``Dynamic configs for broker 1 are:`` (``Default configs for brokers in
+the cluster are:``); ``--all`` prints every config (``All configs for broker 1 are:``, or
+for a topic its defaults too) with the source of each value.
 
 ``--add-config`` takes Kafka's ``k1=v1,k2=[v1,v2],k3=v3`` (square brackets group a list
 value's commas). As in Kafka, deleting a key that is not overridden is refused before anything
@@ -32,8 +41,16 @@ from kafkasim.common.config import read_properties
 from kafkasim.common.errors import InvalidConfigError, KafkaError, KafkasimError
 from kafkasim.common.rpc_grpc_client import GrpcTransport
 
-ENTITY_TYPES = ("topics",)
-DYNAMIC_TOPIC_CONFIG = 1  # Kafka's DescribeConfigs ConfigSource number
+ENTITY_TYPES = ("topics", "brokers")
+# Kafka's DescribeConfigs ConfigSource numbers and names.
+SOURCES = {
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+}
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
 # A comma outside square brackets separates two pairs (Kafka's --add-config grammar).
 _PAIR_SEPARATOR = re.compile(r",(?=[^\]]*(?:\[|$))")
 
@@ -45,14 +62,25 @@ class ConfigCommandError(KafkasimError):
 
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
-        "configs", help="describe and alter topic configs (kafka-configs)"
+        "configs", help="describe and alter topic and broker configs (kafka-configs)"
     )
     add_bootstrap_args(p)
     p.add_argument("--alter", action="store_true", help="alter the entity's configs")
     p.add_argument("--describe", action="store_true", help="list the entity's overrides")
-    p.add_argument("--entity-type", help="the entity type: topics")
-    p.add_argument("--entity-name", help="the entity: a topic name (all topics if omitted)")
+    p.add_argument("--entity-type", help="the entity type: topics or brokers")
+    p.add_argument(
+        "--entity-name", help="a topic name or a broker id (--describe: all of them if omitted)"
+    )
+    p.add_argument(
+        "--entity-default",
+        action="store_true",
+        help="brokers: the cluster-wide default (/config/brokers/<default>)",
+    )
     p.add_argument("--topic", help="the topic (instead of --entity-type/--entity-name)")
+    p.add_argument("--broker", help="the broker id (instead of --entity-type/--entity-name)")
+    p.add_argument(
+        "--all", action="store_true", help="--describe: every config, not only the overrides"
+    )
     p.add_argument(
         "--add-config",
         metavar="K=V,K2=[A,B]",
@@ -70,7 +98,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    topic = _check_args(args)
+    entity_type, name = _check_args(args)
     bootstrap = bootstrap_servers(args)
     try:
         if args.alter:
@@ -79,10 +107,14 @@ def run(args: argparse.Namespace) -> int:
                 to_set.update(read_properties(args.add_config_file))
             to_delete = [k.strip() for item in args.delete_config for k in item.split(",")]
             to_delete = [k for k in to_delete if k]
-            asyncio.run(_alter(bootstrap, str(topic), to_set, to_delete))
-            print(f"Completed updating config for topic {topic}.")
+            asyncio.run(_alter(bootstrap, entity_type, name, to_set, to_delete))
+            print(
+                "Completed updating default config for brokers in the cluster."
+                if entity_type == "brokers" and name == ""
+                else f"Completed updating config for {entity_type[:-1]} {name}."
+            )
         else:
-            for line in asyncio.run(_describe(bootstrap, topic)):
+            for line in asyncio.run(_describe(bootstrap, entity_type, name, args.all)):
                 print(line)
     except (ConfigCommandError, InvalidConfigError) as e:
         print(e.message if isinstance(e, KafkaError) else str(e), file=sys.stderr)
@@ -93,34 +125,50 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_args(args: argparse.Namespace) -> str | None:
-    """The topic named (None: every topic, --describe only); ValueError naming what is
-    wrong with the flags."""
+def _check_args(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The entity type and name ('' for the brokers' default, None: every one, --describe
+    only); ValueError naming what is wrong with the flags."""
     if args.alter == args.describe:
         raise ValueError("Command must include exactly one action: --describe, --alter")
-    if args.topic is not None and (args.entity_type or args.entity_name):
-        raise ValueError("give --topic or --entity-type with --entity-name, not both")
-    if args.topic is None:
-        if args.entity_type is None:
-            raise ValueError("At least one entity type must be specified")
-        if args.entity_type not in ENTITY_TYPES:
-            raise ValueError(
-                f"Invalid entity type {args.entity_type}, the entity type must be one of "
-                f"{', '.join(ENTITY_TYPES)} (kafkasim has topic configs only)"
-            )
-    topic: str | None = args.topic if args.topic is not None else args.entity_name
+    shortcuts = [f for f in ("topic", "broker") if getattr(args, f) is not None]
+    if len(shortcuts) > 1 or (shortcuts and (args.entity_type or args.entity_name)):
+        raise ValueError("give --topic, --broker or --entity-type with --entity-name, not several")
+    entity_type = {"topic": "topics", "broker": "brokers"}.get(
+        shortcuts[0] if shortcuts else "", args.entity_type
+    )
+    name: str | None = getattr(args, shortcuts[0]) if shortcuts else args.entity_name
+    if entity_type is None:
+        raise ValueError("At least one entity type must be specified")
+    if entity_type not in ENTITY_TYPES:
+        raise ValueError(
+            f"Invalid entity type {entity_type}, the entity type must be one of "
+            f"{', '.join(ENTITY_TYPES)}"
+        )
+    if args.entity_default:
+        if entity_type != "brokers":
+            raise ValueError("--entity-default is only valid with --entity-type brokers")
+        if name is not None:
+            raise ValueError("give --entity-name or --entity-default, not both")
+        name = ""
+    if entity_type == "brokers" and name and not name.isdigit():
+        raise ValueError(f"The entity name for brokers must be a valid integer broker id: {name}")
     changes = args.add_config or args.add_config_file or args.delete_config
     if args.describe and changes:
         raise ValueError("--add-config and --delete-config are only valid with --alter")
+    if args.all and not args.describe:
+        raise ValueError("--all is only valid with --describe")
     if args.alter:
-        if not topic:
-            raise ValueError("an entity name must be specified with --alter of topics")
+        if name is None:
+            raise ValueError(
+                f"an entity name must be specified with --alter of {entity_type}"
+                + (" (or --entity-default)" if entity_type == "brokers" else "")
+            )
         if not changes:
             raise ValueError(
                 "At least one of --add-config, --add-config-file, or --delete-config must be "
                 "specified with --alter"
             )
-    return topic
+    return entity_type, name
 
 
 def parse_add_config(text: str) -> dict[str, str]:
@@ -146,35 +194,72 @@ def _admin(bootstrap: list[str], transport: GrpcTransport) -> AdminClient:
     return AdminClient(bootstrap, transport=transport, clock=SystemClock())
 
 
+def _broker_id(name: str) -> int | None:
+    return None if name == "" else int(name)
+
+
 async def _alter(
-    bootstrap: list[str], topic: str, to_set: dict[str, str], to_delete: list[str]
+    bootstrap: list[str],
+    entity_type: str,
+    name: str | None,
+    to_set: dict[str, str],
+    to_delete: list[str],
 ) -> None:
+    assert name is not None  # _check_args
     transport = GrpcTransport()
     try:
         admin = _admin(bootstrap, transport)
-        overridden = {c.name for c in await admin.describe_configs(topic) if not c.is_default}
+        if entity_type == "brokers":
+            current = await admin.describe_broker_configs(_broker_id(name))
+            own = DYNAMIC_DEFAULT_BROKER_CONFIG if name == "" else DYNAMIC_BROKER_CONFIG
+            overridden = {c.name for c in current if c.source == own}
+        else:
+            overridden = {c.name for c in await admin.describe_configs(name) if not c.is_default}
         missing = [k for k in to_delete if k not in overridden]
         if missing:
             raise ConfigCommandError(f"Invalid config(s): {','.join(missing)}")
-        await admin.alter_topic_configs(topic, set=to_set, delete=to_delete)
+        if entity_type == "brokers":
+            await admin.alter_broker_configs(_broker_id(name), set=to_set, delete=to_delete)
+        else:
+            await admin.alter_topic_configs(name, set=to_set, delete=to_delete)
     finally:
         await transport.close()
 
 
-async def _describe(bootstrap: list[str], topic: str | None) -> list[str]:
+async def _describe(
+    bootstrap: list[str], entity_type: str, name: str | None, describe_all: bool
+) -> list[str]:
     transport = GrpcTransport()
     try:
         admin = _admin(bootstrap, transport)
-        topics = [topic] if topic else await admin.list_topics()
+        if name is not None:
+            names = [name]
+        elif entity_type == "topics":
+            names = await admin.list_topics()
+        else:  # every broker, then the cluster default (as Kafka)
+            names = [str(b.node_id) for b in (await admin.describe_cluster()).brokers]
+            names = [*sorted(names, key=int), ""]
         lines: list[str] = []
-        for name in topics:
-            lines.append(f"Dynamic configs for topic {name} are:")
-            for c in await admin.describe_configs(name):
-                if c.source != DYNAMIC_TOPIC_CONFIG:
+        for entity in names:
+            if entity_type == "topics":
+                configs = await admin.describe_configs(entity)
+                own, title = DYNAMIC_TOPIC_CONFIG, f"topic {entity}"
+            else:
+                configs = await admin.describe_broker_configs(_broker_id(entity))
+                own = DYNAMIC_DEFAULT_BROKER_CONFIG if entity == "" else DYNAMIC_BROKER_CONFIG
+                title = f"broker {entity}"
+            if describe_all:
+                lines.append(f"All configs for {title} are:")
+            elif entity == "" and entity_type == "brokers":
+                lines.append("Default configs for brokers in the cluster are:")
+            else:
+                lines.append(f"Dynamic configs for {title} are:")
+            for c in configs:
+                if not describe_all and c.source != own:
                     continue
+                source = SOURCES.get(c.source, "UNKNOWN")
                 lines.append(
-                    f"  {c.name}={c.value} sensitive=false "
-                    f"synonyms={{DYNAMIC_TOPIC_CONFIG:{c.name}={c.value}}}"
+                    f"  {c.name}={c.value} sensitive=false synonyms={{{source}:{c.name}={c.value}}}"
                 )
         return lines
     finally:

@@ -1,5 +1,6 @@
 """``kafkasim consumer-groups``: kafka-consumer-groups.sh's --list, --describe (offsets,
---members, --state), --delete and --reset-offsets.
+--members, --state; ``--verbose`` adds the members' assignments), --delete and
+--reset-offsets (``cli.consumer_groups_reset``: scopes, targets, dry run, CSV).
 
 The tables are Kafka's: ``--describe --group G`` prints, per partition the group has a member
 on or a committed offset for, GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG
@@ -17,12 +18,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.cli.consumer_groups_reset import (
+    NO_EXECUTE_WARNING,
+    Plan,
+    ResetError,
+    add_reset_args,
+    check_reset_args,
+    plan_reset,
+    read_plan_file,
+)
 from kafkasim.client.admin import AdminClient
 from kafkasim.client.admin_groups import GroupDescription
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import KafkaError, KafkasimError
 from kafkasim.common.rpc_grpc_client import GrpcTransport
-from kafkasim.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kafkasim.common.sentinels import LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
 
 
@@ -46,14 +56,19 @@ def register(sub: Any) -> None:
     p.add_argument("--members", action="store_true", help="--describe: the members")
     p.add_argument("--state", action="store_true", help="--describe: the group's state")
     p.add_argument("--offsets", action="store_true", help="--describe: offsets (the default)")
-    p.add_argument("--topic", help="--reset-offsets: TOPIC or TOPIC:P1,P2 (default: committed)")
-    target = p.add_mutually_exclusive_group()
-    target.add_argument("--to-earliest", action="store_true")
-    target.add_argument("--to-latest", action="store_true")
-    target.add_argument("--to-offset", type=int, metavar="OFFSET")
-    target.add_argument("--shift-by", type=int, metavar="N")
-    p.add_argument("--execute", action="store_true", help="--reset-offsets: do it")
-    p.add_argument("--dry-run", action="store_true", help="--reset-offsets: only show (default)")
+    p.add_argument(
+        "--verbose",
+        dest="group_verbose",  # not the top-level -v/--verbose (logging)
+        action="store_true",
+        help="--describe --members: also each member's assigned partitions",
+    )
+    p.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        help="--reset-offsets: TOPIC or TOPIC:P1,P2 (repeatable)",
+    )
+    add_reset_args(p)
     p.set_defaults(func=run)
 
 
@@ -67,18 +82,13 @@ def run(args: argparse.Namespace) -> int:
     if action != "list" and not args.group and not args.all_groups:
         raise ValueError(f"--{action.replace('_', '-')} requires --group or --all-groups")
     if action == "reset_offsets":
-        if not (args.to_earliest or args.to_latest or args.to_offset is not None) and (
-            args.shift_by is None
-        ):
-            raise ValueError(
-                "--reset-offsets needs one of --to-earliest, --to-latest, --to-offset, --shift-by"
-            )
-        if args.to_offset is not None and args.to_offset < 0:
-            raise ValueError(f"--to-offset must not be negative: {args.to_offset}")
+        check_reset_args(args)
+    if args.group_verbose and action != "describe":
+        raise ValueError("Option [verbose] can be used only with [describe]")
     bootstrap = bootstrap_servers(args)
     try:
         lines = asyncio.run(_run(action, args, bootstrap))
-    except (KafkaError, GroupCommandError) as e:
+    except (KafkaError, GroupCommandError, ResetError) as e:
         # A Kafka error with its name (GROUP_ID_NOT_FOUND: group 'g'), as Kafka's tool prints
         # the exception class.
         print(f"Error: {e}", file=sys.stderr)
@@ -102,14 +112,13 @@ async def _run(action: str, args: argparse.Namespace, bootstrap: list[str]) -> l
             quoted = ", ".join(f"'{g}'" for g in groups)
             return [f"Deletion of requested consumer groups ({quoted}) was successful."]
         if action == "reset_offsets":
-            lines: list[str] = []
-            for group in groups:
-                lines.extend(await _reset(admin, group, args))
-            return lines
-        lines = []
+            from_file = None if args.from_file is None else read_plan_file(args.from_file)
+            plans = {group: await plan_reset(admin, group, args, from_file) for group in groups}
+            return plan_lines(plans, args)
+        lines: list[str] = []
         for description in await admin.describe_groups(groups):
             if args.members:
-                lines.extend(_members(description))
+                lines.extend(_members(description, verbose=args.group_verbose))
             elif args.state:
                 lines.extend(await _state(admin, description))
             else:
@@ -119,7 +128,7 @@ async def _run(action: str, args: argparse.Namespace, bootstrap: list[str]) -> l
         await transport.close()
 
 
-def _table(rows: Sequence[Sequence[str]], fixed: dict[int, int] | None = None) -> list[str]:
+def table(rows: Sequence[Sequence[str]], fixed: dict[int, int] | None = None) -> list[str]:
     """Columns left-aligned, each as wide as its widest cell (Kafka's format strings)."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for column, width in (fixed or {}).items():
@@ -179,20 +188,31 @@ async def _offsets(admin: AdminClient, description: GroupDescription) -> list[st
                 client_id,
             )
         )
-    return lines + _table(rows, {2: 10, 3: 15, 4: 15, 5: 15})
+    return lines + table(rows, {2: 10, 3: 15, 4: 15, 5: 15})
 
 
-def _members(description: GroupDescription) -> list[str]:
+def _members(description: GroupDescription, *, verbose: bool = False) -> list[str]:
+    """Kafka's members table; ``verbose`` adds ASSIGNMENT: ``topic(p1,p2)`` per topic, or
+    ``-`` for a member without partitions."""
     _missing(description)
     lines = [""]
     if not description.members:
         return [*lines, f"Consumer group '{description.group_id}' has no active members."]
-    rows: list[tuple[str, ...]] = [("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")]
+    header = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
+    rows: list[tuple[str, ...]] = [(*header, "ASSIGNMENT") if verbose else header]
     for m in sorted(description.members, key=lambda m: m.member_id):
-        rows.append(
-            (description.group_id, m.member_id, m.host, m.client_id, str(len(m.assignment)))
-        )
-    return lines + _table(rows)
+        row = (description.group_id, m.member_id, m.host, m.client_id, str(len(m.assignment)))
+        rows.append((*row, _assignment(m.assignment)) if verbose else row)
+    return lines + table(rows)
+
+
+def _assignment(partitions: Sequence[TopicPartition]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(partitions):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    if not by_topic:
+        return "-"
+    return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in by_topic.items())
 
 
 async def _state(admin: AdminClient, description: GroupDescription) -> list[str]:
@@ -212,54 +232,24 @@ async def _state(admin: AdminClient, description: GroupDescription) -> list[str]
             str(len(description.members)),
         ),
     ]
-    return ["", *_table(rows)]
+    return ["", *table(rows)]
 
 
-async def _reset(admin: AdminClient, group: str, args: argparse.Namespace) -> list[str]:
-    [description] = await admin.describe_groups([group])
-    if description.state not in ("Empty", "Dead"):
-        raise GroupCommandError(
-            f"Assignments can only be reset if the group '{group}' is inactive, but the "
-            f"current state is {description.state}."
-        )
-    committed = await admin.list_group_offsets(group)
-    partitions = await _reset_partitions(admin, args.topic, committed)
-    if not partitions:
-        raise GroupCommandError(f"no partitions to reset for group '{group}' (give --topic)")
-    earliest = await admin.list_offsets(partitions, EARLIEST_TIMESTAMP)
-    latest = await admin.list_offsets(partitions, LATEST_TIMESTAMP)
-    new: dict[TopicPartition, int] = {}
-    for tp in partitions:
-        if args.to_earliest:
-            target = earliest[tp]
-        elif args.to_latest:
-            target = latest[tp]
-        elif args.to_offset is not None:
-            target = args.to_offset
-        else:
-            target = committed.get(tp, latest[tp]) + args.shift_by
-        # As Kafka: a target outside the log is moved to its nearest end.
-        new[tp] = min(max(target, earliest[tp]), latest[tp])
-    if args.execute:
-        await admin.alter_group_offsets(group, new)
-    rows: list[tuple[str, ...]] = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
-    rows += [(group, tp.topic, str(tp.partition), str(new[tp])) for tp in sorted(new)]
-    return ["", *_table(rows, {2: 10})]
-
-
-async def _reset_partitions(
-    admin: AdminClient, topic_arg: str | None, committed: dict[TopicPartition, int]
-) -> list[TopicPartition]:
-    if topic_arg is None:
-        return sorted(committed)
-    topic, _, listed = topic_arg.partition(":")
-    if listed:
-        try:
-            numbers = [int(p) for p in listed.split(",")]
-        except ValueError:
-            raise GroupCommandError(
-                f"--topic expects TOPIC or TOPIC:P1,P2, got {topic_arg!r}"
-            ) from None
-        return [TopicPartition(topic, p) for p in numbers]
-    [described] = await admin.describe_topics([topic])
-    return [TopicPartition(topic, p.partition) for p in described.partitions]
+def plan_lines(plans: Plan, args: argparse.Namespace) -> list[str]:
+    """The reset plan as Kafka prints it: a table per group, or the CSV of ``--export``;
+    Kafka's warning (stderr) first when neither --execute nor --dry-run was given."""
+    if not args.execute and not args.dry_run:
+        print(NO_EXECUTE_WARNING, file=sys.stderr)
+    if args.export:
+        several = len(plans) > 1
+        return [
+            (f"{group}," if several else "") + f"{tp.topic},{tp.partition},{offset}"
+            for group, new in plans.items()
+            for tp, offset in sorted(new.items())
+        ]
+    lines: list[str] = []
+    for group, new in plans.items():
+        rows: list[tuple[str, ...]] = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
+        rows += [(group, tp.topic, str(tp.partition), str(o)) for tp, o in sorted(new.items())]
+        lines += ["", *table(rows, {2: 10})]
+    return lines

@@ -10,6 +10,7 @@ tool without examples fails that test.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 
 EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     "broker": (
@@ -195,7 +196,7 @@ def epilog(command: str) -> str:
     return "\n".join(lines)
 
 
-def attach(subcommands: dict[str, argparse.ArgumentParser]) -> None:
+def attach(subcommands: Mapping[str, argparse.ArgumentParser]) -> None:
     """Give every tool that has examples its examples section (kept verbatim: one per line)."""
     for name, parser in subcommands.items():
         if name in EXAMPLES:

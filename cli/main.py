@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from kafkasim.cli import (
     acls,
@@ -33,13 +34,42 @@ from kafkasim.cli.pipes import CLOSED_PIPE_STATUS, stdout_closed
 from kafkasim.common.errors import KafkasimError
 
 
+class SubcommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: an argument it does not know is answered with ITS usage
+    (``usage: kafkasim consumer-groups ...``), as Kafka's tools print their own options,
+    rather than passed up to the top-level parser, which would print
+    ``usage: kafkasim [-h] [-v] COMMAND ...``. A subcommand with verbs (``cluster``) makes
+    its verbs' parsers of this class too (argparse's default), so the innermost one answers."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
+def version() -> str:
+    """The installed distribution's version (the source tree's pyproject when not installed)."""
+    try:
+        return metadata.version("kafkasim")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kafkasim",
         description="A Kafka-style replicated commit log: storage, replication, failure runs.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {version()}", help="print the version"
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=SubcommandParser
+    )
     broker.register(sub)
     cluster.register(sub)
     dump_log.register(sub)

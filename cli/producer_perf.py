@@ -1,10 +1,14 @@
 """``kafkasim producer-perf-test``: Kafka's ProducerPerformance, on ``client.producer``.
 
 Sends ``--num-records`` records of ``--record-size`` random uppercase bytes (one payload, as
-Kafka does), at most ``--throughput`` records/s (-1: as fast as the producer takes them), and
-prints Kafka's lines: a window summary every 5 s while running, then the total with latency
-percentiles. Latency is send() to acknowledgement, in ms, on the ``SystemClock`` adapter (the
-command measures real time; it reads no wall clock itself).
+Kafka does), or records drawn at random from the payloads of ``--payload-file`` (split on
+``--payload-delimiter``, a newline by default), at most ``--throughput`` records/s (-1: as
+fast as the producer takes them), and prints Kafka's lines: a window summary every 5 s while
+running, then the total with latency percentiles; ``--print-metrics`` then prints the
+producer's counters as Kafka's ``Metric Name`` / ``Value`` table. Latency is send() to
+acknowledgement, in ms, on the ``SystemClock`` adapter (the command measures real time; it
+reads no wall clock itself). The brokers come from ``--bootstrap-server`` (or ``--dir``),
+which wins over a ``bootstrap.servers`` of ``--producer-props`` or ``--producer.config``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
 from kafkasim.client.producer import Producer, RecordMetadata, SendCallback
 from kafkasim.common.clock import Clock, SystemClock
 from kafkasim.common.rpc_grpc_client import GrpcTransport
@@ -32,7 +37,19 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--topic", required=True, help="the topic to produce to")
     p.add_argument("--num-records", type=int, required=True, help="records to send")
-    p.add_argument("--record-size", type=int, required=True, help="bytes per record")
+    add_bootstrap_args(p)
+    payload = p.add_mutually_exclusive_group(required=True)
+    payload.add_argument("--record-size", type=int, help="bytes per record")
+    payload.add_argument(
+        "--payload-file",
+        type=Path,
+        help="a file of payloads (UTF-8), one picked at random per record",
+    )
+    p.add_argument(
+        "--payload-delimiter",
+        default="\\n",
+        help="what separates --payload-file's payloads (default: a newline)",
+    )
     p.add_argument("--throughput", type=float, required=True, help="max records/s; -1 for no limit")
     p.add_argument(
         "--producer-props",
@@ -43,6 +60,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--producer.config", dest="producer_config", type=Path, help="a producer config file"
+    )
+    p.add_argument(
+        "--print-metrics", action="store_true", help="print the producer's metrics at the end"
     )
     p.set_defaults(func=run)
 
@@ -65,11 +85,27 @@ def _load_props(args: argparse.Namespace) -> dict[str, object]:
         items = [line.strip() for line in lines if line.strip() and line.strip()[0] not in "#!"]
         props.update(_parse_props(items, str(args.producer_config)))
     props.update(_parse_props(args.producer_props, "--producer-props"))
+    if args.bootstrap_server or args.dir:
+        props["bootstrap.servers"] = ",".join(bootstrap_servers(args))
     if "bootstrap.servers" not in props:
         raise ValueError(
-            "bootstrap.servers is not set: pass --producer-props bootstrap.servers=HOST:PORT"
+            "Either --bootstrap-server (or --dir) or bootstrap.servers in --producer-props "
+            "or --producer.config must be specified"
         )
     return props
+
+
+def read_payloads(path: Path, delimiter: str) -> list[bytes]:
+    """Kafka's ``readPayloadFile``: the file split on ``delimiter`` (``\\n`` written as two
+    characters on a command line means a newline), empty payloads dropped; ValueError when
+    none is left."""
+    delimiter = delimiter.encode().decode("unicode_escape")
+    payloads = [p.encode() for p in path.read_text(encoding="utf-8").split(delimiter) if p]
+    if not payloads:
+        raise ValueError(f"File does not contain any payloads: {path}")
+    print(f"Reading payloads from: {path.absolute()}")
+    print(f"Number of messages read: {len(payloads)}")
+    return payloads
 
 
 class Stats:
@@ -83,10 +119,12 @@ class Stats:
         self.window_count = self.window_bytes = 0
         self.window_latency_total_ms = self.window_latency_max_ms = 0
         self.latencies_ms: list[int] = []
+        self.size_max = 0
 
     def record(self, latency_ms: int, size: int, now_ms: int) -> None:
         self.count += 1
         self.bytes += size
+        self.size_max = max(self.size_max, size)
         self.latency_total_ms += latency_ms
         self.latency_max_ms = max(self.latency_max_ms, latency_ms)
         self.window_count += 1
@@ -135,17 +173,47 @@ def percentiles(latencies_ms: list[int], ps: tuple[float, ...]) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.num_records < 0 or args.record_size < 0:
+    if args.num_records < 0 or (args.record_size is not None and args.record_size < 0):
         raise ValueError("--num-records and --record-size must not be negative")
     props = _load_props(args)
-    failures = asyncio.run(_perf(args, props, SystemClock()))
+    rng = random.Random(0)
+    if args.payload_file is not None:
+        payloads = read_payloads(args.payload_file, args.payload_delimiter)
+    else:
+        payloads = [bytes(rng.randrange(26) + 65 for _ in range(args.record_size))]
+    failures = asyncio.run(_perf(args, props, payloads, SystemClock()))
     return 1 if failures else 0
 
 
-async def _perf(args: argparse.Namespace, props: dict[str, object], clock: Clock) -> int:
+def metrics_lines(producer: Producer, stats: Stats, errors: int) -> list[str]:
+    """Kafka's ``--print-metrics`` table, of the producer-metrics this client counts."""
+    tags = f"{{client-id={producer.client_id}}}"
+    elapsed_s = max(stats.clock.monotonic_ms() - stats.start_ms, 1) / 1000
+    values = {
+        "record-send-total": float(producer.records_sent),
+        "record-send-rate": producer.records_sent / elapsed_s,
+        "record-retry-total": float(producer.retries),
+        "record-error-total": float(errors),
+        "record-size-avg": stats.bytes / max(stats.count, 1),
+        "record-size-max": float(stats.size_max),
+        "request-total": float(producer.requests_sent),
+        "batch-total": float(producer.batches_sent),
+        "records-per-request-avg": producer.records_sent / max(producer.requests_sent, 1),
+    }
+    names = [f"producer-metrics:{name}:{tags}" for name in sorted(values)]
+    width = max(len(n) for n in names)
+    lines = ["", f"{'Metric Name':<{width}} : Value"]
+    for name, key in zip(names, sorted(values), strict=True):
+        lines.append(f"{name:<{width}} : {values[key]:.3f}")
+    return lines
+
+
+async def _perf(
+    args: argparse.Namespace, props: dict[str, object], payloads: list[bytes], clock: Clock
+) -> int:
     rng = random.Random(0)
-    payload = bytes(rng.randrange(26) + 65 for _ in range(args.record_size))
-    max_unacked = max(1, BUFFER_MEMORY_BYTES // max(args.record_size, 1))
+    largest = max(len(p) for p in payloads)
+    max_unacked = max(1, BUFFER_MEMORY_BYTES // max(largest, 1))
     transport = GrpcTransport()
     producer = Producer(props, transport=transport, clock=clock)
     stats = Stats(clock)
@@ -153,11 +221,11 @@ async def _perf(args: argparse.Namespace, props: dict[str, object], clock: Clock
     unacked = 0
     room = asyncio.Event()
 
-    def completion(send_ms: int) -> SendCallback:
-        return lambda metadata, error: on_completion(send_ms, metadata, error)
+    def completion(send_ms: int, size: int) -> SendCallback:
+        return lambda metadata, error: on_completion(send_ms, size, metadata, error)
 
     def on_completion(
-        send_ms: int, _metadata: RecordMetadata | None, error: BaseException | None
+        send_ms: int, size: int, _metadata: RecordMetadata | None, error: BaseException | None
     ) -> None:
         nonlocal unacked
         unacked -= 1
@@ -168,14 +236,15 @@ async def _perf(args: argparse.Namespace, props: dict[str, object], clock: Clock
                 print(f"Error when sending message to topic {args.topic}: {error}", file=sys.stderr)
             errors.append(error)
             return
-        stats.record(now_ms - send_ms, args.record_size, now_ms)
+        stats.record(now_ms - send_ms, size, now_ms)
 
     try:
         start_ms = clock.monotonic_ms()
         for i in range(args.num_records):
             send_ms = clock.monotonic_ms()
             unacked += 1
-            producer.send(args.topic, payload, callback=completion(send_ms))
+            payload = payloads[0] if len(payloads) == 1 else rng.choice(payloads)
+            producer.send(args.topic, payload, callback=completion(send_ms, len(payload)))
             if args.throughput > 0:
                 due_ms = start_ms + (i + 1) * 1000.0 / args.throughput
                 if due_ms > clock.monotonic_ms():
@@ -190,4 +259,6 @@ async def _perf(args: argparse.Namespace, props: dict[str, object], clock: Clock
         await producer.close()
         await transport.close()
     print(stats.total_line(), flush=True)
+    if args.print_metrics:
+        print("\n".join(metrics_lines(producer, stats, len(errors))), flush=True)
     return len(errors)

@@ -1,10 +1,17 @@
 """The cluster status view: brokers (gRPC address, and Kafka-protocol address when known) and
 controller from ZooKeeper, partitions in ``kafka-topics --describe``'s shape, and each
-replica's HW and LEO asked of its broker."""
+replica's HW and LEO asked of its broker.
+
+Internal topics (``__consumer_offsets``'s 50 partitions, ``__transaction_state``) are left out
+unless asked for, as a Kafka user reads ``kafka-topics --describe --exclude-internal``; a
+:class:`StatusFilter` also keeps one topic, or only under-replicated partitions (ISR smaller
+than the replicas, ``kafka-topics --under-replicated-partitions``: those print without their
+topic line)."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from kafkasim import proto
 from kafkasim.common.coordination import NoNodeError
@@ -12,8 +19,24 @@ from kafkasim.common.rpc import RpcError
 from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
+from kafkasim.controller.api import INTERNAL_TOPICS
 from kafkasim.controller.zk_kazoo import KazooCoordination
 from kafkasim.proto import kafkasim_pb2 as pb
+
+
+@dataclass(frozen=True, slots=True)
+class StatusFilter:
+    """Which partitions the view shows: ``topic`` only (None: all); internal topics too
+    (shown anyway when ``topic`` names one); only under-replicated partitions."""
+
+    topic: str | None = None
+    include_internal: bool = False
+    under_replicated: bool = False
+
+    def shows_topic(self, topic: str) -> bool:
+        if self.topic is not None:
+            return topic == self.topic
+        return self.include_internal or topic not in INTERNAL_TOPICS
 
 
 async def describe_cluster(
@@ -24,6 +47,7 @@ async def describe_cluster(
     kafka_addresses: dict[int, str] | None = None,
     paused: set[int] | None = None,
     metrics_urls: dict[int, str] | None = None,
+    shown: StatusFilter = StatusFilter(),
 ) -> str:
     """``addresses``: each broker's gRPC listener (asked for its replicas);
     ``kafka_addresses``: its Kafka-protocol listener, shown beside it; ``alive`` and
@@ -66,7 +90,10 @@ async def describe_cluster(
             if controller >= 0
             else "Controller: none"
         )
-        for topic in sorted(await zk.get_children(zk_data.BROKER_TOPICS)):
+        topics = [t for t in await zk.get_children(zk_data.BROKER_TOPICS) if shown.shows_topic(t)]
+        if shown.topic is not None and not topics:
+            raise ValueError(f"Topic '{shown.topic}' does not exist")
+        for topic in sorted(topics):
             data, _ = await zk.get(zk_data.topic_path(topic))
             assignment = zk_data.decode_topic_assignment(data)
             try:
@@ -76,10 +103,11 @@ async def describe_cluster(
                 config = {}
             rf = len(next(iter(assignment.values()), []))
             configs = ",".join(f"{k}={v}" for k, v in sorted(config.items()))
-            lines.append(
-                f"Topic: {topic}\tPartitionCount: {len(assignment)}\t"
-                f"ReplicationFactor: {rf}\tConfigs: {configs}"
-            )
+            if not shown.under_replicated:
+                lines.append(
+                    f"Topic: {topic}\tPartitionCount: {len(assignment)}\t"
+                    f"ReplicationFactor: {rf}\tConfigs: {configs}"
+                )
             for partition in sorted(assignment):
                 tp = TopicPartition(topic, partition)
                 try:
@@ -88,6 +116,8 @@ async def describe_cluster(
                     leader, isr, leader_epoch = state.leader, state.isr, state.leader_epoch
                 except NoNodeError:
                     leader, isr, leader_epoch = -1, (), -1
+                if shown.under_replicated and len(isr) >= len(assignment[partition]):
+                    continue
                 lines.append(
                     f"\tTopic: {topic}\tPartition: {partition}\tLeader: {leader}\t"
                     f"Replicas: {','.join(map(str, assignment[partition]))}\t"

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
-from kafkasim.client.admin import AdminClient, NewTopic, TopicDescription
+from kafkasim.client.admin import AdminClient, NewTopic, PartitionDescription, TopicDescription
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import (
     KafkaError,
@@ -23,6 +23,7 @@ from kafkasim.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkasim.common.rpc_grpc_client import GrpcTransport
+from kafkasim.controller.api import INTERNAL_TOPICS
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 
@@ -51,8 +52,33 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--if-not-exists", action="store_true", help="create only if absent")
     p.add_argument("--if-exists", action="store_true", help="alter/delete/describe if present")
-    p.add_argument("--under-replicated-partitions", action="store_true")
-    p.add_argument("--unavailable-partitions", action="store_true")
+    p.add_argument(
+        "--exclude-internal",
+        action="store_true",
+        help="leave internal topics out of --list and --describe (listed by default)",
+    )
+    # Kafka allows one partition report at a time; each prints matching partitions only.
+    report = p.add_mutually_exclusive_group()
+    report.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="--describe: partitions whose ISR is smaller than their replicas",
+    )
+    report.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="--describe: partitions without a leader",
+    )
+    report.add_argument(
+        "--under-min-isr-partitions",
+        action="store_true",
+        help="--describe: partitions whose ISR is smaller than min.insync.replicas",
+    )
+    report.add_argument(
+        "--at-min-isr-partitions",
+        action="store_true",
+        help="--describe: partitions whose ISR is exactly min.insync.replicas",
+    )
     p.set_defaults(func=run)
 
 
@@ -92,7 +118,10 @@ async def _run(action: str, args: argparse.Namespace, bootstrap: list[str]) -> l
         if action == "create":
             return await _create(admin, args)
         if action == "list":
-            return await admin.list_topics()
+            names = await admin.list_topics()
+            if args.exclude_internal:
+                names = [n for n in names if n not in INTERNAL_TOPICS]
+            return names
         if action == "describe":
             return await _describe(admin, args)
         try:
@@ -157,15 +186,21 @@ async def _describe(admin: AdminClient, args: argparse.Namespace) -> list[str]:
         if args.if_exists:
             return []
         raise TopicCommandError(f"Topic '{args.topic}' does not exist as expected") from None
-    filtered = args.under_replicated_partitions or args.unavailable_partitions
+    if args.exclude_internal:
+        topics = [t for t in topics if not t.is_internal]
+    # Kafka prints the topic line only when no partition report is asked for.
+    reports = ("under_replicated_partitions", "unavailable_partitions")
+    min_isr_reports = ("under_min_isr_partitions", "at_min_isr_partitions")
+    filtered = any(getattr(args, r) for r in (*reports, *min_isr_reports))
     lines: list[str] = []
     for topic in topics:
         if not filtered:
             lines.append(await _topic_line(admin, topic))
+        min_isr = None
+        if any(getattr(args, r) for r in min_isr_reports):
+            min_isr = await _min_isr(admin, topic.name)
         for p in topic.partitions:
-            if args.under_replicated_partitions and not p.under_replicated:
-                continue
-            if args.unavailable_partitions and not p.unavailable:
+            if not _reported(args, p, min_isr):
                 continue
             leader = str(p.leader) if p.leader >= 0 else "none"
             lines.append(
@@ -173,6 +208,28 @@ async def _describe(admin: AdminClient, args: argparse.Namespace) -> list[str]:
                 f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
             )
     return lines
+
+
+def _reported(args: argparse.Namespace, p: PartitionDescription, min_isr: int | None) -> bool:
+    """Whether the partition report asked for (if any) shows ``p``: Kafka's
+    ``PartitionDescription`` tests (a leaderless partition is under its min ISR too)."""
+    if args.under_replicated_partitions:
+        return p.under_replicated
+    if args.unavailable_partitions:
+        return p.unavailable
+    if args.under_min_isr_partitions:
+        return p.unavailable or (min_isr is not None and len(p.isr) < min_isr)
+    if args.at_min_isr_partitions:
+        return min_isr is not None and len(p.isr) == min_isr
+    return True
+
+
+async def _min_isr(admin: AdminClient, topic: str) -> int | None:
+    """The topic's effective min.insync.replicas (None when the broker does not say)."""
+    for c in await admin.describe_configs(topic):
+        if c.name == "min.insync.replicas":
+            return int(c.value)
+    return None
 
 
 async def _topic_line(admin: AdminClient, topic: TopicDescription) -> str:

@@ -40,6 +40,8 @@ UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.code
 OP_SET, OP_DELETE = 0, 1  # Kafka's AlterConfigOp.OpType
 NO_CONFIGS: Mapping[str, str] = MappingProxyType({})
 RESOURCE_TYPE_TOPIC = 2  # Kafka's ConfigResource.Type.TOPIC
+RESOURCE_TYPE_BROKER = 4  # Kafka's ConfigResource.Type.BROKER
+InvalidRequestError = error_for_name("INVALID_REQUEST")
 ELECTION_PREFERRED = 0  # Kafka's ElectionType.PREFERRED
 ELECTION_UNCLEAN = 1
 
@@ -116,6 +118,23 @@ def _raise_for(code: int, message: str, topic: str) -> None:
     if topic not in message:
         message = f"topic '{topic}': {message}" if message else f"topic '{topic}'"
     raise error_for_code(code)(message)
+
+
+def _config_entries(response: object, topic: str = "") -> list[ConfigEntry]:
+    """The entries of a DescribeConfigs answer, sorted by name; a resource's error raised
+    (naming ``topic`` when it is one)."""
+    assert isinstance(response, pb.DescribeConfigsResponse)
+    out: list[ConfigEntry] = []
+    for result in response.results:
+        if topic:
+            _raise_for(result.error_code, result.error_message, topic)
+        elif result.error_code:
+            raise error_for_code(result.error_code)(result.error_message)
+        out.extend(
+            ConfigEntry(c.name, c.value, c.is_default, c.read_only, c.config_source)
+            for c in result.configs
+        )
+    return sorted(out, key=lambda c: c.name)
 
 
 class AdminClient(GroupAdmin, TransactionAdmin):
@@ -236,15 +255,7 @@ class AdminClient(GroupAdmin, TransactionAdmin):
         request = pb.DescribeConfigsRequest()
         request.resources.add(resource_type=RESOURCE_TYPE_TOPIC, resource_name=topic)
         response = await self._client.call_any(proto.METHOD_DESCRIBE_CONFIGS, request)
-        assert isinstance(response, pb.DescribeConfigsResponse)
-        out: list[ConfigEntry] = []
-        for result in response.results:
-            _raise_for(result.error_code, result.error_message, topic)
-            out.extend(
-                ConfigEntry(c.name, c.value, c.is_default, c.read_only, c.config_source)
-                for c in result.configs
-            )
-        return sorted(out, key=lambda c: c.name)
+        return _config_entries(response, topic)
 
     async def alter_topic_configs(
         self,
@@ -272,6 +283,59 @@ class AdminClient(GroupAdmin, TransactionAdmin):
         assert isinstance(response, pb.IncrementalAlterConfigsResponse)
         for result in response.responses:
             _raise_for(result.error_code, result.error_message, topic)
+
+    # -- broker configs ---------------------------------------------------------------------
+
+    async def _broker_call(self, broker_id: int | None, method: str, request: object) -> object:
+        """Call broker ``broker_id`` (as Kafka's Admin sends a broker resource to that broker),
+        or any broker for the cluster-wide default (None)."""
+        if broker_id is None:
+            return await self._client.call_any(method, request)
+        await self._client.refresh_metadata()
+        address = self._client.metadata.brokers.get(broker_id)
+        if address is None:
+            raise InvalidRequestError(f"Broker {broker_id} is not in the cluster")
+        return await self._client.transport.call(
+            address,
+            method,
+            request,  # type: ignore[arg-type]
+            timeout_s=self._client.timeout_s,
+        )
+
+    async def describe_broker_configs(self, broker_id: int | None) -> list[ConfigEntry]:
+        """Every config of broker ``broker_id`` (effective values, with their source), or
+        the cluster-wide dynamic defaults (None), sorted by name."""
+        name = "" if broker_id is None else str(broker_id)
+        request = pb.DescribeConfigsRequest()
+        request.resources.add(resource_type=RESOURCE_TYPE_BROKER, resource_name=name)
+        response = await self._broker_call(broker_id, proto.METHOD_DESCRIBE_CONFIGS, request)
+        return _config_entries(response)
+
+    async def alter_broker_configs(
+        self,
+        broker_id: int | None,
+        set: Mapping[str, str] = NO_CONFIGS,
+        delete: Iterable[str] = (),
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """IncrementalAlterConfigs of broker ``broker_id``'s dynamic configs (None: the
+        cluster-wide default); every broker it concerns applies them without a restart. A key
+        that cannot change dynamically raises INVALID_REQUEST, a bad value INVALID_CONFIG."""
+        name = "" if broker_id is None else str(broker_id)
+        request = pb.IncrementalAlterConfigsRequest(validate_only=validate_only)
+        resource = request.resources.add(resource_type=RESOURCE_TYPE_BROKER, resource_name=name)
+        for key in delete:
+            resource.configs.add(name=key, config_operation=OP_DELETE)
+        for key, value in set.items():
+            resource.configs.add(name=key, config_operation=OP_SET, value=value)
+        response = await self._broker_call(
+            broker_id, proto.METHOD_INCREMENTAL_ALTER_CONFIGS, request
+        )
+        assert isinstance(response, pb.IncrementalAlterConfigsResponse)
+        for result in response.responses:
+            if result.error_code:
+                raise error_for_code(result.error_code)(result.error_message)
 
     # -- leader election --------------------------------------------------------------------
 

@@ -287,6 +287,19 @@ def topic_entity_path(topic: str) -> str:
     return f"topics/{topic}"
 
 
+CONFIG_BROKERS = "/config/brokers"
+BROKER_DEFAULT_ENTITY = "<default>"  # the cluster-wide dynamic broker defaults
+
+
+def broker_config_path(entity: str) -> str:
+    """``/config/brokers/<id>`` or ``/config/brokers/<default>`` (same JSON as a topic's)."""
+    return f"{CONFIG_BROKERS}/{entity}"
+
+
+def broker_entity_path(entity: str) -> str:
+    return f"brokers/{entity}"
+
+
 def config_change_sequence(child: str) -> int:
     """The sequence number of a ``config_change_<seq>`` child name (-1 if it is not one)."""
     if not child.startswith(CONFIG_CHANGE_PREFIX):

@@ -34,6 +34,8 @@ from kafkasim.controller.api import (
 from kafkasim.controller.topic_admin import error_result
 from kafkasim.controller.topic_configs import AlterConfigOp, OpType
 from kafkasim.node import topic_config_admin
+from kafkasim.node.broker_config_admin import alter_broker_config
+from kafkasim.node.config import BrokerConfig
 from kafkasim.storage.config import LOG_CONFIG_DEF
 
 # Kafka's ConfigResource.Type numbers.
@@ -182,6 +184,7 @@ async def alter_configs(
     *,
     validate_only: bool,
     refused: Mapping[int, ResourceResult] | None = None,
+    broker_config: BrokerConfig | None = None,
 ) -> list[ResourceResult]:
     """IncrementalAlterConfigs (and legacy AlterConfigs, see :func:`replace_all_ops`) on any
     broker: topic resources are written to ZooKeeper through this broker's session ``zk``
@@ -197,6 +200,14 @@ async def alter_configs(
         kind, name = alteration.resource_type, alteration.resource_name
         if kind == RESOURCE_TYPE_TOPIC:
             topics.append((index, TopicConfigAlteration(name, alteration.ops)))
+            continue
+        if kind == RESOURCE_TYPE_BROKER and broker_config is not None:
+            error = await alter_broker_config(
+                zk, broker_config, name, alteration.ops, validate_only=validate_only
+            )
+            answers[index] = ResourceResult(
+                kind, name, error.code if error else 0, error.message if error else ""
+            )
             continue
         if kind in (RESOURCE_TYPE_BROKER, RESOURCE_TYPE_BROKER_LOGGER):
             keys = ", ".join(op.name for op in alteration.ops)

@@ -319,7 +319,9 @@ class KafkaApis:
         self, request: pb.IncrementalAlterConfigsRequest
     ) -> pb.IncrementalAlterConfigsResponse:
         """Any broker, controller or not (the session read now: a new one after expiry)."""
-        return await apis_admin.incremental_alter_configs(self.broker.zk, request)
+        return await apis_admin.incremental_alter_configs(
+            self.broker.zk, request, self.broker.config
+        )
 
     # -- cluster requests -------------------------------------------------------------------
 
@@ -390,12 +392,8 @@ class KafkaApis:
                 error_code=answer.error.code if answer.error is not None else 0,
                 error_message=answer.error.message if answer.error is not None else "",
             )
-            # is_default: not set on this resource (a topic's override; a broker's own key).
-            own = (
-                broker_admin.TOPIC_CONFIG
-                if answer.resource_type == RESOURCE_TYPE_TOPIC
-                else broker_admin.STATIC_BROKER_CONFIG
-            )
+            # is_default: a topic key the topic does not override; a broker key set nowhere.
+            topic = answer.resource_type == RESOURCE_TYPE_TOPIC
             for c in answer.configs:
                 if c.value is None:
                     continue
@@ -403,7 +401,11 @@ class KafkaApis:
                     name=c.name,
                     value=c.value,
                     read_only=c.read_only,
-                    is_default=c.source != own,
+                    is_default=(
+                        c.source != broker_admin.TOPIC_CONFIG
+                        if topic
+                        else c.source == broker_admin.DEFAULT_CONFIG
+                    ),
                     config_source=c.source,
                     is_sensitive=c.is_sensitive,
                 )

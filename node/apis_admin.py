@@ -25,6 +25,7 @@ from kafkasim.controller.api import (
 from kafkasim.controller.topic_configs import AlterConfigOp
 from kafkasim.node import admin_calls, broker_admin
 from kafkasim.node.admin_calls import AdminCalls, ConfigAlteration
+from kafkasim.node.config import BrokerConfig
 from kafkasim.proto import kafkasim_pb2 as pb
 
 
@@ -79,11 +80,11 @@ async def create_partitions(
 
 
 async def incremental_alter_configs(
-    zk: Coordination, request: pb.IncrementalAlterConfigsRequest
+    zk: Coordination, request: pb.IncrementalAlterConfigsRequest, broker_config: BrokerConfig
 ) -> pb.IncrementalAlterConfigsResponse:
-    """Served by any broker: topic resources are written to ZooKeeper through this broker's
-    session ``zk`` (``node.topic_config_admin``); other resource types are refused with
-    INVALID_REQUEST (kafkasim has no dynamic broker configs)."""
+    """Served by any broker: topic and broker resources are written to ZooKeeper through
+    this broker's session ``zk`` (``node.topic_config_admin``, ``node.broker_config_admin``);
+    other resource types are refused with INVALID_REQUEST."""
     results = await admin_calls.alter_configs(
         zk,
         [
@@ -95,6 +96,7 @@ async def incremental_alter_configs(
             for r in request.resources
         ],
         validate_only=request.validate_only,
+        broker_config=broker_config,
     )
     return pb.IncrementalAlterConfigsResponse(
         responses=[

@@ -51,6 +51,7 @@ from kafkasim.node import apis_admin
 from kafkasim.node.acl_authorizer import acl_authorizer_for
 from kafkasim.node.admin_calls import AdminCalls
 from kafkasim.node.apis import KafkaApis
+from kafkasim.node.broker_config_admin import load_dynamic_config
 from kafkasim.node.config import WIRE_KAFKA, BrokerConfig
 from kafkasim.node.config_changes import TopicConfigChangeListener
 from kafkasim.node.fetcher import ReplicaFetcherManager
@@ -264,6 +265,7 @@ class Broker:
         await self.zk.start()
         try:
             await self._ensure_persistent_paths()
+            await load_dynamic_config(self.zk, self.config)  # in force before any log loads
             self.log_manager.cluster_id = self.metadata.cluster_id
             self.log_manager.startup()
         except BaseException:

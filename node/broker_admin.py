@@ -6,8 +6,10 @@ DescribeProducers. The gRPC request layer (``node.apis``) and Kafka's
 Config sources and synonyms follow Kafka's ZooKeeper-mode ``ConfigHelper``: a topic key's
 value comes from its override (DYNAMIC_TOPIC_CONFIG), else from the first broker key that
 defaults it and is set in ``server.properties`` (STATIC_BROKER_CONFIG), else from that broker
-key's default (DEFAULT_CONFIG); the synonyms list them in that order. kafkasim has no dynamic
-broker configs, so every broker config is read-only and STATIC_BROKER_CONFIG or DEFAULT_CONFIG.
+key's default (DEFAULT_CONFIG); the synonyms list them in that order. The dynamic broker
+configs in force on this broker (``node.broker_config_admin``) come before the static ones:
+DYNAMIC_BROKER_CONFIG (its own), then DYNAMIC_DEFAULT_BROKER_CONFIG (the cluster default).
+A broker key is read-only unless it can change dynamically.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from kafkasim.common.config import Config, ConfigKey, ConfigType
+from kafkasim.common.config import ConfigKey, ConfigType
 from kafkasim.common.coordination import Coordination, NoNodeError
 from kafkasim.common.errors import KafkaError, error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.node.admin_calls import RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC
+from kafkasim.node.broker_config_admin import DYNAMIC_BROKER_KEYS
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.metadata_cache import MetadataCache
 from kafkasim.node.replica_manager import ReplicaManager
@@ -31,6 +34,8 @@ from kafkasim.storage.config import LOG_CONFIG_DEF, broker_synonyms
 
 # Kafka's DescribeConfigsResponse.ConfigSource numbers.
 TOPIC_CONFIG = 1  # DYNAMIC_TOPIC_CONFIG
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
@@ -117,8 +122,8 @@ async def describe_configs(
     broker: AdminServices, resources: Sequence[ConfigResource]
 ) -> list[ResourceConfigs]:
     """One answer per resource, in order: topics (their effective configs), this broker (its
-    id as the name) or the cluster-wide broker defaults (an empty name: kafkasim has no
-    dynamic ones, so none); another broker's id or another type is INVALID_REQUEST."""
+    id as the name) or the cluster-wide dynamic broker defaults (an empty name); another
+    broker's id or another type is INVALID_REQUEST."""
     answers: list[ResourceConfigs] = []
     for resource in resources:
         kind, name = resource.resource_type, resource.resource_name
@@ -160,7 +165,7 @@ def topic_config_entries(config: BrokerConfig, overrides: dict[str, str]) -> lis
     for name in sorted(values):
         synonyms = [ConfigSynonym(name, overrides[name], TOPIC_CONFIG)] if name in overrides else []
         for broker_key in broker_synonyms(name):
-            synonyms += _broker_synonyms(broker, broker.definition.keys[broker_key])
+            synonyms += _broker_synonyms(config, broker.definition.keys[broker_key])
         key = LOG_CONFIG_DEF.keys[name]
         entries.append(
             DescribedConfig(
@@ -176,8 +181,17 @@ def topic_config_entries(config: BrokerConfig, overrides: dict[str, str]) -> lis
     return entries
 
 
-def _broker_synonyms(broker: Config, key: ConfigKey) -> list[ConfigSynonym]:
-    synonyms = []
+def _broker_synonyms(config: BrokerConfig, key: ConfigKey) -> list[ConfigSynonym]:
+    """The broker-level sources of ``key``, highest precedence first."""
+    broker = config.config
+    synonyms = [
+        ConfigSynonym(key.name, layer[key.name], source)
+        for layer, source in (
+            (config.dynamic.own, DYNAMIC_BROKER_CONFIG),
+            (config.dynamic.cluster_default, DYNAMIC_DEFAULT_BROKER_CONFIG),
+        )
+        if key.name in layer
+    ]
     if broker.is_set(key.name):
         synonyms.append(
             ConfigSynonym(key.name, config_text(broker.values[key.name]), STATIC_BROKER_CONFIG)
@@ -188,8 +202,21 @@ def _broker_synonyms(broker: Config, key: ConfigKey) -> list[ConfigSynonym]:
 
 
 def _broker_configs(broker: AdminServices, name: str) -> list[DescribedConfig]:
-    if name == "":
-        return []  # the cluster-wide dynamic defaults: kafkasim has none
+    config = broker.config.config
+    if name == "":  # the cluster-wide dynamic defaults
+        defaults = broker.config.dynamic.cluster_default
+        return [
+            DescribedConfig(
+                key_name,
+                value,
+                DYNAMIC_DEFAULT_BROKER_CONFIG,
+                read_only=False,
+                config_type=_CONFIG_TYPES[config.definition.keys[key_name].type],
+                documentation=config.definition.keys[key_name].doc,
+                synonyms=(ConfigSynonym(key_name, value, DYNAMIC_DEFAULT_BROKER_CONFIG),),
+            )
+            for key_name, value in sorted(defaults.items())
+        ]
     try:
         broker_id = int(name)
     except ValueError:
@@ -199,17 +226,17 @@ def _broker_configs(broker: AdminServices, name: str) -> list[DescribedConfig]:
             f"Unexpected broker id, expected {broker.broker_id} or empty string, but received "
             f"{name}"
         )
-    config = broker.config.config
+    effective = broker.config.dynamic.effective or config
     entries = []
     for key_name in sorted(config.values):
         key = config.definition.keys[key_name]
-        synonyms = _broker_synonyms(config, key)
+        synonyms = _broker_synonyms(broker.config, key)
         entries.append(
             DescribedConfig(
                 key_name,
-                config_text(config.values[key_name]),
+                config_text(effective.values[key_name]),
                 synonyms[0].source if synonyms else DEFAULT_CONFIG,
-                read_only=True,
+                read_only=key_name not in DYNAMIC_BROKER_KEYS,
                 config_type=_CONFIG_TYPES[key.type],
                 documentation=key.doc,
                 synonyms=tuple(synonyms),

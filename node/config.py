@@ -383,11 +383,29 @@ def parse_listener(listener: str, key: str = "listeners") -> tuple[str, str, int
     return name.upper(), host or "0.0.0.0", int(port)
 
 
+@dataclass
+class DynamicLayer:
+    """The dynamic broker configs in force, raw strings: ``cluster_default``
+    (``/config/brokers/<default>``) under ``own`` (``/config/brokers/<id>``); and the config
+    they make with ``server.properties`` (None: none in force)."""
+
+    cluster_default: dict[str, str] = dataclasses.field(default_factory=dict)
+    own: dict[str, str] = dataclasses.field(default_factory=dict)
+    effective: Config | None = None
+
+    @property
+    def raw(self) -> dict[str, str]:
+        return {**self.cluster_default, **self.own}
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
-    """A parsed broker config and the views the broker needs."""
+    """A parsed broker config and the views the broker needs. ``dynamic`` is shared by every
+    view of this broker's config (:meth:`with_broker_id` keeps it): the topic defaults
+    (:meth:`log_config`) follow the dynamic broker configs as they change."""
 
     config: Config
+    dynamic: DynamicLayer = dataclasses.field(default_factory=DynamicLayer, compare=False)
 
     @classmethod
     def from_props(cls, props: Mapping[str, object]) -> BrokerConfig:
@@ -401,7 +419,19 @@ class BrokerConfig:
         against the rules, which apply to the configured value)."""
         values = dict(self.config.values)
         values["broker.id"] = broker_id
-        return BrokerConfig(dataclasses.replace(self.config, values=values))
+        return BrokerConfig(dataclasses.replace(self.config, values=values), self.dynamic)
+
+    def with_dynamic(self, raw: Mapping[str, str]) -> Config:
+        """The config ``server.properties`` and the dynamic configs ``raw`` make (checked as
+        a whole: INVALID_CONFIG naming a bad value); nothing is applied."""
+        return BROKER_CONFIG_DEF.parse({**self.config.originals, **raw})
+
+    def apply_dynamic(self, cluster_default: Mapping[str, str], own: Mapping[str, str]) -> None:
+        """Put the dynamic configs in force (checked by :meth:`with_dynamic` first)."""
+        raw = {**cluster_default, **own}
+        self.dynamic.effective = self.with_dynamic(raw) if raw else None
+        self.dynamic.cluster_default = dict(cluster_default)
+        self.dynamic.own = dict(own)
 
     @property
     def broker_id(self) -> int:
@@ -446,8 +476,8 @@ class BrokerConfig:
         return [Path(d) for d in dirs]
 
     def topic_defaults(self) -> dict[str, Any]:
-        """Topic-level defaults implied by this broker's ``log.*`` keys."""
-        return topic_defaults_from_broker(self.config)
+        """Topic-level defaults implied by this broker's ``log.*`` keys (dynamic ones too)."""
+        return topic_defaults_from_broker(self.dynamic.effective or self.config)
 
     def log_config(self, overrides: Mapping[str, object] | None = None) -> LogConfig:
         return LogConfig.from_props(overrides or {}, defaults=self.topic_defaults())

@@ -1,4 +1,5 @@
-"""Topic config changes reaching a broker without a restart (Kafka's ``ZkConfigManager``).
+"""Topic and dynamic broker config changes reaching a broker without a restart (Kafka's
+``ZkConfigManager``).
 
 The broker serving a config change (``node.topic_config_admin``: any broker, as in Kafka)
 writes a topic's overrides to ``/config/topics/<t>`` and, in the same multi,
@@ -24,6 +25,11 @@ Rules:
    (after expiry), every cached topic config is reloaded.
 4. A notification that cannot be decoded, or names another entity type, is logged and
    skipped; a config in ZooKeeper that does not parse keeps the previous one (logged).
+5. A ``brokers/<default>`` or ``brokers/<this broker's id>`` notification re-reads both
+   znodes (``node.broker_config_admin.load_dynamic_config``); when the dynamic configs in
+   force change, every cached topic config is recomputed with the new defaults and handed to
+   the topic's live logs. Another broker's notification is skipped. A full reload (rule 3)
+   re-reads them too.
 
 Not thread-safe: runs on the broker's event loop; watch callbacks only schedule a pass.
 """
@@ -40,6 +46,7 @@ from kafkasim.common.coordination import (
 )
 from kafkasim.common.errors import KafkaError
 from kafkasim.controller import zk_data
+from kafkasim.node.broker_config_admin import load_dynamic_config
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.notification_passes import SerialPasses
 from kafkasim.storage.config import LogConfig
@@ -48,6 +55,7 @@ from kafkasim.storage.log_manager import LogManager
 logger = logging.getLogger(__name__)
 
 TOPICS_ENTITY = "topics"
+BROKERS_ENTITY = "brokers"
 
 
 class TopicConfigChangeListener:
@@ -113,6 +121,7 @@ class TopicConfigChangeListener:
             self._reload_all = True  # purged past what we handled: something may be missed
         if self._reload_all:
             self._reload_all = False
+            await load_dynamic_config(self._zk, self._broker_config)
             await self.reload_all_topics()
         pending = sorted(
             (seq, child)
@@ -135,9 +144,14 @@ class TopicConfigChangeListener:
                 continue
             if entity_type == TOPICS_ENTITY:
                 await self.reload_topic(name)
+            elif entity_type == BROKERS_ENTITY:
+                if name in (zk_data.BROKER_DEFAULT_ENTITY, str(self.broker_id)) and (
+                    await load_dynamic_config(self._zk, self._broker_config)
+                ):
+                    await self.reload_all_topics()
             else:
                 logger.info(
-                    "broker %d: ignoring a config change of %s/%s (topics only)",
+                    "broker %d: ignoring a config change of %s/%s (topics and brokers only)",
                     self.broker_id,
                     entity_type,
                     name,

@@ -390,6 +390,7 @@ class KafkaAdminApis:
             alterations,
             validate_only=bool(request.body.validate_only),
             refused=refused,
+            broker_config=self.broker.config if incremental else None,
         )
         return alter_configs_response(response_schema(request), results)
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kafkasim.common.coordination import (
     BadVersionError,
@@ -104,32 +104,49 @@ async def alter_topic_configs(
 async def _alter_topic_config(
     zk: RetryingCoordination, topic: str, ops: Sequence[AlterConfigOp], validate_only: bool
 ) -> None:
-    """Read the overrides, apply ``ops``, write them conditionally with the notification;
-    re-read and re-apply after a concurrent write."""
-    path = zk_data.topic_config_path(topic)
+    await write_entity_config(
+        zk,
+        zk_data.topic_config_path(topic),
+        zk_data.topic_entity_path(topic),
+        lambda current: apply_incremental_ops(current, ops),
+        validate_only=validate_only,
+    )
+
+
+async def write_entity_config(
+    zk: Coordination | RetryingCoordination,
+    path: str,
+    entity_path: str,
+    apply: Callable[[dict[str, str]], dict[str, str]],
+    *,
+    validate_only: bool,
+) -> None:
+    """Read an entity's configs at ``path`` (a topic's or a broker's), ``apply`` the change
+    (it raises the error of a refused one), write the result conditionally with the
+    ``entity_path`` notification; re-read and re-apply after a concurrent write."""
     for _ in range(STATE_WRITE_ATTEMPTS_MAX):
         try:
             data, stat = await zk.get(path)
             current, version = zk_data.decode_topic_config(data), stat.version
         except NoNodeError:
             current, version = {}, None
-        updated = apply_incremental_ops(current, ops)
+        updated = apply(current)
         if validate_only:
             return
         encoded = zk_data.encode_topic_config(updated)
         write: Op = CreateOp(path, encoded) if version is None else SetOp(path, encoded, version)
         notification = CreateOp(
             f"{zk_data.CONFIG_CHANGES}/{zk_data.CONFIG_CHANGE_PREFIX}",
-            zk_data.encode_config_change(zk_data.topic_entity_path(topic)),
+            zk_data.encode_config_change(entity_path),
             sequence=True,
         )
         try:
             await zk.multi([write, notification])
         except (BadVersionError, NodeExistsError, NoNodeError):
             continue  # written meanwhile: apply the operations to what is there now
-        logger.info("topic %s: config overrides %s -> %s", topic, current, updated)
+        logger.info("%s: config %s -> %s", entity_path, current, updated)
         return
-    raise InvalidRequestError(f"The config of topic '{topic}' changed concurrently; retry.")
+    raise InvalidRequestError(f"The config of {entity_path} changed concurrently; retry.")
 
 
 async def purge_config_changes(zk: RetryingCoordination) -> None:

@@ -200,4 +200,6 @@ def test_producer_perf_test_prints_progress_and_kafkas_summary(
         "--throughput", "-1", "--producer-props", "acks=all",
     )  # fmt: skip
     assert missing.returncode == 1
-    assert "bootstrap.servers is not set" in one_error_line(missing.stderr)
+    assert "Either --bootstrap-server (or --dir) or bootstrap.servers" in one_error_line(
+        missing.stderr
+    )

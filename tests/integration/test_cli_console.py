@@ -208,7 +208,15 @@ def test_a_group_reads_on_from_its_committed_offset_and_describe_shows_the_lag(
     assert table(state.stdout)[1][-2:] == ["Empty", "0"], state.stdout
     rest = consume(bootstrap, "--group", "readers", "--from-beginning", "--timeout-ms", "3000")
     assert (rest.returncode, rest.stdout) == (0, "v3\n"), rest.stderr
-    reset = groups(bootstrap, "--reset-offsets", "--group", "readers", "--to-earliest", "--execute")
+    reset = groups(
+        bootstrap,
+        "--reset-offsets",
+        "--group",
+        "readers",
+        "--all-topics",
+        "--to-earliest",
+        "--execute",
+    )
     assert reset.returncode == 0, reset.stderr
     assert table(reset.stdout)[1] == ["readers", TOPIC, "0", "0"]
     again = consume(bootstrap, "--group", "readers", "--max-messages", "1")
@@ -227,7 +235,8 @@ def test_a_group_reads_on_from_its_committed_offset_and_describe_shows_the_lag(
     [
         (["--describe"], "requires --group"),
         (["--list", "--describe", "--group", "g"], "exactly one action"),
-        (["--reset-offsets", "--group", "g"], "needs one of --to-earliest"),
+        (["--reset-offsets", "--group", "g", "--all-topics"], "takes one of these options"),
+        (["--reset-offsets", "--group", "g", "--to-earliest"], "One of the reset scopes"),
         (["--delete", "--group", "nobody-here"], "GROUP_ID_NOT_FOUND"),
     ],
 )

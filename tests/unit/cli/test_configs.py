@@ -39,11 +39,15 @@ def test_a_pair_without_key_and_value_is_refused(text: str) -> None:
         (["--entity-type", "topics", "--entity-name", "t"], "exactly one action"),
         (["--alter", "--describe", "--topic", "t"], "exactly one action"),
         (["--describe"], "At least one entity type must be specified"),
-        (["--describe", "--entity-type", "brokers"], "Invalid entity type brokers"),
+        (["--describe", "--entity-type", "users"], "Invalid entity type users"),
+        (["--describe", "--entity-type", "brokers", "--entity-name", "b1"], "valid integer"),
+        (["--describe", "--topic", "t", "--entity-default"], "only valid with --entity-type"),
+        (["--alter", "--entity-type", "brokers", "--add-config", "a=1"], "--entity-default"),
+        (["--alter", "--topic", "t", "--add-config", "a=1", "--all"], "--all is only valid"),
         (["--alter", "--entity-type", "topics", "--add-config", "a=1"], "entity name must"),
         (["--alter", "--topic", "t"], "At least one of --add-config"),
         (["--describe", "--topic", "t", "--delete-config", "a"], "only valid with --alter"),
-        (["--describe", "--topic", "t", "--entity-name", "t"], "not both"),
+        (["--describe", "--topic", "t", "--entity-name", "t"], "not several"),
     ],
 )
 def test_bad_flag_combinations_print_one_line_and_exit_1(

@@ -9,6 +9,7 @@ from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.node import apis_admin
+from kafkasim.node.config import BrokerConfig
 from kafkasim.proto import kafkasim_pb2 as pb
 from tests.unit.controller.harness import Cluster, in_cluster
 
@@ -100,14 +101,20 @@ def test_protobuf_entry_points() -> None:
 
 
 def test_alter_configs_protobuf_form_refuses_other_resources_and_works_on_every_broker() -> None:
-    """A broker resource is refused (read-only); a topic's change is written through the
-    session it is given, whether that broker hosts the active controller or not."""
+    """A broker key that cannot change dynamically is refused (INVALID_REQUEST), a dynamic
+    one is written to /config/brokers/<id>; a topic's change is written through the session
+    it is given, whether that broker hosts the active controller or not."""
 
     async def scenario(cluster: Cluster) -> None:
         await cluster.start(1, 2)
         await cluster.create_topic("t", {0: [1, 2]})
         request = pb.IncrementalAlterConfigsRequest(
             resources=[
+                pb.AlterConfigsResource(
+                    resource_type=4,
+                    resource_name="1",
+                    configs=[pb.AlterableConfig(name="log.dirs", value="/elsewhere")],
+                ),
                 pb.AlterConfigsResource(
                     resource_type=4,
                     resource_name="1",
@@ -122,15 +129,21 @@ def test_alter_configs_protobuf_form_refuses_other_resources_and_works_on_every_
             ]
         )  # fmt: skip
         follower = next(b for b in cluster.brokers.values() if not b.controller.is_active)
-        response = await apis_admin.incremental_alter_configs(follower.session, request)
+        response = await apis_admin.incremental_alter_configs(
+            follower.session, request, BrokerConfig.from_props({"zookeeper.connect": "zk:2181"})
+        )
         assert [(r.resource_type, r.resource_name, r.error_code) for r in response.responses] == [
             (4, "1", 42),
+            (4, "1", 0),
             (2, "t", 0),
         ]
+        assert "log.dirs" in response.responses[0].error_message
         admin = await cluster.start_admin()
         data, _ = await admin.get(zk_data.topic_config_path("t"))
         assert zk_data.decode_topic_config(data) == {"cleanup.policy": "delete,compact"}
-        assert len(await admin.get_children(zk_data.CONFIG_CHANGES)) == 1
+        data, _ = await admin.get(zk_data.broker_config_path("1"))
+        assert zk_data.decode_topic_config(data) == {"log.retention.ms": "1"}
+        assert len(await admin.get_children(zk_data.CONFIG_CHANGES)) == 2
 
     in_cluster(scenario)
 
