@@ -78,11 +78,13 @@ def main(argv: list[str] | None = None) -> int:
         # Also fixed in the checkpoint by the first run: a restart keeps the first run's value.
         builder = builder.config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
     spark = builder.getOrCreate()
+    # Installed kafkasim is found by Spark itself (pyspark_kafkasim); registering explicitly
+    # also works from a source checkout that is not on the workers' path.
     spark.dataSource.register(KafkasimDataSource)
 
     records = (
         spark.readStream.format("kafkasim")
-        .option("kafkasim.bootstrap.servers", args.bootstrap_server)
+        .option("kafka.bootstrap.servers", args.bootstrap_server)
         .option("subscribe", args.input)
         .option("startingOffsets", args.starting_offsets)
         .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
@@ -107,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     writer = (
         out.writeStream.format("kafkasim")
         .outputMode("append")
-        .option("kafkasim.bootstrap.servers", args.bootstrap_server)
+        .option("kafka.bootstrap.servers", args.bootstrap_server)
         .option("topic", args.output)
         .option("checkpointLocation", args.checkpoint)
     )

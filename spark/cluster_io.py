@@ -59,8 +59,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FETCH_MAX_BYTES: Final = 4 * 1024 * 1024
-# How long a read waits for a lagging leader's HW (after a failover) or for a leader at all.
-READ_TIMEOUT_MS: Final = 60_000
 _OFFSET_OUT_OF_RANGE: Final = OffsetOutOfRangeError.code
 
 
@@ -93,17 +91,34 @@ class ClusterConnection:
     """A synchronous handle on the cluster for one Spark callback (see the module doc).
 
     Use as ``with ClusterConnection(servers) as c: c.run(coro_using(c.client))``. Not
-    thread-safe; never pickled.
+    thread-safe; never pickled. ``api_timeout_ms`` bounds each lookup and each fetch with its
+    retries: how long a read waits for a leader, or for a lagging leader's HW after a
+    failover (``kafka.default.api.timeout.ms``, 60 s as Kafka's consumer).
     """
 
-    def __init__(self, bootstrap_servers: Sequence[str]) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: Sequence[str],
+        *,
+        request_timeout_ms: int = 30_000,
+        api_timeout_ms: int = 60_000,
+    ) -> None:
         self._runner = asyncio.Runner()
         self.transport = GrpcTransport()
         self.client = NetworkClient(
             self.transport,
             list(bootstrap_servers),
             SystemClock(),
-            delivery_timeout_ms=READ_TIMEOUT_MS,
+            request_timeout_ms=request_timeout_ms,
+            delivery_timeout_ms=api_timeout_ms,
+        )
+
+    @classmethod
+    def for_reading(cls, settings: ReadSettings) -> ClusterConnection:
+        return cls(
+            settings.bootstrap_servers,
+            request_timeout_ms=settings.request_timeout_ms,
+            api_timeout_ms=settings.api_timeout_ms,
         )
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:

@@ -6,6 +6,12 @@ Spark's case-insensitive string map into frozen values, checking every cross-opt
 at once, so that a bad option fails on the driver before a task starts. An option that is
 not declared is an error naming it (:class:`SparkOptionError`, a ``ValueError``).
 
+As in Spark's Kafka source, ``kafka.``-prefixed options are the client's: ``kafka.bootstrap.
+servers`` (or ``kafkasim.bootstrap.servers``) names the brokers, and every other ``kafka.KEY``
+is checked against kafkasim's consumer keys (reads) or producer keys (writes) and passed on;
+the keys Spark refuses (``auto.offset.reset``, the (de)serializers, ``enable.auto.commit``,
+``interceptor.classes``) are refused with its reason.
+
 Pure: no IO, no clock. Spark hands options over with lower-cased keys, so lookups here are
 case-insensitive too; messages name options in their documented spelling.
 
@@ -15,20 +21,32 @@ earliest and -1 latest; ``assign`` is ``{"topic": [0, 1]}``.
 
 from __future__ import annotations
 
+import difflib
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
+from kafkasim.client.consumer_config import CONSUMER_CONFIG
+from kafkasim.client.producer_config import PRODUCER_CONFIG
+from kafkasim.common.errors import InvalidConfigError
 from kafkasim.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
+
+logger = logging.getLogger(__name__)
 
 # Spark's option values "earliest"/"latest" are these ListOffsets sentinels.
 EARLIEST: Final = EARLIEST_TIMESTAMP
 LATEST: Final = LATEST_TIMESTAMP
 BOOTSTRAP_SERVERS: Final = "kafkasim.bootstrap.servers"
+# Spark's own spelling: ``kafka.``-prefixed options go to the client (Spark's Kafka source
+# passes them to its KafkaConsumer/KafkaProducer); ``kafka.bootstrap.servers`` is the same
+# option as ``kafkasim.bootstrap.servers``.
+KAFKA_PREFIX: Final = "kafka."
+KAFKA_BOOTSTRAP_SERVERS: Final = "kafka.bootstrap.servers"
 READ_FORMAT: Final = "kafkasim.read.format"
 
 
@@ -163,12 +181,16 @@ class TimestampSpec:
 
 @dataclass(frozen=True, slots=True)
 class ReadSettings:
-    """What a read task needs besides its offset range (shipped inside each InputPartition)."""
+    """What a read task needs besides its offset range (shipped inside each InputPartition).
+    ``request_timeout_ms`` bounds one request, ``api_timeout_ms`` a lookup or a read with its
+    retries (``kafka.request.timeout.ms``, ``kafka.default.api.timeout.ms``)."""
 
     bootstrap_servers: tuple[str, ...]
     include_headers: bool
     fail_on_data_loss: bool
     arrow: bool
+    request_timeout_ms: int = 30_000
+    api_timeout_ms: int = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,8 +209,12 @@ class SourceOptions:
 
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
+    """``producer_config``: the ``kafka.*`` options without their prefix (checked against
+    the producer's keys), applied over the sink's defaults."""
+
     bootstrap_servers: tuple[str, ...]
     topic: str | None
+    producer_config: tuple[tuple[str, str], ...] = ()
 
 
 # -- parsing --------------------------------------------------------------------------------
@@ -199,14 +225,20 @@ def _lowered(options: Mapping[str, str]) -> dict[str, str]:
 
 
 def check_known(options: Mapping[str, str], use: Use) -> None:
-    """Every option is declared and applies to ``use``; else the first offender is named."""
+    """Every option is declared and applies to ``use``; else the first offender is named.
+    ``kafka.*`` options are the client's (checked by :func:`client_options`)."""
     for key in sorted(options):
+        if key.lower().startswith(KAFKA_PREFIX):
+            continue
         decl = _BY_KEY.get(key.lower())
         if decl is None:
-            raise SparkOptionError(
-                f"Unknown option '{key}' for the kafkasim data source "
-                f"(known: {', '.join(d.name for d in OPTIONS)})"
+            close = difflib.get_close_matches(key.lower(), _BY_KEY, n=1)
+            hint = (
+                f"did you mean '{_BY_KEY[close[0]].name}'?"
+                if close
+                else f"known: {', '.join(d.name for d in OPTIONS)}, and kafka.* client options"
             )
+            raise SparkOptionError(f"Unknown option '{key}' for the kafkasim data source ({hint})")
         if use not in decl.uses:
             where = ", ".join(sorted(u.value for u in decl.uses))
             raise SparkOptionError(
@@ -220,18 +252,75 @@ def check_known(options: Mapping[str, str], use: Use) -> None:
 
 
 def parse_bootstrap(options: Mapping[str, str]) -> tuple[str, ...]:
-    raw = _lowered(options).get(BOOTSTRAP_SERVERS)
-    if raw is None or not raw.strip():
+    """``kafka.bootstrap.servers`` (Spark's spelling) or ``kafkasim.bootstrap.servers``."""
+    lowered = _lowered(options)
+    names = (KAFKA_BOOTSTRAP_SERVERS, BOOTSTRAP_SERVERS)
+    given = {name: lowered[name] for name in names if name in lowered}
+    if not given or not any(raw.strip() for raw in given.values()):
         raise SparkOptionError(
-            f"Option '{BOOTSTRAP_SERVERS}' must be specified for the kafkasim data source"
+            f"Option '{KAFKA_BOOTSTRAP_SERVERS}' (or '{BOOTSTRAP_SERVERS}') must be specified "
+            "for the kafkasim data source"
         )
+    if len(given) == 2 and given[KAFKA_BOOTSTRAP_SERVERS] != given[BOOTSTRAP_SERVERS]:
+        raise SparkOptionError(
+            f"Options '{KAFKA_BOOTSTRAP_SERVERS}' and '{BOOTSTRAP_SERVERS}' are the same option "
+            f"and differ ({given[KAFKA_BOOTSTRAP_SERVERS]!r}, {given[BOOTSTRAP_SERVERS]!r}): "
+            "give one"
+        )
+    name, raw = next(iter(given.items()))
     servers = tuple(s.strip() for s in raw.split(",") if s.strip())
     bad = [s for s in servers if not s.rpartition(":")[2].isdigit() or not s.rpartition(":")[0]]
-    if bad:
-        raise SparkOptionError(
-            f"Option '{BOOTSTRAP_SERVERS}' expects host:port[,host:port...], got {raw!r}"
-        )
+    if bad or not servers:
+        raise SparkOptionError(f"Option '{name}' expects host:port[,host:port...], got {raw!r}")
     return servers
+
+
+# Client options Spark's Kafka source and sink refuse, and why (its wording, shortened).
+_REFUSED_READ: Final = {
+    "auto.offset.reset": "set the source option 'startingOffsets' to 'earliest' or 'latest' "
+    "instead: the query tracks its offsets itself",
+    "key.deserializer": "keys are read as bytes; deserialize them with DataFrame operations",
+    "value.deserializer": "values are read as bytes; deserialize them with DataFrame operations",
+    "enable.auto.commit": "the query tracks its offsets itself (no consumer group commits)",
+    "interceptor.classes": "interceptors could change the records",
+}
+_REFUSED_WRITE: Final = {
+    "key.serializer": "keys are written as bytes; serialize them with DataFrame operations",
+    "value.serializer": "values are written as bytes; serialize them with DataFrame operations",
+    "interceptor.classes": "interceptors could change the records",
+}
+
+
+def client_options(options: Mapping[str, str], use: Use) -> dict[str, str]:
+    """The ``kafka.*`` options without their prefix (``bootstrap.servers`` left out), each
+    checked against the consumer's keys (reads) or the producer's (writes): an unknown key
+    or a bad value is a SparkOptionError naming the option as the user wrote it."""
+
+    writing = use is Use.WRITE
+    definition = PRODUCER_CONFIG if writing else CONSUMER_CONFIG
+    refused = _REFUSED_WRITE if writing else _REFUSED_READ
+    out: dict[str, str] = {}
+    for option in sorted(options):
+        if not option.lower().startswith(KAFKA_PREFIX):
+            continue
+        key = option[len(KAFKA_PREFIX) :].lower()
+        if key == "bootstrap.servers":
+            continue
+        if key in refused:
+            raise SparkOptionError(f"Kafka option '{key}' is not supported: {refused[key]}")
+        declared = definition.keys.get(key)
+        if declared is None:
+            raise SparkOptionError(
+                f"Unknown Kafka option '{option}': '{key}' is not a kafkasim "
+                f"{'producer' if writing else 'consumer'} configuration key "
+                "(docs/configuration.md lists them)"
+            )
+        try:
+            declared.parse(options[option])
+        except InvalidConfigError as e:
+            raise SparkOptionError(f"Option '{option}': {e}") from None
+        out[key] = options[option]
+    return out
 
 
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -398,11 +487,24 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         raise SparkOptionError(
             f"Option '{READ_FORMAT}' must be arrow or tuples, got {opts[READ_FORMAT]!r}"
         )
+    client = client_options(options, Use.STREAM if streaming else Use.BATCH)
+    if client.get("isolation.level", "read_uncommitted") != "read_uncommitted":
+        raise SparkOptionError(
+            "Kafka option 'isolation.level': the kafkasim source reads read_uncommitted only "
+            "(read_committed reads are not built yet)"
+        )
+    if "group.id" in client:
+        logger.warning(
+            "Kafka option 'group.id' is ignored: the kafkasim source reads without a consumer "
+            "group (a query tracks its offsets in its checkpoint)"
+        )
     settings = ReadSettings(
         bootstrap_servers=parse_bootstrap(opts),
         include_headers=_bool(opts, "includeHeaders", False),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         arrow=read_format == "arrow",
+        request_timeout_ms=int(client.get("request.timeout.ms", 30_000)),
+        api_timeout_ms=int(client.get("default.api.timeout.ms", 60_000)),
     )
     subscription = _subscription(opts)
     starting: OffsetSpec | TimestampSpec = _starting_timestamp(opts) or _offsets(
@@ -424,7 +526,32 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise SparkOptionError("Option 'topic' must not be empty")
-    return SinkOptions(bootstrap_servers=parse_bootstrap(opts), topic=topic)
+    servers = parse_bootstrap(opts)
+    producer = client_options(options, Use.WRITE)
+    check_producer_config(sink_producer_config(servers, producer))
+    return SinkOptions(
+        bootstrap_servers=servers, topic=topic, producer_config=tuple(sorted(producer.items()))
+    )
+
+
+# The sink's producer: Kafka's defaults (acks=all, idempotent), batched a little.
+SINK_PRODUCER_DEFAULTS: Final[Mapping[str, object]] = {"acks": "all", "linger.ms": 5}
+
+
+def sink_producer_config(
+    servers: tuple[str, ...], overrides: Mapping[str, str]
+) -> dict[str, object]:
+    """The write tasks' producer config: the sink's defaults, then the ``kafka.*`` options."""
+    return {**SINK_PRODUCER_DEFAULTS, **overrides, "bootstrap.servers": ",".join(servers)}
+
+
+def check_producer_config(config: Mapping[str, object]) -> None:
+    """The producer's cross-key rules on the driver, so a conflict fails before any task."""
+
+    try:
+        PRODUCER_CONFIG.parse(config)
+    except InvalidConfigError as e:
+        raise SparkOptionError(f"The kafka.* producer options conflict: {e}") from None
 
 
 # -- offsets JSON (Spark's checkpoint layout) -------------------------------------------------

@@ -23,6 +23,7 @@ from typing_extensions import override
 
 from kafkasim.common.types import TopicPartition
 from kafkasim.spark import cluster_io
+from kafkasim.spark.errors import user_facing
 from kafkasim.spark.options import OffsetSpec, ReadSettings, SourceOptions, SparkOptionError
 from kafkasim.spark.planning import OffsetRange, offset_ranges, split_ranges
 from kafkasim.spark.rows import arrow_schema, to_record_batch, to_tuples
@@ -50,7 +51,7 @@ def read_partition(partition: InputPartition) -> Iterator[pa.RecordBatch | tuple
         return
     r, settings = partition.range, partition.settings
     schema = arrow_schema(settings.include_headers) if settings.arrow else None
-    with cluster_io.ClusterConnection(settings.bootstrap_servers) as conn:
+    with cluster_io.ClusterConnection.for_reading(settings) as conn:
         chunks = cluster_io.read_range(conn.client, r, settings)
         while (chunk := conn.run(cluster_io.next_chunk(chunks))) is not None:
             if schema is not None:
@@ -76,9 +77,10 @@ class KafkasimBatchReader(DataSourceReader):
         self.options = options
 
     @override
+    @user_facing
     def partitions(self) -> list[InputPartition]:
         opts = self.options
-        with cluster_io.ClusterConnection(opts.bootstrap_servers) as conn:
+        with cluster_io.ClusterConnection.for_reading(opts.settings) as conn:
             client = conn.client
             tps = conn.run(cluster_io.topic_partitions(client, opts.subscription))
             if isinstance(opts.starting, OffsetSpec):
@@ -92,5 +94,6 @@ class KafkasimBatchReader(DataSourceReader):
         return [RangePartition(r, opts.settings) for r in ranges]
 
     @override
+    @user_facing
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch | tuple[Any, ...]]:
         return read_partition(partition)

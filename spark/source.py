@@ -37,6 +37,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 from typing_extensions import override
 
+from kafkasim.spark.errors import user_facing
 from kafkasim.spark.options import SparkOptionError, parse_sink_options, parse_source_options
 from kafkasim.spark.reader import KafkasimBatchReader
 from kafkasim.spark.rows import kafka_schema
@@ -71,24 +72,28 @@ class KafkasimDataSource(DataSource):
             )
 
     @override
+    @user_facing
     def reader(self, schema: StructType) -> DataSourceReader:
         options = parse_source_options(self.options, streaming=False)
         self._check_schema(schema)
         return KafkasimBatchReader(options)
 
     @override
+    @user_facing
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options = parse_source_options(self.options, streaming=True)
         self._check_schema(schema)
         return KafkasimStreamReader(options)
 
     @override
+    @user_facing
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = parse_sink_options(self.options)
         check_columns(schema, options)
         return KafkasimWriter(options)
 
     @override
+    @user_facing
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         options = parse_sink_options(self.options)
         check_columns(schema, options)

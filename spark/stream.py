@@ -38,6 +38,7 @@ from typing_extensions import override
 
 from kafkasim.common.types import TopicPartition
 from kafkasim.spark import cluster_io
+from kafkasim.spark.errors import user_facing
 from kafkasim.spark.options import (
     LATEST,
     OffsetJson,
@@ -62,9 +63,10 @@ class KafkasimStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[TopicPartition, int] | None = None
 
     def _connect(self) -> cluster_io.ClusterConnection:
-        return cluster_io.ClusterConnection(self.options.bootstrap_servers)
+        return cluster_io.ClusterConnection.for_reading(self.options.settings)
 
     @override
+    @user_facing
     def initialOffset(self) -> OffsetJson:
         """Where a new query starts (``startingOffsets``, default latest, or a timestamp)."""
         opts = self.options
@@ -83,6 +85,7 @@ class KafkasimStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
 
     @override
+    @user_facing
     def prepareForTriggerAvailableNow(self) -> None:
         with self._connect() as conn:
             tps = conn.run(cluster_io.topic_partitions(conn.client, self.options.subscription))
@@ -92,6 +95,7 @@ class KafkasimStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         logger.info("Trigger.AvailableNow: reading up to %s", offsets_to_json(self._target))
 
     @override
+    @user_facing
     def latestOffset(self, start: OffsetJson, limit: ReadLimit) -> OffsetJson:
         """The end of the next micro-batch (see the module doc, step 1)."""
         fail = self.options.settings.fail_on_data_loss
@@ -121,6 +125,7 @@ class KafkasimStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_to_json(end)
 
     @override
+    @user_facing
     def partitions(self, start: OffsetJson, end: OffsetJson) -> list[InputPartition]:
         first = offsets_from_json(start)
         ranges: list[OffsetRange] = []
@@ -132,6 +137,7 @@ class KafkasimStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [RangePartition(r, self.options.settings) for r in ranges]
 
     @override
+    @user_facing
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch | tuple[Any, ...]]:
         return read_partition(partition)
 

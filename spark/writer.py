@@ -40,7 +40,8 @@ from typing_extensions import override
 from kafkasim.client.producer import Producer, RecordMetadata
 from kafkasim.common.clock import SystemClock
 from kafkasim.spark import cluster_io
-from kafkasim.spark.options import SinkOptions, SparkOptionError
+from kafkasim.spark.errors import user_facing
+from kafkasim.spark.options import SinkOptions, SparkOptionError, sink_producer_config
 from kafkasim.spark.rows import HEADER_TYPE
 
 logger = logging.getLogger(__name__)
@@ -106,12 +107,7 @@ def _bytes(value: object) -> bytes | None:
 async def _produce(
     conn: cluster_io.ClusterConnection, options: SinkOptions, rows: Iterable[Row]
 ) -> WriteResult:
-    config = {
-        "bootstrap.servers": ",".join(options.bootstrap_servers),
-        "acks": "all",
-        "enable.idempotence": True,
-        "linger.ms": 5,
-    }
+    config = sink_producer_config(options.bootstrap_servers, dict(options.producer_config))
     failures: list[BaseException] = []
     topics: set[str] = set()
 
@@ -162,6 +158,7 @@ class KafkasimWriter(DataSourceWriter):
         self.options = options
 
     @override
+    @user_facing
     def write(self, iterator: Iterator[Row]) -> WriteResult:
         return write_rows(self.options, iterator)
 
@@ -186,6 +183,7 @@ class KafkasimStreamWriter(DataSourceStreamWriter):
         self.options = options
 
     @override
+    @user_facing
     def write(self, iterator: Iterator[Row]) -> WriteResult:
         return write_rows(self.options, iterator)
 

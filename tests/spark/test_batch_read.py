@@ -239,7 +239,10 @@ def test_bad_options_fail_with_a_message_naming_the_problem(
 
 
 def test_a_missing_bootstrap_option_is_named(spark: SparkSession) -> None:
-    with pytest.raises(PySparkException, match=r"'kafkasim\.bootstrap\.servers' must be specified"):
+    with pytest.raises(
+        PySparkException,
+        match=r"'kafka\.bootstrap\.servers' \(or 'kafkasim\.bootstrap\.servers'\) must be",
+    ):
         spark.read.format("kafkasim").option("subscribe", "reads").load().collect()
 
 

@@ -5,6 +5,7 @@ split and the maxOffsetsPerTrigger allowance."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 import pytest
 
@@ -182,3 +183,98 @@ def test_max_offsets_per_trigger_reads_exactly_the_allowance(
     assert sum(got[tp] - start[tp] for tp in got) == min(
         limit, sum(latest[tp] - start[tp] for tp in latest)
     )
+
+
+# -- Spark's spelling: kafka.bootstrap.servers and kafka.* client options ---------------------
+
+
+def test_sparks_bootstrap_spelling_is_the_same_option() -> None:
+    spark_style = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "a"}
+    assert parse_source_options(spark_style, streaming=False).bootstrap_servers == (
+        "127.0.0.1:9092",
+    )
+    both = {**spark_style, "kafkasim.bootstrap.servers": "127.0.0.1:9092"}
+    assert parse_source_options(both, streaming=True).bootstrap_servers == ("127.0.0.1:9092",)
+    differ = {**spark_style, "kafkasim.bootstrap.servers": "127.0.0.1:9093"}
+    with pytest.raises(SparkOptionError, match="same option and differ"):
+        parse_source_options(differ, streaming=False)
+    with pytest.raises(SparkOptionError, match=r"'kafka.bootstrap.servers' \(or"):
+        parse_sink_options({"topic": "t"})
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("kafka.auto.offset.reset", "set the source option 'startingOffsets'"),
+        ("kafka.key.deserializer", "keys are read as bytes"),
+        ("kafka.value.deserializer", "values are read as bytes"),
+        ("kafka.enable.auto.commit", "'enable.auto.commit' is not supported"),
+        ("kafka.interceptor.classes", "'interceptor.classes' is not supported"),
+        ("kafka.no.such.key", "Unknown Kafka option 'kafka.no.such.key'"),
+        ("kafka.isolation.level", "read_uncommitted only"),
+    ],
+)
+def test_source_refuses_the_client_options_spark_refuses(key: str, message: str) -> None:
+    value = "read_committed" if key.endswith("isolation.level") else "x"
+    with pytest.raises(SparkOptionError, match=message):
+        parse_source_options({**SERVERS, "subscribe": "a", key: value}, streaming=True)
+
+
+def test_source_client_options_set_the_read_timeouts() -> None:
+    options = {
+        **SERVERS,
+        "subscribe": "a",
+        "kafka.request.timeout.ms": "1500",
+        "kafka.default.api.timeout.ms": "4000",
+        "kafka.group.id": "ignored",
+    }
+    settings = parse_source_options(options, streaming=False).settings
+    assert (settings.request_timeout_ms, settings.api_timeout_ms) == (1500, 4000)
+    with pytest.raises(SparkOptionError, match=r"Option 'kafka.request.timeout.ms': .*-1"):
+        parse_source_options({**options, "kafka.request.timeout.ms": "-1"}, streaming=False)
+
+
+def test_sink_passes_kafka_options_to_the_producer_and_checks_them_on_the_driver() -> None:
+    sink = parse_sink_options(
+        {**SERVERS, "topic": "t", "kafka.acks": "1", "KAFKA.max.block.ms": "2000"}
+    )
+    assert dict(sink.producer_config) == {"acks": "1", "max.block.ms": "2000"}
+    for key, message in [
+        ("kafka.key.serializer", "keys are written as bytes"),
+        ("kafka.batch.sizes", "'batch.sizes' is not a kafkasim producer configuration key"),
+    ]:
+        with pytest.raises(SparkOptionError, match=message):
+            parse_sink_options({**SERVERS, "topic": "t", key: "1"})
+    conflict = {**SERVERS, "topic": "t", "kafka.acks": "1", "kafka.enable.idempotence": "true"}
+    with pytest.raises(SparkOptionError, match=r"producer options conflict.*acks"):
+        parse_sink_options(conflict)
+
+
+def test_user_facing_errors_lose_their_traceback_and_bugs_keep_it() -> None:
+    import traceback
+
+    from kafkasim.spark.errors import user_facing
+
+    def deep(error: Exception) -> None:
+        raise error
+
+    @user_facing
+    def call(error: Exception) -> None:
+        deep(error)
+
+    @user_facing
+    def stream(error: Exception) -> Iterator[int]:
+        yield 1
+        deep(error)
+
+    for run in (call, lambda e: list(stream(e))):
+        try:
+            run(SparkOptionError("bad option"))
+        except SparkOptionError as e:
+            frames = traceback.extract_tb(e.__traceback__)
+            assert [f.name for f in frames][-1] in ("plain", "generator")
+            assert e.__cause__ is None and e.__suppress_context__
+        try:
+            run(TypeError("a bug"))
+        except TypeError as e:
+            assert traceback.extract_tb(e.__traceback__)[-1].name == "deep"
