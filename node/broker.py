@@ -302,6 +302,7 @@ class Broker:
                     max_request_bytes=self.config["socket.request.max.bytes"],
                     idle_timeout_ms=self.config["connections.max.idle.ms"],
                     ready=functools.partial(self.metadata.wait_ready, METADATA_READY_WAIT_S),
+                    listener=name,
                 )
                 await listener.start()
                 self.kafka_listeners[name] = listener

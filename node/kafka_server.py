@@ -19,6 +19,7 @@ import logging
 import struct
 from collections.abc import Awaitable, Callable
 
+from kafkasim.common.security import CALLER, Caller
 from kafkasim.node.kafka_apis import CloseConnectionError, KafkaProtocolApis
 from kafkasim.node.kafka_codec import (
     API_VERSIONS_KEY,
@@ -45,8 +46,10 @@ class KafkaListener:
         max_request_bytes: int,
         idle_timeout_ms: int,
         ready: Callable[[], Awaitable[object]] | None = None,
+        listener: str = "",
     ) -> None:
         self._host = host
+        self._listener = listener
         self._port = port
         self._apis = apis
         self._max_request_bytes = max_request_bytes
@@ -91,6 +94,11 @@ class KafkaListener:
         peer = writer.get_extra_info("peername")
         where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
+        # Every request of this connection is handled in this task: its caller is set once
+        # (anonymous until the listener authenticates the connection; common.security).
+        CALLER.set(
+            Caller(host=peer[0] if isinstance(peer, tuple) else "", listener=self._listener)
+        )
         try:
             await self._connection(reader, writer, where, host)
         except ConnectionError as e:

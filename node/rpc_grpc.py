@@ -30,6 +30,7 @@ from google.protobuf.message import DecodeError, Message
 
 from kafkasim.common.rpc import StreamHandler, UnaryHandler
 from kafkasim.common.rpc_grpc_client import GrpcOptions, GrpcTransport, serialize
+from kafkasim.common.security import CALLER, Caller
 from kafkasim.proto import METHODS, MethodSpec, check_servable
 
 __all__ = ["GrpcBrokerTransport", "GrpcServer"]
@@ -70,8 +71,25 @@ def _deserializer(spec: MethodSpec) -> Callable[[bytes], Message | _Undecodable]
     return deserialize
 
 
+def peer_host(peer: str) -> str:
+    """The client's IP address from gRPC's peer string (``ipv4:127.0.0.1:5000``,
+    ``ipv6:[::1]:5000``); "" for any other kind of peer."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    if kind == "ipv6":
+        return rest.rpartition(":")[0].strip("[]")
+    return ""
+
+
+def _set_caller(context: Any) -> None:
+    """The caller of this call, for the task that runs its handler (common.security)."""
+    CALLER.set(Caller(host=peer_host(context.peer())))
+
+
 def _unary_behaviour(spec: MethodSpec, handler: UnaryHandler) -> Any:
     async def behaviour(request: Message | _Undecodable, context: Any) -> Message:
+        _set_caller(context)
         if isinstance(request, _Undecodable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.describe())
         assert isinstance(request, Message)
@@ -116,6 +134,7 @@ def _stream_behaviour(spec: MethodSpec, handler: StreamHandler) -> Any:
     async def behaviour(
         requests: AsyncIterator[Message | _Undecodable], context: Any
     ) -> AsyncIterator[Message]:
+        _set_caller(context)
         wrapped = _Requests(requests)
         responses = handler(wrapped)
         try:
