@@ -36,7 +36,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
-from kafkasim.node import apis_cluster, kafka_apis_group
+from kafkasim.node import apis_cluster, authz_replica, kafka_apis_group
 from kafkasim.node import replica_types as rt
 from kafkasim.node.apis import BrokerServices
 from kafkasim.node.apis_replica import error_code
@@ -235,7 +235,9 @@ class KafkaProtocolApis:
             for part in topic.partition_data
         )
         params = rt.ProduceParams(int(body.acks), millis(body.timeout, 0), partitions)
-        results = await self.broker.replica_manager.append_records(params)
+        results = await authz_replica.append_records(
+            self.broker, params, getattr(body, "transactional_id", None)
+        )
         if params.acks == 0:
             failed = [r for r in results if r.error is not None]
             if failed:
@@ -296,7 +298,7 @@ class KafkaProtocolApis:
                 partitions,
                 int(getattr(body, "isolation_level", rt.READ_UNCOMMITTED)),
             )
-            results = await self.broker.replica_manager.fetch_messages(params)
+            results = await authz_replica.fetch_messages(self.broker, params)
         by_topic = group_by_topic(
             (
                 result.tp.topic,
@@ -338,7 +340,7 @@ class KafkaProtocolApis:
             partitions,
             int(getattr(body, "isolation_level", rt.READ_UNCOMMITTED)),
         )
-        results = list(self.broker.replica_manager.list_offsets(params))
+        results = await authz_replica.list_offsets(self.broker, params)
         by_topic = group_by_topic(
             (
                 result.tp.topic,
@@ -372,8 +374,8 @@ class KafkaProtocolApis:
             )
             for marker in request.body.markers
         )
-        results = await self.broker.replica_manager.write_txn_markers(
-            rt.WriteTxnMarkersParams(markers)
+        results = await authz_replica.write_txn_markers(
+            self.broker, rt.WriteTxnMarkersParams(markers)
         )
         answers = []
         for result in results:
@@ -402,7 +404,7 @@ class KafkaProtocolApis:
             for topic in body.topics
             for part in topic.partitions
         )
-        results = self.broker.replica_manager.offsets_for_leader_epoch(wanted)
+        results = await authz_replica.offsets_for_leader_epoch(self.broker, wanted)
         by_topic = group_by_topic(
             (
                 result.tp.topic,

@@ -12,7 +12,7 @@ from typing import Any
 
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
-from kafkasim.node import broker_admin
+from kafkasim.node import authz_replica, broker_admin
 from kafkasim.node import replica_types as rt
 from kafkasim.node.apis import BrokerServices
 from kafkasim.node.apis_replica import error_code
@@ -257,8 +257,8 @@ class KafkaDescribeApis:
         return describe_cluster_response(request, self.broker.metadata.describe([], self.listener))
 
     async def delete_records(self, request: KafkaRequest) -> Any:
-        results = await self.broker.replica_manager.delete_records(
-            delete_records_params(request.body)
+        results = await authz_replica.delete_records(
+            self.broker, delete_records_params(request.body)
         )
         return delete_records_response(response_schema(request), results)
 
