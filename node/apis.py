@@ -44,6 +44,7 @@ from kafkasim.node.admin_calls import RESOURCE_TYPE_TOPIC, AdminCalls
 from kafkasim.node.apis_group import group_handlers
 from kafkasim.node.apis_txn import txn_handlers
 from kafkasim.node.authz import RequestAuth, request_auth
+from kafkasim.node.authz_groups import AuthorizedGroups
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_records import OFFSETS_TOPIC
@@ -140,7 +141,7 @@ class KafkaApis:
             proto.METHOD_FIND_COORDINATOR: functools.partial(
                 self.handle_find_coordinator, listener=listener
             ),
-            **group_handlers(self.broker.groups),
+            **group_handlers(AuthorizedGroups(self.broker.groups, self.broker)),
             **txn_handlers(self.broker),
         }
 
@@ -364,6 +365,7 @@ class KafkaApis:
             topics,
             auto_create=request.allow_auto_topic_creation,
             listener=listener,
+            auth=request_auth(self.broker, "Metadata"),
         )
         return metadata_response(view)
 
@@ -371,7 +373,11 @@ class KafkaApis:
         self, request: pb.FindCoordinatorRequest, *, listener: str
     ) -> pb.FindCoordinatorResponse:
         answer = await apis_cluster.find_coordinator(
-            self.broker, request.key_type, request.key, listener
+            self.broker,
+            request.key_type,
+            request.key,
+            listener,
+            request_auth(self.broker, "FindCoordinator"),
         )
         if answer.address is None:
             return pb.FindCoordinatorResponse(
