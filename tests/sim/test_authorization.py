@@ -92,6 +92,22 @@ async def kafka(broker: Broker, api_key: int, version: int, **values: Any) -> An
     return response
 
 
+async def describe_all_acls(broker: Broker) -> Any:
+    """DescribeAcls v3 matching every binding."""
+    return await kafka(
+        broker,
+        29,
+        3,
+        resource_type_filter=1,
+        resource_name_filter=None,
+        pattern_type_filter=1,
+        principal_filter=None,
+        host_filter=None,
+        operation=1,
+        permission_type=1,
+    )
+
+
 def secured(tmp_path: Path, scenario: Callable[[SimCluster], Awaitable[Any]], **kw: Any) -> Any:
     return simulate(tmp_path, scenario, **{**SECURE, **kw})
 
@@ -301,40 +317,12 @@ def test_groups_transactions_and_acl_apis_need_their_rights(tmp_path: Path) -> N
         assert init.error_code == 0  # WRITE on a topic implies idempotence (KIP-679)
 
         # The ACL APIs: DESCRIBE, resp. ALTER, on the cluster.
-        described = await as_caller(
-            ALICE,
-            lambda: kafka(
-                broker,
-                29,
-                3,
-                resource_type_filter=1,
-                resource_name_filter=None,
-                pattern_type_filter=1,
-                principal_filter=None,
-                host_filter=None,
-                operation=1,
-                permission_type=1,
-            ),
-        )
+        described = await as_caller(ALICE, lambda: describe_all_acls(broker))
         assert described.error_code == CODE["CLUSTER_AUTHORIZATION_FAILED"]
         await authorizer.create_acls(
             [allow("User:alice", AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)]
         )
-        described = await as_caller(
-            ALICE,
-            lambda: kafka(
-                broker,
-                29,
-                3,
-                resource_type_filter=1,
-                resource_name_filter=None,
-                pattern_type_filter=1,
-                principal_filter=None,
-                host_filter=None,
-                operation=1,
-                permission_type=1,
-            ),
-        )
+        described = await as_caller(ALICE, lambda: describe_all_acls(broker))
         assert described.error_code == 0 and described.resources
 
     secured(tmp_path, scenario, brokers=1)
