@@ -408,3 +408,44 @@ class AclCache:
             for e in entries
             for op in allowing
         )
+
+    def authorize_by_resource_type(
+        self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """Kafka's ``authorizeByResourceType`` (KIP-679): may ``principal`` do ``operation``
+        on at least one resource of ``resource_type``? Yes for a super user; no when a DENY
+        of the wildcard resource matches; yes when an ALLOW of a literal name or a prefix
+        matches that no matching DENY covers (a DENY of the same literal name or of a prefix
+        of it); otherwise ``allow.everyone.if.no.acl.found`` when no ACL of the type at all
+        matches the principal, host and operation."""
+        if principal in self.super_users:
+            return True
+        allowed: dict[PatternType, set[str]] = {
+            PatternType.LITERAL: set(),
+            PatternType.PREFIXED: set(),
+        }
+        denied: dict[PatternType, set[str]] = {
+            PatternType.LITERAL: set(),
+            PatternType.PREFIXED: set(),
+        }
+        for pattern, entries in self._acls.items():
+            if pattern.resource_type is not resource_type:
+                continue
+            for e in entries:
+                if e.matches(principal, host, operation, AclPermissionType.DENY):
+                    denied[pattern.pattern_type].add(pattern.name)
+                elif e.matches(principal, host, operation, AclPermissionType.ALLOW):
+                    allowed[pattern.pattern_type].add(pattern.name)
+        if WILDCARD_RESOURCE in denied[PatternType.LITERAL]:
+            return False
+
+        def covered(name: str) -> bool:
+            return any(name.startswith(prefix) for prefix in denied[PatternType.PREFIXED])
+
+        if any(
+            name not in denied[PatternType.LITERAL] and not covered(name)
+            for name in allowed[PatternType.LITERAL]
+        ) or any(not covered(prefix) for prefix in allowed[PatternType.PREFIXED]):
+            return True
+        has_any = any(p.resource_type is resource_type for p in self._acls)
+        return self.allow_if_no_acls and not has_any

@@ -58,6 +58,7 @@ from kafkasim.node.acl import (
     AclCache,
     AclOperation,
     ResourcePattern,
+    ResourceType,
     parse_super_users,
 )
 from kafkasim.node.config import BrokerConfig
@@ -65,6 +66,7 @@ from kafkasim.node.notification_passes import SerialPasses
 
 logger = logging.getLogger(__name__)
 audit = logging.getLogger("kafka.authorizer.logger")  # Kafka's authorizer logger name
+TRACE = 5  # log4j's TRACE, below logging.DEBUG
 
 UPDATE_ATTEMPTS_MAX = 10  # Kafka's maxUpdateRetries
 ACL_CHANGES_RETAINED = 100
@@ -120,18 +122,48 @@ class AclAuthorizer:
     # -- the decision -------------------------------------------------------------------------
 
     def authorize(
-        self, principal: str, host: str, operation: AclOperation, resource: ResourcePattern
+        self,
+        principal: str,
+        host: str,
+        operation: AclOperation,
+        resource: ResourcePattern,
+        *,
+        api: str = "",
+        log_if_allowed: bool = True,
+        log_if_denied: bool = True,
+        ref_count: int = 1,
     ) -> bool:
+        """The decision of ``node.acl``, logged as Kafka's ``AclAuthorizer`` logs it on
+        ``kafka.authorizer.logger``: a denial at INFO and an allowance at DEBUG, or at TRACE
+        (level 5) when the request only filters (``log_if_denied`` False) or computes
+        authorized operations (``log_if_allowed`` False)."""
         allowed = self.cache.authorize(principal, host, operation, resource)
-        audit.debug(
-            "Principal = %s is %s Operation = %s from host = %s on resource = %s",
-            principal,
-            "Allowed" if allowed else "Denied",
-            operation.pascal,
-            host,
-            resource,
+        level = (
+            (logging.DEBUG if log_if_allowed else TRACE)
+            if allowed
+            else (logging.INFO if log_if_denied else TRACE)
         )
+        if audit.isEnabledFor(level):
+            audit.log(
+                level,
+                "Principal = %s is %s Operation = %s from host = %s on resource = %s:%s:%s "
+                "for request = %s with resourceRefCount = %d",
+                principal,
+                "Allowed" if allowed else "Denied",
+                operation.pascal,
+                host,
+                resource.resource_type.pascal,
+                resource.pattern_type.name,
+                resource.name,
+                api,
+                ref_count,
+            )
         return allowed
+
+    def authorize_by_resource_type(
+        self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        return self.cache.authorize_by_resource_type(principal, host, operation, resource_type)
 
     def acls(self, binding_filter: AclBindingFilter) -> list[AclBinding]:
         return list(self.cache.bindings(binding_filter))

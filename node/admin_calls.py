@@ -33,7 +33,9 @@ from kafkasim.controller.api import (
 )
 from kafkasim.controller.topic_admin import error_result
 from kafkasim.controller.topic_configs import AlterConfigOp, OpType
-from kafkasim.node import topic_config_admin
+from kafkasim.node import authz_admin, topic_config_admin
+from kafkasim.node.acl import AclOperation
+from kafkasim.node.authz import RequestAuth
 from kafkasim.node.broker_config_admin import alter_broker_config
 from kafkasim.node.config import BrokerConfig
 from kafkasim.storage.config import LOG_CONFIG_DEF
@@ -90,9 +92,11 @@ async def create_topics(
     validate_only: bool = False,
     timeout_ms: int = 0,
     refused: Mapping[str, TopicResult] | None = None,
+    auth: RequestAuth | None = None,
 ) -> list[TopicResult]:
     """One result per topic, in order. ``refused``: topics the front door already refused
-    (a bad request field), answered as given and not sent on.
+    (a bad request field), answered as given and not sent on. ``auth``: the request's
+    authorization, checked as ``node.authz_admin`` says (None: the broker's own calls).
 
     An internal topic (``__consumer_offsets``, ``__transaction_state``) is refused with
     INVALID_REQUEST: only the brokers create it, with the partition count their
@@ -102,6 +106,9 @@ async def create_topics(
     see :mod:`node.topic_creation`); the refusal and its message are those of Kafka's
     KRaft controller for its internal topic."""
     answers = dict(refused or {})
+    if auth is not None:
+        names = [t.name for t in topics if t.name not in answers]
+        answers.update(authz_admin.create_topic_refusals(auth, names))
     for topic in topics:
         if topic.name in INTERNAL_TOPICS and topic.name not in answers:
             answers[topic.name] = TopicResult(
@@ -123,12 +130,22 @@ async def create_topics(
 
 
 async def delete_topics(
-    controller: AdminCalls | None, names: Sequence[str], *, timeout_ms: int = 0
+    controller: AdminCalls | None,
+    names: Sequence[str],
+    *,
+    timeout_ms: int = 0,
+    auth: RequestAuth | None = None,
 ) -> list[TopicResult]:
-    try:
-        return await _active(controller).delete_topics(names, timeout_ms=timeout_ms)
-    except KafkaError as e:
-        return [error_result(n, e) for n in names]
+    refused = {} if auth is None else authz_admin.delete_topic_refusals(auth, names)
+    rest = [n for n in names if n not in refused]
+    results: list[TopicResult] = []
+    if rest:
+        try:
+            results = await _active(controller).delete_topics(rest, timeout_ms=timeout_ms)
+        except KafkaError as e:
+            results = [error_result(n, e) for n in rest]
+    done = iter(results)
+    return [refused[n] if n in refused else next(done) for n in names]
 
 
 async def create_partitions(
@@ -137,13 +154,24 @@ async def create_partitions(
     *,
     validate_only: bool = False,
     timeout_ms: int = 0,
+    auth: RequestAuth | None = None,
 ) -> list[TopicResult]:
-    try:
-        return await _active(controller).create_partitions(
-            asks, validate_only=validate_only, timeout_ms=timeout_ms
-        )
-    except KafkaError as e:
-        return [error_result(a.topic, e) for a in asks]
+    refused = (
+        {}
+        if auth is None
+        else authz_admin.create_partitions_refusals(auth, [a.topic for a in asks])
+    )
+    rest = [a for a in asks if a.topic not in refused]
+    results: list[TopicResult] = []
+    if rest:
+        try:
+            results = await _active(controller).create_partitions(
+                rest, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+        except KafkaError as e:
+            results = [error_result(a.topic, e) for a in rest]
+    done = iter(results)
+    return [refused[a.topic] if a.topic in refused else next(done) for a in asks]
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +213,7 @@ async def alter_configs(
     validate_only: bool,
     refused: Mapping[int, ResourceResult] | None = None,
     broker_config: BrokerConfig | None = None,
+    auth: RequestAuth | None = None,
 ) -> list[ResourceResult]:
     """IncrementalAlterConfigs (and legacy AlterConfigs, see :func:`replace_all_ops`) on any
     broker: topic resources are written to ZooKeeper through this broker's session ``zk``
@@ -198,6 +227,14 @@ async def alter_configs(
         if index in answers:
             continue
         kind, name = alteration.resource_type, alteration.resource_name
+        denied = (
+            None
+            if auth is None
+            else authz_admin.config_refusal(auth, AclOperation.ALTER_CONFIGS, kind, name)
+        )
+        if denied is not None:
+            answers[index] = ResourceResult(kind, name, denied.code, denied.message)
+            continue
         if kind == RESOURCE_TYPE_TOPIC:
             topics.append((index, TopicConfigAlteration(name, alteration.ops)))
             continue
@@ -236,9 +273,14 @@ async def elect_leaders(
     controller: AdminCalls | None,
     election_type: int,
     partitions: Sequence[TopicPartition] | None,
+    auth: RequestAuth | None = None,
 ) -> dict[TopicPartition, ElectionOutcome] | KafkaError:
-    """The outcome per partition, or the error of the whole call (an unknown election type:
-    INVALID_REQUEST; NOT_CONTROLLER)."""
+    """The outcome per partition, or the error of the whole call (ALTER on the cluster
+    refused: CLUSTER_AUTHORIZATION_FAILED; an unknown election type: INVALID_REQUEST;
+    NOT_CONTROLLER)."""
+    refusal = None if auth is None else authz_admin.cluster_refusal(auth, AclOperation.ALTER)
+    if refusal is not None:
+        return refusal
     try:
         kind = ElectionType(election_type)
     except ValueError:

@@ -37,12 +37,14 @@ from kafkasim import proto
 from kafkasim.common.coordination import Coordination, CoordinationError
 from kafkasim.common.errors import error_for_name
 from kafkasim.controller import zk_data
-from kafkasim.node import apis_admin, apis_cluster, broker_admin
+from kafkasim.node import apis_admin, apis_cluster, authz_admin, authz_replica, broker_admin
 from kafkasim.node import apis_replica as replica
 from kafkasim.node.acl_authorizer import AclAuthorizer
 from kafkasim.node.admin_calls import RESOURCE_TYPE_TOPIC, AdminCalls
 from kafkasim.node.apis_group import group_handlers
 from kafkasim.node.apis_txn import txn_handlers
+from kafkasim.node.authz import RequestAuth, request_auth
+from kafkasim.node.authz_groups import AuthorizedGroups
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_records import OFFSETS_TOPIC
@@ -107,20 +109,23 @@ class KafkaApis:
             proto.METHOD_LIST_OFFSETS: self.handle_list_offsets,
             proto.METHOD_DELETE_RECORDS: self.handle_delete_records,
             proto.METHOD_CREATE_TOPICS: self._admin(
-                pb.CreateTopicsResponse, apis_admin.create_topics
+                "CreateTopics", pb.CreateTopicsResponse, apis_admin.create_topics
             ),
             proto.METHOD_DELETE_TOPICS: self._admin(
-                pb.DeleteTopicsResponse, apis_admin.delete_topics
+                "DeleteTopics", pb.DeleteTopicsResponse, apis_admin.delete_topics
             ),
             proto.METHOD_CREATE_PARTITIONS: self._admin(
-                pb.CreatePartitionsResponse, apis_admin.create_partitions
+                "CreatePartitions", pb.CreatePartitionsResponse, apis_admin.create_partitions
             ),
             proto.METHOD_ELECT_LEADERS: self._admin(
-                pb.ElectLeadersResponse, apis_admin.elect_leaders
+                "ElectLeaders", pb.ElectLeadersResponse, apis_admin.elect_leaders
             ),
             proto.METHOD_INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
             proto.METHOD_CONTROLLED_SHUTDOWN: self._admin(
-                pb.ControlledShutdownResponse, apis_admin.controlled_shutdown
+                "ControlledShutdown",
+                pb.ControlledShutdownResponse,
+                apis_admin.controlled_shutdown,
+                authorize_first=True,
             ),
             proto.METHOD_DESCRIBE_CLUSTER: functools.partial(
                 self.handle_describe_cluster, listener=listener
@@ -136,7 +141,7 @@ class KafkaApis:
             proto.METHOD_FIND_COORDINATOR: functools.partial(
                 self.handle_find_coordinator, listener=listener
             ),
-            **group_handlers(self.broker.groups),
+            **group_handlers(AuthorizedGroups(self.broker.groups, self.broker)),
             **txn_handlers(self.broker),
         }
 
@@ -150,7 +155,9 @@ class KafkaApis:
 
     async def handle_produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
         # acks=0 producers do not wait for this answer (it comes back at once: no purgatory).
-        results = await self.replica_manager.append_records(replica.produce_params(request))
+        results = await authz_replica.append_records(
+            self.broker, replica.produce_params(request), request.transactional_id or None
+        )
         return replica.produce_response(results, request.correlation_id)
 
     async def handle_produce_stream(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
@@ -160,7 +167,7 @@ class KafkaApis:
             yield await self.handle_produce(request)
 
     async def handle_fetch(self, request: pb.FetchRequest) -> pb.FetchResponse:
-        results = await self.replica_manager.fetch_messages(replica.fetch_params(request))
+        results = await authz_replica.fetch_messages(self.broker, replica.fetch_params(request))
         return replica.fetch_response(results)
 
     async def handle_replica_fetch(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
@@ -169,7 +176,9 @@ class KafkaApis:
             yield await self.handle_fetch(request)
 
     async def handle_list_offsets(self, request: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
-        results = self.replica_manager.list_offsets(replica.list_offsets_params(request))
+        results = await authz_replica.list_offsets(
+            self.broker, replica.list_offsets_params(request)
+        )
         return replica.list_offsets_response(results)
 
     async def handle_offsets_for_leader_epoch(
@@ -177,7 +186,7 @@ class KafkaApis:
     ) -> pb.OffsetsForLeaderEpochResponse:
         params = replica.offsets_for_leader_epoch_params(request)
         return replica.offsets_for_leader_epoch_response(
-            self.replica_manager.offsets_for_leader_epoch(params)
+            await authz_replica.offsets_for_leader_epoch(self.broker, params)
         )
 
     async def handle_write_txn_markers(
@@ -185,13 +194,15 @@ class KafkaApis:
     ) -> pb.WriteTxnMarkersResponse:
         params = replica.write_txn_markers_params(request)
         return replica.write_txn_markers_response(
-            await self.replica_manager.write_txn_markers(params)
+            await authz_replica.write_txn_markers(self.broker, params)
         )
 
     async def handle_delete_records(
         self, request: pb.DeleteRecordsRequest
     ) -> pb.DeleteRecordsResponse:
-        results = await self.replica_manager.delete_records(replica.delete_records_params(request))
+        results = await authz_replica.delete_records(
+            self.broker, replica.delete_records_params(request)
+        )
         return replica.delete_records_response(results)
 
     async def handle_describe_replicas(
@@ -245,6 +256,8 @@ class KafkaApis:
         self, request: pb.LeaderAndIsrRequest
     ) -> pb.LeaderAndIsrResponse:
         broker = self.broker
+        if refusal := authz_admin.cluster_action_refusal(request_auth(broker, "LeaderAndIsr")):
+            return pb.LeaderAndIsrResponse(error_code=refusal.code)
         if not await self._is_current_broker_epoch("LeaderAndIsr", request.broker_epoch):
             return pb.LeaderAndIsrResponse(error_code=STALE_BROKER_EPOCH)
         params = replica.leader_and_isr_params(request)
@@ -273,6 +286,8 @@ class KafkaApis:
         return replica.leader_and_isr_response(result)
 
     async def handle_stop_replica(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
+        if refusal := authz_admin.cluster_action_refusal(request_auth(self.broker, "StopReplica")):
+            return pb.StopReplicaResponse(error_code=refusal.code)
         if not await self._is_current_broker_epoch("StopReplica", request.broker_epoch):
             return pb.StopReplicaResponse(error_code=STALE_BROKER_EPOCH)
         params = replica.stop_replica_params(request)
@@ -290,6 +305,8 @@ class KafkaApis:
         self, request: pb.UpdateMetadataRequest
     ) -> pb.UpdateMetadataResponse:
         broker = self.broker
+        if refusal := authz_admin.cluster_action_refusal(request_auth(broker, "UpdateMetadata")):
+            return pb.UpdateMetadataResponse(error_code=refusal.code)
         if not await self._is_current_broker_epoch("UpdateMetadata", request.broker_epoch):
             return pb.UpdateMetadataResponse(error_code=STALE_BROKER_EPOCH)
         if request.controller_epoch < self.replica_manager.controller_epoch:
@@ -304,14 +321,25 @@ class KafkaApis:
         return pb.UpdateMetadataResponse()
 
     def _admin(
-        self, response_cls: type[Any], translate: Callable[[Any, Any], Awaitable[Any]]
+        self,
+        api: str,
+        response_cls: type[Any],
+        translate: Callable[[Any, Any, RequestAuth], Awaitable[Any]],
+        *,
+        authorize_first: bool = False,
     ) -> Handler:
+        """``authorize_first``: a request Kafka authorizes before it looks at the controller
+        (ControlledShutdown: CLUSTER_ACTION); the others are NOT_CONTROLLER first, as Kafka."""
+
         async def handler(request: Any) -> Any:
+            auth = request_auth(self.broker, api)
             controller = self.broker.controller
+            if authorize_first and (refusal := authz_admin.cluster_action_refusal(auth)):
+                return response_cls(error_code=refusal.code)
             if controller is None:
                 return apis_admin.not_controller_response(request, response_cls)
             # The controller raises NOT_CONTROLLER itself when it is not the active one.
-            return await translate(controller, request)
+            return await translate(controller, request, auth)
 
         return handler
 
@@ -320,7 +348,10 @@ class KafkaApis:
     ) -> pb.IncrementalAlterConfigsResponse:
         """Any broker, controller or not (the session read now: a new one after expiry)."""
         return await apis_admin.incremental_alter_configs(
-            self.broker.zk, request, self.broker.config
+            self.broker.zk,
+            request,
+            self.broker.config,
+            request_auth(self.broker, "IncrementalAlterConfigs"),
         )
 
     # -- cluster requests -------------------------------------------------------------------
@@ -334,6 +365,7 @@ class KafkaApis:
             topics,
             auto_create=request.allow_auto_topic_creation,
             listener=listener,
+            auth=request_auth(self.broker, "Metadata"),
         )
         return metadata_response(view)
 
@@ -341,7 +373,11 @@ class KafkaApis:
         self, request: pb.FindCoordinatorRequest, *, listener: str
     ) -> pb.FindCoordinatorResponse:
         answer = await apis_cluster.find_coordinator(
-            self.broker, request.key_type, request.key, listener
+            self.broker,
+            request.key_type,
+            request.key,
+            listener,
+            request_auth(self.broker, "FindCoordinator"),
         )
         if answer.address is None:
             return pb.FindCoordinatorResponse(

@@ -23,14 +23,15 @@ from kafkasim.controller.api import (
     TopicResult,
 )
 from kafkasim.controller.topic_configs import AlterConfigOp
-from kafkasim.node import admin_calls, broker_admin
+from kafkasim.node import admin_calls, authz_admin, broker_admin
 from kafkasim.node.admin_calls import AdminCalls, ConfigAlteration
+from kafkasim.node.authz import RequestAuth
 from kafkasim.node.config import BrokerConfig
 from kafkasim.proto import kafkasim_pb2 as pb
 
 
 async def create_topics(
-    controller: AdminCalls, request: pb.CreateTopicsRequest
+    controller: AdminCalls, request: pb.CreateTopicsRequest, auth: RequestAuth | None = None
 ) -> pb.CreateTopicsResponse:
     """Clients send -1 for "broker default" (proto3 reads an unset count as 0, which is
     INVALID_PARTITIONS, except next to a manual assignment, where it counts as unset).
@@ -48,22 +49,26 @@ async def create_topics(
         for t in request.topics
     ]
     results = await admin_calls.create_topics(
-        controller, topics, validate_only=request.validate_only, timeout_ms=request.timeout_ms
+        controller,
+        topics,
+        validate_only=request.validate_only,
+        timeout_ms=request.timeout_ms,
+        auth=auth,
     )
     return pb.CreateTopicsResponse(topics=[_topic_result_pb(r) for r in results])
 
 
 async def delete_topics(
-    controller: AdminCalls, request: pb.DeleteTopicsRequest
+    controller: AdminCalls, request: pb.DeleteTopicsRequest, auth: RequestAuth | None = None
 ) -> pb.DeleteTopicsResponse:
     results = await admin_calls.delete_topics(
-        controller, list(request.topic_names), timeout_ms=request.timeout_ms
+        controller, list(request.topic_names), timeout_ms=request.timeout_ms, auth=auth
     )
     return pb.DeleteTopicsResponse(topics=[_topic_result_pb(r) for r in results])
 
 
 async def create_partitions(
-    controller: AdminCalls, request: pb.CreatePartitionsRequest
+    controller: AdminCalls, request: pb.CreatePartitionsRequest, auth: RequestAuth | None = None
 ) -> pb.CreatePartitionsResponse:
     asks = [
         NewPartitions(
@@ -74,13 +79,20 @@ async def create_partitions(
         for t in request.topics
     ]
     results = await admin_calls.create_partitions(
-        controller, asks, validate_only=request.validate_only, timeout_ms=request.timeout_ms
+        controller,
+        asks,
+        validate_only=request.validate_only,
+        timeout_ms=request.timeout_ms,
+        auth=auth,
     )
     return pb.CreatePartitionsResponse(results=[_topic_result_pb(r) for r in results])
 
 
 async def incremental_alter_configs(
-    zk: Coordination, request: pb.IncrementalAlterConfigsRequest, broker_config: BrokerConfig
+    zk: Coordination,
+    request: pb.IncrementalAlterConfigsRequest,
+    broker_config: BrokerConfig,
+    auth: RequestAuth | None = None,
 ) -> pb.IncrementalAlterConfigsResponse:
     """Served by any broker: topic and broker resources are written to ZooKeeper through
     this broker's session ``zk`` (``node.topic_config_admin``, ``node.broker_config_admin``);
@@ -97,6 +109,7 @@ async def incremental_alter_configs(
         ],
         validate_only=request.validate_only,
         broker_config=broker_config,
+        auth=auth,
     )
     return pb.IncrementalAlterConfigsResponse(
         responses=[
@@ -112,8 +125,12 @@ async def incremental_alter_configs(
 
 
 async def controlled_shutdown(
-    controller: AdminCalls, request: pb.ControlledShutdownRequest
+    controller: AdminCalls, request: pb.ControlledShutdownRequest, auth: RequestAuth | None = None
 ) -> pb.ControlledShutdownResponse:
+    """Refused (CLUSTER_AUTHORIZATION_FAILED) without CLUSTER_ACTION on the cluster."""
+    refusal = None if auth is None else authz_admin.cluster_action_refusal(auth)
+    if refusal is not None:
+        return pb.ControlledShutdownResponse(error_code=refusal.code)
     try:
         remaining = await controller.controlled_shutdown(request.broker_id, request.broker_epoch)
     except KafkaError as e:
@@ -126,10 +143,10 @@ async def controlled_shutdown(
 
 
 async def elect_leaders(
-    controller: AdminCalls, request: pb.ElectLeadersRequest
+    controller: AdminCalls, request: pb.ElectLeadersRequest, auth: RequestAuth | None = None
 ) -> pb.ElectLeadersResponse:
     partitions = [TopicPartition(p.topic, p.partition) for p in request.partitions] or None
-    outcomes = await admin_calls.elect_leaders(controller, request.election_type, partitions)
+    outcomes = await admin_calls.elect_leaders(controller, request.election_type, partitions, auth)
     if isinstance(outcomes, KafkaError):
         return pb.ElectLeadersResponse(error_code=outcomes.code)
     return pb.ElectLeadersResponse(

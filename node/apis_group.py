@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from kafkasim import proto
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.apis_replica import error_code
+from kafkasim.node.authz_groups import AuthorizedGroups
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_types import (
     DeleteGroupsParams,
@@ -297,7 +298,9 @@ def _immediate(
     return handler
 
 
-def group_handlers(coordinator: GroupCoordinator) -> dict[str, Callable[[Any], Awaitable[Any]]]:
+def group_handlers(
+    coordinator: GroupCoordinator | AuthorizedGroups,
+) -> dict[str, Callable[[Any], Awaitable[Any]]]:
     """The gRPC methods the coordinator answers, by method name."""
     c = coordinator
     return {

@@ -17,8 +17,9 @@ from typing import Any
 
 from kafkasim import proto
 from kafkasim.common.types import TopicPartition
-from kafkasim.node import apis_cluster, txn_requests
+from kafkasim.node import apis_cluster, authz_txn, txn_requests
 from kafkasim.node.apis_replica import error_code
+from kafkasim.node.authz import request_auth
 from kafkasim.node.txn_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from kafkasim.node.txn_types import (
     AddOffsetsToTxnParams,
@@ -47,7 +48,9 @@ async def init_producer_id(
     broker: apis_cluster.ClusterServices, request: pb.InitProducerIdRequest
 ) -> pb.InitProducerIdResponse:
     """InitProducerId over gRPC (``node.apis_cluster.init_producer_id``)."""
-    answer = await apis_cluster.init_producer_id(broker, init_producer_id_request(request))
+    answer = await apis_cluster.init_producer_id(
+        broker, init_producer_id_request(request), request_auth(broker, "InitProducerId")
+    )
     return pb.InitProducerIdResponse(
         error_code=error_code(answer.error),
         producer_id=answer.producer_id,
@@ -123,9 +126,11 @@ def txn_handlers(
     async def add_partitions(
         request: pb.AddPartitionsToTxnRequest,
     ) -> pb.AddPartitionsToTxnResponse:
-        errors = await txn_requests.add_partitions_to_txn(
-            broker, add_partitions_to_txn_request(request)
+        params = add_partitions_to_txn_request(request)
+        refusals = authz_txn.add_partitions_refusals(
+            request_auth(broker, "AddPartitionsToTxn"), params.transactional_id, params.partitions
         )
+        errors = await txn_requests.add_partitions_to_txn(broker, params, refusals)
         return pb.AddPartitionsToTxnResponse(
             partitions=[
                 pb.PartitionError(topic=tp.topic, partition=tp.partition, error_code=error_code(e))
@@ -137,21 +142,30 @@ def txn_handlers(
         params = AddOffsetsToTxnParams(
             request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
         )
+        refusal = authz_txn.add_offsets_refusal(
+            request_auth(broker, "AddOffsetsToTxn"), request.transactional_id, request.group_id
+        )
         return pb.AddOffsetsToTxnResponse(
-            error_code=error_code(await txns.add_offsets_to_txn(params))
+            error_code=error_code(refusal or await txns.add_offsets_to_txn(params))
         )
 
     async def end_txn(request: pb.EndTxnRequest) -> pb.EndTxnResponse:
+        refusal = authz_txn.transactional_id_refusal(
+            request_auth(broker, "EndTxn"), request.transactional_id
+        )
         return pb.EndTxnResponse(
-            error_code=error_code(await txns.end_txn(end_txn_request(request)))
+            error_code=error_code(refusal or await txns.end_txn(end_txn_request(request)))
         )
 
     async def describe(
         request: pb.DescribeTransactionsRequest,
     ) -> pb.DescribeTransactionsResponse:
+        auth = request_auth(broker, "DescribeTransactions")
         return pb.DescribeTransactionsResponse(
             transactions=[
-                transaction_description(txns.describe_transaction(tid))
+                transaction_description(
+                    authz_txn.described(auth, tid) or txns.describe_transaction(tid)
+                )
                 for tid in request.transactional_ids
             ]
         )
@@ -160,7 +174,9 @@ def txn_handlers(
         listing = txns.list_transactions(
             frozenset(request.producer_id_filters), frozenset(request.state_filters)
         )
-        return list_transactions_response(listing)
+        return list_transactions_response(
+            authz_txn.listed(request_auth(broker, "ListTransactions"), listing)
+        )
 
     return {
         proto.METHOD_INIT_PRODUCER_ID: handle_init_producer_id,

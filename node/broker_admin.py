@@ -25,7 +25,11 @@ from kafkasim.common.coordination import Coordination, NoNodeError
 from kafkasim.common.errors import KafkaError, error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
+from kafkasim.node import authz_admin, authz_replica
+from kafkasim.node.acl import AclOperation
+from kafkasim.node.acl_authorizer import AclAuthorizer
 from kafkasim.node.admin_calls import RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC
+from kafkasim.node.authz import request_auth
 from kafkasim.node.broker_config_admin import DYNAMIC_BROKER_KEYS
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.metadata_cache import MetadataCache
@@ -63,6 +67,9 @@ class AdminServices(Protocol):
     zk: Coordination
     metadata: MetadataCache
     replica_manager: ReplicaManager
+
+    @property
+    def authorizer(self) -> AclAuthorizer | None: ...
 
 
 # -- DescribeConfigs ------------------------------------------------------------------------------
@@ -123,10 +130,16 @@ async def describe_configs(
 ) -> list[ResourceConfigs]:
     """One answer per resource, in order: topics (their effective configs), this broker (its
     id as the name) or the cluster-wide dynamic broker defaults (an empty name); another
-    broker's id or another type is INVALID_REQUEST."""
+    broker's id or another type is INVALID_REQUEST. Each resource needs DESCRIBE_CONFIGS on
+    the topic, or on the cluster for a broker (``node.authz_admin``)."""
+    auth = request_auth(broker, "DescribeConfigs")
     answers: list[ResourceConfigs] = []
     for resource in resources:
         kind, name = resource.resource_type, resource.resource_name
+        refusal = authz_admin.config_refusal(auth, AclOperation.DESCRIBE_CONFIGS, kind, name)
+        if refusal is not None:
+            answers.append(ResourceConfigs(kind, name, refusal))
+            continue
         try:
             if kind == RESOURCE_TYPE_TOPIC:
                 configs = await _topic_configs(broker, name)
@@ -324,11 +337,18 @@ def describe_producers(
 ) -> list[PartitionProducers]:
     """The producers each partition's log remembers (Kafka's ``activeProducerState``): any
     replica on this broker answers; a partition it does not hold is NOT_LEADER_OR_FOLLOWER
-    when the cluster has it, else UNKNOWN_TOPIC_OR_PARTITION."""
+    when the cluster has it, else UNKNOWN_TOPIC_OR_PARTITION; one whose topic the caller may
+    not READ, TOPIC_AUTHORIZATION_FAILED (as Kafka)."""
     out = []
     hosted = broker.replica_manager.partitions
+    refused = authz_replica.topic_refusals(
+        request_auth(broker, "DescribeProducers"), AclOperation.READ, partitions
+    )
     for tp in partitions:
         partition = hosted.get(tp)
+        if tp in refused:
+            out.append(PartitionProducers(tp, refused[tp]))
+            continue
         if partition is None:
             error: KafkaError = (
                 NotLeaderOrFollowerError(f"Broker {broker.broker_id} holds no replica of {tp}")

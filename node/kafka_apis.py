@@ -36,10 +36,12 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
-from kafkasim.node import apis_cluster, kafka_apis_group
+from kafkasim.node import apis_cluster, authz_replica, kafka_apis_group
 from kafkasim.node import replica_types as rt
+from kafkasim.node.acl import CLUSTER_NAME, ResourceType
 from kafkasim.node.apis import BrokerServices
 from kafkasim.node.apis_replica import error_code
+from kafkasim.node.authz import request_auth
 from kafkasim.node.kafka_apis_acls import KafkaAclApis
 from kafkasim.node.kafka_apis_admin import KafkaAdminApis
 from kafkasim.node.kafka_apis_describe import KafkaDescribeApis
@@ -150,12 +152,16 @@ class KafkaProtocolApis:
         # v0: an empty list means every topic; v1+: null means every topic.
         topics = None if asked is None or (request.api_version == 0 and not asked) else asked
         names = None if topics is None else [t.name for t in topics]
+        auth = request_auth(self.broker, "Metadata")
         view = await apis_cluster.describe_cluster(
             self.broker,
             names,
             auto_create=getattr(body, "allow_auto_topic_creation", True),
             listener=self.listener,
+            auth=auth,
         )
+        topic_ops = getattr(body, "include_topic_authorized_operations", False)
+        cluster_ops = getattr(body, "include_cluster_authorized_operations", False)
         return build(
             response_schema(request),
             brokers=[
@@ -182,25 +188,36 @@ class KafkaProtocolApis:
                         }
                         for p in t.partitions
                     ],
-                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+                    "topic_authorized_operations": (
+                        auth.operations(ResourceType.TOPIC, t.name)
+                        if topic_ops and t.error is None
+                        else AUTHORIZED_OPERATIONS_OMITTED
+                    ),
                 }
                 for t in view.topics
             ],
-            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            cluster_authorized_operations=(
+                auth.operations(ResourceType.CLUSTER, CLUSTER_NAME)
+                if cluster_ops
+                else AUTHORIZED_OPERATIONS_OMITTED
+            ),
         )
 
     async def find_coordinator(self, request: KafkaRequest) -> Any:
         body = request.body
         key_type = getattr(body, "key_type", apis_cluster.COORDINATOR_GROUP)
+        auth = request_auth(self.broker, "FindCoordinator")
         if request.api_version >= 4:
             coordinators = []
             for key in body.coordinator_keys:
                 answer = await apis_cluster.find_coordinator(
-                    self.broker, key_type, key, self.listener
+                    self.broker, key_type, key, self.listener, auth
                 )
                 coordinators.append({"key": key, **self._coordinator(answer)})
             return build(response_schema(request), coordinators=coordinators)
-        answer = await apis_cluster.find_coordinator(self.broker, key_type, body.key, self.listener)
+        answer = await apis_cluster.find_coordinator(
+            self.broker, key_type, body.key, self.listener, auth
+        )
         return build(response_schema(request), self._coordinator(answer))
 
     @staticmethod
@@ -235,7 +252,9 @@ class KafkaProtocolApis:
             for part in topic.partition_data
         )
         params = rt.ProduceParams(int(body.acks), millis(body.timeout, 0), partitions)
-        results = await self.broker.replica_manager.append_records(params)
+        results = await authz_replica.append_records(
+            self.broker, params, getattr(body, "transactional_id", None)
+        )
         if params.acks == 0:
             failed = [r for r in results if r.error is not None]
             if failed:
@@ -296,7 +315,7 @@ class KafkaProtocolApis:
                 partitions,
                 int(getattr(body, "isolation_level", rt.READ_UNCOMMITTED)),
             )
-            results = await self.broker.replica_manager.fetch_messages(params)
+            results = await authz_replica.fetch_messages(self.broker, params)
         by_topic = group_by_topic(
             (
                 result.tp.topic,
@@ -338,7 +357,7 @@ class KafkaProtocolApis:
             partitions,
             int(getattr(body, "isolation_level", rt.READ_UNCOMMITTED)),
         )
-        results = list(self.broker.replica_manager.list_offsets(params))
+        results = await authz_replica.list_offsets(self.broker, params)
         by_topic = group_by_topic(
             (
                 result.tp.topic,
@@ -372,8 +391,8 @@ class KafkaProtocolApis:
             )
             for marker in request.body.markers
         )
-        results = await self.broker.replica_manager.write_txn_markers(
-            rt.WriteTxnMarkersParams(markers)
+        results = await authz_replica.write_txn_markers(
+            self.broker, rt.WriteTxnMarkersParams(markers)
         )
         answers = []
         for result in results:
@@ -402,7 +421,7 @@ class KafkaProtocolApis:
             for topic in body.topics
             for part in topic.partitions
         )
-        results = self.broker.replica_manager.offsets_for_leader_epoch(wanted)
+        results = await authz_replica.offsets_for_leader_epoch(self.broker, wanted)
         by_topic = group_by_topic(
             (
                 result.tp.topic,

@@ -12,9 +12,9 @@ Kafka's answers:
   what is wrong, and nothing of it is written;
 * a write that fails in ZooKeeper: UNKNOWN_SERVER_ERROR with the reason.
 
-Who may call them (Kafka requires ALTER, resp. DESCRIBE, on the cluster) is checked by the
-request layer's enforcement, not here. Pure translations (``*_params``, ``*_response``) are
-module functions, unit-tested without a broker.
+Who may call them: DescribeAcls needs DESCRIBE on the cluster, CreateAcls and DeleteAcls ALTER
+(CLUSTER_AUTHORIZATION_FAILED otherwise, for the request or every item), as Kafka. Pure
+translations (``*_params``, ``*_response``) are module functions, unit-tested without a broker.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ from kafkasim.node.acl import (
 from kafkasim.node.acl_authorizer import AclStorageError, DeletedAcl
 from kafkasim.node.apis import BrokerServices
 from kafkasim.node.apis_replica import error_code
+from kafkasim.node.authz import request_auth
+from kafkasim.node.authz_admin import cluster_refusal
 from kafkasim.node.kafka_codec import KafkaRequest, build, error_message, response_schema
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
@@ -196,6 +198,9 @@ class KafkaAclApis:
         authorizer = self.broker.authorizer
         if authorizer is None:
             return describe_acls_response(request, [], SecurityDisabledError(NO_AUTHORIZER))
+        refusal = cluster_refusal(request_auth(self.broker, "DescribeAcls"), AclOperation.DESCRIBE)
+        if refusal is not None:
+            return describe_acls_response(request, [], refusal)
         binding_filter = acl_filter(request.body)
         try:
             binding_filter.validate()
@@ -210,6 +215,9 @@ class KafkaAclApis:
             return create_acls_response(
                 request, [SecurityDisabledError(NO_AUTHORIZER) for _ in creations]
             )
+        refusal = cluster_refusal(request_auth(self.broker, "CreateAcls"), AclOperation.ALTER)
+        if refusal is not None:
+            return create_acls_response(request, [refusal for _ in creations])
         errors: list[KafkaError | None] = [None] * len(creations)
         valid: list[tuple[int, AclBinding]] = []
         for i, creation in enumerate(creations):
@@ -232,6 +240,9 @@ class KafkaAclApis:
             return delete_acls_response(
                 request, [SecurityDisabledError(NO_AUTHORIZER) for _ in filters]
             )
+        refusal = cluster_refusal(request_auth(self.broker, "DeleteAcls"), AclOperation.ALTER)
+        if refusal is not None:
+            return delete_acls_response(request, [refusal for _ in filters])
         results: list[KafkaError | Sequence[DeletedAcl]] = [[] for _ in filters]
         valid: list[tuple[int, AclBindingFilter]] = []
         for i, body in enumerate(filters):

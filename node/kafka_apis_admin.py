@@ -34,6 +34,7 @@ from kafkasim.controller.topic_configs import AlterConfigOp, OpType
 from kafkasim.node import admin_calls, broker_admin
 from kafkasim.node.admin_calls import AdminCalls, ConfigAlteration, ResourceResult
 from kafkasim.node.apis import BrokerServices
+from kafkasim.node.authz import ClusterAuthorizationFailed, request_auth
 from kafkasim.node.kafka_codec import (
     KafkaRequest,
     build,
@@ -283,9 +284,12 @@ def elect_leaders_response(
     schema: type[Any],
     asked: Sequence[TopicPartition] | None,
     outcomes: dict[TopicPartition, ElectionOutcome],
+    *,
+    error_code: int = 0,
 ) -> Any:
     """Per partition, by topic. For an election over every partition (``asked`` None) the
-    partitions that needed none are left out (Kafka's rule)."""
+    partitions that needed none are left out (Kafka's rule). ``error_code``: the top-level
+    error (v1+; CLUSTER_AUTHORIZATION_FAILED, as Kafka answers a refused election)."""
     items = sorted(outcomes.items())
     if asked is None:
         items = [(tp, o) for tp, o in items if o.error_code != ELECTION_NOT_NEEDED]
@@ -302,7 +306,7 @@ def elect_leaders_response(
     )
     return build(
         schema,
-        error_code=0,
+        error_code=error_code,
         replica_election_results=[
             {"topic": topic, "partition_result": parts} for topic, parts in by_topic.items()
         ],
@@ -342,6 +346,7 @@ class KafkaAdminApis:
             validate_only=bool(getattr(body, "validate_only", False)),
             timeout_ms=millis(body.timeout, 0),
             refused=refused,
+            auth=request_auth(self.broker, "CreateTopics"),
         )
         created: dict[str, tuple[int, int, Sequence[broker_admin.DescribedConfig]]] = {}
         if request.api_version >= 5:
@@ -360,7 +365,10 @@ class KafkaAdminApis:
         names, refused = delete_topics_params(request)
         results = (
             await admin_calls.delete_topics(
-                self.controller, names, timeout_ms=millis(request.body.timeout, 0)
+                self.controller,
+                names,
+                timeout_ms=millis(request.body.timeout, 0),
+                auth=request_auth(self.broker, "DeleteTopics"),
             )
             if names
             else []
@@ -374,6 +382,7 @@ class KafkaAdminApis:
             create_partitions_params(body),
             validate_only=bool(body.validate_only),
             timeout_ms=millis(body.timeout, 0),
+            auth=request_auth(self.broker, "CreatePartitions"),
         )
         return create_partitions_response(response_schema(request), results)
 
@@ -391,17 +400,25 @@ class KafkaAdminApis:
             validate_only=bool(request.body.validate_only),
             refused=refused,
             broker_config=self.broker.config if incremental else None,
+            auth=request_auth(
+                self.broker, "IncrementalAlterConfigs" if incremental else "AlterConfigs"
+            ),
         )
         return alter_configs_response(response_schema(request), results)
 
     async def elect_leaders(self, request: KafkaRequest) -> Any:
         election_type, asked = elect_leaders_params(request)
-        outcomes = await admin_calls.elect_leaders(self.controller, election_type, asked)
+        outcomes = await admin_calls.elect_leaders(
+            self.controller, election_type, asked, request_auth(self.broker, "ElectLeaders")
+        )
         if not isinstance(outcomes, dict):
             # The whole call failed: the error for every partition asked (or held).
             wanted = asked if asked is not None else sorted(self.broker.metadata.partitions)
             failed = ElectionOutcome(outcomes.code, outcomes.message)
             return elect_leaders_response(
-                response_schema(request), wanted, dict.fromkeys(wanted, failed)
+                response_schema(request),
+                wanted,
+                dict.fromkeys(wanted, failed),
+                error_code=outcomes.code if isinstance(outcomes, ClusterAuthorizationFailed) else 0,
             )
         return elect_leaders_response(response_schema(request), asked, outcomes)

@@ -12,10 +12,12 @@ from typing import Any
 
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
-from kafkasim.node import broker_admin
+from kafkasim.node import authz_replica, broker_admin
 from kafkasim.node import replica_types as rt
+from kafkasim.node.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkasim.node.apis import BrokerServices
 from kafkasim.node.apis_replica import error_code
+from kafkasim.node.authz import ClusterAuthorizationFailed, request_auth
 from kafkasim.node.kafka_codec import (
     AUTHORIZED_OPERATIONS_OMITTED,
     KafkaRequest,
@@ -89,10 +91,12 @@ def describe_configs_response(
 # -- DescribeCluster ----------------------------------------------------------------------------
 
 
-def describe_cluster_response(request: KafkaRequest, view: ClusterView) -> Any:
+def describe_cluster_response(
+    request: KafkaRequest, view: ClusterView, operations: int = AUTHORIZED_OPERATIONS_OMITTED
+) -> Any:
     """The live brokers on the asking listener and the controller (-1: unknown). A v1 request
     for KRaft controllers' endpoints is UNSUPPORTED_ENDPOINT_TYPE (a ZooKeeper-mode broker's
-    answer). Authorized operations are never computed (kafkasim has no authorizer)."""
+    answer)."""
     endpoint_type = int(getattr(request.body, "endpoint_type", ENDPOINT_TYPE_BROKER))
     schema = response_schema(request)
     if endpoint_type != ENDPOINT_TYPE_BROKER:
@@ -116,7 +120,7 @@ def describe_cluster_response(request: KafkaRequest, view: ClusterView) -> Any:
             {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
             for b in view.brokers
         ],
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=operations,
     )
 
 
@@ -164,7 +168,7 @@ def describe_log_dirs_params(body: Any) -> set[TopicPartition] | None:
 
 
 def describe_log_dirs_response(
-    schema: type[Any], dirs: Sequence[broker_admin.LogDirDescription]
+    schema: type[Any], dirs: Sequence[broker_admin.LogDirDescription], top_error: int = 0
 ) -> Any:
     results = []
     for d in dirs:
@@ -187,7 +191,7 @@ def describe_log_dirs_response(
                 "usable_bytes": d.usable_bytes,
             }
         )
-    return build(schema, error_code=0, results=results)
+    return build(schema, error_code=top_error, results=results)
 
 
 # -- DescribeProducers --------------------------------------------------------------------------
@@ -254,15 +258,34 @@ class KafkaDescribeApis:
         return describe_configs_response(request, answers)
 
     async def describe_cluster(self, request: KafkaRequest) -> Any:
-        return describe_cluster_response(request, self.broker.metadata.describe([], self.listener))
+        """Anyone may ask; the cluster's authorized operations (when asked) need DESCRIBE on
+        it (0 without), as Kafka's ``computeDescribeClusterResponse``."""
+        operations = AUTHORIZED_OPERATIONS_OMITTED
+        if getattr(request.body, "include_cluster_authorized_operations", False):
+            auth = request_auth(self.broker, "DescribeCluster")
+            operations = (
+                auth.operations(ResourceType.CLUSTER, CLUSTER_NAME)
+                if auth.cluster(AclOperation.DESCRIBE)
+                else 0
+            )
+        return describe_cluster_response(
+            request, self.broker.metadata.describe([], self.listener), operations
+        )
 
     async def delete_records(self, request: KafkaRequest) -> Any:
-        results = await self.broker.replica_manager.delete_records(
-            delete_records_params(request.body)
+        results = await authz_replica.delete_records(
+            self.broker, delete_records_params(request.body)
         )
         return delete_records_response(response_schema(request), results)
 
     async def describe_log_dirs(self, request: KafkaRequest) -> Any:
+        """DESCRIBE on the cluster, else no log dirs and CLUSTER_AUTHORIZATION_FAILED (v3+
+        carry it; older versions see an empty answer), as Kafka."""
+        auth = request_auth(self.broker, "DescribeLogDirs")
+        if not auth.cluster(AclOperation.DESCRIBE):
+            return describe_log_dirs_response(
+                response_schema(request), [], ClusterAuthorizationFailed.code
+            )
         dirs = broker_admin.describe_log_dirs(self.broker, describe_log_dirs_params(request.body))
         return describe_log_dirs_response(response_schema(request), dirs)
 

@@ -43,6 +43,7 @@ from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.apis import BrokerServices
 from kafkasim.node.apis_replica import error_code
+from kafkasim.node.authz_groups import AuthorizedGroups
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_types import (
     NO_GENERATION,
@@ -128,7 +129,9 @@ class KafkaGroupApis:
     cache knows a partition (OffsetCommit and OffsetDelete refuse the others)."""
 
     def __init__(
-        self, coordinator: GroupCoordinator, known: Callable[[TopicPartition], bool]
+        self,
+        coordinator: GroupCoordinator | AuthorizedGroups,
+        known: Callable[[TopicPartition], bool],
     ) -> None:
         self.coordinator = coordinator
         self.known = known
@@ -464,4 +467,6 @@ class KafkaGroupApis:
 
 def group_table(broker: BrokerServices) -> Mapping[int, tuple[int, int, GroupHandler]]:
     """The group requests' handler table of ``broker``'s Kafka listeners."""
-    return KafkaGroupApis(broker.groups, lambda tp: tp in broker.metadata.partitions).table()
+    return KafkaGroupApis(
+        AuthorizedGroups(broker.groups, broker), lambda tp: tp in broker.metadata.partitions
+    ).table()

@@ -16,9 +16,10 @@ import datetime
 from typing import Any
 
 from kafkasim.common.types import TopicPartition
-from kafkasim.node import apis_cluster, txn_requests
+from kafkasim.node import apis_cluster, authz_txn, txn_requests
 from kafkasim.node.apis import BrokerServices
 from kafkasim.node.apis_replica import error_code
+from kafkasim.node.authz import request_auth
 from kafkasim.node.kafka_codec import KafkaRequest, build, group_by_topic, millis, response_schema
 from kafkasim.node.txn_types import (
     AddOffsetsToTxnParams,
@@ -108,7 +109,9 @@ class KafkaTxnApis:
 
     async def init_producer_id(self, request: KafkaRequest) -> Any:
         answer = await apis_cluster.init_producer_id(
-            self.broker, init_producer_id_request(request.body)
+            self.broker,
+            init_producer_id_request(request.body),
+            request_auth(self.broker, "InitProducerId"),
         )
         error = txn_requests.fenced_for_version(answer.error, request.api_version, 4)
         return build(
@@ -119,9 +122,13 @@ class KafkaTxnApis:
         )
 
     async def add_partitions_to_txn(self, request: KafkaRequest) -> Any:
-        errors = await txn_requests.add_partitions_to_txn(
-            self.broker, add_partitions_to_txn_request(request.body)
+        params = add_partitions_to_txn_request(request.body)
+        refusals = authz_txn.add_partitions_refusals(
+            request_auth(self.broker, "AddPartitionsToTxn"),
+            params.transactional_id,
+            params.partitions,
         )
+        errors = await txn_requests.add_partitions_to_txn(self.broker, params, refusals)
         version = request.api_version
         by_topic = group_by_topic(
             (
@@ -147,7 +154,9 @@ class KafkaTxnApis:
         params = AddOffsetsToTxnParams(
             body.transactional_id, int(body.producer_id), int(body.producer_epoch), body.group_id
         )
-        error = await self.broker.transactions.add_offsets_to_txn(params)
+        error = authz_txn.add_offsets_refusal(
+            request_auth(self.broker, "AddOffsetsToTxn"), body.transactional_id, body.group_id
+        ) or await self.broker.transactions.add_offsets_to_txn(params)
         error = txn_requests.fenced_for_version(error, request.api_version, 2)
         return build(response_schema(request), error_code=error_code(error))
 
@@ -157,16 +166,19 @@ class KafkaTxnApis:
         params = EndTxnParams(
             body.transactional_id, int(body.producer_id), int(body.producer_epoch), result
         )
-        error = await self.broker.transactions.end_txn(params)
+        error = authz_txn.transactional_id_refusal(
+            request_auth(self.broker, "EndTxn"), body.transactional_id
+        ) or await self.broker.transactions.end_txn(params)
         error = txn_requests.fenced_for_version(error, request.api_version, 2)
         return build(response_schema(request), error_code=error_code(error))
 
     async def describe_transactions(self, request: KafkaRequest) -> Any:
         txns = self.broker.transactions
+        auth = request_auth(self.broker, "DescribeTransactions")
         return build(
             response_schema(request),
             transaction_states=[
-                transaction_state(txns.describe_transaction(tid))
+                transaction_state(authz_txn.described(auth, tid) or txns.describe_transaction(tid))
                 for tid in request.body.transactional_ids
             ],
         )
@@ -178,6 +190,7 @@ class KafkaTxnApis:
             frozenset(body.state_filters),
             int(getattr(body, "duration_filter", -1)),
         )
+        listing = authz_txn.listed(request_auth(self.broker, "ListTransactions"), listing)
         return build(
             response_schema(request),
             error_code=error_code(listing.error),

@@ -52,9 +52,14 @@ def refused_partitions(
 
 
 async def add_partitions_to_txn(
-    broker: TxnServices, params: AddPartitionsToTxnParams
+    broker: TxnServices,
+    params: AddPartitionsToTxnParams,
+    refusals: dict[TopicPartition, Error] | None = None,
 ) -> dict[TopicPartition, Error]:
-    """AddPartitionsToTxn: each partition's error, in partition order."""
+    """AddPartitionsToTxn: each partition's error, in partition order (``refusals``: the
+    authorization's answer, ``node.authz_txn``, when it refuses)."""
+    if refusals:
+        return refusals
     refused = refused_partitions(broker.metadata, params.partitions)
     if refused:
         return {tp: refused.get(tp, OPERATION_NOT_ATTEMPTED) for tp in sorted(params.partitions)}

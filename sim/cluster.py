@@ -19,6 +19,7 @@ from typing import Any
 
 from kafkasim.client.simple import MinimalClient
 from kafkasim.common.coordination import Coordination
+from kafkasim.common.security import ANONYMOUS
 from kafkasim.node.broker import Broker, MarkerSenderFactory, controller_factory
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
@@ -117,7 +118,9 @@ class SimCluster:
         self.network.heal(broker_node(broker_id))
         broker = Broker(
             self._config(broker_id),
-            transport=SimTransport(self.network, broker_node(broker_id)),
+            transport=SimTransport(
+                self.network, broker_node(broker_id), f"User:{broker_node(broker_id)}"
+            ),
             coordination_factory=lambda: self._coordination_factory(broker_id),
             clock=self.clock,
             controller_factory=controller_factory(
@@ -172,8 +175,12 @@ class SimCluster:
 
     # -- clients and views ------------------------------------------------------------------
 
-    def client(self, name: str = "client", **kwargs: Any) -> MinimalClient:
-        transport = SimTransport(self.network, name)
+    def client(
+        self, name: str = "client", *, principal: str = ANONYMOUS, **kwargs: Any
+    ) -> MinimalClient:
+        """A client on its own node; ``principal``: who it authenticates as (brokers are
+        ``User:broker-<id>``)."""
+        transport = SimTransport(self.network, name, principal)
         self._clients.append(transport)
         return MinimalClient(
             transport, [broker_address(b) for b in self.broker_ids], self.clock, **kwargs

@@ -59,6 +59,7 @@ from typing import Any, TypeAlias
 from google.protobuf.message import Message
 
 from kafkasim.common.rpc import RpcError, RpcStatus, StreamHandler, UnaryHandler
+from kafkasim.common.security import ANONYMOUS, CALLER, Caller
 from kafkasim.proto import MethodSpec, check_servable, method_spec
 
 _log = logging.getLogger(__name__)
@@ -295,6 +296,7 @@ class _UnaryCall:
     future: asyncio.Future[bytes]
     dst: str = ""
     task: asyncio.Task[None] | None = None
+    principal: str = ANONYMOUS  # the caller's authenticated identity (its transport's)
 
     def resolve(self, outcome: bytes | RpcError) -> None:
         if self.future.done():
@@ -455,6 +457,7 @@ class _SimStream:
         self.target = target
         self.spec = spec
         self.client_node = transport.node
+        self.caller = Caller(transport.principal, transport.node)
         self.server_node = network.node_of(target)
         loop = network.loop
         self.client_inbox = _Inbox(loop)
@@ -512,6 +515,7 @@ class _SimStream:
         server.open_streams[self] = None
 
     async def _serve(self, handler: StreamHandler) -> None:
+        CALLER.set(self.caller)  # this task serves the stream's caller only
         responses = handler(_Requests(self.server_inbox))
         end: RpcError
         try:
@@ -711,6 +715,7 @@ class SimServer:
         task.add_done_callback(lambda _: deadline.cancel())
 
     async def _handle(self, call: _UnaryCall, handler: UnaryHandler, request: Message) -> None:
+        CALLER.set(Caller(call.principal, call.src))  # this task serves this call only
         outcome: bytes | RpcError
         try:
             outcome = call.spec.check_response(await handler(request)).SerializeToString()
@@ -725,9 +730,12 @@ class SimServer:
 class SimTransport:
     """One node's access to a :class:`SimNetwork`; implements ``common.rpc.Transport``."""
 
-    def __init__(self, network: SimNetwork, node: str) -> None:
+    def __init__(self, network: SimNetwork, node: str, principal: str = ANONYMOUS) -> None:
+        """``principal``: who this node's calls come from, as an authenticating transport
+        (mTLS, SASL) would tell the server (``common.security.Caller``; host: the node's name)."""
         self._network = network
         self.node = node
+        self.principal = principal
         self._closed = False
         self._calls: dict[_UnaryCall, None] = {}
         self._streams: dict[_SimStream, SimBidiStream] = {}
@@ -764,6 +772,7 @@ class SimTransport:
             deadline=loop.time() + timeout_s,
             future=loop.create_future(),
             dst=network.node_of(target),
+            principal=self.principal,
         )
         call.future.add_done_callback(_retrieve)
         self._calls[call] = None

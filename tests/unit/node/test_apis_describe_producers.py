@@ -24,6 +24,7 @@ def test_describe_producers_answers_from_the_local_replica(tmp_path: Path) -> No
     log.append_as_leader(b.marker(COMMIT, 4), leader_epoch=0, origin=AppendOrigin.COORDINATOR)
     here, elsewhere = TopicPartition("topic", 0), TopicPartition("topic", 1)
     broker = SimpleNamespace(
+        authorizer=None,
         broker_id=1,
         replica_manager=SimpleNamespace(partitions={here: SimpleNamespace(log=log)}),
         metadata=SimpleNamespace(partitions={here: None, elsewhere: None}),

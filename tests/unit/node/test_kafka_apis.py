@@ -110,6 +110,7 @@ class FakeBroker:
     metadata: FakeMetadata = field(default_factory=FakeMetadata)
     topic_creator: FakeTopicCreator = field(default_factory=FakeTopicCreator)
     broker_id: int = 1
+    authorizer: Any = None  # no authorizer: everything allowed
 
 
 def serve(

@@ -16,6 +16,7 @@ import pytest
 from kio.index import load_request_schema
 
 from kafkasim.common.errors import error_for_name
+from kafkasim.common.security import ANONYMOUS
 from kafkasim.node.acl_authorizer import AclAuthorizer
 from kafkasim.node.apis import BrokerServices
 from kafkasim.node.kafka_apis_acls import KafkaAclApis
@@ -75,7 +76,9 @@ def run(scenario: Callable[[KafkaAclApis, SimZooKeeperClient], Awaitable[None]])
     async def main() -> None:
         zk = SimZooKeeperClient(SimZooKeeperServer(), 6_000)
         await zk.start()
-        authorizer = AclAuthorizer(zk)
+        # The caller (anonymous here) is a super user: the ACL APIs need ALTER/DESCRIBE on
+        # the cluster.
+        authorizer = AclAuthorizer(zk, frozenset({ANONYMOUS}))
         await authorizer.start()
         apis = KafkaAclApis(cast(BrokerServices, SimpleNamespace(authorizer=authorizer)))
         try:

@@ -304,7 +304,7 @@ def test_elect_leaders_over_every_partition_leaves_out_those_not_needing_one() -
 
 def test_a_broker_without_a_controller_answers_not_controller_for_topic_changes() -> None:
     metadata = SimpleNamespace(partitions={TopicPartition("t", 0): None})
-    broker = SimpleNamespace(controller=None, config=config(), metadata=metadata)
+    broker = SimpleNamespace(controller=None, config=config(), metadata=metadata, authorizer=None)
     apis = ka.KafkaAdminApis(broker)  # type: ignore[arg-type]
 
     async def scenario() -> None:
@@ -332,7 +332,9 @@ def test_a_broker_without_a_controller_serves_config_changes() -> None:
     bench = ZooKeeperBench()
 
     async def scenario() -> None:
-        broker = SimpleNamespace(controller=None, zk=await bench.start(), config=config())
+        broker = SimpleNamespace(
+            controller=None, zk=await bench.start(), config=config(), authorizer=None
+        )
         apis = ka.KafkaAdminApis(broker)  # type: ignore[arg-type]
         resource = {"resource_type": 2, "resource_name": "t"}
         altered = await apis.incremental_alter_configs(
@@ -441,7 +443,7 @@ def test_describe_configs_response_synonyms_and_documentation_only_when_asked() 
 
 
 def test_broker_config_resource_must_name_this_broker() -> None:
-    broker = SimpleNamespace(broker_id=1, config=config())
+    broker = SimpleNamespace(broker_id=1, config=config(), authorizer=None)
     resources = [
         broker_admin.ConfigResource(4, "1", {"broker.id"}),
         broker_admin.ConfigResource(4, "2"),

@@ -80,6 +80,7 @@ class TxnBroker:
     producer_ids: FakeProducerIds = field(default_factory=FakeProducerIds)
     groups: FakeGroups = field(default_factory=FakeGroups)
     broker_id: int = 1
+    authorizer: None = None  # no authorizer: everything allowed
 
     @property
     def transactions(self) -> TransactionCoordinator:
