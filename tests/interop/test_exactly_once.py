@@ -347,6 +347,7 @@ def start_zombie(cluster: LocalCluster, tid: str, group: str, output: str, path:
     if line != STALLED:
         child.kill()
         child.wait()
+        child.stdout.close()
         raise AssertionError(f"the zombie never stalled (said {line!r}, exit {child.returncode})")
     return child
 
@@ -361,6 +362,8 @@ def test_a_zombie_producers_open_transaction_is_aborted_by_its_successor(
     child = start_zombie(kafka_cluster, tid, group, output, zombie_path, log.began)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
+    assert child.stdout is not None
+    child.stdout.close()
     zombie_ops = History.read(zombie_path).ops
     open_txn = f"{tid}:{STALL_AT}"
     zombie_writes = {
