@@ -18,8 +18,8 @@ report, ``info`` when the report is an error: librdkafka does not say whether it
 failed and the transaction was aborted instead) and each ``abort``. Transactions are named
 ``<transactional.id>:<n>``, ``n`` counting on across producer instances of one id.
 
-Run as ``python -m tests.interop.eos_loop BOOTSTRAP TXN_ID GROUP OUTPUT HISTORY STALL_AT BEGAN`` it is
-the producer a test SIGKILLs: it writes each op to HISTORY as a JSON line as it happens (times
+Run as ``python -m tests.interop.eos_loop BOOTSTRAP TXN_ID GROUP OUTPUT HISTORY STALL_AT BEGAN``
+it is the producer a test SIGKILLs: it writes each op to HISTORY as a JSON line as it happens (times
 since ``time.monotonic()`` was BEGAN, the test's own origin: one clock for the machine), and in
 transaction ``STALL_AT`` (after its records were delivered and its offsets sent, before the
 commit) prints ``stalled`` and sleeps until killed.
@@ -34,7 +34,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+)
 from confluent_kafka import TopicPartition as CkPartition
 
 from kafkasim.faults.history import READ_COMMITTED, Op, OpType
@@ -86,6 +93,7 @@ class EosLoop:
         self.log, self.process, self.next_txn = log, process, first_txn
         self.commit_ms: list[float] = []  # commit_transaction's duration, per commit ok
         self.aborted = 0
+        self.first_begin = self.last_commit = 0.0  # time.monotonic() of both
         self.producers = 0
         self.consumer = Consumer(
             {
@@ -128,7 +136,10 @@ class EosLoop:
         deadline = time.monotonic() + deadline_s
         ends = self.end_offsets()
         while True:
-            assert time.monotonic() < deadline, f"{self.process}: not done in {deadline_s} s"
+            assert time.monotonic() < deadline, (
+                f"{self.process}: not done in {deadline_s} s: committed {self.committed()} of "
+                f"{ends}; last ops {self.log.ops[-4:]}"
+            )
             batch = [m for m in self.consumer.consume(BATCH, 0.5) if m.error() is None]
             if batch:
                 if self.transact(batch, stall=self.next_txn == stall_at):
@@ -143,10 +154,11 @@ class EosLoop:
         commit_invoked = False
         try:
             self.producer.begin_transaction()
+            self.first_begin = self.first_begin or time.monotonic()
             for message in batch:
                 self.send(txn, message)
             positions = self.consumer.position(
-                [CkPartition(INPUT, p) for p in sorted({m.partition() for m in batch})]
+                [CkPartition(INPUT, p) for p in sorted({partition_of(m) for m in batch})]
             )
             metadata = self.consumer.consumer_group_metadata()
             self._retrying(
@@ -155,7 +167,7 @@ class EosLoop:
                 )
             )
             for tp in positions:
-                self._add(OpType.OK, "send_offsets", txn, INPUT, tp.partition, offset=tp.offset)
+                self._add(OpType.OK, "send_offsets", txn, (INPUT, tp.partition), offset=tp.offset)
             if stall:
                 self.producer.flush(CALL_TIMEOUT_S)
                 return True
@@ -165,7 +177,8 @@ class EosLoop:
             commit_invoked = True
             began = time.monotonic()
             self._retrying(lambda: self.producer.commit_transaction(CALL_TIMEOUT_S))
-            self.commit_ms.append(1000 * (time.monotonic() - began))
+            self.last_commit = time.monotonic()
+            self.commit_ms.append(1000 * (self.last_commit - began))
             self.producer.poll(0)  # the last delivery reports, if any are left
             self._add(OpType.OK, "commit", txn)
         except KafkaException as e:
@@ -174,16 +187,20 @@ class EosLoop:
 
     def send(self, txn: str, message: Message) -> None:
         value = f"out-{(message.value() or b'').decode()}"
-        partition = message.partition()
-        self._add(OpType.INVOKE, "send", txn, self.output, partition, value=value)
+        partition = partition_of(message)
+        self._add(OpType.INVOKE, "send", txn, (self.output, partition), value)
 
         def delivered(err: KafkaError | None, msg: Message) -> None:
             if err is None:
-                self._add(OpType.OK, "send", txn, self.output, partition, value=value, offset=msg.offset())
+                self._add(
+                    OpType.OK, "send", txn, (self.output, partition), value, offset=msg.offset()
+                )
             else:
-                self._add(OpType.INFO, "send", txn, self.output, partition, value=value, error=str(err))
+                self._add(OpType.INFO, "send", txn, (self.output, partition), value, error=str(err))
 
-        self.producer.produce(self.output, value.encode(), partition=partition, on_delivery=delivered)
+        self.producer.produce(
+            self.output, value.encode(), partition=partition, on_delivery=delivered
+        )
 
     def recover(self, txn: str, error: KafkaError, commit_invoked: bool) -> None:
         """After a failed transactional call: abort (or replace the producer) and rewind."""
@@ -238,8 +255,10 @@ class EosLoop:
                     raise
                 time.sleep(0.1)
 
-    def _add(self, type_: OpType, f: str, txn: str, topic: str = "", partition: int = -1, *,
-             value: str = "", offset: int | None = None, error: str | None = None) -> None:  # fmt: skip
+    def _add(self, type_: OpType, f: str, txn: str, where: tuple[str, int] = ("", -1),
+             value: str = "", *, offset: int | None = None,
+             error: str | None = None) -> None:  # fmt: skip
+        topic, partition = where
         group = self.group if f == "send_offsets" else None
         now = self.log.now_ms()
         if f in ("commit", "abort"):
@@ -248,6 +267,12 @@ class EosLoop:
         op = Op(type_, f, self.process, now, topic, partition, value, offset=offset, error=error,
                 idempotent=True, txn=txn, group=group)  # fmt: skip
         self.log.add(op)
+
+
+def partition_of(message: Message) -> int:
+    partition = message.partition()
+    assert partition is not None, message  # a record's message always names its partition
+    return partition
 
 
 def read_op(process: str, time_ms: int, message: Message) -> Op:
