@@ -92,6 +92,7 @@ class EosLoop:
         self.output, self.before_commit = output, before_commit
         self.log, self.process, self.next_txn = log, process, first_txn
         self.commit_ms: list[float] = []  # commit_transaction's duration, per commit ok
+        self.offsets_ms: list[float] = []  # send_offsets_to_transaction's, per call ok
         self.aborted = 0
         self.first_begin = self.last_commit = 0.0  # time.monotonic() of both
         self.producers = 0
@@ -161,11 +162,13 @@ class EosLoop:
                 [CkPartition(INPUT, p) for p in sorted({partition_of(m) for m in batch})]
             )
             metadata = self.consumer.consumer_group_metadata()
+            began = time.monotonic()
             self._retrying(
                 lambda: self.producer.send_offsets_to_transaction(
                     positions, metadata, CALL_TIMEOUT_S
                 )
             )
+            self.offsets_ms.append(1000 * (time.monotonic() - began))
             for tp in positions:
                 self._add(OpType.OK, "send_offsets", txn, (INPUT, tp.partition), offset=tp.offset)
             if stall:

@@ -229,7 +229,8 @@ def test_exactly_once_with_no_failure(kafka_cluster: LocalCluster, tmp_path: Pat
         f"{COUNT // len(ms) if ms else 0}+ records in {seconds:.2f} s "
         f"({len(ms) / seconds:.1f} transactions/s, {COUNT / seconds:.0f} records/s); "
         f"commit_transaction p50 {statistics.median(ms):.1f} ms, "
-        f"p99 {ms[min(len(ms) - 1, int(0.99 * len(ms)))]:.1f} ms, max {ms[-1]:.1f} ms"
+        f"p99 {ms[min(len(ms) - 1, int(0.99 * len(ms)))]:.1f} ms, max {ms[-1]:.1f} ms; "
+        f"send_offsets_to_transaction p50 {statistics.median(loop.offsets_ms):.1f} ms"
     )
 
 
