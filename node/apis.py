@@ -271,17 +271,22 @@ class KafkaApis:
             for state in params.partition_states:
                 if state.tp in failed:
                     continue
+                # Kafka's onLeadershipChange: a coordinator loads its partition when this
+                # broker newly leads it; a new leader epoch of a partition it already leads
+                # (an ISR change by the controller) is no election — reloading then would
+                # answer NOT_COORDINATOR to every group member and open transaction.
                 leads = state.leader == broker.broker_id
+                elected = state.tp in result.new_leaders
                 if state.tp.topic == OFFSETS_TOPIC:
-                    if leads:
+                    if elected:
                         broker.groups.elect(state.tp.partition, state.leader_epoch)
-                    else:
+                    elif not leads:
                         broker.groups.resign(state.tp.partition)
                 elif state.tp.topic == TRANSACTION_STATE_TOPIC:
                     # The coordinator epoch is the partition's leader epoch (Kafka's onElection).
-                    if leads:
+                    if elected:
                         txns.elect(state.tp.partition, state.leader_epoch)
-                    else:
+                    elif not leads:
                         txns.resign(state.tp.partition, state.leader_epoch)
         return replica.leader_and_isr_response(result)
 

@@ -481,6 +481,7 @@ class ReplicaManager:
         follow: list[FetchTarget] = []
         stop: list[TopicPartition] = []
         errors: list[tuple[TopicPartition, KafkaError | None]] = []
+        new_leaders: set[TopicPartition] = set()
         for state in params.partition_states:
             tp = state.tp
             if self.broker_id not in state.replicas:
@@ -505,7 +506,7 @@ class ReplicaManager:
             try:
                 partition = existing or self._create_partition(tp)
                 if state.leader == self.broker_id:
-                    partition.make_leader(
+                    became = partition.make_leader(
                         leader_epoch=state.leader_epoch,
                         isr=state.isr,
                         replicas=state.replicas,
@@ -513,6 +514,8 @@ class ReplicaManager:
                         controller_epoch=state.controller_epoch,
                         now_ms=now_ms,
                     )
+                    if became.became_leader:
+                        new_leaders.add(tp)
                     stop.append(tp)
                 else:
                     change = partition.make_follower(
@@ -535,7 +538,7 @@ class ReplicaManager:
             self.on_stop_following(stop)
         if follow:
             self.on_become_follower(follow)
-        return PartitionErrors(None, tuple(errors))
+        return PartitionErrors(None, tuple(errors), frozenset(new_leaders))
 
     def _create_partition(self, tp: TopicPartition) -> Partition:
         config = self._topic_config(tp.topic)

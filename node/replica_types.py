@@ -295,10 +295,14 @@ class StopReplicaParams:
 @dataclass(frozen=True, slots=True)
 class PartitionErrors:
     """The answer to LeaderAndIsr and StopReplica: a request-level ``error`` (then no
-    partition was touched) or one entry per partition, in the order asked."""
+    partition was touched) or one entry per partition, in the order asked. ``new_leaders``:
+    the partitions this LeaderAndIsr made this broker the leader of (it did not lead them
+    before: Kafka's ``partitionsBecomeLeader``, whose coordinators load on election; a new
+    leader epoch of a partition it already leads is not an election)."""
 
     error: KafkaError | None = None
     partitions: tuple[tuple[TopicPartition, KafkaError | None], ...] = ()
+    new_leaders: frozenset[TopicPartition] = frozenset()
 
     def failed(self) -> frozenset[TopicPartition]:
         return frozenset(tp for tp, error in self.partitions if error is not None)

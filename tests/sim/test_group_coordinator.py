@@ -396,3 +396,51 @@ def test_an_offsets_topic_an_older_run_made_smaller_still_places_every_group(
         assert [b.groups.partition_count for b in cluster.brokers.values()] == [3, 3, 3]
 
     simulate(tmp_path, scenario, **{**SETTINGS, "offsets.topic.num.partitions": 3})
+
+
+def test_a_new_leader_epoch_of_the_same_leader_does_not_reload_the_group(
+    tmp_path: Path,
+) -> None:
+    """A follower of the group's __consumer_offsets partition dies: the controller shrinks the
+    ISR with a new leader epoch, the leader stays. As Kafka (onElection only for a broker that
+    newly leads), the coordinator keeps its group: the member's heartbeat is answered, not
+    NOT_COORDINATOR, and the group is not loaded again."""
+
+    async def scenario(cluster: SimCluster) -> None:
+        client = cluster.client()
+        address = await coordinator(cluster, client)
+        tp = TopicPartition(OFFSETS_TOPIC, partition_for(GROUP, PARTITIONS))
+        leader = leader_of(cluster, tp)
+        # A session long enough to outlive the follower's detection without heartbeats.
+        a = await call(client, address, proto.METHOD_JOIN_GROUP, join(session_ms=60_000))
+        sync = pb.SyncGroupRequest(group_id=GROUP, generation_id=1, member_id=a.member_id)
+        assert (await call(client, address, proto.METHOD_SYNC_GROUP, sync)).error_code == 0
+        partition = cluster.brokers[leader].replica_manager.partitions[tp]
+        epoch = partition.leader_epoch
+        loads: list[int] = []
+        groups = cluster.brokers[leader].groups
+        original = groups.elect
+
+        def counting_elect(p: int, leader_epoch: int) -> Any:
+            if p == tp.partition:  # others may move here from the crashed broker
+                loads.append(leader_epoch)
+            return original(p, leader_epoch)
+
+        groups.elect = counting_elect  # type: ignore[method-assign]
+        follower = next(b for b in partition.isr if b != leader)
+        await cluster.crash(follower)
+        await cluster.wait_for(
+            lambda: partition.leader_epoch > epoch and follower not in partition.isr,
+            what="the ISR shrunk with a new leader epoch",
+        )
+        assert leader_of(cluster, tp) == leader
+        beat = await call(
+            client,
+            address,
+            proto.METHOD_HEARTBEAT,
+            pb.HeartbeatRequest(group_id=GROUP, generation_id=1, member_id=a.member_id),
+        )
+        assert beat.error_code == 0
+        assert loads == []
+
+    simulate(tmp_path, scenario, **SETTINGS)
