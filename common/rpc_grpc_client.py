@@ -33,6 +33,7 @@ Not thread-safe: one event loop owns a transport, its channels and streams.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,10 +42,17 @@ from google.protobuf.message import Message
 
 from kafkasim.common.errors import InvalidConfigError
 from kafkasim.common.rpc import RpcError, RpcStatus
-from kafkasim.common.tls import TlsMaterial
+from kafkasim.common.tls import TlsMaterial, client_tls
 from kafkasim.proto import MethodSpec, method_spec
 
-__all__ = ["GrpcBidiStream", "GrpcOptions", "GrpcTransport", "serialize", "status_for_grpc_code"]
+__all__ = [
+    "GrpcBidiStream",
+    "GrpcOptions",
+    "GrpcTransport",
+    "client_transport",
+    "serialize",
+    "status_for_grpc_code",
+]
 
 _MIB = 1024 * 1024
 
@@ -333,3 +341,10 @@ class GrpcTransport:
         channels, self._channels = self._channels, {}
         for channel in channels.values():
             await channel.channel.close()
+
+
+def client_transport(config: Mapping[str, object]) -> GrpcTransport:
+    """The transport a client config asks for: ``security.protocol=SSL`` with Kafka's
+    ``ssl.truststore.*``/``ssl.keystore.*`` keys makes TLS channels (mTLS with a keystore);
+    PLAINTEXT (the default) plain ones. INVALID_CONFIG naming a bad key."""
+    return GrpcTransport(tls=client_tls(config))

@@ -40,6 +40,7 @@ __all__ = [
     "SSL_KEYS",
     "TLS_PROTOCOLS",
     "TlsMaterial",
+    "client_tls",
     "load_tls",
     "principal_of_certificate",
 ]
@@ -348,6 +349,20 @@ def _pem_blocks(text: str) -> list[tuple[str, str]]:
             return out
         out.append((kind, rest[start : end + len(marker)] + "\n"))
         rest = rest[end + len(marker) :]
+
+
+def client_tls(config: Mapping[str, object]) -> TlsMaterial | None:
+    """The TLS of a client config (Kafka's client keys: ``security.protocol`` and the
+    ``ssl.*`` keys; other keys ignored): None for PLAINTEXT. INVALID_CONFIG naming the key."""
+    protocol = str(config.get("security.protocol") or "PLAINTEXT").upper()
+    if protocol == "PLAINTEXT":
+        return None
+    if protocol != "SSL":
+        raise InvalidConfigError(
+            f"Invalid value {protocol} for configuration security.protocol: kafkasim's clients "
+            "speak PLAINTEXT or SSL"
+        )
+    return load_tls({k: v for k, v in config.items() if k.startswith("ssl.")}, server=False)
 
 
 @functools.lru_cache(maxsize=1024)

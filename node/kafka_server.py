@@ -129,6 +129,9 @@ class KafkaListener:
             await writer.start_tls(self._ssl_context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
         except (ssl.SSLError, ConnectionError, TimeoutError, OSError) as e:
             reason = getattr(e, "reason", None) or str(e) or type(e).__name__
+            detail = getattr(e, "verify_message", None)  # why a certificate was refused
+            if detail:
+                reason = f"{reason}: {detail}"
             logger.info(
                 "kafka listener: Failed authentication with %s (SSL handshake failed: %s)",
                 where,
