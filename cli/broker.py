@@ -75,7 +75,9 @@ async def serve(config: BrokerConfig) -> None:
     config = await resolve_broker_id(config, coordination)
     broker = Broker(
         config,
-        transport=GrpcBrokerTransport(),
+        # Over a TLS inter-broker listener, brokers call each other with that listener's
+        # truststore and present its keystore as their client certificate (mutual TLS).
+        transport=GrpcBrokerTransport(tls=config.listener_tls(config.inter_broker_listener)),
         coordination_factory=coordination,
         clock=SystemClock(),
         controller_factory=controller_factory(lambda _broker_id: random.Random()),

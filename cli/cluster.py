@@ -58,6 +58,12 @@ def register(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="a broker config key for every broker (repeatable)",
     )
+    up.add_argument(
+        "--tls",
+        action="store_true",
+        help="TLS on every listener (mutual: client certificates required), with a throw-away "
+        "CA and certificates made under DIR/certs; the tools given --dir use them",
+    )
     up.set_defaults(func=cmd_up)
     status = verbs.add_parser("status", help="brokers, controller, partitions, HW and LEO")
     status.add_argument("--dir", type=Path, default=DEFAULT_DIR)
@@ -148,7 +154,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         if not sep:
             raise ValueError(f"--override expects KEY=VALUE, got {item!r}")
         props[key.strip()] = value.strip()
-    cluster = LocalCluster(root, brokers=args.brokers, broker_props=props, detached=True)
+    cluster = LocalCluster(
+        root, brokers=args.brokers, broker_props=props, detached=True, tls=args.tls
+    )
     try:
         cluster.start()
         asyncio.run(_wait_for_controller(cluster.zookeeper.connect_string, args.brokers))
@@ -236,6 +244,7 @@ async def _status(state: dict[str, Any], shown: StatusFilter) -> str:
             b.broker_id: b.metrics_url for b in cluster.brokers.values() if b.metrics_url
         },
         shown=shown,
+        client_properties=state.get("client_properties", {}),
     )
 
 

@@ -31,15 +31,16 @@ import argparse
 import asyncio
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers, security_properties
 from kafkasim.client.admin import AdminClient
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.config import read_properties
 from kafkasim.common.errors import InvalidConfigError, KafkaError, KafkasimError
-from kafkasim.common.rpc_grpc_client import GrpcTransport
+from kafkasim.common.rpc_grpc_client import GrpcTransport, client_transport
 
 ENTITY_TYPES = ("topics", "brokers")
 # Kafka's DescribeConfigs ConfigSource numbers and names.
@@ -107,14 +108,25 @@ def run(args: argparse.Namespace) -> int:
                 to_set.update(read_properties(args.add_config_file))
             to_delete = [k.strip() for item in args.delete_config for k in item.split(",")]
             to_delete = [k for k in to_delete if k]
-            asyncio.run(_alter(bootstrap, entity_type, name, to_set, to_delete))
+            asyncio.run(
+                _alter(
+                    bootstrap,
+                    entity_type,
+                    name,
+                    to_set,
+                    to_delete,
+                    security=security_properties(args),
+                )
+            )
             print(
                 "Completed updating default config for brokers in the cluster."
                 if entity_type == "brokers" and name == ""
                 else f"Completed updating config for {entity_type[:-1]} {name}."
             )
         else:
-            for line in asyncio.run(_describe(bootstrap, entity_type, name, args.all)):
+            for line in asyncio.run(
+                _describe(bootstrap, entity_type, name, args.all, security_properties(args))
+            ):
                 print(line)
     except (ConfigCommandError, InvalidConfigError) as e:
         print(e.message if isinstance(e, KafkaError) else str(e), file=sys.stderr)
@@ -204,9 +216,11 @@ async def _alter(
     name: str | None,
     to_set: dict[str, str],
     to_delete: list[str],
+    *,
+    security: Mapping[str, object] | None = None,
 ) -> None:
     assert name is not None  # _check_args
-    transport = GrpcTransport()
+    transport = client_transport(security or {})
     try:
         admin = _admin(bootstrap, transport)
         if entity_type == "brokers":
@@ -227,9 +241,13 @@ async def _alter(
 
 
 async def _describe(
-    bootstrap: list[str], entity_type: str, name: str | None, describe_all: bool
+    bootstrap: list[str],
+    entity_type: str,
+    name: str | None,
+    describe_all: bool,
+    security: Mapping[str, object] | None = None,
 ) -> list[str]:
-    transport = GrpcTransport()
+    transport = client_transport(security or {})
     try:
         admin = _admin(bootstrap, transport)
         if name is not None:

@@ -1,5 +1,8 @@
 """How an admin or client verb finds a cluster: Kafka's ``--bootstrap-server host:port[,…]``,
-or ``--dir`` of a ``kafkasim cluster up`` directory (its ``cluster.json`` names the brokers)."""
+or ``--dir`` of a ``kafkasim cluster up`` directory (its ``cluster.json`` names the brokers);
+and how it talks to it: Kafka's ``--command-config FILE`` (client properties such as
+``security.protocol=SSL`` and the ``ssl.*`` keys), over what a ``cluster up --tls``
+directory's ``cluster.json`` records."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import json
 from pathlib import Path
 
 from kafkasim.cli.cluster import STATE_FILE
+from kafkasim.common.config import read_properties
+from kafkasim.common.rpc_grpc_client import GrpcTransport, client_transport
 
 
 def add_bootstrap_args(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +24,34 @@ def add_bootstrap_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dir", type=Path, help="a 'kafkasim cluster up' directory, instead of --bootstrap-server"
     )
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="client properties, e.g. security.protocol=SSL and ssl.truststore.location "
+        "(Kafka's flag)",
+    )
+
+
+def security_properties(args: argparse.Namespace) -> dict[str, object]:
+    """The client properties of ``--dir``'s cluster (a ``cluster up --tls`` one records its
+    TLS settings) with ``--command-config``'s over them."""
+    props: dict[str, object] = {}
+    if getattr(args, "dir", None) is not None:
+        path = Path(args.dir) / STATE_FILE
+        if path.exists():
+            props.update(json.loads(path.read_text()).get("client_properties", {}))
+    command_config = getattr(args, "command_config", None)
+    if command_config is not None:
+        if not Path(command_config).is_file():
+            raise ValueError(f"--command-config {command_config}: no such file")
+        props.update(read_properties(Path(command_config)))
+    return props
+
+
+def transport_for(args: argparse.Namespace) -> GrpcTransport:
+    """The gRPC transport the flags ask for (TLS with ``security.protocol=SSL``)."""
+    return client_transport(security_properties(args))
 
 
 def bootstrap_servers(args: argparse.Namespace) -> list[str]:

@@ -25,12 +25,12 @@ import sys
 from collections.abc import Coroutine
 from typing import Any, TextIO, TypeVar
 
-from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers, security_properties
 from kafkasim.cli.console_producer import parse_properties
 from kafkasim.client.consumer import Consumer, ConsumerRecord
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import RequestTimedOutError
-from kafkasim.common.rpc_grpc_client import GrpcTransport
+from kafkasim.common.rpc_grpc_client import client_transport
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage.records.batch import TimestampType
 
@@ -147,6 +147,7 @@ def cmd_console_consumer(args: argparse.Namespace) -> int:
         raise ValueError("--max-messages must be at least 1")
     formatter = MessageFormatter(parse_properties(args.property, "--property"))
     config: dict[str, object] = {
+        **security_properties(args),
         **parse_properties(args.consumer_property, "--consumer-property"),
         "bootstrap.servers": ",".join(bootstrap_servers(args)),
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
@@ -168,7 +169,7 @@ async def consume(
     out: TextIO,
     err: TextIO,
 ) -> int:
-    transport = GrpcTransport()
+    transport = client_transport(config)
     clock = SystemClock()
     processed = 0
     # --timeout-ms bounds the wait for the first record from the start, as Kafka's first

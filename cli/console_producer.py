@@ -14,11 +14,11 @@ import asyncio
 import sys
 from typing import Any, TextIO
 
-from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers, security_properties
 from kafkasim.client.producer import Producer, RecordMetadata
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import KafkasimError
-from kafkasim.common.rpc_grpc_client import GrpcTransport
+from kafkasim.common.rpc_grpc_client import client_transport
 
 READER_PROPERTIES = ("parse.key", "key.separator", "ignore.error")
 
@@ -71,6 +71,7 @@ def cmd_console_producer(args: argparse.Namespace) -> int:
             f"unknown --property {', '.join(unknown)} (known: {', '.join(READER_PROPERTIES)})"
         )
     config: dict[str, object] = {
+        **security_properties(args),
         "bootstrap.servers": ",".join(bootstrap_servers(args)),
         **parse_properties(args.producer_property, "--producer-property"),
     }
@@ -95,7 +96,7 @@ async def produce_lines(
     if parse_key and not separator:
         raise ValueError("key.separator must not be empty")
     loop = asyncio.get_running_loop()
-    transport = GrpcTransport()
+    transport = client_transport(config)
     futures: list[asyncio.Future[RecordMetadata]] = []
     try:
         async with Producer(config, transport=transport, clock=SystemClock()) as producer:

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers, transport_for
 from kafkasim.cli.consumer_groups_reset import (
     NO_EXECUTE_WARNING,
     Plan,
@@ -31,7 +31,6 @@ from kafkasim.client.admin import AdminClient
 from kafkasim.client.admin_groups import GroupDescription
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import KafkaError, KafkasimError
-from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.sentinels import LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
 
@@ -99,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(action: str, args: argparse.Namespace, bootstrap: list[str]) -> list[str]:
-    transport = GrpcTransport()
+    transport = transport_for(args)
     admin = AdminClient(bootstrap, transport=transport, clock=SystemClock(), timeout_ms=30_000)
     try:
         if action == "list":

@@ -35,13 +35,13 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers, security_properties
 from kafkasim.cli.console_producer import parse_properties
 from kafkasim.client.admin import AdminClient
 from kafkasim.client.consumer import Consumer, ConsumerRebalanceListener
 from kafkasim.common.clock import Clock, SystemClock
 from kafkasim.common.config import read_properties
-from kafkasim.common.rpc_grpc_client import GrpcTransport
+from kafkasim.common.rpc_grpc_client import client_transport
 from kafkasim.common.types import TopicPartition
 
 _TIMING_FIELDS = (
@@ -336,7 +336,7 @@ async def measure(
         if settings.show_detailed_stats:
             print(progress_line(progress), file=out, flush=True)
 
-    transport = GrpcTransport()
+    transport = client_transport(config)
     try:
         admin = AdminClient(bootstrap, transport=transport, clock=clock)
         consumer = Consumer(config, transport=transport, clock=clock)
@@ -401,7 +401,7 @@ def consumer_config(args: argparse.Namespace, bootstrap: list[str]) -> dict[str,
     """The config file, then --consumer-props over it, then the tool's own settings (as Kafka
     puts its flags over the file): the bootstrap servers, reading from the earliest offset,
     --fetch-size when given (else the config's, else 1 MiB), client.id unless set."""
-    config: dict[str, object] = {}
+    config: dict[str, object] = security_properties(args)
     if args.consumer_config is not None:
         config.update(read_properties(args.consumer_config))
     config.update(parse_properties(args.consumer_props, "--consumer-props"))

@@ -20,14 +20,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers, security_properties
 from kafkasim.client.admin import AdminClient
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import KafkaError, KafkasimError
-from kafkasim.common.rpc_grpc_client import GrpcTransport
+from kafkasim.common.rpc_grpc_client import client_transport
 from kafkasim.common.types import TopicPartition
 
 SUPPORTED_VERSIONS = (1,)
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     offsets = parse_offset_json(read_offset_json(args.offset_json_file))
     bootstrap = bootstrap_servers(args)
     print("Executing records delete operation", flush=True)
-    results = asyncio.run(_delete(bootstrap, offsets))
+    results = asyncio.run(_delete(bootstrap, offsets, security_properties(args)))
     print("Records delete operation completed:")
     for tp in offsets:
         result = results[tp]
@@ -120,9 +121,11 @@ def _is_int(value: object) -> TypeGuard[int]:
 
 
 async def _delete(
-    bootstrap: list[str], offsets: dict[TopicPartition, int]
+    bootstrap: list[str],
+    offsets: dict[TopicPartition, int],
+    security: Mapping[str, object] | None = None,
 ) -> dict[TopicPartition, int | KafkaError]:
-    transport = GrpcTransport()
+    transport = client_transport(security or {})
     try:
         admin = AdminClient(bootstrap, transport=transport, clock=SystemClock())
         return await admin.delete_records_results(offsets)

@@ -141,6 +141,22 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
             "remove every ACL of a topic",
         ),
     ),
+    "certs": (
+        (
+            "kafkasim certs create --dir certs --brokers 3 --clients alice,bob",
+            "a throw-away CA, broker certificates and client certificates for alice and bob",
+        ),
+        (
+            "kafkasim cluster up --tls --dir cluster",
+            "a cluster with TLS (mutual) everywhere: it makes its own certificates",
+        ),
+        (
+            "kafkasim topics --bootstrap-server 127.0.0.1:9092 --command-config client.properties "
+            "--list",
+            "client.properties: security.protocol=SSL, ssl.truststore.type=PEM, "
+            "ssl.truststore.location=certs/ca.crt (and ssl.keystore.* for mutual TLS)",
+        ),
+    ),
     "configs": (
         (
             "kafkasim configs --dir cluster --describe --entity-type topics --entity-name events",

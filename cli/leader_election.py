@@ -16,14 +16,15 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers, security_properties
 from kafkasim.client.admin import AdminClient
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import ElectionNotNeededError, KafkaError
-from kafkasim.common.rpc_grpc_client import GrpcTransport
+from kafkasim.common.rpc_grpc_client import client_transport
 from kafkasim.common.types import TopicPartition
 
 
@@ -67,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
     elif single:
         partitions = [TopicPartition(args.topic, args.partition)]
     bootstrap = bootstrap_servers(args)
-    results = asyncio.run(_elect(bootstrap, args.election_type == "preferred", partitions))
+    results = asyncio.run(
+        _elect(bootstrap, args.election_type == "preferred", partitions, security_properties(args))
+    )
     kind = args.election_type.upper()
     elected = [tp for tp, error in results.items() if error is None]
     noop = [tp for tp, error in results.items() if isinstance(error, ElectionNotNeededError)]
@@ -89,9 +92,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _elect(
-    bootstrap: list[str], preferred: bool, partitions: list[TopicPartition] | None
+    bootstrap: list[str],
+    preferred: bool,
+    partitions: list[TopicPartition] | None,
+    security: Mapping[str, object] | None = None,
 ) -> dict[TopicPartition, KafkaError | None]:
-    transport = GrpcTransport()
+    transport = client_transport(security or {})
     try:
         admin = AdminClient(bootstrap, transport=transport, clock=SystemClock())
         return await admin.elect_leaders(preferred, partitions)

@@ -11,6 +11,7 @@ from importlib import metadata
 from kafkasim.cli import (
     acls,
     broker,
+    certs,
     chaos,
     check,
     cluster,
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     consumer_perf.register(sub)
     check.register(sub)
     acls.register(sub)
+    certs.register(sub)
     examples.attach(sub.choices)
     return parser
 

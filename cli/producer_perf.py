@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers, security_properties
 from kafkasim.client.producer import Producer, RecordMetadata, SendCallback
 from kafkasim.common.clock import Clock, SystemClock
-from kafkasim.common.rpc_grpc_client import GrpcTransport
+from kafkasim.common.rpc_grpc_client import client_transport
 
 REPORTING_INTERVAL_MS = 5_000
 # Kafka's send() blocks once buffer.memory (32 MiB) is full; this bounds what is unacknowledged.
@@ -79,7 +79,7 @@ def _parse_props(items: list[str], where: str) -> dict[str, object]:
 
 def _load_props(args: argparse.Namespace) -> dict[str, object]:
     """The config file first, then --producer-props over it (as Kafka merges them)."""
-    props: dict[str, object] = {}
+    props: dict[str, object] = security_properties(args)
     if args.producer_config is not None:
         lines = args.producer_config.read_text().splitlines()
         items = [line.strip() for line in lines if line.strip() and line.strip()[0] not in "#!"]
@@ -214,7 +214,7 @@ async def _perf(
     rng = random.Random(0)
     largest = max(len(p) for p in payloads)
     max_unacked = max(1, BUFFER_MEMORY_BYTES // max(largest, 1))
-    transport = GrpcTransport()
+    transport = client_transport(props)
     producer = Producer(props, transport=transport, clock=clock)
     stats = Stats(clock)
     errors: list[BaseException] = []

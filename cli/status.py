@@ -11,12 +11,13 @@ topic line)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kafkasim import proto
 from kafkasim.common.coordination import NoNodeError
 from kafkasim.common.rpc import RpcError
-from kafkasim.common.rpc_grpc_client import GrpcTransport
+from kafkasim.common.rpc_grpc_client import GrpcTransport, client_transport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.api import INTERNAL_TOPICS
@@ -48,14 +49,16 @@ async def describe_cluster(
     paused: set[int] | None = None,
     metrics_urls: dict[int, str] | None = None,
     shown: StatusFilter = StatusFilter(),
+    client_properties: Mapping[str, object] | None = None,
 ) -> str:
-    """``addresses``: each broker's gRPC listener (asked for its replicas);
+    """``addresses``: each broker's gRPC listener (asked for its replicas, over TLS when
+    ``client_properties`` say ``security.protocol=SSL``);
     ``kafka_addresses``: its Kafka-protocol listener, shown beside it; ``alive`` and
     ``paused``: its process's state (SIGSTOP: alive but paused); ``metrics_urls``: where it
     serves its Prometheus metrics."""
     zk = KazooCoordination(connect, 10_000)
     await zk.start()
-    transport = GrpcTransport()
+    transport = client_transport(client_properties or {})
     lines: list[str] = []
     try:
         registered = {int(b) for b in await zk.get_children(zk_data.BROKER_IDS)}

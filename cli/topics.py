@@ -13,7 +13,7 @@ import asyncio
 import sys
 from typing import Any
 
-from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers, transport_for
 from kafkasim.client.admin import AdminClient, NewTopic, PartitionDescription, TopicDescription
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import (
@@ -22,7 +22,6 @@ from kafkasim.common.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.controller.api import INTERNAL_TOPICS
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
@@ -112,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(action: str, args: argparse.Namespace, bootstrap: list[str]) -> list[str]:
-    transport = GrpcTransport()
+    transport = transport_for(args)
     admin = AdminClient(bootstrap, transport=transport, clock=SystemClock())
     try:
         if action == "create":

@@ -28,12 +28,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers
+from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers, transport_for
 from kafkasim.client.admin import AdminClient
 from kafkasim.client.admin_txn import ProducerState, TransactionDescription, TransactionListing
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import KafkaError
-from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 
 COMMANDS = ("list", "describe", "describe-producers")
@@ -143,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _with_admin(command: str, args: argparse.Namespace, bootstrap: list[str]) -> list[str]:
-    transport = GrpcTransport()
+    transport = transport_for(args)
     admin = AdminClient(bootstrap, transport=transport, clock=SystemClock(), timeout_ms=30_000)
     try:
         return await execute(command, args, admin, now_ms=SystemClock().time_ms())

@@ -10,6 +10,7 @@ from typing import Final
 
 from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.tls import CLIENT_SECURITY_KEYS
 
 __all__ = ["CONSUMER_CONFIG", "CONSUMER_KEYS", "ISOLATION_LEVELS"]
 
@@ -125,4 +126,6 @@ def _check_required(config: Config) -> None:
         )
 
 
-CONSUMER_CONFIG = ConfigDef(CONSUMER_KEYS, rules=(_check_required,), kind="consumer configuration")
+CONSUMER_CONFIG = ConfigDef(
+    (*CONSUMER_KEYS, *CLIENT_SECURITY_KEYS), rules=(_check_required,), kind="consumer configuration"
+)

@@ -17,6 +17,7 @@ from kafkasim.client.partitioner import PARTITIONERS
 from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import InvalidConfigError
 from kafkasim.common.sentinels import INT32_MAX
+from kafkasim.common.tls import CLIENT_SECURITY_KEYS
 from kafkasim.storage.records.compression import CompressionType
 
 __all__ = [
@@ -178,7 +179,7 @@ def _check_delivery_timeout(config: Config) -> None:
 
 
 PRODUCER_CONFIG = ConfigDef(
-    PRODUCER_KEYS,
+    (*PRODUCER_KEYS, *CLIENT_SECURITY_KEYS),
     rules=(_check_required, _check_idempotence, _check_transactional_id, _check_delivery_timeout),
     kind="producer configuration",
 )

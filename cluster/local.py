@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafkasim.cluster.certs import broker_name, load_or_create_ca
 from kafkasim.common.errors import KafkasimError
 from kafkasim.controller.zk_process import ZooKeeperProcess, free_loopback_port
 
@@ -52,6 +53,8 @@ def broker_error(output: str) -> str:
 
 
 SIGNAL_SETTLE_S = 5.0
+# The client certificate kafkasim's tools use on a TLS cluster (User:CN=admin,OU=kafkasim).
+CLIENT_CERT = "admin"
 
 
 @dataclass
@@ -155,9 +158,13 @@ class LocalCluster:
         broker_props: dict[str, object] | None = None,
         zookeeper: ZooKeeperProcess | None = None,
         detached: bool = False,
+        tls: bool = False,
     ) -> None:
         self.root = root
         self.detached = detached
+        # TLS on every listener, inter-broker traffic included, with client certificates
+        # required (mutual TLS): a throw-away CA and certificates under <root>/certs.
+        self.tls = tls
         self.root.mkdir(parents=True, exist_ok=True)
         self._own_zookeeper = zookeeper is None
         self.zookeeper = zookeeper or ZooKeeperProcess(root / "zookeeper", detached=detached)
@@ -193,6 +200,8 @@ class LocalCluster:
                 "log": str(self.zookeeper.log_path),
             },
             "overrides": {k: str(v) for k, v in self.broker_props.items()},
+            "tls": self.tls,
+            "client_properties": self.client_properties(),
             "metrics_base": self.metrics_base,
             "brokers": [
                 {
@@ -217,7 +226,14 @@ class LocalCluster:
         _, _, zk_port = state["zookeeper"]["connect"].rpartition(":")
         zookeeper = ZooKeeperProcess(root / "zookeeper", int(zk_port))
         props: dict[str, object] = dict(state.get("overrides", {}))
-        cluster = cls(root, brokers=0, broker_props=props, zookeeper=zookeeper, detached=True)
+        cluster = cls(
+            root,
+            brokers=0,
+            broker_props=props,
+            zookeeper=zookeeper,
+            detached=True,
+            tls=bool(state.get("tls", False)),
+        )
         cluster.metrics_base = int(state.get("metrics_base", -1))
         for b in state["brokers"]:
             data_dir = Path(b["data"])
@@ -242,6 +258,46 @@ class LocalCluster:
         """``bootstrap.servers`` for Kafka's own clients (kcat, librdkafka, Java, ...)."""
         return ",".join(b.kafka_address for b in self.brokers.values())
 
+    @property
+    def certs_dir(self) -> Path:
+        """Where a TLS cluster's CA and certificates are (cluster.certs)."""
+        return self.root / "certs"
+
+    def client_properties(self, client: str = CLIENT_CERT) -> dict[str, str]:
+        """Kafka's client properties for kafkasim's clients and tools to reach this cluster:
+        nothing for a plaintext one; TLS with ``client``'s certificate for a TLS one (made
+        on first use; principal ``User:CN=<client>,OU=kafkasim``)."""
+        if not self.tls:
+            return {}
+        ca = load_or_create_ca(self.certs_dir)
+        keystore = self.certs_dir / f"{client}.keystore.pem"
+        if not keystore.exists():
+            ca.issue(client)
+        return {
+            "security.protocol": "SSL",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(ca.certificate_path),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(keystore),
+        }
+
+    def _tls_props(self, broker: BrokerProcess) -> dict[str, object]:
+        ca = load_or_create_ca(self.certs_dir)
+        name = broker_name(broker.broker_id)
+        keystore = self.certs_dir / f"{name}.keystore.pem"
+        if not keystore.exists():
+            ca.issue(name, dns=("localhost", name), ips=("127.0.0.1",))
+        return {
+            "listeners": f"SSL://127.0.0.1:{broker.port},KAFKA://127.0.0.1:{broker.kafka_port}",
+            "listener.security.protocol.map": "SSL:SSL,KAFKA:SSL",
+            "inter.broker.listener.name": "SSL",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(ca.certificate_path),
+            "ssl.client.auth": "required",
+        }
+
     def _write_config(self, broker: BrokerProcess) -> None:
         props: dict[str, object] = {
             "broker.id": broker.broker_id,
@@ -260,6 +316,8 @@ class LocalCluster:
             "group.initial.rebalance.delay.ms": 0,
             "metrics.port": -1 if broker.metrics_port is None else broker.metrics_port,
         }
+        if self.tls:
+            props.update(self._tls_props(broker))
         props.update(self.broker_props)
         lines = [f"{k}={v}" for k, v in props.items()]
         broker.config_path.write_text("\n".join(lines) + "\n")

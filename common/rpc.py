@@ -18,11 +18,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from enum import Enum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from google.protobuf.message import Message
 
 from kafkasim.common.errors import KafkasimError
+
+if TYPE_CHECKING:
+    from kafkasim.common.tls import TlsMaterial
 
 
 class RpcStatus(Enum):
@@ -111,6 +114,11 @@ class Transport(ClientTransport, Protocol):
         address: str,
         unary: Mapping[str, UnaryHandler],
         streams: Mapping[str, StreamHandler],
+        *,
+        tls: TlsMaterial | None = None,
+        listener: str = "",
     ) -> RpcServer:
-        """A server for these handlers, keyed by full method name; not started yet."""
+        """A server for these handlers, keyed by full method name; not started yet. With
+        ``tls`` it speaks TLS (a transport without TLS, the simulation's, ignores it);
+        ``listener`` is the listener name its callers are told they came in on."""
         ...

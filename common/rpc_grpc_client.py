@@ -33,16 +33,26 @@ Not thread-safe: one event loop owns a transport, its channels and streams.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from google.protobuf.message import Message
 
+from kafkasim.common.errors import InvalidConfigError
 from kafkasim.common.rpc import RpcError, RpcStatus
+from kafkasim.common.tls import TlsMaterial, client_tls
 from kafkasim.proto import MethodSpec, method_spec
 
-__all__ = ["GrpcBidiStream", "GrpcOptions", "GrpcTransport", "serialize", "status_for_grpc_code"]
+__all__ = [
+    "GrpcBidiStream",
+    "GrpcOptions",
+    "GrpcTransport",
+    "client_transport",
+    "serialize",
+    "status_for_grpc_code",
+]
 
 _MIB = 1024 * 1024
 
@@ -130,8 +140,13 @@ def serialize(message: Message) -> bytes:
 class _Channel:
     """One channel to a target plus its multi-callables, built once per method."""
 
-    def __init__(self, target: str, options: GrpcOptions) -> None:
-        self.channel: Any = grpc.aio.insecure_channel(target, options=options.channel_options())
+    def __init__(self, target: str, options: GrpcOptions, tls: TlsMaterial | None) -> None:
+        if tls is None:
+            self.channel: Any = grpc.aio.insecure_channel(target, options=options.channel_options())
+        else:
+            self.channel = grpc.aio.secure_channel(
+                target, channel_credentials(tls), options=options.channel_options()
+            )
         self._unary: dict[str, Any] = {}
         self._streams: dict[str, Any] = {}
 
@@ -241,16 +256,42 @@ class GrpcBidiStream:
                 reading.exception()  # retrieved: nothing to log at garbage collection
 
 
+def channel_credentials(tls: TlsMaterial) -> Any:
+    """gRPC's channel credentials for ``tls``: the truststore (None: the system's), and our
+    certificate when there is one (mutual TLS)."""
+    return grpc.ssl_channel_credentials(
+        root_certificates=tls.trusted_pem,
+        private_key=tls.key_pem,
+        certificate_chain=tls.chain_pem,
+    )
+
+
+def check_grpc_client_tls(tls: TlsMaterial, key: str) -> None:
+    """gRPC channels always check that the server's certificate names the host: refuse a
+    config that turns it off (``key``: how ssl.endpoint.identification.algorithm is spelled)."""
+    if not tls.verify_hostname:
+        raise InvalidConfigError(
+            f"Invalid value (empty) for configuration {key}: gRPC always verifies the server's "
+            "host name; kafkasim's gRPC connections need https"
+        )
+
+
 class GrpcTransport:
-    """``common.rpc.ClientTransport`` over grpc.aio: insecure channels, one per target.
+    """``common.rpc.ClientTransport`` over grpc.aio: channels, one per target, insecure or
+    with ``tls`` (server verified against its truststore and host name; mTLS with a keystore).
 
     Channels are opened on first use and kept until ``close()``; gRPC reconnects them on its
     own (backoff capped by ``GrpcOptions``). ``open_stream`` must be called with the event loop
     running. After ``close()`` every call and stream fails with CANCELLED.
     """
 
-    def __init__(self, options: GrpcOptions | None = None) -> None:
+    def __init__(
+        self, options: GrpcOptions | None = None, *, tls: TlsMaterial | None = None
+    ) -> None:
+        if tls is not None:
+            check_grpc_client_tls(tls, "ssl.endpoint.identification.algorithm")
         self._options = options or GrpcOptions()
+        self._tls = tls
         self._channels: dict[str, _Channel] = {}
         self._streams: dict[GrpcBidiStream, None] = {}
         self._closed = False
@@ -260,7 +301,7 @@ class GrpcTransport:
             raise RpcError(RpcStatus.CANCELLED, "transport closed")
         channel = self._channels.get(target)
         if channel is None:
-            channel = _Channel(target, self._options)
+            channel = _Channel(target, self._options, self._tls)
             self._channels[target] = channel
         return channel
 
@@ -300,3 +341,10 @@ class GrpcTransport:
         channels, self._channels = self._channels, {}
         for channel in channels.values():
             await channel.channel.close()
+
+
+def client_transport(config: Mapping[str, object]) -> GrpcTransport:
+    """The transport a client config asks for: ``security.protocol=SSL`` with Kafka's
+    ``ssl.truststore.*``/``ssl.keystore.*`` keys makes TLS channels (mTLS with a keystore);
+    PLAINTEXT (the default) plain ones. INVALID_CONFIG naming a bad key."""
+    return GrpcTransport(tls=client_tls(config))

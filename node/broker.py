@@ -303,6 +303,7 @@ class Broker:
                     idle_timeout_ms=self.config["connections.max.idle.ms"],
                     ready=functools.partial(self.metadata.wait_ready, METADATA_READY_WAIT_S),
                     listener=name,
+                    tls=self.config.listener_tls(name),
                 )
                 await listener.start()
                 self.kafka_listeners[name] = listener
@@ -311,6 +312,8 @@ class Broker:
                 f"{host}:{port}",
                 self.metrics.instrument(self.apis.unary_handlers(name)),
                 self.metrics.instrument_streams(self.apis.stream_handlers()),
+                tls=self.config.listener_tls(name),
+                listener=name,
             )
             await server.start()
             self.servers[name] = server

@@ -14,6 +14,7 @@ from typing import Any
 
 from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.tls import SSL_KEYS, TLS_PROTOCOLS, TlsMaterial, load_tls
 from kafkasim.node.acl import InvalidAclError, parse_super_users
 from kafkasim.storage.config import BROKER_LOG_KEYS, LogConfig, topic_defaults_from_broker
 
@@ -270,9 +271,10 @@ def _check_broker_rules(config: Config) -> None:
                 f"No security protocol defined for listener {name} "
                 "in listener.security.protocol.map"
             )
-        if protocol != "PLAINTEXT":
+        if protocol not in SUPPORTED_PROTOCOLS:
             raise InvalidConfigError(
-                f"Listener {name} uses security protocol {protocol}: only PLAINTEXT is supported"
+                f"Listener {name} uses security protocol {protocol}: supported are "
+                f"{', '.join(SUPPORTED_PROTOCOLS)}"
             )
     wire = wire_protocol_map(config["listener.wire.protocol.map"], listeners)
     for name, (host, _port) in advertised.items():
@@ -300,13 +302,17 @@ def _check_broker_rules(config: Config) -> None:
 
 
 BROKER_CONFIG_DEF = ConfigDef(
-    [*BROKER_KEYS, *(key for key, _ in BROKER_LOG_KEYS)],
+    [*BROKER_KEYS, *SSL_KEYS, *(key for key, _ in BROKER_LOG_KEYS)],
     rules=[_check_broker_rules],
     kind="broker configuration",
 )
 
 
 DEFAULT_LISTENER = "PLAINTEXT"
+# The security protocols a listener may use (SASL's arrive with SASL authentication).
+SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL")
+_SSL_KEY_NAMES = frozenset(key.name for key in SSL_KEYS)
+_LISTENER_PREFIX = "listener.name."
 # Kafka's default listener.security.protocol.map: each protocol is also a listener name; and
 # KAFKA, the default name of the Kafka-protocol listener, is PLAINTEXT too.
 _DEFAULT_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -406,10 +412,29 @@ class BrokerConfig:
 
     config: Config
     dynamic: DynamicLayer = dataclasses.field(default_factory=DynamicLayer, compare=False)
+    # Per-listener ``listener.name.<listener>.ssl.*`` keys: {LISTENER: {ssl.key: value}}.
+    listener_overrides: Mapping[str, Mapping[str, str]] = dataclasses.field(
+        default_factory=dict, compare=False
+    )
+    # The loaded TLS material of each TLS listener (checked at parse).
+    tls: Mapping[str, TlsMaterial] = dataclasses.field(default_factory=dict, compare=False)
 
     @classmethod
     def from_props(cls, props: Mapping[str, object]) -> BrokerConfig:
-        return cls(BROKER_CONFIG_DEF.parse(props))
+        """Parse ``server.properties``; the TLS listeners' keystores and truststores are read
+        and checked too (INVALID_CONFIG naming the key)."""
+        plain = {k: v for k, v in props.items() if not k.startswith(_LISTENER_PREFIX)}
+        config = BROKER_CONFIG_DEF.parse(plain)
+        overrides = listener_overrides(props, config)
+        tls = _listener_tls(config, overrides)
+        inter_broker = (config["inter.broker.listener.name"] or DEFAULT_LISTENER).upper()
+        if inter_broker in tls and not tls[inter_broker].verify_hostname:
+            raise InvalidConfigError(
+                "Invalid value (empty) for configuration ssl.endpoint.identification.algorithm: "
+                f"the inter-broker listener {inter_broker} speaks gRPC, which always verifies "
+                "the broker's host name; set https"
+            )
+        return cls(config, listener_overrides=overrides, tls=tls)
 
     def __getitem__(self, key: str) -> Any:
         return self.config[key]
@@ -419,7 +444,9 @@ class BrokerConfig:
         against the rules, which apply to the configured value)."""
         values = dict(self.config.values)
         values["broker.id"] = broker_id
-        return BrokerConfig(dataclasses.replace(self.config, values=values), self.dynamic)
+        return dataclasses.replace(
+            self, config=dataclasses.replace(self.config, values=values), dynamic=self.dynamic
+        )
 
     def with_dynamic(self, raw: Mapping[str, str]) -> Config:
         """The config ``server.properties`` and the dynamic configs ``raw`` make (checked as
@@ -455,6 +482,15 @@ class BrokerConfig:
         return wire_protocol_map(self.config["listener.wire.protocol.map"], self.listeners)
 
     @property
+    def security_protocols(self) -> dict[str, str]:
+        """{listener name: security protocol} (``listener.security.protocol.map``)."""
+        return security_protocol_map(self.config["listener.security.protocol.map"])
+
+    def listener_tls(self, name: str) -> TlsMaterial | None:
+        """The TLS material of listener ``name``; None for a listener without TLS."""
+        return self.tls.get(name)
+
+    @property
     def inter_broker_listener(self) -> str:
         """The listener replicas and the controller use (``inter.broker.listener.name``)."""
         name: str = self.config["inter.broker.listener.name"] or DEFAULT_LISTENER
@@ -481,3 +517,48 @@ class BrokerConfig:
 
     def log_config(self, overrides: Mapping[str, object] | None = None) -> LogConfig:
         return LogConfig.from_props(overrides or {}, defaults=self.topic_defaults())
+
+
+def listener_overrides(props: Mapping[str, object], config: Config) -> dict[str, dict[str, str]]:
+    """The ``listener.name.<listener>.ssl.*`` keys of ``props``: {LISTENER: {ssl key: value}};
+    INVALID_CONFIG naming a key that is not an ssl key or names no listener."""
+    listeners = parse_listeners(config["listeners"], "listeners")
+    out: dict[str, dict[str, str]] = {}
+    for key, value in props.items():
+        if not key.startswith(_LISTENER_PREFIX):
+            continue
+        listener, _, rest = key.removeprefix(_LISTENER_PREFIX).partition(".")
+        if rest not in _SSL_KEY_NAMES:
+            raise InvalidConfigError(
+                f"Unknown broker configuration key: {key} (a per-listener key is "
+                "listener.name.<listener>.ssl.<key>)"
+            )
+        if listener != listener.lower() or listener.upper() not in listeners:
+            raise InvalidConfigError(
+                f"{key} names listener {listener!r}, which is not in listeners (the listener "
+                "name is written in lower case)"
+            )
+        out.setdefault(listener.upper(), {})[rest] = "" if value is None else str(value)
+    return out
+
+
+def _listener_tls(
+    config: Config, overrides: Mapping[str, Mapping[str, str]]
+) -> dict[str, TlsMaterial]:
+    """Each TLS listener's material: its ``listener.name.<l>.ssl.*`` over the ``ssl.*``
+    keys, as Kafka reads them."""
+    protocols = security_protocol_map(config["listener.security.protocol.map"])
+    out: dict[str, TlsMaterial] = {}
+    for name in parse_listeners(config["listeners"], "listeners"):
+        if protocols.get(name) not in TLS_PROTOCOLS:
+            continue
+        own = overrides.get(name, {})
+        values: dict[str, object] = {k.name: config[k.name] for k in SSL_KEYS}
+        values.update(own)
+        prefix = f"{_LISTENER_PREFIX}{name.lower()}."
+
+        def spelled(key: str, own: Mapping[str, str] = own, prefix: str = prefix) -> str:
+            return prefix + key if key in own else key
+
+        out[name] = load_tls(values, server=True, name=spelled)
+    return out

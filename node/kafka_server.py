@@ -16,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
 
-from kafkasim.common.security import CALLER, Caller
+from kafkasim.common.security import ANONYMOUS, CALLER, Caller
+from kafkasim.common.tls import TlsMaterial, principal_of_certificate
 from kafkasim.node.kafka_apis import CloseConnectionError, KafkaProtocolApis
 from kafkasim.node.kafka_codec import (
     API_VERSIONS_KEY,
@@ -32,6 +34,8 @@ from kafkasim.node.kafka_codec import (
 logger = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+# How long a client has to finish its TLS handshake before the connection is closed.
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class KafkaListener:
@@ -47,8 +51,11 @@ class KafkaListener:
         idle_timeout_ms: int,
         ready: Callable[[], Awaitable[object]] | None = None,
         listener: str = "",
+        tls: TlsMaterial | None = None,
     ) -> None:
         self._host = host
+        # Over TLS (an SSL listener): each connection's handshake first, then its requests.
+        self._ssl_context = tls.server_context() if tls is not None else None
         self._listener = listener
         self._port = port
         self._apis = apis
@@ -96,8 +103,14 @@ class KafkaListener:
         host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
         # Every request of this connection is handled in this task: its caller is set once
         # (anonymous until the listener authenticates the connection; common.security).
-        CALLER.set(Caller(host=peer[0] if isinstance(peer, tuple) else "", listener=self._listener))
+        caller = Caller(host=peer[0] if isinstance(peer, tuple) else "", listener=self._listener)
+        CALLER.set(caller)
         try:
+            if self._ssl_context is not None:
+                principal = await self._handshake(writer, where)
+                if principal is None:
+                    return
+                CALLER.set(Caller(principal, caller.host, caller.listener))
             await self._connection(reader, writer, where, host)
         except ConnectionError as e:
             logger.info("kafka listener: %s went away: %s", where, e)
@@ -106,6 +119,28 @@ class KafkaListener:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def _handshake(self, writer: asyncio.StreamWriter, where: str) -> str | None:
+        """The TLS handshake of a connection: the principal of the client's certificate
+        (``User:<subject DN>``, Kafka's default principal builder), ``User:ANONYMOUS``
+        without one, None (logged, as Kafka's "Failed authentication") if it failed."""
+        assert self._ssl_context is not None
+        try:
+            await writer.start_tls(self._ssl_context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        except (ssl.SSLError, ConnectionError, TimeoutError, OSError) as e:
+            reason = getattr(e, "reason", None) or str(e) or type(e).__name__
+            detail = getattr(e, "verify_message", None)  # why a certificate was refused
+            if detail:
+                reason = f"{reason}: {detail}"
+            logger.info(
+                "kafka listener: Failed authentication with %s (SSL handshake failed: %s)",
+                where,
+                reason,
+            )
+            return None
+        ssl_object = writer.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        return principal_of_certificate(der) if der else ANONYMOUS
 
     async def _connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str, host: str

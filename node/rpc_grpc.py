@@ -30,7 +30,8 @@ from google.protobuf.message import DecodeError, Message
 
 from kafkasim.common.rpc import StreamHandler, UnaryHandler
 from kafkasim.common.rpc_grpc_client import GrpcOptions, GrpcTransport, serialize
-from kafkasim.common.security import CALLER, Caller
+from kafkasim.common.security import ANONYMOUS, CALLER, Caller
+from kafkasim.common.tls import TlsMaterial, principal_of_certificate
 from kafkasim.proto import METHODS, MethodSpec, check_servable
 
 __all__ = ["GrpcBrokerTransport", "GrpcServer"]
@@ -82,14 +83,32 @@ def peer_host(peer: str) -> str:
     return ""
 
 
-def _set_caller(context: Any) -> None:
-    """The caller of this call, for the task that runs its handler (common.security)."""
-    CALLER.set(Caller(host=peer_host(context.peer())))
+def peer_principal(context: Any) -> str:
+    """The principal of a call's client: ``User:<subject DN>`` of the certificate it presented
+    over TLS (Kafka's default principal builder), else ``User:ANONYMOUS``."""
+    certificates = context.auth_context().get("x509_pem_cert")
+    if not certificates:
+        return ANONYMOUS
+    return principal_of_certificate(bytes(certificates[0]))
 
 
-def _unary_behaviour(spec: MethodSpec, handler: UnaryHandler) -> Any:
+class _Identify:
+    """Sets the caller of each call, for the task that runs its handler (common.security):
+    the client's address, this server's listener and, over TLS, the client certificate's
+    principal."""
+
+    def __init__(self, listener: str, tls: bool) -> None:
+        self.listener = listener
+        self.tls = tls
+
+    def __call__(self, context: Any) -> None:
+        principal = peer_principal(context) if self.tls else ANONYMOUS
+        CALLER.set(Caller(principal, peer_host(context.peer()), self.listener))
+
+
+def _unary_behaviour(spec: MethodSpec, handler: UnaryHandler, identify: _Identify) -> Any:
     async def behaviour(request: Message | _Undecodable, context: Any) -> Message:
-        _set_caller(context)
+        identify(context)
         if isinstance(request, _Undecodable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.describe())
         assert isinstance(request, Message)
@@ -130,11 +149,11 @@ class _Requests:
         return request
 
 
-def _stream_behaviour(spec: MethodSpec, handler: StreamHandler) -> Any:
+def _stream_behaviour(spec: MethodSpec, handler: StreamHandler, identify: _Identify) -> Any:
     async def behaviour(
         requests: AsyncIterator[Message | _Undecodable], context: Any
     ) -> AsyncIterator[Message]:
-        _set_caller(context)
+        identify(context)
         wrapped = _Requests(requests)
         responses = handler(wrapped)
         try:
@@ -158,14 +177,16 @@ def _stream_behaviour(spec: MethodSpec, handler: StreamHandler) -> Any:
 
 
 def _generic_handlers(
-    unary: Mapping[str, UnaryHandler], streams: Mapping[str, StreamHandler]
+    unary: Mapping[str, UnaryHandler],
+    streams: Mapping[str, StreamHandler],
+    identify: _Identify,
 ) -> list[Any]:
     by_service: dict[str, dict[str, Any]] = {}
     for method, unary_handler in unary.items():
         spec = METHODS[method]
         by_service.setdefault(spec.service, {})[spec.short_name] = (
             grpc.unary_unary_rpc_method_handler(
-                _unary_behaviour(spec, unary_handler),
+                _unary_behaviour(spec, unary_handler, identify),
                 request_deserializer=_deserializer(spec),
                 response_serializer=serialize,
             )
@@ -174,7 +195,7 @@ def _generic_handlers(
         spec = METHODS[method]
         by_service.setdefault(spec.service, {})[spec.short_name] = (
             grpc.stream_stream_rpc_method_handler(
-                _stream_behaviour(spec, stream_handler),
+                _stream_behaviour(spec, stream_handler, identify),
                 request_deserializer=_deserializer(spec),
                 response_serializer=serialize,
             )
@@ -200,12 +221,16 @@ class GrpcServer:
         unary: Mapping[str, UnaryHandler],
         streams: Mapping[str, StreamHandler],
         options: GrpcOptions,
+        *,
+        tls: TlsMaterial | None = None,
+        listener: str = "",
     ) -> None:
         check_servable(unary, streams)
         self._requested_address = address
         self._address = address
-        self._handlers = _generic_handlers(unary, streams)
+        self._handlers = _generic_handlers(unary, streams, _Identify(listener, tls is not None))
         self._options = options
+        self._tls = tls
         self._server: Any = None
         self._stopped = False
 
@@ -220,7 +245,12 @@ class GrpcServer:
         server = grpc.aio.server(options=self._options.server_options())
         server.add_generic_rpc_handlers(self._handlers)
         try:
-            port = server.add_insecure_port(self._requested_address)
+            if self._tls is None:
+                port = server.add_insecure_port(self._requested_address)
+            else:
+                port = server.add_secure_port(
+                    self._requested_address, server_credentials(self._tls)
+                )
         except RuntimeError as exc:
             port = 0
             cause: Exception | None = exc
@@ -252,9 +282,27 @@ class GrpcBrokerTransport(GrpcTransport):
         address: str,
         unary: Mapping[str, UnaryHandler],
         streams: Mapping[str, StreamHandler],
+        *,
+        tls: TlsMaterial | None = None,
+        listener: str = "",
     ) -> GrpcServer:
-        """A server for these handlers (``ValueError`` for a method not in the contract)."""
-        return GrpcServer(address, unary, streams, self._options)
+        """A server for these handlers (``ValueError`` for a method not in the contract);
+        over TLS with ``tls``; ``listener`` names it to the callers it serves."""
+        return GrpcServer(address, unary, streams, self._options, tls=tls, listener=listener)
+
+
+def server_credentials(tls: TlsMaterial) -> Any:
+    """gRPC's server credentials for ``tls``: its keystore, and with ``ssl.client.auth`` other
+    than none the truststore that client certificates are checked against. gRPC's Python API
+    either requires a client certificate or does not ask for one: ``requested`` asks for none
+    here, so its callers are anonymous (on the Kafka-protocol listener it asks)."""
+    assert tls.key_pem is not None and tls.chain_pem is not None
+    required = tls.client_auth == "required"
+    return grpc.ssl_server_credentials(
+        [(tls.key_pem, tls.chain_pem)],
+        root_certificates=tls.trusted_pem if required else None,
+        require_client_auth=required,
+    )
 
 
 def _bind_error(address: str) -> str | None:

@@ -54,13 +54,16 @@ import random
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from google.protobuf.message import Message
 
 from kafkasim.common.rpc import RpcError, RpcStatus, StreamHandler, UnaryHandler
 from kafkasim.common.security import ANONYMOUS, CALLER, Caller
 from kafkasim.proto import MethodSpec, check_servable, method_spec
+
+if TYPE_CHECKING:
+    from kafkasim.common.tls import TlsMaterial
 
 _log = logging.getLogger(__name__)
 
@@ -746,8 +749,13 @@ class SimTransport:
         address: str,
         unary: Mapping[str, UnaryHandler],
         streams: Mapping[str, StreamHandler],
+        *,
+        tls: TlsMaterial | None = None,
+        listener: str = "",
     ) -> SimServer:
-        """A server of this node (``ValueError`` for a method not in the contract)."""
+        """A server of this node (``ValueError`` for a method not in the contract); the
+        simulated network has no TLS (``tls`` is ignored) and leaves callers anonymous."""
+        del tls, listener
         return SimServer(self._network, self.node, address, unary, streams)
 
     def _check_open(self) -> None:

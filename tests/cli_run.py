@@ -57,15 +57,19 @@ def cluster_up(root: Path, *up_args: str, timeout: float = 180.0) -> Iterator[Pa
 
 @contextlib.contextmanager
 def local_cluster(
-    root: Path, brokers: int = 3, broker_props: dict[str, object] | None = None
+    root: Path,
+    brokers: int = 3,
+    broker_props: dict[str, object] | None = None,
+    *,
+    tls: bool = False,
 ) -> Iterator[LocalCluster]:
     """A started ``LocalCluster`` of ``brokers`` brokers under ``root`` (``broker_props`` added
-    to every broker's config), stopped after whatever happens; skips the test when a real
-    ZooKeeper cannot run here."""
+    to every broker's config; ``tls``: mutual TLS on every listener), stopped after whatever
+    happens; skips the test when a real ZooKeeper cannot run here."""
     reason = zookeeper_available()
     if reason is not None:
         pytest.skip(f"real ZooKeeper unavailable: {reason}")
-    cluster = LocalCluster(root, brokers=brokers, broker_props=broker_props)
+    cluster = LocalCluster(root, brokers=brokers, broker_props=broker_props, tls=tls)
     try:
         cluster.start()
         yield cluster

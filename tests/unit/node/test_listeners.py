@@ -59,8 +59,12 @@ def test_listeners_advertised_listeners_and_the_inter_broker_listener_are_parsed
     [
         ({"listeners": "INTERNAL://h:1"}, "No security protocol defined for listener INTERNAL"),
         (
+            {"listeners": "SASL_SSL://h:1", "inter.broker.listener.name": "SASL_SSL"},
+            "Listener SASL_SSL uses security protocol SASL_SSL: supported are PLAINTEXT, SSL",
+        ),
+        (
             {"listeners": "SSL://h:1", "inter.broker.listener.name": "SSL"},
-            "Listener SSL uses security protocol SSL: only PLAINTEXT is supported",
+            "A TLS listener needs a keystore: set ssl.keystore.location",
         ),
         (
             {"listeners": "PLAINTEXT://h:1", "advertised.listeners": "OTHER://h:1"},
