@@ -49,7 +49,7 @@ from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.backend import Backend, BackendSpec, BrokerStartError, check_supported
 from kafkasim.faults.history import FaultEvent, History, ReplicaSample
 from kafkasim.faults.real_client import require
-from kafkasim.faults.resolve import ClusterView, resolve, view_needs
+from kafkasim.faults.resolve import DEFAULT_TXN_PARTITIONS, ClusterView, resolve, view_needs
 from kafkasim.faults.scenario import CLIENT_KAFKASIM, Fault, Scenario, TargetKind
 from kafkasim.faults.workload import Workload
 
@@ -311,10 +311,15 @@ class _Run:
         replicas: tuple[ReplicaSample, ...] = ()
         if kind is TargetKind.CONTROLLER:
             controller = await self.backend.controller_id()
-        elif kind in (TargetKind.LEADER, TargetKind.FOLLOWER):
+        elif kind in (TargetKind.LEADER, TargetKind.FOLLOWER, TargetKind.TXN_COORDINATOR):
             replicas = await self.backend.describe_replicas(self._answering())
         running = tuple(b for b in self._running() if b not in self.down)
-        return ClusterView(running, tuple(sorted(self.down)), controller, replicas)
+        txn_partitions = int(
+            self.scenario.cluster.broker_config.get(
+                "transaction.state.log.num.partitions", DEFAULT_TXN_PARTITIONS
+            )
+        )
+        return ClusterView(running, tuple(sorted(self.down)), controller, replicas, txn_partitions)
 
     # -- broker lifecycle ---------------------------------------------------------------------
 
