@@ -16,7 +16,8 @@ Theory of operation
   abort that returns ok makes the transaction aborted.
 * **Failures.** A commit that timed out is waited for again (Kafka's KAFKA-13412 rule). An
   instance fenced (PRODUCER_FENCED: another instance of its transactional id took over) is a
-  zombie and stops for good, as a Kafka application closes a fenced producer. An instance that
+  zombie and stops for good, as a Kafka application closes a fenced producer (fenced with no
+  other instance of its id, by the coordinator's timeout abort, it is replaced). An instance that
   cannot go on otherwise (an abort refused, a fatal error) is replaced by a new one (a new
   ``init_transactions``, which finishes or aborts whatever the old one left open).
 * **A stall** (``pause_at_s``/``pause_s``) stops the application in the middle of a transaction,
@@ -198,12 +199,23 @@ class TxnClients:
                     if not go_on:
                         break
             except FencedError:
-                logger.info("%s: fenced by a newer instance of %s; stopping", name, spec.txn_id)
-                return
+                if self._shared(spec):
+                    logger.info("%s: fenced by another instance of %s; stopping", name, spec.txn_id)
+                    return
+                # Nobody else has the id: the coordinator fenced it (a transaction that timed
+                # out bumps the epoch). Its application starts it again.
+                logger.info("%s: fenced by its coordinator; starting a new instance", name)
             except _CLIENT_ERRORS as e:
                 logger.info("%s: %s; replacing the instance", name, e)
             with contextlib.suppress(*_CLIENT_ERRORS):
                 await producer.close(timeout_s=0)
+
+    def _shared(self, spec: ProducerSpec) -> bool:
+        """Whether another producer of the workload uses ``spec``'s transactional id."""
+        return any(
+            p is not spec and p.transactional and p.txn_id == spec.txn_id
+            for p in self.workload.scenario.workload.producers
+        )
 
     async def _one_transaction(
         self, spec: ProducerSpec, producer: Producer, counter: _Counter, paused: bool
