@@ -37,6 +37,9 @@ The file, every key (defaults as shown; ``[seed_faults]`` and ``[[faults]]`` may
     min_insync_replicas = 2
     configs = { "retention.ms" = "600000" }                # extra topic configs
 
+    [[cluster.topics]]
+    name = "shipped"
+
     [workload]
     duration_s = 30.0
     settle_s = 20.0
@@ -50,22 +53,27 @@ The file, every key (defaults as shown; ``[seed_faults]`` and ``[[faults]]`` may
     rate = 100.0                         # records per second (required)
     keyed = false
     config = { "linger.ms" = 5 }         # extra producer settings
-    transactional = false                # true: sends in transactions (KIP-98)
-    transactional_id = "p1"              # default: the producer's name; two producers with
+
+    [[workload.producers]]               # a transactional producer (kafkasim's client only)
+    name = "p2"
+    topic = "events"
+    rate = 100.0
+    transactional = true                 # sends in transactions (KIP-98); idempotent, acks all
+    transactional_id = "p2"              # default: the producer's name; two producers with
                                          # one id are two instances (the older one is fenced)
     transaction_records = 10             # records per transaction
     abort_every = 0                      # K > 0: every K-th transaction is aborted on purpose
     transaction_timeout_ms = 60000       # transaction.timeout.ms (default: the client's)
     start_s = 0.0                        # when it starts sending
-    pause_at_s = 12.0                    # stall mid-transaction (a GC pause), for pause_s
-    pause_s = 0.0
+    pause_at_s = 12.0                    # stall mid-transaction (a GC pause) for pause_s
+    pause_s = 2.0                        # (leave both out for none)
 
     [[workload.consumers]]               # reads every partition from the start to the end
     name = "c1"
     topic = "events"
     isolation = "read_uncommitted"       # or "read_committed"
 
-    [[workload.transformers]]            # consume-transform-produce, exactly once
+    [[workload.transformers]]            # consume-transform-produce, exactly once (optional)
     name = "t1"
     input = "events"                     # consumed in group `group`, read_committed
     output = "shipped"                   # produced in transactions, with the input offsets

@@ -279,6 +279,9 @@ class _Checker:
                 ("transaction_records", 10),
                 ("abort_every", 0),
                 ("transaction_timeout_ms", None),
+                ("start_s", 0.0),
+                ("pause_at_s", None),
+                ("pause_s", 0.0),
             ):
                 if getattr(p, key) != default:
                     self.fail(
