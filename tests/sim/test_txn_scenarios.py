@@ -100,7 +100,12 @@ def test_a_leader_crash_under_a_transformer_keeps_exactly_once(tmp_path: Path) -
 
 
 def test_the_zombie_is_fenced_and_its_last_transaction_never_seen(tmp_path: Path) -> None:
-    history = run(scenario("txn-zombie-fenced"), tmp_path)
+    chosen = scenario("txn-zombie-fenced")
+    events: list[str] = []
+    root = tmp_path / "zombie"
+    history = runner.run(chosen, SIM, root, seed=1, on_event=events.append)
+    assert any("2 transactional producers, 1 read_committed consumers" in e for e in events)
+    assert any(e.rstrip().endswith("transaction markers") for e in events)
     report = checker.check(history)
     assert report.ok, report.verdict_lines()
     zombie_last = max((o for o in history.ops if o.process == "p1" and o.txn),
