@@ -309,10 +309,7 @@ class Workload:
         """One fetch from ``position`` (as a consumer: below the HW, or below the LSO without
         the aborted transactions when ``read_committed``): each record read becomes an op;
         the next position (past every entry of the answer, markers and skipped batches too)."""
-        part = await client.fetch_raw(
-            tp, position, max_bytes=1024 * 1024, max_wait_ms=max_wait_ms,
-            isolation_level=1 if read_committed else 0,
-        )  # fmt: skip
+        part = await self._fetch(client, tp, position, max_wait_ms, read_committed)
         aborted = (
             [(t.producer_id, t.first_offset) for t in part.aborted_transactions]
             if read_committed
@@ -330,6 +327,25 @@ class Workload:
                                  hw=part.high_watermark, isolation=isolation)  # fmt: skip
             position = max(position, header.next_offset)
         return position
+
+    @staticmethod
+    async def _fetch(
+        client: MinimalClient,
+        tp: TopicPartition,
+        position: int,
+        max_wait_ms: int,
+        read_committed: bool,
+    ) -> pb.FetchPartitionResponse:
+        """One fetch answer, retried under the client's policy (as ``MinimalClient.fetch``)."""
+        async for attempt in client.retrying():
+            with attempt:
+                return await client.fetch_raw(
+                    tp,
+                    position,
+                    max_wait_ms=max_wait_ms,
+                    isolation_level=1 if read_committed else 0,
+                )
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def record_read(
         self,

@@ -150,4 +150,6 @@ def document(scenario: Scenario) -> dict[str, Any]:
 
 def dump(scenario: Scenario) -> str:
     """The scenario as TOML (descriptions with line breaks as multi-line strings)."""
-    return tomli_w.dumps(document(scenario), multiline_strings=True)
+    # A carriage return in a multi-line string would be read back as part of a line break
+    # (TOML normalizes CRLF there): such a description is written on one line, escaped.
+    return tomli_w.dumps(document(scenario), multiline_strings="\r" not in scenario.description)
