@@ -277,10 +277,12 @@ class NetworkClient:
         *,
         max_bytes: int = 1024 * 1024,
         max_wait_ms: int = 0,
+        isolation_level: int = 0,
     ) -> pb.FetchPartitionResponse:
         """One Fetch of ``tp`` at ``offset`` from its leader, as a consumer (only below the
-        HW): the partition's answer with its raw batches (headers included), or the Kafka
-        error it carried, raised. A transport fault or an error other than
+        HW; below the LSO, with the aborted transactions, at ``isolation_level`` 1,
+        read_committed): the partition's answer with its raw batches (headers included), or
+        the Kafka error it carried, raised. A transport fault or an error other than
         OFFSET_OUT_OF_RANGE forgets the leader, so the next call looks it up again. One
         attempt: the caller retries under :meth:`retrying`."""
         request = fetch_request(
@@ -288,6 +290,7 @@ class NetworkClient:
             max_wait_ms=max_wait_ms,
             max_bytes=max_bytes,
             partition_max_bytes=max_bytes,
+            isolation_level=isolation_level,
         )
         address = await self.leader_address(tp)
         try:

@@ -65,6 +65,7 @@ _BROKER_LIKE: Final = frozenset(
         TargetKind.FOLLOWER,
         TargetKind.CONTROLLER,
         TargetKind.RANDOM,
+        TargetKind.TXN_COORDINATOR,
     }
 )
 _ANY: Final = _BROKER_LIKE | {TargetKind.ALL}

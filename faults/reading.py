@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Final, NoReturn
 
 from kafkasim.faults.actions import ACTIONS, ActionSpec, ParamKind
+from kafkasim.faults.history import READ_UNCOMMITTED
 from kafkasim.faults.scenario import (
     CLIENT_KAFKASIM,
     ClusterSpec,
@@ -21,6 +22,7 @@ from kafkasim.faults.scenario import (
     Scenario,
     ScenarioError,
     TopicSpec,
+    TransformerSpec,
     WorkloadSpec,
     describe_value,
     key_path,
@@ -30,6 +32,16 @@ from kafkasim.faults.validation import check
 __all__ = ["CATALOG_DIR", "catalog", "find", "load", "parse"]
 
 CATALOG_DIR: Final = Path(__file__).with_name("catalog")
+_PRODUCER_TXN_KEYS: Final = (
+    "transactional",
+    "transactional_id",
+    "transaction_records",
+    "abort_every",
+    "transaction_timeout_ms",
+    "start_s",
+    "pause_at_s",
+    "pause_s",
+)
 
 
 def load(path: str | Path) -> Scenario:
@@ -187,10 +199,14 @@ class _Reader:
 
     def workload(self, value: object, path: str) -> WorkloadSpec:
         t = self.table(
-            value, path, ("producers", "duration_s"), ("consumers", "settle_s", "client")
+            value,
+            path,
+            ("producers", "duration_s"),
+            ("consumers", "transformers", "settle_s", "client"),
         )
         producers = self.tables(t["producers"], key_path(path, "producers"))
         consumers = self.tables(t.get("consumers", []), key_path(path, "consumers"))
+        transformers = self.tables(t.get("transformers", []), key_path(path, "transformers"))
         return WorkloadSpec(
             producers=tuple(
                 self.producer(p, key_path(key_path(path, "producers"), i))
@@ -203,12 +219,21 @@ class _Reader:
             duration_s=self.number(t["duration_s"], key_path(path, "duration_s")),
             settle_s=self.number(t.get("settle_s", 20.0), key_path(path, "settle_s")),
             client=self.string(t.get("client", CLIENT_KAFKASIM), key_path(path, "client")),
+            transformers=tuple(
+                self.transformer(x, key_path(key_path(path, "transformers"), i))
+                for i, x in enumerate(transformers)
+            ),
         )
 
     def producer(self, value: object, path: str) -> ProducerSpec:
         t = self.table(
-            value, path, ("name", "topic", "rate"), ("acks", "idempotent", "keyed", "config")
+            value,
+            path,
+            ("name", "topic", "rate"),
+            ("acks", "idempotent", "keyed", "config", *_PRODUCER_TXN_KEYS),
         )
+        timeout = t.get("transaction_timeout_ms")
+        pause_at = t.get("pause_at_s")
         return ProducerSpec(
             name=self.string(t["name"], key_path(path, "name")),
             topic=self.string(t["topic"], key_path(path, "topic")),
@@ -217,13 +242,52 @@ class _Reader:
             rate=self.number(t["rate"], key_path(path, "rate")),
             keyed=self.boolean(t.get("keyed", False), key_path(path, "keyed")),
             config=self.config(t.get("config", {}), key_path(path, "config")),
+            transactional=self.boolean(
+                t.get("transactional", False), key_path(path, "transactional")
+            ),
+            transactional_id=self.string(
+                t.get("transactional_id", ""), key_path(path, "transactional_id")
+            ),
+            transaction_records=self.integer(
+                t.get("transaction_records", 10), key_path(path, "transaction_records")
+            ),
+            abort_every=self.integer(t.get("abort_every", 0), key_path(path, "abort_every")),
+            transaction_timeout_ms=None
+            if timeout is None
+            else self.integer(timeout, key_path(path, "transaction_timeout_ms")),
+            start_s=self.number(t.get("start_s", 0.0), key_path(path, "start_s")),
+            pause_at_s=None
+            if pause_at is None
+            else self.number(pause_at, key_path(path, "pause_at_s")),
+            pause_s=self.number(t.get("pause_s", 0.0), key_path(path, "pause_s")),
         )
 
     def consumer(self, value: object, path: str) -> ConsumerSpec:
-        t = self.table(value, path, ("name", "topic"))
+        t = self.table(value, path, ("name", "topic"), ("isolation",))
         return ConsumerSpec(
             name=self.string(t["name"], key_path(path, "name")),
             topic=self.string(t["topic"], key_path(path, "topic")),
+            isolation=self.string(
+                t.get("isolation", READ_UNCOMMITTED), key_path(path, "isolation")
+            ),
+        )
+
+    def transformer(self, value: object, path: str) -> TransformerSpec:
+        t = self.table(
+            value,
+            path,
+            ("name", "input", "output"),
+            ("group", "transactional_id", "abort_every"),
+        )
+        return TransformerSpec(
+            name=self.string(t["name"], key_path(path, "name")),
+            input=self.string(t["input"], key_path(path, "input")),
+            output=self.string(t["output"], key_path(path, "output")),
+            group=self.string(t.get("group", ""), key_path(path, "group")),
+            transactional_id=self.string(
+                t.get("transactional_id", ""), key_path(path, "transactional_id")
+            ),
+            abort_every=self.integer(t.get("abort_every", 0), key_path(path, "abort_every")),
         )
 
     def fault(self, value: object, path: str) -> Fault:

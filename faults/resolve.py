@@ -10,6 +10,9 @@
 * ``follower:T-P``: one of the running replicas of the partition other than that leader, an
   in-sync one if any (a paused or lagging follower that fell out of the ISR is picked only when
   no follower is in sync).
+* ``txn-coordinator:ID``: the transaction coordinator of transactional id ID, the leader (as
+  for ``leader:``) of ID's partition of ``__transaction_state`` (Kafka's
+  ``abs(hashCode(ID)) % transaction.state.log.num.partitions``).
 * ``controller``: the active controller, if it runs.
 * ``random``: a running broker.
 * ``all`` (or no target): every running broker; for ``restart``, every broker that is down.
@@ -24,8 +27,11 @@ from dataclasses import dataclass
 
 from kafkasim.faults.history import ReplicaSample
 from kafkasim.faults.scenario import Fault, TargetKind, parse_target
+from kafkasim.node.txn_log import TRANSACTION_STATE_TOPIC, partition_for
 
-__all__ = ["ClusterView", "resolve", "view_needs"]
+__all__ = ["DEFAULT_TXN_PARTITIONS", "ClusterView", "resolve", "view_needs"]
+
+DEFAULT_TXN_PARTITIONS = 50  # transaction.state.log.num.partitions' default
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +45,7 @@ class ClusterView:
     down: tuple[int, ...] = ()
     controller: int = -1
     replicas: tuple[ReplicaSample, ...] = ()
+    txn_partitions: int = DEFAULT_TXN_PARTITIONS  # transaction.state.log.num.partitions
 
 
 def view_needs(fault: Fault) -> TargetKind:
@@ -62,15 +69,18 @@ def resolve(fault: Fault, view: ClusterView, rng: random.Random) -> list[int]:
         return [view.controller] if view.controller in running else []
     if parsed.kind is TargetKind.RANDOM:
         return [rng.choice(running)] if running else []
-    states = [
-        r
-        for r in view.replicas
-        if (r.topic, r.partition) == (parsed.topic, parsed.partition) and r.broker in running
-    ]
+    where = (parsed.topic, parsed.partition)
+    if parsed.kind is TargetKind.TXN_COORDINATOR:
+        assert parsed.transactional_id is not None
+        where = (
+            TRANSACTION_STATE_TOPIC,
+            partition_for(parsed.transactional_id, view.txn_partitions),
+        )
+    states = [r for r in view.replicas if (r.topic, r.partition) == where and r.broker in running]
     states.sort(key=lambda r: (r.leader_epoch, r.is_leader and r.leader == r.broker), reverse=True)
     best = states[0] if states else None
     leader = best.leader if best is not None and best.leader >= 0 else None
-    if parsed.kind is TargetKind.LEADER:
+    if parsed.kind in (TargetKind.LEADER, TargetKind.TXN_COORDINATOR):
         return [leader] if leader is not None and leader in running else []
     assigned = set(best.replicas) if best is not None else set()
     hosting = assigned | {r.broker for r in states}

@@ -47,9 +47,9 @@ from kafkasim.client.simple import MinimalClient
 from kafkasim.common.errors import KafkasimError
 from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.backend import Backend, BackendSpec, BrokerStartError, check_supported
-from kafkasim.faults.history import FaultEvent, History, ReplicaSample
+from kafkasim.faults.history import READ_COMMITTED, FaultEvent, History, ReplicaSample
 from kafkasim.faults.real_client import require
-from kafkasim.faults.resolve import ClusterView, resolve, view_needs
+from kafkasim.faults.resolve import DEFAULT_TXN_PARTITIONS, ClusterView, resolve, view_needs
 from kafkasim.faults.scenario import CLIENT_KAFKASIM, Fault, Scenario, TargetKind
 from kafkasim.faults.workload import Workload
 
@@ -161,7 +161,8 @@ class _Run:
             by = "" if s.workload.client == CLIENT_KAFKASIM else f", by {s.workload.client}"
             self.event(
                 f"workload started ({len(s.workload.producers)} producers, "
-                f"{len(s.workload.consumers)} consumers{by}, {s.workload.duration_s:g} s); "
+                f"{len(s.workload.consumers)} consumers{_transactional(s)}{by}, "
+                f"{s.workload.duration_s:g} s); "
                 "times count from here, as in the history and the report"
             )
             await self._run_faults(s.workload.duration_s)
@@ -180,8 +181,10 @@ class _Run:
             for note in await backend.finish(self.history):
                 self.event(note)
             records = sum(len(entries) for entries in self.history.final_logs.values())
+            markers = sum(len(found) for found in self.history.final_markers.values())
             self.event(
                 f"final logs read: {len(self.history.final_logs)} replicas, {records} records"
+                + (f", {markers} transaction markers" if markers else "")
             )
         finally:
             if workload is not None:
@@ -311,10 +314,15 @@ class _Run:
         replicas: tuple[ReplicaSample, ...] = ()
         if kind is TargetKind.CONTROLLER:
             controller = await self.backend.controller_id()
-        elif kind in (TargetKind.LEADER, TargetKind.FOLLOWER):
+        elif kind in (TargetKind.LEADER, TargetKind.FOLLOWER, TargetKind.TXN_COORDINATOR):
             replicas = await self.backend.describe_replicas(self._answering())
         running = tuple(b for b in self._running() if b not in self.down)
-        return ClusterView(running, tuple(sorted(self.down)), controller, replicas)
+        txn_partitions = int(
+            self.scenario.cluster.broker_config.get(
+                "transaction.state.log.num.partitions", DEFAULT_TXN_PARTITIONS
+            )
+        )
+        return ClusterView(running, tuple(sorted(self.down)), controller, replicas, txn_partitions)
 
     # -- broker lifecycle ---------------------------------------------------------------------
 
@@ -557,6 +565,19 @@ def _session_timeout_s(scenario: Scenario) -> float:
         "zookeeper.session.timeout.ms", ZK_SESSION_TIMEOUT_MS_DEFAULT
     )
     return int(raw) / 1000
+
+
+def _transactional(s: Scenario) -> str:
+    """What of the workload is transactional, for the start line ("" for none)."""
+    w = s.workload
+    if not w.transactional:
+        return ""
+    producers = sum(p.transactional for p in w.producers)
+    committed = sum(c.isolation == READ_COMMITTED for c in w.consumers)
+    return (
+        f", {len(w.transformers)} transformers; {producers} transactional producers, "
+        f"{committed} read_committed consumers"
+    )
 
 
 def _describe_topics(s: Scenario) -> list[str]:

@@ -37,6 +37,9 @@ The file, every key (defaults as shown; ``[seed_faults]`` and ``[[faults]]`` may
     min_insync_replicas = 2
     configs = { "retention.ms" = "600000" }                # extra topic configs
 
+    [[cluster.topics]]
+    name = "shipped"
+
     [workload]
     duration_s = 30.0
     settle_s = 20.0
@@ -51,9 +54,32 @@ The file, every key (defaults as shown; ``[seed_faults]`` and ``[[faults]]`` may
     keyed = false
     config = { "linger.ms" = 5 }         # extra producer settings
 
+    [[workload.producers]]               # a transactional producer (kafkasim's client only)
+    name = "p2"
+    topic = "events"
+    rate = 100.0
+    transactional = true                 # sends in transactions (KIP-98); idempotent, acks all
+    transactional_id = "p2"              # default: the producer's name; two producers with
+                                         # one id are two instances (the older one is fenced)
+    transaction_records = 10             # records per transaction
+    abort_every = 0                      # K > 0: every K-th transaction is aborted on purpose
+    transaction_timeout_ms = 60000       # transaction.timeout.ms (default: the client's)
+    start_s = 0.0                        # when it starts sending
+    pause_at_s = 12.0                    # stall mid-transaction (a GC pause) for pause_s
+    pause_s = 2.0                        # (leave both out for none)
+
     [[workload.consumers]]               # reads every partition from the start to the end
     name = "c1"
     topic = "events"
+    isolation = "read_uncommitted"       # or "read_committed"
+
+    [[workload.transformers]]            # consume-transform-produce, exactly once (optional)
+    name = "t1"
+    input = "events"                     # consumed in group `group`, read_committed
+    output = "shipped"                   # produced in transactions, with the input offsets
+    group = "t1"                         # default: the name
+    transactional_id = "t1"              # default: the name
+    abort_every = 0                      # K > 0: every K-th transaction is aborted on purpose
 
     [[faults]]
     at_s = 10.0
@@ -70,8 +96,23 @@ The file, every key (defaults as shown; ``[seed_faults]`` and ``[[faults]]`` may
 
 The actions and what a runner does for each are in ``ACTIONS``; the targets are
 ``broker:N`` (ids 1..brokers), ``leader:TOPIC-P``, ``follower:TOPIC-P`` (a live follower of
-that partition, an in-sync one if there is one), ``controller``, ``random`` (a live broker) and
-``all``.
+that partition, an in-sync one if there is one), ``txn-coordinator:ID`` (the transaction
+coordinator of transactional id ID: the leader of its ``__transaction_state`` partition),
+``controller``, ``random`` (a live broker) and ``all``.
+
+Transactions (``transactional = true``; kafkasim's own client only). A transactional producer
+calls ``init_transactions`` once, then sends ``transaction_records`` records per transaction
+(round robin over the partitions, at ``rate``) and commits it, aborting every
+``abort_every``-th instead. A send, commit or abort that fails leaves the producer aborting
+its transaction (or, fenced, stopping: a zombie). ``pause_at_s``/``pause_s`` stall it in the
+middle of a transaction: past ``transaction_timeout_ms`` the coordinator aborts it; with a
+second instance of its transactional id started meanwhile (``start_s``), it wakes up fenced.
+A consumer with ``isolation = "read_committed"`` reads below the last stable offset and drops
+aborted transactions. A transformer consumes ``input`` in a consumer group (read_committed),
+writes each polled batch's values (as ``<name>:<value>``) to ``output`` in one transaction
+with the batch's offsets (``send_offsets_to_transaction``), and after an abort goes back to
+the group's committed offsets. Every step is recorded as the checker reads it
+(``faults.history``).
 
 Errors::
 
@@ -108,6 +149,7 @@ __all__ = [
     "Target",
     "TargetKind",
     "TopicSpec",
+    "TransformerSpec",
     "WorkloadSpec",
     "describe_value",
     "key_path",
@@ -223,14 +265,51 @@ class ProducerSpec:
     rate: float = 100.0
     keyed: bool = False
     config: dict[str, ConfigValue] = field(default_factory=dict)
+    transactional: bool = False
+    transactional_id: str = ""  # "": the name
+    transaction_records: int = 10
+    abort_every: int = 0
+    transaction_timeout_ms: int | None = None
+    start_s: float = 0.0
+    pause_at_s: float | None = None
+    pause_s: float = 0.0
+
+    @property
+    def txn_id(self) -> str:
+        """The transactional.id it uses (its name unless set)."""
+        return self.transactional_id or self.name
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumerSpec:
-    """A consumer reading every partition of ``topic`` from the beginning to the end of the run."""
+    """A consumer reading every partition of ``topic`` from the beginning to the end of the run,
+    at ``isolation`` ("read_uncommitted" or "read_committed")."""
 
     name: str
     topic: str
+    isolation: str = "read_uncommitted"
+
+
+@dataclass(frozen=True, slots=True)
+class TransformerSpec:
+    """A consume-transform-produce loop: ``input`` consumed in ``group`` (read_committed), each
+    batch written to ``output`` in one transaction with its input offsets; every
+    ``abort_every``-th transaction aborted on purpose (0: never)."""
+
+    name: str
+    input: str
+    output: str
+    group: str = ""  # "": the name
+    transactional_id: str = ""  # "": the name
+    abort_every: int = 0
+
+    @property
+    def group_id(self) -> str:
+        return self.group or self.name
+
+    @property
+    def txn_id(self) -> str:
+        return self.transactional_id or self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +322,12 @@ class WorkloadSpec:
     duration_s: float
     settle_s: float = 20.0
     client: str = CLIENT_KAFKASIM
+    transformers: tuple[TransformerSpec, ...] = ()
+
+    @property
+    def transactional(self) -> bool:
+        """Whether any client of the workload uses transactions."""
+        return bool(self.transformers) or any(p.transactional for p in self.producers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,9 +397,12 @@ class TargetKind(enum.Enum):
     CONTROLLER = "controller"  # the active controller
     RANDOM = "random"  # a live broker, the runner's seeded choice
     ALL = "all"  # every broker
+    TXN_COORDINATOR = "txn-coordinator"  # txn-coordinator:ID, the leader of ID's state partition
 
 
-TARGET_SYNTAX: Final = "broker:N, leader:TOPIC-P, follower:TOPIC-P, controller, random or all"
+TARGET_SYNTAX: Final = (
+    "broker:N, leader:TOPIC-P, follower:TOPIC-P, txn-coordinator:ID, controller, random or all"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,19 +413,22 @@ class Target:
     broker_id: int | None = None
     topic: str | None = None
     partition: int | None = None
+    transactional_id: str | None = None
 
     def __str__(self) -> str:
         if self.kind is TargetKind.BROKER:
             return f"broker:{self.broker_id}"
+        if self.kind is TargetKind.TXN_COORDINATOR:
+            return f"{self.kind.value}:{self.transactional_id}"
         if self.kind in (TargetKind.LEADER, TargetKind.FOLLOWER):
             return f"{self.kind.value}:{self.topic}-{self.partition}"
         return str(self.kind.value)
 
 
 def parse_target(text: str) -> Target:
-    """``broker:N``, ``leader:TOPIC-P``, ``follower:TOPIC-P``, ``controller``, ``random`` or
-    ``all``; ScenarioError otherwise. Only the syntax: whether broker N or the topic exists is
-    the scenario's check."""
+    """``broker:N``, ``leader:TOPIC-P``, ``follower:TOPIC-P``, ``txn-coordinator:ID``,
+    ``controller``, ``random`` or ``all``; ScenarioError otherwise. Only the syntax: whether
+    broker N or the topic exists is the scenario's check."""
     kind_text, sep, arg = text.partition(":")
     try:
         kind = TargetKind(kind_text)
@@ -355,6 +446,13 @@ def parse_target(text: str) -> Target:
                 "number, as in leader:events-0)"
             )
         return Target(kind, topic=topic, partition=int(partition))
+    if kind is TargetKind.TXN_COORDINATOR:
+        if not NAME_RE.fullmatch(arg):
+            raise ScenarioError(
+                f"bad target {text!r}: expected txn-coordinator:ID with ID a transactional id "
+                "(1-100 of A-Z a-z 0-9 . _ -)"
+            )
+        return Target(kind, transactional_id=arg)
     if sep:
         raise ScenarioError(f"bad target {text!r}: {kind.value} takes no argument")
     return Target(kind)

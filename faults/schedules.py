@@ -99,18 +99,30 @@ def _random_groups(brokers: int, rng: random.Random) -> list[list[int]]:
 
 def _random_target(scenario: Scenario, action: ActionSpec, rng: random.Random) -> str:
     followed = [t for t in scenario.cluster.topics if t.replication_factor >= 2]
+    txn_ids = transactional_ids(scenario)
     kinds = [
         k
         for k in TargetKind  # declaration order: the draw does not depend on set order
-        if k in action.targets and (k is not TargetKind.FOLLOWER or followed)
+        if k in action.targets
+        and (k is not TargetKind.FOLLOWER or followed)
+        and (k is not TargetKind.TXN_COORDINATOR or txn_ids)
     ]
     kind = rng.choice(kinds)
+    if kind is TargetKind.TXN_COORDINATOR:
+        return str(Target(kind, transactional_id=rng.choice(txn_ids)))
     if kind is TargetKind.BROKER:
         return str(Target(kind, broker_id=rng.randint(1, scenario.cluster.brokers)))
     if kind in (TargetKind.LEADER, TargetKind.FOLLOWER):
         topic = rng.choice(followed if kind is TargetKind.FOLLOWER else scenario.cluster.topics)
         return str(Target(kind, topic=topic.name, partition=rng.randrange(topic.partitions)))
     return str(Target(kind))
+
+
+def transactional_ids(scenario: Scenario) -> list[str]:
+    """The transactional ids the workload uses, in declaration order, each once."""
+    w = scenario.workload
+    ids = [p.txn_id for p in w.producers if p.transactional] + [t.txn_id for t in w.transformers]
+    return list(dict.fromkeys(ids))
 
 
 # -- shrinking -------------------------------------------------------------------------------

@@ -11,9 +11,11 @@ from kafkasim.client.producer_config import PRODUCER_CONFIG
 from kafkasim.common.config import ConfigKey
 from kafkasim.common.errors import InvalidConfigError
 from kafkasim.faults.actions import ACTIONS, POSITIVE, ActionSpec, Duration, ParamKind
+from kafkasim.faults.history import ISOLATION_LEVELS
 from kafkasim.faults.scenario import (
     ACKS,
     BROKERS_MAX,
+    CLIENT_KAFKASIM,
     CLIENTS,
     CLIENTS_MAX,
     DURATION_S_MIN,
@@ -66,7 +68,12 @@ _FIELD_PRODUCER_KEYS: Final = {
     "bootstrap.servers": "the runner points the producer at the cluster",
     "acks": "set the producer's acks instead",
     "enable.idempotence": "set the producer's idempotent instead",
+    "transactional.id": "set the producer's transactional (and transactional_id) instead",
+    "transaction.timeout.ms": "set the producer's transaction_timeout_ms instead",
 }
+TRANSACTION_RECORDS_MAX: Final = 10_000
+# Kafka's transaction.max.timeout.ms default: a longer transaction.timeout.ms is refused.
+TRANSACTION_TIMEOUT_MS_MAX: Final = 900_000
 
 
 def check(scenario: Scenario, *, source: str = "") -> None:
@@ -183,8 +190,8 @@ class _Checker:
             )
         if not w.producers:
             self.fail("workload.producers", "at least one producer is needed")
-        if len(w.producers) + len(w.consumers) > CLIENTS_MAX:
-            self.fail("workload", f"more than {CLIENTS_MAX} producers and consumers")
+        if len(w.producers) + len(w.consumers) + len(w.transformers) > CLIENTS_MAX:
+            self.fail("workload", f"more than {CLIENTS_MAX} producers, consumers and transformers")
         names: set[str] = set()
         clients: list[tuple[str, ProducerSpec | ConsumerSpec]] = [
             *((f"workload.producers[{i}]", p) for i, p in enumerate(w.producers)),
@@ -203,6 +210,111 @@ class _Checker:
                 )
             if isinstance(client, ProducerSpec):
                 self.producer(client, path)
+            elif client.isolation not in ISOLATION_LEVELS:
+                self.fail(
+                    f"{path}.isolation",
+                    f"expected one of {', '.join(map(repr, ISOLATION_LEVELS))}, "
+                    f"got {client.isolation!r}",
+                )
+        self.transformers(names)
+
+    def transformers(self, names: set[str]) -> None:
+        w = self.s.workload
+        ids = {p.txn_id for p in w.producers if p.transactional}
+        for i, t in enumerate(w.transformers):
+            path = f"workload.transformers[{i}]"
+            self.name(t.name, f"{path}.name")
+            if t.name in names:
+                self.fail(f"{path}.name", f"{t.name!r} names two clients")
+            names.add(t.name)
+            for key in ("input", "output"):
+                topic = getattr(t, key)
+                if topic not in self.topics:
+                    self.fail(
+                        f"{path}.{key}",
+                        f"topic {topic!r} is not declared in cluster.topics "
+                        f"(declared: {', '.join(self.topics)})",
+                    )
+            if t.input == t.output:
+                self.fail(f"{path}.output", f"the input topic {t.input!r} again: use another")
+            if t.group:
+                self.name(t.group, f"{path}.group")
+            if t.transactional_id:
+                self.name(t.transactional_id, f"{path}.transactional_id")
+            if t.txn_id in ids:
+                self.fail(
+                    f"{path}.transactional_id",
+                    f"transactional id {t.txn_id!r} is another client's: two transformers "
+                    "(or a producer) with one id fence each other",
+                )
+            ids.add(t.txn_id)
+            if t.abort_every < 0:
+                self.fail(f"{path}.abort_every", f"{t.abort_every} is negative: 0 never aborts")
+            self.transactional_client(path)
+
+    def transactional_client(self, path: str) -> None:
+        if self.s.workload.client != CLIENT_KAFKASIM:
+            self.fail(
+                path,
+                f"transactions are driven by kafkasim's own client only (workload.client = "
+                f"{self.s.workload.client!r}): set workload.client = {CLIENT_KAFKASIM!r}",
+            )
+
+    def producer_transactions(self, p: ProducerSpec, path: str) -> None:
+        run_s = self.s.workload.duration_s
+        if not 0 <= p.start_s < run_s:
+            self.fail(f"{path}.start_s", f"{p.start_s!r} is not in [0, workload.duration_s)")
+        if p.pause_at_s is not None:
+            if not p.start_s <= p.pause_at_s < run_s:
+                self.fail(
+                    f"{path}.pause_at_s",
+                    f"{p.pause_at_s!r} is not in [start_s, workload.duration_s)",
+                )
+            self.number(p.pause_s, f"{path}.pause_s", DURATION_S_MIN, RUN_S_MAX, "seconds")
+        elif p.pause_s:
+            self.fail(f"{path}.pause_s", "a pause needs pause_at_s (when it begins)")
+        if not p.transactional:
+            for key, default in (
+                ("transactional_id", ""),
+                ("transaction_records", 10),
+                ("abort_every", 0),
+                ("transaction_timeout_ms", None),
+                ("start_s", 0.0),
+                ("pause_at_s", None),
+                ("pause_s", 0.0),
+            ):
+                if getattr(p, key) != default:
+                    self.fail(
+                        f"{path}.{key}",
+                        "only for a transactional producer: set transactional = true",
+                    )
+            return
+        self.transactional_client(f"{path}.transactional")
+        if not p.idempotent:
+            self.fail(
+                f"{path}.idempotent",
+                "a transactional producer is idempotent (Kafka refuses transactional.id "
+                "without enable.idempotence): set idempotent = true",
+            )
+        if p.transactional_id:
+            self.name(p.transactional_id, f"{path}.transactional_id")
+        self.number(
+            p.transaction_records,
+            f"{path}.transaction_records",
+            1,
+            TRANSACTION_RECORDS_MAX,
+            "records",
+        )
+        if p.abort_every < 0:
+            self.fail(f"{path}.abort_every", f"{p.abort_every} is negative: 0 never aborts")
+        if p.transaction_timeout_ms is not None:
+            self.number(
+                p.transaction_timeout_ms,
+                f"{path}.transaction_timeout_ms",
+                1,
+                TRANSACTION_TIMEOUT_MS_MAX,
+                "ms (transaction.max.timeout.ms)",
+            )
 
     def producer(self, p: ProducerSpec, path: str) -> None:
         if p.acks not in ACKS:
@@ -217,6 +329,7 @@ class _Checker:
             )
         if not 0 < p.rate <= RATE_MAX:
             self.fail(f"{path}.rate", f"{p.rate!r} records/s is not in (0, {RATE_MAX:g}]")
+        self.producer_transactions(p, path)
         self.config(
             p.config,
             f"{path}.config",
@@ -303,6 +416,16 @@ class _Checker:
 
     def target_exists(self, target: Target, where: str) -> None:
         brokers = self.s.cluster.brokers
+        if target.transactional_id is not None:
+            w = self.s.workload
+            used = [p.txn_id for p in w.producers if p.transactional]
+            used += [t.txn_id for t in w.transformers]
+            if target.transactional_id not in used:
+                self.fail(
+                    where,
+                    f"no transactional client uses id {target.transactional_id!r} "
+                    f"(used: {', '.join(used) or 'none'})",
+                )
         if target.broker_id is not None and not 1 <= target.broker_id <= brokers:
             self.fail(where, f"no broker {target.broker_id}: the brokers are 1..{brokers}")
         if target.topic is not None and target.partition is not None:

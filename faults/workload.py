@@ -13,6 +13,11 @@ same events; the sampler and the final read are the run's own instruments either
   ``fail`` (refused before any append, such as a record that is too large).
 * **Consumers** fetch every partition from offset 0 as a consumer (never past the HW) and
   record each record read with the high watermark of its fetch response.
+* **Transactional producers and transformers** (consume-transform-produce) are
+  ``faults.txn_workload``'s; consumers with ``isolation = "read_committed"`` fetch below the
+  last stable offset and drop the aborted transactions the answer names (the consumer's own
+  ``consumed_entries``); every read records its isolation. Control batches (transaction
+  markers) give no read at either level.
 * **The sampler** asks every broker for its replicas (DescribeReplicas) every
   ``sample_interval_ms`` and records leader, epoch, HW, LEO and ISR per replica.
 * **The final read**, once the faults have healed, reads every partition from its log start to
@@ -28,15 +33,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kafkasim import proto
+from kafkasim.client.completed_fetch import consumed_entries
 from kafkasim.client.producer import Producer
 from kafkasim.client.simple import MinimalClient
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkaError, KafkasimError, error_for_name
 from kafkasim.common.rpc import ClientTransport, RpcError
 from kafkasim.common.types import TopicPartition
-from kafkasim.faults.history import History, Op, OpType, ReplicaSample
+from kafkasim.faults.history import READ_COMMITTED, History, Op, OpType, ReplicaSample
 from kafkasim.faults.real_client import ConfluentWorkload
-from kafkasim.faults.scenario import CLIENT_KAFKASIM, ProducerSpec, Scenario
+from kafkasim.faults.scenario import CLIENT_KAFKASIM, ProducerSpec, Scenario, TransformerSpec
+from kafkasim.faults.txn_workload import TxnClients
 from kafkasim.proto import kafkasim_pb2 as pb
 
 logger = logging.getLogger(__name__)
@@ -76,6 +83,8 @@ class Workload:
     sample_interval_ms: int = 500
     kafka_bootstrap: list[str] = field(default_factory=list)
     _real: ConfluentWorkload | None = None
+    _txn: TxnClients | None = None
+    _txn_tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _producers: list[Producer] = field(default_factory=list)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
@@ -83,6 +92,11 @@ class Workload:
 
     def now(self) -> int:
         return self.clock.monotonic_ms() - self.start_ms
+
+    @property
+    def stopping(self) -> asyncio.Event:
+        """Set when the producers are to stop."""
+        return self._stopping
 
     def partitions_of(self, topic: str) -> int:
         for spec in self.scenario.cluster.topics:
@@ -98,14 +112,27 @@ class Workload:
             self._real = ConfluentWorkload(self.scenario, self.kafka_bootstrap, self)
             self._tasks.extend(self._real.start())
         else:
+            self._txn = TxnClients(self)
             for spec in self.scenario.workload.producers:
-                self._tasks.append(loop.create_task(self._produce(spec), name=f"wl-{spec.name}"))
+                if spec.transactional:
+                    task = loop.create_task(self._txn.produce(spec), name=f"wl-{spec.name}")
+                    self._txn_tasks.append(task)
+                else:
+                    self._tasks.append(
+                        loop.create_task(self._produce(spec), name=f"wl-{spec.name}")
+                    )
+            for t in self.scenario.workload.transformers:
+                self._txn_tasks.append(
+                    loop.create_task(self._txn.transform(t), name=f"wl-{t.name}")
+                )
             for consumer in self.scenario.workload.consumers:
+                committed = consumer.isolation == READ_COMMITTED
                 for p in range(self.partitions_of(consumer.topic)):
                     tp = TopicPartition(consumer.topic, p)
                     self._tasks.append(
                         loop.create_task(
-                            self._consume(consumer.name, tp), name=f"wl-{consumer.name}"
+                            self._consume(consumer.name, tp, read_committed=committed),
+                            name=f"wl-{consumer.name}",
                         )
                     )
         self._tasks.append(loop.create_task(self._sample(), name="wl-sampler"))
@@ -115,6 +142,14 @@ class Workload:
         self._stopping.set()
         if self._real is not None:
             await self._real.stop_producers(timeout_s)
+        if self._txn_tasks:  # each ends its transaction first
+            done, late = await asyncio.wait(set(self._txn_tasks), timeout=timeout_s)
+            for task in late:
+                task.cancel()
+            for task in [*done, *late]:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task  # a bug in a transactional client fails the run here
+            self._txn_tasks.clear()
         if self._pending:
             await asyncio.wait(set(self._pending), timeout=timeout_s)
         for producer in self._producers:
@@ -129,6 +164,12 @@ class Workload:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        for task in self._txn_tasks:
+            task.cancel()
+        await asyncio.gather(*self._txn_tasks, return_exceptions=True)
+        self._txn_tasks.clear()
+        if self._txn is not None:
+            await self._txn.close()
         if self._real is not None:
             real, self._real = self._real, None
             await real.close()
@@ -180,38 +221,53 @@ class Workload:
             self.send_failed(spec, partition, value, code, str(error))
 
     def send_failed(
-        self, spec: ProducerSpec, partition: int, value: str, code: int | None, error: str
+        self,
+        spec: ProducerSpec | TransformerSpec,
+        partition: int,
+        value: str,
+        code: int | None,
+        error: str,
+        **where: str | None,
     ) -> None:
         """A send that ended in an error: ``fail`` when Kafka's error ``code`` says the record
-        was refused before any append, ``info`` (unknown) otherwise."""
+        was refused before any append, ``info`` (unknown) otherwise. ``where``: ``topic``,
+        ``txn`` and ``process`` as ``record_send`` takes them."""
         certain = code is not None and code in _DEFINITELY_NOT_WRITTEN
-        self.record_send(
-            spec, OpType.FAIL if certain else OpType.INFO, partition, value, error=error
-        )
+        type_ = OpType.FAIL if certain else OpType.INFO
+        self.record_send(spec, type_, partition, value, error=error, topic=where.get("topic"),
+                         txn=where.get("txn"), process=where.get("process"))  # fmt: skip
 
     def record_send(
         self,
-        spec: ProducerSpec,
+        spec: ProducerSpec | TransformerSpec,
         type_: OpType,
         partition: int,
         value: str,
         *,
         offset: int | None = None,
         error: str | None = None,
+        topic: str | None = None,
+        txn: str | None = None,
+        process: str | None = None,
     ) -> None:
+        """One send op: to ``topic`` (default: the producer's), in transaction ``txn`` (a
+        transformer's and a transactional producer's sends), by ``process`` (default: the
+        spec's name)."""
+        producer = spec if isinstance(spec, ProducerSpec) else None
         self.history.add(
             Op(
                 type=type_,
                 f="send",
-                process=spec.name,
+                process=process or spec.name,
                 time_ms=self.now(),
-                topic=spec.topic,
+                topic=topic or (producer.topic if producer is not None else ""),
                 partition=partition,
                 value=value,
                 offset=offset if offset is not None and offset >= 0 else None,
                 error=error,
-                idempotent=spec.idempotent,
-                acks=spec.acks,
+                idempotent=True if producer is None else producer.idempotent,
+                acks="all" if producer is None else producer.acks,
+                txn=txn,
             )
         )
 
@@ -226,12 +282,14 @@ class Workload:
             delivery_timeout_ms=5_000,
         )
 
-    async def _consume(self, name: str, tp: TopicPartition) -> None:
+    async def _consume(self, name: str, tp: TopicPartition, *, read_committed: bool) -> None:
         client = self._reader(f"{name}-{tp.partition}")
         position = 0
         while True:
             try:
-                position = await self._read_once(client, name, tp, position, max_wait_ms=500)
+                position = await self._read_once(
+                    client, name, tp, position, max_wait_ms=500, read_committed=read_committed
+                )
             except OffsetOutOfRangeError:
                 position = await self._log_start(client, tp, position)
             except (KafkaError, RpcError) as e:
@@ -246,24 +304,62 @@ class Workload:
         position: int,
         *,
         max_wait_ms: int,
+        read_committed: bool = False,
     ) -> int:
-        """One fetch from ``position``: each record read becomes an op; the next position."""
-        result = await client.fetch(tp, position, max_wait_ms=max_wait_ms)
-        for record in result.records:
-            if record.offset < position:
-                continue  # the batch began before the position
-            value = (record.value or b"").decode(errors="replace")
-            self.record_read(
-                name, tp.topic, tp.partition, value, offset=record.offset, hw=result.high_watermark
-            )
-            position = record.offset + 1
+        """One fetch from ``position`` (as a consumer: below the HW, or below the LSO without
+        the aborted transactions when ``read_committed``): each record read becomes an op;
+        the next position (past every entry of the answer, markers and skipped batches too)."""
+        part = await self._fetch(client, tp, position, max_wait_ms, read_committed)
+        aborted = (
+            [(t.producer_id, t.first_offset) for t in part.aborted_transactions]
+            if read_committed
+            else None
+        )
+        isolation = READ_COMMITTED if read_committed else None
+        for header, records in consumed_entries(
+            part.records, fetch_offset=position, aborted=aborted
+        ):
+            for record in records:
+                if record.offset < position:
+                    continue  # the batch began before the position
+                value = (record.value or b"").decode(errors="replace")
+                self.record_read(name, tp.topic, tp.partition, value, offset=record.offset,
+                                 hw=part.high_watermark, isolation=isolation)  # fmt: skip
+            position = max(position, header.next_offset)
         return position
 
+    @staticmethod
+    async def _fetch(
+        client: MinimalClient,
+        tp: TopicPartition,
+        position: int,
+        max_wait_ms: int,
+        read_committed: bool,
+    ) -> pb.FetchPartitionResponse:
+        """One fetch answer, retried under the client's policy (as ``MinimalClient.fetch``)."""
+        async for attempt in client.retrying():
+            with attempt:
+                return await client.fetch_raw(
+                    tp,
+                    position,
+                    max_wait_ms=max_wait_ms,
+                    isolation_level=1 if read_committed else 0,
+                )
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def record_read(
-        self, name: str, topic: str, partition: int, value: str, *, offset: int, hw: int | None
+        self,
+        name: str,
+        topic: str,
+        partition: int,
+        value: str,
+        *,
+        offset: int,
+        hw: int | None,
+        isolation: str | None = None,
     ) -> None:
         """One record a consumer received, with the HW of the fetch that carried it (None:
-        the client does not say)."""
+        the client does not say) and the consumer's isolation (None: read_uncommitted)."""
         self.history.add(
             Op(
                 type=OpType.OK,
@@ -275,6 +371,7 @@ class Workload:
                 value=value,
                 offset=offset,
                 hw=hw,
+                isolation=isolation,
             )
         )
 
@@ -297,6 +394,8 @@ class Workload:
                         f"final read of {tp.topic}-{tp.partition}: its high watermark not "
                         f"reached within {timeout_s:g} s (no leader, or none that answers)"
                     ) from None
+        if self._txn is not None and self.scenario.workload.transformers:
+            await asyncio.wait_for(self._txn.group_offsets(), timeout_s)
 
     async def _read_to_hw(self, client: MinimalClient, name: str, tp: TopicPartition) -> None:
         position = await self._log_start(client, tp, 0)

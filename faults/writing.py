@@ -8,7 +8,15 @@ from typing import Any
 
 import tomli_w
 
-from kafkasim.faults.scenario import CLIENT_KAFKASIM, Fault, Scenario
+from kafkasim.faults.history import READ_UNCOMMITTED
+from kafkasim.faults.scenario import (
+    CLIENT_KAFKASIM,
+    ConsumerSpec,
+    Fault,
+    ProducerSpec,
+    Scenario,
+    TransformerSpec,
+)
 
 __all__ = ["dump"]
 
@@ -34,6 +42,39 @@ def _fault(fault: Fault, where: str) -> dict[str, Any]:
         table["duration_s"] = _finite(fault.duration_s, f"{where}.duration_s")
     if fault.params:
         table["params"] = _params(fault, where)
+    return table
+
+
+def _producer_txn(p: ProducerSpec) -> dict[str, Any]:
+    """A producer's transaction keys, each only when set (a scenario without transactions is
+    written as before them)."""
+    defaults = ProducerSpec(p.name, p.topic)
+    table: dict[str, Any] = {}
+    for key in ("transactional", "transactional_id", "transaction_records", "abort_every",
+                "transaction_timeout_ms", "start_s", "pause_at_s", "pause_s"):  # fmt: skip
+        value = getattr(p, key)
+        if value != getattr(defaults, key):
+            table[key] = (
+                _finite(value, f"producer {p.name}.{key}") if isinstance(value, float) else value
+            )
+    return table
+
+
+def _consumer(c: ConsumerSpec) -> dict[str, Any]:
+    table: dict[str, Any] = {"name": c.name, "topic": c.topic}
+    if c.isolation != READ_UNCOMMITTED:
+        table["isolation"] = c.isolation
+    return table
+
+
+def _transformer(t: TransformerSpec) -> dict[str, Any]:
+    table: dict[str, Any] = {"name": t.name, "input": t.input, "output": t.output}
+    if t.group:
+        table["group"] = t.group
+    if t.transactional_id:
+        table["transactional_id"] = t.transactional_id
+    if t.abort_every:
+        table["abort_every"] = t.abort_every
     return table
 
 
@@ -79,11 +120,14 @@ def document(scenario: Scenario) -> dict[str, Any]:
         }
         if p.config:
             producer["config"] = dict(p.config)
+        producer.update(_producer_txn(p))
         producers.append(producer)
     if producers:
         workload["producers"] = producers
     if w.consumers:
-        workload["consumers"] = [{"name": c.name, "topic": c.topic} for c in w.consumers]
+        workload["consumers"] = [_consumer(c) for c in w.consumers]
+    if w.transformers:
+        workload["transformers"] = [_transformer(t) for t in w.transformers]
     doc: dict[str, Any] = {
         "name": s.name,
         "description": s.description,
@@ -106,4 +150,6 @@ def document(scenario: Scenario) -> dict[str, Any]:
 
 def dump(scenario: Scenario) -> str:
     """The scenario as TOML (descriptions with line breaks as multi-line strings)."""
-    return tomli_w.dumps(document(scenario), multiline_strings=True)
+    # A carriage return in a multi-line string would be read back as part of a line break
+    # (TOML normalizes CRLF there): such a description is written on one line, escaped.
+    return tomli_w.dumps(document(scenario), multiline_strings="\r" not in scenario.description)

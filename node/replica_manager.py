@@ -74,7 +74,7 @@ from kafkasim.node.replica_types import (
     TxnMarkerResult,
     WriteTxnMarkersParams,
 )
-from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
+from kafkasim.node.rules import KAFKA_RULES, ReplicationRules, consumer_read
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log import FetchIsolation
 from kafkasim.storage.log_manager import LogManager
@@ -326,11 +326,13 @@ class ReplicaManager:
                     )
                     self._maybe_expand_isr(partition)
                 limit = min(part.partition_max_bytes or budget, budget)
-                info = log.read(
+                info, last_stable = consumer_read(
+                    log,
                     part.fetch_offset,
                     max(limit, 0),
                     min_one_message=total == 0,
                     isolation=isolation,
+                    rules=self.rules,
                 )
                 total += len(info.records)
                 budget -= len(info.records)
@@ -338,7 +340,7 @@ class ReplicaManager:
                     FetchPartitionData(
                         tp,
                         high_watermark=partition.high_watermark,
-                        last_stable_offset=log.last_stable_offset,
+                        last_stable_offset=last_stable,
                         log_start_offset=log.log_start_offset,
                         records=info.records,
                         aborted_transactions=_aborted(info.aborted_transactions),

@@ -532,8 +532,22 @@ def test_randomize_draws_every_action_and_target_kind_it_may() -> None:
     scenario = replace(scenario, seed_faults=RandomFaults(100, tuple(ACTIONS), (0.0, 29.0), 10.0))
     faults = [f for seed in range(3) for f in randomize(scenario, random.Random(seed)).faults]
     assert {f.action for f in faults} == set(ACTIONS)
-    assert {parse_target(f.target).kind for f in faults if f.target} == set(TargetKind)
+    # No transactional client: no transaction coordinator to draw.
+    kinds = set(TargetKind) - {TargetKind.TXN_COORDINATOR}
+    assert {parse_target(f.target).kind for f in faults if f.target} == kinds
     assert any("groups" in f.params for f in faults)
+
+
+def test_randomize_draws_the_coordinator_of_a_transactional_id_the_workload_uses() -> None:
+    scenario = load(CATALOG["txn-zombie-fenced"])
+    scenario = replace(scenario, seed_faults=RandomFaults(100, ("crash",), (0.0, 13.0), 1.0))
+    targets = {
+        f.target for seed in range(3) for f in randomize(scenario, random.Random(seed)).faults
+    }
+    assert "txn-coordinator:tx" in targets
+    assert not {
+        t for t in targets if t.startswith("txn-coordinator:") and t != "txn-coordinator:tx"
+    }
 
 
 def test_randomize_needs_seed_faults() -> None:
