@@ -11,7 +11,9 @@ same cases against both):
 
 Semantics are ZooKeeper's: paths are absolute, ``version=-1`` means "any version", watches
 fire once, an ephemeral node goes when its session expires or closes, a sequential node gets a
-10-digit zero-padded counter of its parent appended, ``multi`` is all-or-nothing.
+10-digit zero-padded counter of its parent appended, ``multi`` is all-or-nothing. A session
+may authenticate and create znodes with ACLs (``common/zk_acl.py``, a ZkSecurity given to
+the adapter's constructor); an operation its ACLs refuse raises NoAuthError.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kafkasim.common.errors import KafkasimError
+
+if TYPE_CHECKING:
+    from kafkasim.common.zk_acl import Acl
 
 
 class CoordinationError(KafkasimError):
@@ -42,6 +47,14 @@ class BadVersionError(CoordinationError):
 
 class NotEmptyError(CoordinationError):
     pass
+
+
+class NoAuthError(CoordinationError):
+    """The znode's ACL does not grant this session the permission the operation needs."""
+
+
+class InvalidACLError(CoordinationError):
+    """The ACL list given to a create cannot be used (e.g. ``auth:`` without credentials)."""
 
 
 class SessionExpiredError(CoordinationError):
@@ -168,6 +181,10 @@ class Coordination(Protocol):
 
     async def multi(self, ops: Sequence[Op]) -> list[str | Stat | None]:
         """All or nothing; raises the error of the first failing op (nothing applied)."""
+        ...
+
+    async def get_acls(self, path: str) -> list[Acl]:
+        """The znode's ACL list (``auth:`` already replaced by identities); NoNodeError."""
         ...
 
 
