@@ -647,3 +647,28 @@ def _close_session_from_twin(hosts: str, client_id: tuple[int, bytes], timeout_m
         with contextlib.suppress(kz.KazooException):
             twin.stop()
         twin.close()
+
+
+def secure_root(hosts: str, security: ZkSecurity, timeout_s: float = 15.0) -> None:
+    """Blocking: give ZooKeeper's root znode ``security``'s ACLs for ``/`` (its credentials
+    as creator), so that only that identity may create or delete top-level znodes.
+
+    ZooKeeper's root is open to everyone (``world:anyone`` ALL); Kafka leaves it so and
+    advises a chroot. kafkasim's own ZooKeeper (``cluster up``) with ``zookeeper.set.acl=true``
+    closes it instead: otherwise anyone could delete ``/controller`` or ``/controller_epoch``
+    or squat a top-level path."""
+    auth = security.auth
+    if auth is None:
+        raise ValueError("securing the root needs credentials")
+    client = KazooClient(hosts=hosts, timeout=timeout_s, auth_data=[(auth.scheme, auth.credential)])
+    try:
+        client.start(timeout=timeout_s)
+        client.set_acls(ROOT, to_kazoo_acls(security.acls_for(ROOT)))
+    except KazooTimeoutError as e:
+        raise ConnectionLossError(f"could not reach ZooKeeper at {hosts}") from e
+    except kz.KazooException as e:
+        raise translate_error(e, ROOT) from e
+    finally:
+        with contextlib.suppress(kz.KazooException):
+            client.stop()
+        client.close()
