@@ -20,13 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from enum import Enum
-from typing import TYPE_CHECKING, Protocol
+from enum import Enum, IntFlag
+from typing import Protocol
 
 from kafkasim.common.errors import KafkasimError
-
-if TYPE_CHECKING:
-    from kafkasim.common.zk_acl import Acl
 
 
 class CoordinationError(KafkasimError):
@@ -97,6 +94,42 @@ class Stat:
 
 
 Watcher = Callable[[WatchEvent], None]
+
+
+# ZooKeeper ACLs (the rules and credentials are in common/zk_acl.py)
+class Perm(IntFlag):
+    """ZooKeeper's permission bits (ZooDefs.Perms)."""
+
+    READ = 1
+    WRITE = 2
+    CREATE = 4
+    DELETE = 8
+    ADMIN = 16
+    ALL = 31
+
+
+WORLD = "world"
+ANYONE = "anyone"
+DIGEST = "digest"
+AUTH = "auth"
+
+
+@dataclass(frozen=True, slots=True)
+class Acl:
+    """One ACL entry: ``perms`` granted to ``scheme:id``."""
+
+    perms: Perm
+    scheme: str
+    id: str
+
+    def __str__(self) -> str:
+        return f"{self.scheme}:{self.id}:{int(self.perms)}"
+
+
+# ZooDefs.Ids
+OPEN_ACL_UNSAFE: tuple[Acl, ...] = (Acl(Perm.ALL, WORLD, ANYONE),)
+CREATOR_ALL_ACL: tuple[Acl, ...] = (Acl(Perm.ALL, AUTH, ""),)
+READ_ACL_UNSAFE: tuple[Acl, ...] = (Acl(Perm.READ, WORLD, ANYONE),)
 
 
 # multi() operations

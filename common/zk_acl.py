@@ -29,46 +29,43 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from enum import IntFlag
 from pathlib import Path
 
-from kafkasim.common.coordination import InvalidACLError
+from kafkasim.common.coordination import (
+    ANYONE,
+    AUTH,
+    CREATOR_ALL_ACL,
+    DIGEST,
+    OPEN_ACL_UNSAFE,
+    READ_ACL_UNSAFE,
+    WORLD,
+    Acl,
+    InvalidACLError,
+    Perm,
+)
 from kafkasim.common.errors import KafkasimError
 
-
-class Perm(IntFlag):
-    """ZooKeeper's permission bits (ZooDefs.Perms)."""
-
-    READ = 1
-    WRITE = 2
-    CREATE = 4
-    DELETE = 8
-    ADMIN = 16
-    ALL = 31
-
-
-WORLD = "world"
-ANYONE = "anyone"
-DIGEST = "digest"
-AUTH = "auth"
-
-
-@dataclass(frozen=True, slots=True)
-class Acl:
-    """One ACL entry: ``perms`` granted to ``scheme:id``."""
-
-    perms: Perm
-    scheme: str
-    id: str
-
-    def __str__(self) -> str:
-        return f"{self.scheme}:{self.id}:{int(self.perms)}"
-
-
-# ZooDefs.Ids
-OPEN_ACL_UNSAFE: tuple[Acl, ...] = (Acl(Perm.ALL, WORLD, ANYONE),)
-CREATOR_ALL_ACL: tuple[Acl, ...] = (Acl(Perm.ALL, AUTH, ""),)
-READ_ACL_UNSAFE: tuple[Acl, ...] = (Acl(Perm.READ, WORLD, ANYONE),)
+__all__ = [
+    "ANYONE",
+    "AUTH",
+    "CREATOR_ALL_ACL",
+    "DIGEST",
+    "OPEN",
+    "OPEN_ACL_UNSAFE",
+    "READ_ACL_UNSAFE",
+    "WORLD",
+    "Acl",
+    "AclPolicy",
+    "JaasConfigError",
+    "Perm",
+    "ZkAuth",
+    "ZkSecurity",
+    "digest_id",
+    "fix_up",
+    "jaas_client_text",
+    "permitted",
+    "read_jaas_client",
+]
 
 AclPolicy = Callable[[str], Sequence[Acl]]
 """The ACL list to create a znode at a path with."""
