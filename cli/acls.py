@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from kafkasim.cli.cluster import STATE_FILE
+from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.zk_acl import ZkSecurity
 from kafkasim.controller.zk_kazoo import KazooCoordination
 from kafkasim.node.acl import (
     VALID_OPERATIONS,
@@ -45,6 +47,7 @@ from kafkasim.node.acl import (
     parse_principal,
 )
 from kafkasim.node.acl_authorizer import AclAuthorizer
+from kafkasim.node.zk_security import zk_security_from_props
 
 ZK_SESSION_TIMEOUT_MS = 30_000
 PATTERN_TYPES = ("literal", "prefixed", "match", "any")
@@ -59,7 +62,8 @@ def register(sub: Any) -> None:
         action="append",
         default=[],
         metavar="zookeeper.connect=HOST:PORT",
-        help="the authorizer's properties; zookeeper.connect names the cluster's ZooKeeper",
+        help="the authorizer's properties: zookeeper.connect names the cluster's ZooKeeper; "
+        "zookeeper.set.acl and zookeeper.jaas.config.file give its credentials",
     )
     p.add_argument("--dir", type=Path, help="a 'kafkasim cluster up' directory instead")
     action = p.add_mutually_exclusive_group()
@@ -93,16 +97,18 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        connect = _zookeeper_connect(args)
+        connect, security = _zookeeper_connect(args)
         filters = _resource_filters(args)
         entries = _entries(args, filters)
-    except (ValueError, InvalidAclError) as e:
+    except (ValueError, InvalidAclError, InvalidConfigError) as e:
         print(str(e), file=sys.stderr)
         return 1
-    return asyncio.run(_run(args, connect, filters, entries))
+    return asyncio.run(_run(args, connect, security, filters, entries))
 
 
-def _zookeeper_connect(args: argparse.Namespace) -> str:
+def _zookeeper_connect(args: argparse.Namespace) -> tuple[str, ZkSecurity]:
+    """ZooKeeper's connect string and, as Kafka's AclAuthorizer takes them from its
+    properties, the ZooKeeper security keys (zookeeper.set.acl, zookeeper.jaas.config.file)."""
     if args.add + args.remove + args.list != 1:
         raise ValueError("Command must include exactly one action: --list, --add, --remove. ")
     props: dict[str, str] = {}
@@ -115,14 +121,16 @@ def _zookeeper_connect(args: argparse.Namespace) -> str:
         path = Path(args.dir) / STATE_FILE
         if not path.exists():
             raise ValueError(f"no cluster in {args.dir} (run 'kafkasim cluster up' first)")
-        return str(json.loads(path.read_text())["zookeeper"]["connect"])
+        state = json.loads(path.read_text())
+        security = zk_security_from_props(state.get("overrides", {}))
+        return str(state["zookeeper"]["connect"]), security
     connect = props.get("zookeeper.connect", "")
     if not connect:
         raise ValueError(
             "missing required argument: --authorizer-properties zookeeper.connect=HOST:PORT "
             "(or --dir)"
         )
-    return connect
+    return connect, zk_security_from_props(props)
 
 
 def _resource_filters(args: argparse.Namespace) -> list[ResourcePatternFilter]:
@@ -195,10 +203,11 @@ def _confirm(args: argparse.Namespace, question: str) -> bool:
 async def _run(
     args: argparse.Namespace,
     connect: str,
+    security: ZkSecurity,
     filters: list[ResourcePatternFilter],
     entries: list[AccessControlEntry],
 ) -> int:
-    zk = KazooCoordination(connect, ZK_SESSION_TIMEOUT_MS)
+    zk = KazooCoordination(connect, ZK_SESSION_TIMEOUT_MS, security=security)
     await zk.start()
     authorizer = AclAuthorizer(zk, name="kafka-acls")
     try:

@@ -23,6 +23,7 @@ from kafkasim.node.broker import Broker, controller_factory
 from kafkasim.node.broker_id import resolve_broker_id
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.rpc_grpc import GrpcBrokerTransport
+from kafkasim.node.zk_security import zk_security_for
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +67,14 @@ async def serve(config: BrokerConfig) -> None:
     session_timeout_ms = config["zookeeper.session.timeout.ms"]
     connect_timeout_ms = config["zookeeper.connection.timeout.ms"] or session_timeout_ms
 
+    security = zk_security_for(config)
+
     def coordination() -> KazooCoordination:
         return KazooCoordination(
-            config["zookeeper.connect"], session_timeout_ms, connect_timeout_ms=connect_timeout_ms
+            config["zookeeper.connect"],
+            session_timeout_ms,
+            connect_timeout_ms=connect_timeout_ms,
+            security=security,
         )
 
     # broker.id=-1: the id stored in meta.properties, or a new one from ZooKeeper.

@@ -62,6 +62,7 @@ from kafkasim import proto
 from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster.chaos import ZK_SESSION_TIMEOUT_MS_DEFAULT, ChaosError, process_backend
 from kafkasim.common.clock import SystemClock
+from kafkasim.common.private_files import write_private
 from kafkasim.common.rpc import RpcError
 from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.controller.zk_process import free_loopback_port
@@ -530,8 +531,10 @@ class ComposeBackend:
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        self.override.write_text(
-            render_override(chaos_broker_props(self.scenario), scenario=self.scenario.name)
+        # The brokers' settings may carry passwords (ssl.*.password, sasl.jaas.config).
+        write_private(
+            self.override,
+            render_override(chaos_broker_props(self.scenario), scenario=self.scenario.name),
         )
         self._up = True  # from here on, close() takes the project down
         self.cluster.compose("up", "-d", "--no-build", timeout_s=CLUSTER_START_TIMEOUT_S)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -22,11 +23,18 @@ from typing import Any
 
 from kafkasim.cluster.certs import broker_name, load_or_create_ca
 from kafkasim.common.errors import KafkasimError
+from kafkasim.common.private_files import write_private
+from kafkasim.common.zk_acl import OPEN_ACL_UNSAFE, jaas_client_text
+from kafkasim.controller.zk_kazoo import secure_root
 from kafkasim.controller.zk_process import ZooKeeperProcess, free_loopback_port
+from kafkasim.node.zk_security import zk_security_from_props
 
 logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# The brokers' ZooKeeper credentials when zookeeper.set.acl=true and none were given.
+ZOOKEEPER_JAAS_FILE = "zookeeper-client.jaas"
+ROOT_ZNODE = "/"
 # How a broker says it could not bind a listener (node.rpc_grpc, node.kafka_server).
 _BIND_FAILURE = re.compile(r"Socket server failed to bind to (\S+?):? ")
 # How ``kafkasim broker`` reports an error it exits on (cli.main); else a traceback's last line.
@@ -169,6 +177,7 @@ class LocalCluster:
         self._own_zookeeper = zookeeper is None
         self.zookeeper = zookeeper or ZooKeeperProcess(root / "zookeeper", detached=detached)
         self.broker_props = dict(broker_props or {})
+        self._make_zookeeper_credentials()
         # metrics.port is per broker here: 0 (or unset) a free port each, -1 none, and a
         # fixed one P is broker N's P + N - 1 (one port for all would let one broker bind).
         self.metrics_base = _metrics_base(self.broker_props.pop("metrics.port", 0))
@@ -183,6 +192,18 @@ class LocalCluster:
                 data_dir / "server.properties",
                 metrics_port=self._metrics_port(broker_id),
             )
+
+    def _make_zookeeper_credentials(self) -> None:
+        """``zookeeper.set.acl=true`` without credentials: make the brokers' ZooKeeper
+        identity — a JAAS file (0600) with user ``kafka`` and a random password — and point
+        every broker at it (ZooKeeper needs nothing for the digest scheme)."""
+        secure = str(self.broker_props.get("zookeeper.set.acl", "false")).lower() == "true"
+        if not secure or self.broker_props.get("zookeeper.jaas.config.file"):
+            return
+        jaas = self.root / ZOOKEEPER_JAAS_FILE
+        if not jaas.exists():
+            write_private(jaas, jaas_client_text("kafka", secrets.token_urlsafe(24)))
+        self.broker_props["zookeeper.jaas.config.file"] = str(jaas.resolve())
 
     def _metrics_port(self, broker_id: int) -> int | None:
         if self.metrics_base < 0:
@@ -320,13 +341,18 @@ class LocalCluster:
             props.update(self._tls_props(broker))
         props.update(self.broker_props)
         lines = [f"{k}={v}" for k, v in props.items()]
-        broker.config_path.write_text("\n".join(lines) + "\n")
+        # Overrides may carry passwords (ssl.*.password, sasl.jaas.config): owner only.
+        write_private(broker.config_path, "\n".join(lines) + "\n")
 
     def start(self, *, wait: bool = True) -> None:
         """Start ZooKeeper (if ours) and every broker; with ``wait``, until all serve."""
         try:
             if self._own_zookeeper and not self.zookeeper.running:
                 self.zookeeper.start()
+                if self.broker_props.get("zookeeper.jaas.config.file"):
+                    security = zk_security_from_props(self.broker_props)
+                    if security.acls is not None and security.acls(ROOT_ZNODE) != OPEN_ACL_UNSAFE:
+                        secure_root(self.zookeeper.connect_string, security)
             for broker_id in self.brokers:
                 self.start_broker(broker_id)
             if wait:

@@ -11,14 +11,16 @@ same cases against both):
 
 Semantics are ZooKeeper's: paths are absolute, ``version=-1`` means "any version", watches
 fire once, an ephemeral node goes when its session expires or closes, a sequential node gets a
-10-digit zero-padded counter of its parent appended, ``multi`` is all-or-nothing.
+10-digit zero-padded counter of its parent appended, ``multi`` is all-or-nothing. A session
+may authenticate and create znodes with ACLs (``common/zk_acl.py``, a ZkSecurity given to
+the adapter's constructor); an operation its ACLs refuse raises NoAuthError.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, IntFlag
 from typing import Protocol
 
 from kafkasim.common.errors import KafkasimError
@@ -42,6 +44,14 @@ class BadVersionError(CoordinationError):
 
 class NotEmptyError(CoordinationError):
     pass
+
+
+class NoAuthError(CoordinationError):
+    """The znode's ACL does not grant this session the permission the operation needs."""
+
+
+class InvalidACLError(CoordinationError):
+    """The ACL list given to a create cannot be used (e.g. ``auth:`` without credentials)."""
 
 
 class SessionExpiredError(CoordinationError):
@@ -84,6 +94,42 @@ class Stat:
 
 
 Watcher = Callable[[WatchEvent], None]
+
+
+# ZooKeeper ACLs (the rules and credentials are in common/zk_acl.py)
+class Perm(IntFlag):
+    """ZooKeeper's permission bits (ZooDefs.Perms)."""
+
+    READ = 1
+    WRITE = 2
+    CREATE = 4
+    DELETE = 8
+    ADMIN = 16
+    ALL = 31
+
+
+WORLD = "world"
+ANYONE = "anyone"
+DIGEST = "digest"
+AUTH = "auth"
+
+
+@dataclass(frozen=True, slots=True)
+class Acl:
+    """One ACL entry: ``perms`` granted to ``scheme:id``."""
+
+    perms: Perm
+    scheme: str
+    id: str
+
+    def __str__(self) -> str:
+        return f"{self.scheme}:{self.id}:{int(self.perms)}"
+
+
+# ZooDefs.Ids
+OPEN_ACL_UNSAFE: tuple[Acl, ...] = (Acl(Perm.ALL, WORLD, ANYONE),)
+CREATOR_ALL_ACL: tuple[Acl, ...] = (Acl(Perm.ALL, AUTH, ""),)
+READ_ACL_UNSAFE: tuple[Acl, ...] = (Acl(Perm.READ, WORLD, ANYONE),)
 
 
 # multi() operations
@@ -168,6 +214,10 @@ class Coordination(Protocol):
 
     async def multi(self, ops: Sequence[Op]) -> list[str | Stat | None]:
         """All or nothing; raises the error of the first failing op (nothing applied)."""
+        ...
+
+    async def get_acls(self, path: str) -> list[Acl]:
+        """The znode's ACL list (``auth:`` already replaced by identities); NoNodeError."""
         ...
 
 

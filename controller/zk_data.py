@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkasim.common.types import TopicPartition
+from kafkasim.common.zk_acl import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, Acl
 
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
@@ -45,21 +46,43 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CLUSTER_ID = "/cluster/id"
+CONSUMERS = "/consumers"
 
 # Created at startup by whoever gets there first (Kafka's ZkData.PersistentZkPaths).
 PERSISTENT_PATHS = (
-    "/consumers",
+    CONSUMERS,
     BROKER_IDS,
     BROKER_TOPICS,
     CONFIG_CHANGES,
     "/config/topics",
     "/config/clients",
+    "/config/users",  # SCRAM credentials (ConfigType.User); sensitive under set.acl
     "/config/brokers",
     "/admin/delete_topics",
     BROKER_SEQID,
     ISR_CHANGE_NOTIFICATION,
     "/cluster",
 )
+
+# zookeeper.set.acl=true: the znodes only the brokers may read (ZkData.SensitiveRootPaths:
+# SCRAM credentials, dynamic broker configs with their passwords, delegation tokens). The old
+# consumers' path (CONSUMERS) stays open (ZkData.defaultAcls), as old consumers write under it.
+SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token/tokens")
+
+
+def is_sensitive(path: str) -> bool:
+    """Kafka's ZkData.sensitivePath: the path starts with a sensitive root."""
+    return any(path.startswith(root) for root in SENSITIVE_ROOT_PATHS)
+
+
+def default_acls(path: str, secure: bool) -> tuple[Acl, ...]:
+    """Kafka's ZkData.defaultAcls: with ``secure`` (zookeeper.set.acl) the creator — the
+    brokers' shared ZooKeeper identity — gets everything and the world may read, except on
+    the sensitive paths; without it (and on /consumers) everyone may do everything."""
+    if not secure or path == CONSUMERS:
+        return OPEN_ACL_UNSAFE
+    return CREATOR_ALL_ACL if is_sensitive(path) else (*CREATOR_ALL_ACL, *READ_ACL_UNSAFE)
+
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 NO_LEADER = -1

@@ -48,6 +48,7 @@ from kazoo import exceptions as kz
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import Callback, KazooState
+from kazoo.security import ACL, Id
 
 from kafkasim.common.coordination import (
     BadVersionError,
@@ -57,6 +58,8 @@ from kafkasim.common.coordination import (
     CreateOp,
     DeleteOp,
     EventType,
+    InvalidACLError,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -68,6 +71,7 @@ from kafkasim.common.coordination import (
     Watcher,
     WatchEvent,
 )
+from kafkasim.common.zk_acl import OPEN, Acl, Perm, ZkSecurity
 
 T = TypeVar("T")
 
@@ -110,6 +114,10 @@ def translate_error(error: BaseException, path: str) -> BaseException:
             return BadVersionError(path)
         case kz.NotEmptyError():
             return NotEmptyError(path)
+        case kz.NoAuthError():
+            return NoAuthError(f"{path}: not authorized (the znode's ACL refuses this session)")
+        case kz.InvalidACLError():
+            return InvalidACLError(f"{path}: invalid ACL for this session")
         case kz.SessionExpiredError():  # includes ConnectionClosedError (client stopped)
             return SessionExpiredError(f"{path}: the ZooKeeper session has ended")
         case (
@@ -127,6 +135,14 @@ def translate_error(error: BaseException, path: str) -> BaseException:
         case kz.KazooException():
             return CoordinationError(f"{path}: {type(error).__name__} {error}")
     return error
+
+
+def to_kazoo_acls(acls: Sequence[Acl]) -> list[Any]:
+    return [ACL(int(acl.perms), Id(acl.scheme, acl.id)) for acl in acls]
+
+
+def from_kazoo_acl(acl: Any) -> Acl:
+    return Acl(Perm(int(acl.perms)), str(acl.id.scheme), str(acl.id.id))
 
 
 def check_path(path: str, *, sequential: bool = False) -> None:
@@ -149,6 +165,10 @@ def _join(parent: str, name: str) -> str:
     return f"/{name}" if parent == ROOT else f"{parent}/{name}"
 
 
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or ROOT
+
+
 class _Phase(Enum):
     NEW = "NEW"
     CONNECTING = "CONNECTING"
@@ -164,7 +184,10 @@ class KazooCoordination:
     ``hosts`` is ZooKeeper's connect string (``"h1:2181,h2:2181"``); ``session_timeout_ms``
     is requested from the server (which clamps it to its min/max). ``connection_retry``
     holds kazoo's KazooRetry options for (re)connection attempts (default
-    :data:`DEFAULT_CONNECTION_RETRY`). Not thread-safe: use it from its event loop only;
+    :data:`DEFAULT_CONNECTION_RETRY`). ``security`` gives the credentials the session
+    authenticates with (kazoo sends them again on every reconnect) and the ACLs of every znode
+    it creates, ancestors made by ``makepath`` included (each with its own path's ACLs, as
+    Kafka's createRecursive). Not thread-safe: use it from its event loop only;
     callbacks run on that loop.
     """
 
@@ -176,16 +199,20 @@ class KazooCoordination:
         loop: asyncio.AbstractEventLoop | None = None,
         connection_retry: Mapping[str, float] | None = None,
         connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
+        security: ZkSecurity = OPEN,
     ) -> None:
         if session_timeout_ms <= 0 or connect_timeout_ms <= 0:
             raise ValueError("session_timeout_ms and connect_timeout_ms must be positive")
         self._hosts = hosts
         self._loop = loop
         self._connect_timeout_ms = connect_timeout_ms
+        self._security = security
+        auth = security.auth
         self._client = KazooClient(
             hosts=hosts,
             timeout=session_timeout_ms / 1000,
             connection_retry=dict(connection_retry or DEFAULT_CONNECTION_RETRY),
+            auth_data=None if auth is None else [(auth.scheme, auth.credential)],
         )
         self._phase = _Phase.NEW
         self._session_id = 0
@@ -292,15 +319,47 @@ class KazooCoordination:
         makepath: bool = False,
     ) -> str:
         check_path(path, sequential=sequence)
-        # makepath: kazoo creates the missing ancestors (persistent) and retries the create
-        # once after NoNode, which cannot have created anything: not a hidden retry.
-        return await self._request(
-            path,
-            lambda: self._client.create_async(
-                path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath
-            ),
-            str,
-        )
+        acl = to_kazoo_acls(self._security.acls_for(path))
+
+        async def once() -> str:
+            return await self._request(
+                path,
+                lambda: self._client.create_async(
+                    path, data, acl=acl, ephemeral=ephemeral, sequence=sequence
+                ),
+                str,
+            )
+
+        try:
+            return await once()
+        except NoNodeError:
+            if not makepath:
+                raise
+        # makepath: create the missing ancestors (persistent, each with its own path's ACLs)
+        # and retry once: the NoNode create cannot have created anything, no hidden retry.
+        await self._ensure_path(_parent(path))
+        return await once()
+
+    async def _ensure_path(self, path: str) -> None:
+        if path == ROOT or await self.exists(path) is not None:
+            return
+        try:
+            await self.create(path)
+        except NodeExistsError:
+            return
+        except NoNodeError:
+            await self._ensure_path(_parent(path))
+            with contextlib.suppress(NodeExistsError):
+                await self.create(path)
+
+    async def get_acls(self, path: str) -> list[Acl]:
+        check_path(path)
+
+        def done(result: Any) -> list[Acl]:
+            acls, _stat = result
+            return [from_kazoo_acl(acl) for acl in acls]
+
+        return await self._request(path, lambda: self._client.get_acls_async(path), done)
 
     async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
         check_path(path)
@@ -363,7 +422,13 @@ class KazooCoordination:
                     case CheckOp(path, version):
                         transaction.check(path, version)
                     case CreateOp(path, data, ephemeral, sequence):
-                        transaction.create(path, data, ephemeral=ephemeral, sequence=sequence)
+                        transaction.create(
+                            path,
+                            data,
+                            acl=to_kazoo_acls(self._security.acls_for(path)),
+                            ephemeral=ephemeral,
+                            sequence=sequence,
+                        )
                     case SetOp(path, data, version):
                         transaction.set_data(path, data, version)
                     case DeleteOp(path, version):
@@ -582,3 +647,28 @@ def _close_session_from_twin(hosts: str, client_id: tuple[int, bytes], timeout_m
         with contextlib.suppress(kz.KazooException):
             twin.stop()
         twin.close()
+
+
+def secure_root(hosts: str, security: ZkSecurity, timeout_s: float = 15.0) -> None:
+    """Blocking: give ZooKeeper's root znode ``security``'s ACLs for ``/`` (its credentials
+    as creator), so that only that identity may create or delete top-level znodes.
+
+    ZooKeeper's root is open to everyone (``world:anyone`` ALL); Kafka leaves it so and
+    advises a chroot. kafkasim's own ZooKeeper (``cluster up``) with ``zookeeper.set.acl=true``
+    closes it instead: otherwise anyone could delete ``/controller`` or ``/controller_epoch``
+    or squat a top-level path."""
+    auth = security.auth
+    if auth is None:
+        raise ValueError("securing the root needs credentials")
+    client = KazooClient(hosts=hosts, timeout=timeout_s, auth_data=[(auth.scheme, auth.credential)])
+    try:
+        client.start(timeout=timeout_s)
+        client.set_acls(ROOT, to_kazoo_acls(security.acls_for(ROOT)))
+    except KazooTimeoutError as e:
+        raise ConnectionLossError(f"could not reach ZooKeeper at {hosts}") from e
+    except kz.KazooException as e:
+        raise translate_error(e, ROOT) from e
+    finally:
+        with contextlib.suppress(kz.KazooException):
+            client.stop()
+        client.close()

@@ -68,6 +68,38 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         low=1,
     ),
     ConfigKey("zookeeper.connect", S, None, "ZooKeeper connect string host:port[,…][/chroot]."),
+    # -- ZooKeeper security and the fetch cap (issue 15, points 4 and 5) --
+    ConfigKey(
+        "zookeeper.set.acl",
+        B,
+        False,
+        "Create every znode with ACLs: the brokers' ZooKeeper identity may do everything, the "
+        "world may only read, and nothing at all under /config/users, /config/brokers and "
+        "/delegation_token/tokens. Needs ZooKeeper credentials (zookeeper.jaas.config.file).",
+    ),
+    ConfigKey(
+        "zookeeper.sasl.client",
+        B,
+        True,
+        "Authenticate to ZooKeeper with the JAAS file's Client section (Kafka's JVM property "
+        "of this name); false connects anonymously.",
+    ),
+    ConfigKey(
+        "zookeeper.jaas.config.file",
+        S,
+        None,
+        "kafkasim's own key, in place of Kafka's -Djava.security.auth.login.config: the JAAS "
+        "file whose Client section (username, password) the broker authenticates to ZooKeeper "
+        "with, as ZooKeeper's digest scheme.",
+    ),
+    ConfigKey(
+        "fetch.max.bytes",
+        I,
+        57_671_680,
+        "The most a consumer fetch answer holds, whatever max_bytes the request asks "
+        "(at least one batch is always returned).",
+        low=0,
+    ),
     ConfigKey("zookeeper.session.timeout.ms", I, 18_000, "ZooKeeper session timeout.", low=1),
     ConfigKey("zookeeper.connection.timeout.ms", I, None, "Connect timeout (default: session)."),
     ConfigKey(
@@ -245,6 +277,14 @@ def _check_broker_rules(config: Config) -> None:
         )
     if config["zookeeper.connect"] in (None, ""):
         raise InvalidConfigError("Missing required configuration zookeeper.connect")
+    if config["zookeeper.set.acl"] and not (
+        config["zookeeper.sasl.client"] and config["zookeeper.jaas.config.file"]
+    ):
+        raise InvalidConfigError(
+            "zookeeper.set.acl is true, but no ZooKeeper credentials are configured: set "
+            "zookeeper.jaas.config.file to a JAAS file with a Client section (and leave "
+            "zookeeper.sasl.client true)"
+        )
     authorizer = config["authorizer.class.name"]
     if authorizer and authorizer not in ACL_AUTHORIZER_CLASSES:
         raise InvalidConfigError(

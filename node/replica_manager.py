@@ -84,7 +84,6 @@ from kafkasim.storage.txn_index import AbortedTxn
 logger = logging.getLogger(__name__)
 
 INVALID_LOW_WATERMARK = -1
-DEFAULT_FETCH_MAX_BYTES = 50 * 1024 * 1024  # a fetch that sets no max_bytes (Kafka's default)
 InvalidTopicError = error_for_name("INVALID_TOPIC_EXCEPTION")
 InvalidRequiredAcksError = error_for_name("INVALID_REQUIRED_ACKS")
 StaleControllerEpochError = error_for_name("STALE_CONTROLLER_EPOCH")
@@ -287,11 +286,13 @@ class ReplicaManager:
         """Kafka's ``fetchMessages``: read from each partition; long-poll up to
         ``max_wait_ms`` until ``min_bytes`` are there (or an error, or nothing to wait on)."""
         deadline = self._clock.monotonic_ms() + max(params.max_wait_ms, 0)
+        max_bytes = self.fetch_max_bytes(params.max_bytes)
+        min_bytes = max(min(params.min_bytes, max_bytes), 1)
         while True:
-            results, total, waiters = self._read_once(params)
+            results, total, waiters = self._read_once(params, max_bytes)
             remaining = deadline - self._clock.monotonic_ms()
             has_error = any(r.error is not None for r in results)
-            if total >= max(params.min_bytes, 1) or remaining <= 0 or has_error or not waiters:
+            if total >= min_bytes or remaining <= 0 or has_error or not waiters:
                 for w in waiters:
                     w.cancel()
                 return results
@@ -301,8 +302,16 @@ class ReplicaManager:
             for w in waiters:
                 w.cancel()
 
+    def fetch_max_bytes(self, requested: int) -> int:
+        """The most one fetch answer may hold: what the request asks (0: no limit asked),
+        never more than ``fetch.max.bytes`` — Kafka's handleFetchRequest caps consumers and
+        followers alike, so a request's max_bytes of 2**31-1 cannot make the broker build a
+        huge answer. The first partition with data still returns one whole batch (KIP-74)."""
+        cap: int = self.config["fetch.max.bytes"]
+        return cap if requested <= 0 else min(requested, cap)
+
     def _read_once(
-        self, params: FetchParams
+        self, params: FetchParams, max_bytes: int
     ) -> tuple[list[FetchPartitionData], int, list[asyncio.Future[None]]]:
         is_follower = params.is_from_follower
         isolation = fetch_isolation(params.replica_id, params.isolation_level)
@@ -310,7 +319,7 @@ class ReplicaManager:
         results: list[FetchPartitionData] = []
         total = 0
         waiters: list[asyncio.Future[None]] = []
-        budget = params.max_bytes if params.max_bytes > 0 else DEFAULT_FETCH_MAX_BYTES
+        budget = max_bytes
         for part in params.partitions:
             tp = part.tp
             try:

@@ -24,6 +24,7 @@ from kafkasim.node.broker import Broker, MarkerSenderFactory, controller_factory
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.node.txn_marker_sender import rpc_marker_sender
+from kafkasim.node.zk_security import zk_security_for
 from kafkasim.sim.loop import VirtualClock
 from kafkasim.sim.network import SimNetwork, SimTransport
 from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
@@ -106,6 +107,7 @@ class SimCluster:
             self.zk_session_timeout_ms,
             f"broker-{broker_id}/{len(clients)}",
             seed=self.seed,
+            security=zk_security_for(self._config(broker_id)),
         )
         clients.append(client)
         return client

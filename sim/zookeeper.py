@@ -45,10 +45,20 @@ Rules (real ZooKeeper's; ``tests/unit/coordination`` runs the same cases against
    adapter uses, does not restore watches on reconnect, so neither do we. After CONNECTED the
    owner re-reads and re-watches.
 
-What is not modelled: ACLs, quotas, the 1 MiB znode limit, multi-server ensembles (no stale
-reads, no ``sync``), TTL/container nodes, and the ~2/3-session-timeout delay before a real
-client notices a dead connection (``disconnect()`` is noticed at once; the server's expiry
-clock starts at that same instant).
+7. ACLs (``common/zk_acl.py``): a session authenticates with its client's ``ZkSecurity``
+   credentials when it opens (digest: the identity ``digest:user:hash``); a create stores the
+   ACL list the client's policy gives for the path (``auth:`` fixed up to the session's
+   identities, InvalidACLError when it has none). Checks in ZooKeeper's order: create — the
+   ACL list, the parent's existence, CREATE on the parent, then the rest; delete — the
+   parent, DELETE on it, then the node; set — the node, WRITE; get, get_children and a
+   multi's check — the node, READ (no watch is set when refused); exists and get_acls — none.
+   A refusal is NoAuthError (a refused write takes a zxid, like any failed write). Expiry
+   deletes ephemerals whatever the ACLs.
+
+What is not modelled: the ``ip``, ``sasl`` and ``super`` schemes, setACL, quotas, the 1 MiB
+znode limit, multi-server ensembles (no stale reads, no ``sync``), TTL/container nodes, and the
+~2/3-session-timeout delay before a real client notices a dead connection (``disconnect()`` is
+noticed at once; the server's expiry clock starts at that same instant).
 """
 
 from __future__ import annotations
@@ -71,6 +81,7 @@ from kafkasim.common.coordination import (
     CreateOp,
     DeleteOp,
     EventType,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -83,6 +94,7 @@ from kafkasim.common.coordination import (
     WatchEvent,
 )
 from kafkasim.common.errors import KafkasimError
+from kafkasim.common.zk_acl import OPEN, OPEN_ACL_UNSAFE, Acl, Perm, ZkSecurity, fix_up, permitted
 
 ROOT = "/"
 SEQUENCE_DIGITS = 10
@@ -142,6 +154,7 @@ class _Znode:
     version: int = 0
     child_creations: int = 0  # ZooKeeper's persisted cversion; the sequence counter
     children: set[str] = field(default_factory=set)
+    acl: tuple[Acl, ...] = OPEN_ACL_UNSAFE
 
     def stat(self) -> Stat:
         return Stat(
@@ -167,6 +180,7 @@ class _Txn:
 
     zxid: int
     session_id: int
+    identities: tuple[tuple[str, str], ...] | None  # None: the server's own (no ACL checks)
     undo: list[Callable[[], None]] = field(default_factory=list)
     changes: list[tuple[_Change, str]] = field(default_factory=list)
 
@@ -178,6 +192,7 @@ class _Session:
     client: SimZooKeeperClient
     connected: bool = True
     ephemerals: dict[str, None] = field(default_factory=dict)  # an ordered set of paths
+    identities: tuple[tuple[str, str], ...] = ()  # (scheme, id) it authenticated as
     expiry: asyncio.TimerHandle | None = None
 
 
@@ -210,7 +225,14 @@ class _CloseSession:
     pass
 
 
-_Request = _Get | _Exists | _GetChildren | _Multi | _CloseSession | CreateOp | SetOp | DeleteOp
+@dataclass(frozen=True, slots=True)
+class _GetAcls:
+    path: str
+
+
+_Request = (
+    _Get | _Exists | _GetChildren | _GetAcls | _Multi | _CloseSession | CreateOp | SetOp | DeleteOp
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,7 +344,9 @@ class SimZooKeeperServer:
         timeout_ms = min(
             max(requested_timeout_ms, self.min_session_timeout_ms), self.max_session_timeout_ms
         )
-        session = _Session(self._next_session_id, timeout_ms, client)
+        auth = client.security.auth
+        identities = () if auth is None else (auth.identity(),)
+        session = _Session(self._next_session_id, timeout_ms, client, identities=identities)
         self._next_session_id += 1
         self._sessions[session.session_id] = session
         return session
@@ -356,11 +380,13 @@ class SimZooKeeperServer:
 
     def _handle(self, session_id: int, request: _Request) -> Any:
         """Execute one request for a session and return its result, or raise its error."""
-        if session_id not in self._sessions:
+        session = self._sessions.get(session_id)
+        if session is None:
             raise SessionExpiredError(f"session {session_id:#x} has expired")
         match request:
             case _Get(path, watch):
                 node = self._lookup(path)
+                self._check_acl(node, Perm.READ, session.identities, path)
                 if watch:
                     self._data_watches.setdefault(path, {})[session_id] = None
                 return node.data, node.stat()
@@ -371,9 +397,12 @@ class SimZooKeeperServer:
                 return None if found is None else found.stat()
             case _GetChildren(path, watch):
                 node = self._lookup(path)
+                self._check_acl(node, Perm.READ, session.identities, path)
                 if watch:
                     self._child_watches.setdefault(path, {})[session_id] = None
                 return sorted(node.children)
+            case _GetAcls(path):
+                return list(self._lookup(path).acl)
             case _Multi(ops):
                 return self._transact(session_id, ops)
             case _CloseSession():
@@ -388,7 +417,7 @@ class SimZooKeeperServer:
     def _transact(self, session_id: int, ops: Sequence[Op]) -> list[str | Stat | None]:
         """Apply ``ops`` all or nothing under one new zxid, then fire the watches they touch."""
         self._zxid += 1  # taken even if the transaction fails, as ZooKeeper's error txn does
-        txn = _Txn(self._zxid, session_id)
+        txn = _Txn(self._zxid, session_id, self._sessions[session_id].identities)
         results: list[str | Stat | None] = []
         try:
             for op in ops:
@@ -410,7 +439,10 @@ class SimZooKeeperServer:
                 self._delete(txn, op)
                 return None
             case CheckOp():
-                self._check_version(self._lookup(op.path), op.path, op.version)
+                node = self._lookup(op.path)
+                if txn.identities is not None:
+                    self._check_acl(node, Perm.READ, txn.identities, op.path)
+                self._check_version(node, op.path, op.version)
                 return None
         raise TypeError(f"unknown op {op!r}")  # pragma: no cover
 
@@ -421,16 +453,29 @@ class SimZooKeeperServer:
         return node
 
     @staticmethod
+    def _check_acl(
+        node: _Znode, perm: Perm, identities: tuple[tuple[str, str], ...] | None, path: str
+    ) -> None:
+        if identities is not None and not permitted(node.acl, perm, identities):
+            raise NoAuthError(f"{path}: not authorized (the znode's ACL refuses this session)")
+
+    @staticmethod
     def _check_version(node: _Znode, path: str, version: int) -> None:
         if version not in (ANY_VERSION, node.version):
             raise BadVersionError(f"{path}: expected version {version}, is {node.version}")
 
     def _create(self, txn: _Txn, op: CreateOp) -> str:
-        # Checks in ZooKeeper's order: parent, sequence suffix, existence, ephemeral parent.
+        # Checks in ZooKeeper's order: ACL list, parent, CREATE on the parent, sequence
+        # suffix, existence, ephemeral parent.
+        acl: tuple[Acl, ...] = OPEN_ACL_UNSAFE
+        if txn.identities is not None:
+            policy = self._sessions[txn.session_id].client.security
+            acl = tuple(fix_up(policy.acls_for(op.path), txn.identities))
         parent_path = parent_of(op.path)
         parent = self._nodes.get(parent_path)
         if parent is None:
             raise NoNodeError(parent_path)
+        self._check_acl(parent, Perm.CREATE, txn.identities, op.path)
         suffix = f"{parent.child_creations:0{SEQUENCE_DIGITS}d}"
         path = op.path + suffix if op.sequence else op.path
         if path in self._nodes:
@@ -440,7 +485,7 @@ class SimZooKeeperServer:
         owner = txn.session_id if op.ephemeral else 0
         name = _name_of(path)
         saved = (parent.child_creations, parent.pzxid)
-        self._nodes[path] = _Znode(op.data, txn.zxid, txn.zxid, txn.zxid, owner)
+        self._nodes[path] = _Znode(op.data, txn.zxid, txn.zxid, txn.zxid, owner, acl=acl)
         parent.children.add(name)
         parent.child_creations += 1
         parent.pzxid = txn.zxid
@@ -460,6 +505,7 @@ class SimZooKeeperServer:
 
     def _set(self, txn: _Txn, op: SetOp) -> Stat:
         node = self._lookup(op.path)
+        self._check_acl(node, Perm.WRITE, txn.identities, op.path)
         self._check_version(node, op.path, op.version)
         saved = (node.data, node.version, node.mzxid)
         node.data, node.version, node.mzxid = op.data, node.version + 1, txn.zxid
@@ -472,14 +518,17 @@ class SimZooKeeperServer:
         return node.stat()
 
     def _delete(self, txn: _Txn, op: DeleteOp) -> None:
-        # Checks in ZooKeeper's order: existence, version, children.
+        # Checks in ZooKeeper's order: parent, DELETE on it, existence, version, children.
         if op.path == ROOT:
             raise ValueError("the root znode cannot be deleted")
+        parent = self._nodes.get(parent_of(op.path))
+        if parent is None:
+            raise NoNodeError(op.path)
+        self._check_acl(parent, Perm.DELETE, txn.identities, op.path)
         node = self._lookup(op.path)
         self._check_version(node, op.path, op.version)
         if node.children:
             raise NotEmptyError(op.path)
-        parent = self._nodes[parent_of(op.path)]
         name = _name_of(op.path)
         saved_pzxid = parent.pzxid
         del self._nodes[op.path]
@@ -512,7 +561,7 @@ class SimZooKeeperServer:
             session.expiry = None
         self._drop_watches(session_id)
         self._zxid += 1  # closeSession is a transaction even without ephemerals
-        txn = _Txn(self._zxid, session_id)
+        txn = _Txn(self._zxid, session_id, None)
         for path in sorted(session.ephemerals):
             self._delete(txn, DeleteOp(path))
         del self._sessions[session_id]
@@ -609,6 +658,9 @@ class SimZooKeeperClient:
     uniform draw from a ``random.Random`` seeded with ``seed`` and ``name``; the order of
     messages is kept whatever the draws.
 
+    ``security`` holds the credentials the session authenticates with and the ACL policy of
+    the znodes it creates (rule 7).
+
     Fault controls: :meth:`disconnect` and :meth:`reconnect` (the network between this client
     and the server), and the server's :meth:`SimZooKeeperServer.expire_session`.
 
@@ -626,6 +678,7 @@ class SimZooKeeperClient:
         *,
         latency_ms: tuple[float, float] | None = None,
         seed: int = 0,
+        security: ZkSecurity = OPEN,
     ) -> None:
         if session_timeout_ms <= 0:
             raise ValueError(f"session_timeout_ms must be positive, got {session_timeout_ms}")
@@ -633,6 +686,7 @@ class SimZooKeeperClient:
             raise ValueError(f"latency_ms must be (low, high) with 0 <= low <= high: {latency_ms}")
         self.server = server
         self.name = name
+        self.security = security
         self._requested_timeout_ms = session_timeout_ms
         self._latency_ms = latency_ms
         self._rng = random.Random(f"{seed}/{name}")
@@ -795,6 +849,11 @@ class SimZooKeeperClient:
             check_path(op.path, sequential=isinstance(op, CreateOp) and op.sequence)
         results: list[str | Stat | None] = await self._send(_Multi(tuple(ops)))
         return results
+
+    async def get_acls(self, path: str) -> list[Acl]:
+        check_path(path)
+        acls: list[Acl] = await self._send(_GetAcls(path))
+        return acls
 
     # -- helpers built from several requests (not atomic, as in kazoo) ---------------------
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from kafkasim.common.coordination import Coordination, SessionState
+from kafkasim.common.zk_acl import OPEN, ZkSecurity
 from kafkasim.controller.zk_kazoo import KazooCoordination
 from kafkasim.controller.zk_process import ZooKeeperProcess, zookeeper_available
 from kafkasim.sim.loop import run_simulation
@@ -51,15 +52,24 @@ class Env:
         return "/".join((self.root, *names))
 
     async def client(
-        self, *, start: bool = True, session_timeout_ms: int = SESSION_TIMEOUT_MS
+        self,
+        *,
+        start: bool = True,
+        session_timeout_ms: int = SESSION_TIMEOUT_MS,
+        security: ZkSecurity = OPEN,
     ) -> Coordination:
         client: Coordination
         if self.zookeeper is not None:
-            client = KazooCoordination(self.zookeeper.connect_string, session_timeout_ms)
+            client = KazooCoordination(
+                self.zookeeper.connect_string, session_timeout_ms, security=security
+            )
         else:
             assert self.server is not None
             client = SimZooKeeperClient(
-                self.server, session_timeout_ms, name=f"client-{len(self.clients)}"
+                self.server,
+                session_timeout_ms,
+                name=f"client-{len(self.clients)}",
+                security=security,
             )
         self.clients.append(client)
         if start:
