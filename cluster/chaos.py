@@ -40,6 +40,7 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
 from kafkasim.faults.backend import Backend, BackendSpec, UnsupportedFaultError, broker_props
+from kafkasim.faults.final_logs import split_entries
 from kafkasim.faults.history import History, ReplicaSample
 from kafkasim.faults.scenario import Scenario
 from kafkasim.proto import kafkasim_pb2 as pb
@@ -363,12 +364,15 @@ class ProcessBackend:
                     partition_dir = log_dir / f"{topic.name}-{p}"
                     if not partition_dir.is_dir():
                         continue
-                    entries, problem = read_replica_log(partition_dir)
+                    markers: list[tuple[int, str]] = []
+                    entries, problem = read_replica_log(partition_dir, markers)
                     if problem is not None:
                         notes.append(
                             f"broker {broker_id}: corrupt batch, log read up to it: {problem}"
                         )
                     history.final_logs[(topic.name, p, broker_id)] = entries
+                    if markers:
+                        history.final_markers[(topic.name, p, broker_id)] = markers
             checkpoint = log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE
             if checkpoint.is_file():
                 with contextlib.suppress(KafkaError, OSError):
@@ -511,13 +515,18 @@ LOCAL: Final = BackendSpec(
 # -- final logs ---------------------------------------------------------------------------------
 
 
-def read_replica_log(partition_dir: Path) -> tuple[list[tuple[int, str]], str | None]:
-    """Every record of one replica's log on disk, ``(offset, value as text)``, segments in
-    base-offset order, entries of every message format (v2 batches, v0/v1 messages of a log
-    written before Kafka 0.11), each entry's checksum checked. Reading stops at the first entry
-    that does not check; the second item then says where and why (None when the whole log is
-    sound). A zero-filled tail (a preallocated segment) ends a segment quietly."""
+def read_replica_log(
+    partition_dir: Path, markers: list[tuple[int, str]] | None = None
+) -> tuple[list[tuple[int, str]], str | None]:
+    """Every data record of one replica's log on disk, ``(offset, value as text)``, segments
+    in base-offset order, entries of every message format (v2 batches, v0/v1 messages of a log
+    written before Kafka 0.11), each entry's checksum checked; transaction markers are not
+    data: they go to ``markers`` (``(offset, "COMMIT"|"ABORT")``) when it is given. Reading
+    stops at the first entry that does not check; the second item then says where and why
+    (None when the whole log is sound). A zero-filled tail (a preallocated segment) ends a
+    segment quietly."""
     entries: list[tuple[int, str]] = []
+    found_markers: list[tuple[int, str]] = [] if markers is None else markers
     segments = sorted(
         (file_names.offset_from_file_name(p.name), p)
         for p in partition_dir.glob("*" + file_names.LOG_SUFFIX)
@@ -527,9 +536,7 @@ def read_replica_log(partition_dir: Path) -> tuple[list[tuple[int, str]], str | 
         position = 0  # the end of the last entry read whole
         try:
             for header, records in decode_entries(data):
-                entries.extend(
-                    (r.offset, (r.value or b"").decode(errors="replace")) for r in records
-                )
+                split_entries(((header, records),), entries, found_markers)
                 position += header.size_in_bytes
         except KafkaError as e:
             if not any(data[position:]):

@@ -43,14 +43,15 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kafkasim.client.consumer import Consumer
 from kafkasim.client.consumer_types import ConsumerRecord
 from kafkasim.client.producer import Producer
 from kafkasim.client.producer_errors import DeliveryTimeoutError
+from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkaError, KafkasimError, ProducerFencedError
-from kafkasim.common.rpc import RpcError
+from kafkasim.common.rpc import ClientTransport, RpcError
 from kafkasim.common.types import TopicPartition
 from kafkasim.faults.history import (
     ABORT,
@@ -58,13 +59,68 @@ from kafkasim.faults.history import (
     FETCH_OFFSETS,
     READ_COMMITTED,
     SEND_OFFSETS,
+    History,
     Op,
     OpType,
 )
-from kafkasim.faults.scenario import ProducerSpec, TransformerSpec
+from kafkasim.faults.scenario import ProducerSpec, Scenario, TransformerSpec
 
-if TYPE_CHECKING:
-    from kafkasim.faults.workload import Workload
+
+class Workload(Protocol):
+    """What the transactional clients use of ``faults.workload.Workload`` (which starts
+    them): its clock, transports, history and recording calls."""
+
+    scenario: Scenario
+    history: History
+    clock: Clock
+    bootstrap: list[str]
+
+    @property
+    def transport_for(self) -> Callable[[str], ClientTransport]: ...
+
+    def now(self) -> int: ...
+
+    @property
+    def stopping(self) -> asyncio.Event: ...
+
+    def partitions_of(self, topic: str) -> int: ...
+
+    def send_failed(
+        self,
+        spec: ProducerSpec | TransformerSpec,
+        partition: int,
+        value: str,
+        code: int | None,
+        error: str,
+        **where: str | None,
+    ) -> None: ...
+
+    def record_send(
+        self,
+        spec: ProducerSpec | TransformerSpec,
+        type_: OpType,
+        partition: int,
+        value: str,
+        *,
+        offset: int | None = None,
+        error: str | None = None,
+        topic: str | None = None,
+        txn: str | None = None,
+        process: str | None = None,
+    ) -> None: ...
+
+    def record_read(
+        self,
+        name: str,
+        topic: str,
+        partition: int,
+        value: str,
+        *,
+        offset: int,
+        hw: int | None,
+        isolation: str | None = None,
+    ) -> None: ...
+
 
 __all__ = ["TxnClients"]
 

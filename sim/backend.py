@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
@@ -38,7 +38,8 @@ from kafkasim.common.errors import KafkasimError
 from kafkasim.common.rpc import ClientTransport
 from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.backend import BackendSpec, BrokerStartError, broker_props
-from kafkasim.faults.history import MARKER_TYPES, History, ReplicaSample
+from kafkasim.faults.final_logs import split_entries
+from kafkasim.faults.history import History, ReplicaSample
 from kafkasim.faults.scenario import Scenario
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.proto import kafkasim_pb2 as pb
@@ -47,8 +48,6 @@ from kafkasim.sim.loop import run_simulation
 from kafkasim.sim.network import SimTransport
 from kafkasim.sim.zookeeper import SimZooKeeperClient
 from kafkasim.storage import disk_faults
-from kafkasim.storage.records.batch import BatchHeader, Record, parse_control_key
-from kafkasim.storage.records.entry import LogEntryHeader
 
 __all__ = ["SIM", "SimBackend", "sim_backend"]
 
@@ -284,7 +283,9 @@ class SimBackend:
                 if tp.topic not in topics:
                     continue
                 partition = rm.partitions[tp]
-                entries, markers = _final_entries(partition.log.batches())
+                entries: list[tuple[int, str]] = []
+                markers: list[tuple[int, str]] = []
+                split_entries(partition.log.batches(), entries, markers)
                 history.final_logs[(tp.topic, tp.partition, broker_id)] = entries
                 if markers:
                     history.final_markers[(tp.topic, tp.partition, broker_id)] = markers
@@ -299,22 +300,6 @@ class SimBackend:
         cluster = self._cluster
         disk_faults.free(d for b in cluster.broker_ids for d in cluster.log_dirs(b))
         await cluster.stop()
-
-
-def _final_entries(
-    batches: Iterable[tuple[LogEntryHeader, list[Record]]],
-) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
-    """A log's data records as (offset, value) and its transaction markers as (offset,
-    "COMMIT"/"ABORT"), per batch (a control batch holds one marker)."""
-    entries: list[tuple[int, str]] = []
-    markers: list[tuple[int, str]] = []
-    for header, records in batches:
-        if isinstance(header, BatchHeader) and header.is_control:
-            types = ((r.offset, parse_control_key(r.key).name) for r in records)
-            markers.extend(m for m in types if m[1] in MARKER_TYPES)
-            continue
-        entries.extend((r.offset, (r.value or b"").decode(errors="replace")) for r in records)
-    return entries, markers
 
 
 REAL_CLIENTS_REASON: Final = (

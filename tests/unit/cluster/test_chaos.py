@@ -24,10 +24,18 @@ from kafkasim.storage import file_names
 from kafkasim.storage.records.batch import RecordBatchBuilder, set_base_offset
 from kafkasim.storage.records.compression import CompressionType
 from kafkasim.storage.records.legacy import encode_legacy
+from tests.txn_records import ABORT, COMMIT, Producer
 
 GZIP = CompressionType.GZIP
 
-RUNNABLE = {"leader-crash", "follower-pause", "controller-crash", "rolling-restart", "kip101-case1"}
+RUNNABLE = {
+    "leader-crash",
+    "follower-pause",
+    "controller-crash",
+    "rolling-restart",
+    "kip101-case1",
+    "txn-zombie-fenced",
+}
 
 
 def test_every_action_is_either_injected_or_refused_with_a_reason() -> None:
@@ -156,3 +164,20 @@ def test_a_zero_filled_tail_ends_a_segment_quietly(tmp_path: Path) -> None:
     path = write_segment(tmp_path, 0, [["a", "b"]])
     path.write_bytes(path.read_bytes() + b"\0" * 512)  # a preallocated segment's unused end
     assert chaos.read_replica_log(tmp_path) == ([(0, "a"), (1, "b")], None)
+
+
+def test_transaction_markers_are_not_data_and_are_read_apart(tmp_path: Path) -> None:
+    producer = Producer(7)
+    data = (
+        producer.batch(2, base_offset=0)
+        + producer.marker(COMMIT, base_offset=2)
+        + producer.batch(1, base_offset=3)
+        + producer.marker(ABORT, base_offset=4)
+    )
+    file_names.log_file(tmp_path, 0).write_bytes(data)
+    markers: list[tuple[int, str]] = []
+    entries, problem = chaos.read_replica_log(tmp_path, markers)
+    assert problem is None
+    assert entries == [(0, "p7-0"), (1, "p7-1"), (3, "p7-2")]
+    assert markers == [(2, "COMMIT"), (4, "ABORT")]
+    assert chaos.read_replica_log(tmp_path)[0] == entries  # without a list: still not data
