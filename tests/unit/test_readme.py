@@ -16,8 +16,34 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 API_TABLE = re.compile(r"<!-- kafka-api-versions -->\n(.*?)<!-- /kafka-api-versions -->", re.DOTALL)
 
 
+BLOCK = re.compile(r"(?:<!-- readme-block: ([\w-]+) -->\n)?```(\w*)\n(.*?)```", re.DOTALL)
+# The named python blocks that need a running cluster, run by
+# tests/integration/test_readme_clients.py against a LocalCluster.
+CLUSTER_PYTHON_BLOCKS = (
+    "python-sync-producer-consumer",
+    "python-group-consumer",
+    "python-admin",
+    "python-asyncio",
+)
+
+
+def readme_blocks(language: str) -> list[tuple[str | None, str]]:
+    """Every fenced block of ``language`` in the README, in order, with the name of the
+    ``<!-- readme-block: NAME -->`` marker right above it (None without one)."""
+    return [
+        (name or None, body)
+        for name, lang, body in BLOCK.findall(README.read_text())
+        if lang == language
+    ]
+
+
+def test_every_named_python_block_is_run_by_the_cluster_test() -> None:
+    named = [name for name, _ in readme_blocks("python") if name is not None]
+    assert tuple(named) == CLUSTER_PYTHON_BLOCKS
+
+
 def test_readme_python_example_runs(tmp_path: Path) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    blocks = [body for name, body in readme_blocks("python") if name is None]
     assert blocks, "README has no python example"
     for block in blocks:
         code = block.replace('"/tmp/logs/', f'"{tmp_path}/')
