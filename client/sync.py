@@ -316,6 +316,7 @@ class SyncAdminClient(_Blocking):
     group_lag = _blocking(AdminClient.group_lag)
     alter_group_offsets = _blocking(AdminClient.alter_group_offsets)
     delete_groups = _blocking(AdminClient.delete_groups)
+    delete_consumer_group_offsets = _blocking(AdminClient.delete_consumer_group_offsets)
     list_offsets = _blocking(AdminClient.list_offsets)
     list_transactions = _blocking(AdminClient.list_transactions)
     describe_transactions = _blocking(AdminClient.describe_transactions)

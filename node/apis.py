@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from kafkasim import proto
 from kafkasim.common.coordination import Coordination, CoordinationError
 from kafkasim.common.errors import error_for_name
+from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.node import apis_admin, apis_cluster, broker_admin
 from kafkasim.node import apis_replica as replica
@@ -136,7 +137,7 @@ class KafkaApis:
             proto.METHOD_FIND_COORDINATOR: functools.partial(
                 self.handle_find_coordinator, listener=listener
             ),
-            **group_handlers(self.broker.groups),
+            **group_handlers(self.broker.groups, self._known_partition),
             **txn_handlers(self.broker),
         }
 
@@ -203,6 +204,10 @@ class KafkaApis:
         """DescribeReplicas at once (also for in-process callers: the simulation's sampler)."""
         wanted = replica.describe_replicas_params(request)
         return replica.describe_replicas_response(self.replica_manager.describe_replicas(wanted))
+
+    def _known_partition(self, tp: TopicPartition) -> bool:
+        """Whether the metadata cache knows ``tp`` (OffsetDelete refuses the others)."""
+        return tp in self.broker.metadata.partitions
 
     # -- controller requests ----------------------------------------------------------------
 
