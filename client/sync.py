@@ -102,14 +102,25 @@ async def _call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 
 
 class _Blocking:
-    """What the three clients share: the loop thread, the wrapped client, close and ``with``."""
+    """What the three clients share: the loop thread, the wrapped client (an instance of
+    ``_wraps``, made on the loop with the same arguments), close and ``with``."""
 
+    _wraps: Callable[..., Any]
     _closed = False
 
-    def __init__(self, name: str, make: Callable[[], Any]) -> None:
-        self._thread = _LoopThread(name)
+    def __init__(
+        self,
+        config: Mapping[str, object],
+        *,
+        transport: ClientTransport | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._thread = _LoopThread(f"kafkasim-{type(self).__name__}")
+        make = type(self)._wraps
         try:
-            self._client: Any = self._thread.run(_call(make))
+            self._client: Any = self._thread.run(
+                _call(make, config, transport=transport, clock=clock)
+            )
         except BaseException:
             self._thread.stop()
             raise
@@ -194,17 +205,13 @@ def _copy_outcome(
 class SyncProducer(_Blocking):
     """A blocking :class:`~client.producer.Producer`; the same config and keywords."""
 
-    def __init__(
-        self,
-        config: Mapping[str, object],
-        *,
-        transport: ClientTransport | None = None,
-        clock: Clock | None = None,
-    ) -> None:
-        super().__init__(
-            "kafkasim-producer", lambda: Producer(config, transport=transport, clock=clock)
-        )
-        self.producer: Producer = self._client
+    _wraps = Producer
+
+    @property
+    def producer(self) -> Producer:
+        """The asyncio client underneath (use it on its loop only)."""
+        client: Producer = self._client
+        return client
 
     def send(  # noqa: PLR0917 -- Kafka's ProducerRecord fields, in its order
         self,
@@ -244,17 +251,13 @@ class SyncProducer(_Blocking):
 class SyncConsumer(_Blocking):
     """A blocking :class:`~client.consumer.Consumer`; the same config and keywords."""
 
-    def __init__(
-        self,
-        config: Mapping[str, object],
-        *,
-        transport: ClientTransport | None = None,
-        clock: Clock | None = None,
-    ) -> None:
-        super().__init__(
-            "kafkasim-consumer", lambda: Consumer(config, transport=transport, clock=clock)
-        )
-        self.consumer: Consumer = self._client
+    _wraps = Consumer
+
+    @property
+    def consumer(self) -> Consumer:
+        """The asyncio client underneath (use it on its loop only)."""
+        client: Consumer = self._client
+        return client
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Every record, as it comes (polls again and again; break to stop)."""
@@ -286,17 +289,13 @@ class SyncConsumer(_Blocking):
 class SyncAdminClient(_Blocking):
     """A blocking :class:`~client.admin.AdminClient`; the same config and keywords."""
 
-    def __init__(
-        self,
-        config: Mapping[str, object],
-        *,
-        transport: ClientTransport | None = None,
-        clock: Clock | None = None,
-    ) -> None:
-        super().__init__(
-            "kafkasim-admin", lambda: AdminClient(config, transport=transport, clock=clock)
-        )
-        self.admin: AdminClient = self._client
+    _wraps = AdminClient
+
+    @property
+    def admin(self) -> AdminClient:
+        """The asyncio client underneath (use it on its loop only)."""
+        client: AdminClient = self._client
+        return client
 
     create_topics = _blocking(AdminClient.create_topics)
     delete_topics = _blocking(AdminClient.delete_topics)
