@@ -22,6 +22,7 @@ from kafkasim.controller.zk_kazoo import KazooCoordination
 from kafkasim.node.broker import Broker, controller_factory
 from kafkasim.node.broker_id import resolve_broker_id
 from kafkasim.node.config import BrokerConfig
+from kafkasim.node.loop_idle import idle_timing_loop
 from kafkasim.node.rpc_grpc import GrpcBrokerTransport
 from kafkasim.node.zk_security import zk_security_for
 
@@ -108,5 +109,7 @@ async def serve(config: BrokerConfig) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.override)
-    asyncio.run(serve(config))
+    # The loop's selector is timed: its idle fraction is RequestHandlerAvgIdlePercent.
+    with asyncio.Runner(loop_factory=idle_timing_loop) as runner:
+        runner.run(serve(config))
     return 0

@@ -1,6 +1,7 @@
 """``kafkasim consumer-groups``: kafka-consumer-groups.sh's --list, --describe (offsets,
---members, --state; ``--verbose`` adds the members' assignments), --delete and
---reset-offsets (``cli.consumer_groups_reset``: scopes, targets, dry run, CSV).
+--members, --state; ``--verbose`` adds the members' assignments), --delete, --delete-offsets
+(a group's committed offsets of some topics or partitions, with Kafka's TOPIC PARTITION STATUS
+table) and --reset-offsets (``cli.consumer_groups_reset``: scopes, targets, dry run, CSV).
 
 The tables are Kafka's: ``--describe --group G`` prints, per partition the group has a member
 on or a committed offset for, GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG
@@ -50,6 +51,11 @@ def register(sub: Any) -> None:
     p.add_argument("--describe", action="store_true", help="describe groups")
     p.add_argument("--delete", action="store_true", help="delete empty groups")
     p.add_argument("--reset-offsets", action="store_true", help="reset a group's offsets")
+    p.add_argument(
+        "--delete-offsets",
+        action="store_true",
+        help="delete a group's committed offsets of --topic T[:P1,P2]",
+    )
     p.add_argument("--group", action="append", default=[], help="a group (repeatable)")
     p.add_argument("--all-groups", action="store_true", help="every group")
     p.add_argument("--members", action="store_true", help="--describe: the members")
@@ -65,19 +71,30 @@ def register(sub: Any) -> None:
         "--topic",
         action="append",
         default=[],
-        help="--reset-offsets: TOPIC or TOPIC:P1,P2 (repeatable)",
+        help="--reset-offsets, --delete-offsets: TOPIC or TOPIC:P1,P2 (repeatable)",
     )
     add_reset_args(p)
     p.set_defaults(func=run)
 
 
+ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
+
+
 def run(args: argparse.Namespace) -> int:
-    actions = [a for a in ("list", "describe", "delete", "reset_offsets") if getattr(args, a)]
+    actions = [a for a in ACTIONS if getattr(args, a)]
     if len(actions) != 1:
         raise ValueError(
-            "Command must include exactly one action: --list, --describe, --delete, --reset-offsets"
+            "Command must include exactly one action: --list, --describe, --delete, "
+            "--reset-offsets, --delete-offsets"
         )
     action = actions[0]
+    if action == "delete_offsets":
+        if len(args.group) != 1 or args.all_groups or not args.topic:
+            raise ValueError(
+                "Option [delete-offsets] takes the following options: [bootstrap-server], "
+                "[group], [topic] (one --group, at least one --topic)"
+            )
+        return _run_delete_offsets(args, bootstrap_servers(args))
     if action != "list" and not args.group and not args.all_groups:
         raise ValueError(f"--{action.replace('_', '-')} requires --group or --all-groups")
     if action == "reset_offsets":
@@ -125,6 +142,86 @@ async def _run(action: str, args: argparse.Namespace, bootstrap: list[str]) -> l
         return lines
     finally:
         await transport.close()
+
+
+# -- --delete-offsets (Kafka's ConsumerGroupCommand.deleteOffsets) -----------------------------
+
+# The group-level error lines, by error name (other names: "Encounter some unknown error").
+_DELETE_OFFSETS_ERRORS = {
+    "INVALID_GROUP_ID": "'{group}' is not valid.",
+    "GROUP_ID_NOT_FOUND": "'{group}' does not exist.",
+    "GROUP_AUTHORIZATION_FAILED": "Access to '{group}' is not authorized.",
+    "NON_EMPTY_GROUP": (
+        "Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty."
+    ),
+}
+_PARTITION_LEVEL = ("GROUP_SUBSCRIBED_TO_TOPIC", "TOPIC_AUTHORIZATION_FAILED")
+
+
+def _run_delete_offsets(args: argparse.Namespace, bootstrap: list[str]) -> int:
+    """Kafka's output: a first line (success, or ``Error: ...`` on stderr and exit 1), then
+    TOPIC PARTITION STATUS per partition (``Not Provided`` for a topic that could not be
+    described)."""
+    group, topics = args.group[0], list(args.topic)
+    try:
+        top, results = asyncio.run(_delete_offsets(group, topics, bootstrap))
+    except (KafkaError, GroupCommandError) as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    if top is None:
+        print(f"Request succeed for deleting offsets with topic {', '.join(topics)} group {group}")
+    else:
+        name = top.error_name
+        if name in _DELETE_OFFSETS_ERRORS:
+            message = _DELETE_OFFSETS_ERRORS[name].format(group=group)
+        elif name in (*_PARTITION_LEVEL, "UNKNOWN_TOPIC_OR_PARTITION"):
+            message = "Encounter some partition level error, see the follow-up details:"
+        else:
+            message = f"Encounter some unknown error: {name}"
+        print(f"Error: {message}", file=sys.stderr)
+    print(f"\n{'TOPIC':<30} {'PARTITION':<15} {'STATUS':<15}")
+    for tp in sorted(results, key=lambda tp: tp.topic + str(tp.partition)):
+        error = results[tp]
+        partition = str(tp.partition) if tp.partition >= 0 else "Not Provided"
+        status = "Successful" if error is None else f"Error: {error}"
+        print(f"{tp.topic:<30} {partition:<15} {status:<15}")
+    return 0 if top is None else 1
+
+
+async def _delete_offsets(
+    group: str, topics: list[str], bootstrap: list[str]
+) -> tuple[KafkaError | None, dict[TopicPartition, KafkaError | None]]:
+    """The group-level error (a partition's, when only partitions failed) and the outcome of
+    each partition; a topic named without partitions is described for them (failing: its
+    error under partition -1)."""
+    results: dict[TopicPartition, KafkaError | None] = {}
+    partitions: list[TopicPartition] = []
+    async with AdminClient(
+        {"bootstrap.servers": bootstrap, "default.api.timeout.ms": 30_000}
+    ) as admin:
+        for topic_arg in topics:
+            topic, _, listed = topic_arg.partition(":")
+            if listed:
+                try:
+                    partitions.extend(TopicPartition(topic, int(p)) for p in listed.split(","))
+                except ValueError:
+                    raise GroupCommandError(
+                        f"--topic expects TOPIC or TOPIC:P1,P2, got {topic_arg!r}"
+                    ) from None
+                continue
+            try:
+                [described] = await admin.describe_topics([topic])
+            except KafkaError as e:
+                results[TopicPartition(topic, -1)] = e
+                continue
+            partitions.extend(TopicPartition(topic, p.partition) for p in described.partitions)
+        try:
+            outcome = await admin.delete_consumer_group_offsets(group, partitions)
+        except KafkaError as e:
+            return e, results
+    results.update(outcome)
+    failed = [e for e in outcome.values() if e is not None]
+    return (failed[0] if failed else None), results
 
 
 def table(rows: Sequence[Sequence[str]], fixed: dict[int, int] | None = None) -> list[str]:

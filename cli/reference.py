@@ -1,5 +1,5 @@
 """The reference pages under ``docs/``, generated from the declarations they describe, so that
-they cannot drift from the code: every broker, topic, producer and consumer key (the
+they cannot drift from the code: every broker, topic, producer, consumer and admin key (the
 ``ConfigDef``\\ s the parsers use: type, default, valid values, doc, as Kafka's configuration
 page) and the scenario language (the format in ``faults.scenario``'s docstring, every fault
 action of ``faults.actions.ACTIONS``, the targets and the catalog).
@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kafkasim.client.admin_config import ADMIN_CONFIG
 from kafkasim.client.consumer_config import CONSUMER_CONFIG
 from kafkasim.client.producer_config import PRODUCER_CONFIG
 from kafkasim.common.config import ConfigDef, ConfigKey, ConfigType
@@ -51,6 +52,11 @@ _SECTIONS: tuple[tuple[str, str, ConfigDef], ...] = (
         "Consumer configuration",
         "The config dict of kafkasim's `Consumer` (and `--consumer-property` of the tools).",
         CONSUMER_CONFIG,
+    ),
+    (
+        "Admin client configuration",
+        "The config dict of kafkasim's `AdminClient` (and `SyncAdminClient`).",
+        ADMIN_CONFIG,
     ),
 )
 

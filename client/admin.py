@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from kafkasim import proto
+from kafkasim.client.admin_config import ADMIN_CONFIG
 from kafkasim.client.admin_groups import GroupAdmin
 from kafkasim.client.admin_txn import TransactionAdmin
 from kafkasim.client.network import INVALID_METADATA_CODES, NetworkClient
-from kafkasim.common.clock import Clock
+from kafkasim.common.clock import Clock, SystemClock
 from kafkasim.common.errors import (
     KafkaError,
     LeaderNotAvailableError,
@@ -33,6 +34,7 @@ from kafkasim.common.errors import (
     error_for_name,
 )
 from kafkasim.common.rpc import ClientTransport, RpcError
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 
@@ -138,26 +140,62 @@ def _config_entries(response: object, topic: str = "") -> list[ConfigEntry]:
 
 
 class AdminClient(GroupAdmin, TransactionAdmin):
-    """Kafka's ``Admin`` over any ``ClientTransport``. ``bootstrap`` is ``host:port`` addresses;
-    ``request_timeout_ms`` bounds one call, ``timeout_ms`` the whole retried operation."""
+    """Kafka's ``Admin`` over any ``ClientTransport``.
+
+    ``config`` takes Kafka's admin keys (:data:`~client.admin_config.ADMIN_KEYS`:
+    ``bootstrap.servers``, ``request.timeout.ms`` bounding one call, ``default.api.timeout.ms``
+    the whole retried operation, ...), as the producer and consumer do. The older form, a list
+    of ``host:port`` addresses with ``request_timeout_ms`` and ``timeout_ms`` keywords, still
+    works. ``transport`` defaults to a ``GrpcTransport`` of its own, closed by :meth:`close`
+    (one given stays the caller's to close), ``clock`` to the system clock. Use as
+    ``async with AdminClient(...) as admin``, or call :meth:`close`.
+    """
 
     def __init__(
         self,
-        bootstrap: Sequence[str],
+        config: Mapping[str, object] | Sequence[str],
         *,
-        transport: ClientTransport,
-        clock: Clock,
-        request_timeout_ms: int = 30_000,
-        timeout_ms: int = 60_000,
+        transport: ClientTransport | None = None,
+        clock: Clock | None = None,
+        request_timeout_ms: int | None = None,
+        timeout_ms: int | None = None,
     ) -> None:
+        if isinstance(config, Mapping):
+            if request_timeout_ms is not None or timeout_ms is not None:
+                raise TypeError(
+                    "with a config dict, set request.timeout.ms and default.api.timeout.ms "
+                    "in it instead of request_timeout_ms/timeout_ms"
+                )
+            props = dict(config)
+        else:
+            props = {"bootstrap.servers": list(config)}
+            if request_timeout_ms is not None:
+                props["request.timeout.ms"] = request_timeout_ms
+            if timeout_ms is not None:
+                props["default.api.timeout.ms"] = timeout_ms
+        self.config = ADMIN_CONFIG.parse(props)
+        self._owns_transport = transport is None
+        self.transport: ClientTransport = transport if transport is not None else GrpcTransport()
         self._client = NetworkClient(
-            transport,
-            bootstrap,
-            clock,
-            request_timeout_ms=request_timeout_ms,
-            delivery_timeout_ms=timeout_ms,
+            self.transport,
+            self.config["bootstrap.servers"],
+            clock if clock is not None else SystemClock(),
+            request_timeout_ms=self.config["request.timeout.ms"],
+            delivery_timeout_ms=self.config["default.api.timeout.ms"],
+            retry_backoff_ms=self.config["retry.backoff.ms"],
         )
-        self.request_timeout_ms = request_timeout_ms
+        self.request_timeout_ms: int = self.config["request.timeout.ms"]
+
+    async def __aenter__(self) -> AdminClient:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the transport if the client made it (idempotent); one given is the caller's."""
+        if self._owns_transport:
+            await self.transport.close()
 
     # -- topics -----------------------------------------------------------------------------
 

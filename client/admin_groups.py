@@ -22,7 +22,7 @@ from kafkasim.client.consumer_group import (
     offset_commit_request,
 )
 from kafkasim.client.network import NetworkClient
-from kafkasim.common.errors import error_for_code
+from kafkasim.common.errors import KafkaError, error_for_code
 from kafkasim.common.group_protocol import PROTOCOL_TYPE, decode_assignment
 from kafkasim.common.sentinels import LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
@@ -194,6 +194,30 @@ class GroupAdmin:
             for r in response.results:
                 if r.error_code:
                     raise error_for_code(r.error_code)(f"group '{r.group_id}'")
+
+    async def delete_consumer_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Kafka's ``deleteConsumerGroupOffsets``: remove the group's committed offsets of
+        ``partitions``. Per partition: None when deleted (or none was committed), else its
+        error (GROUP_SUBSCRIBED_TO_TOPIC while a member of the group consumes the topic,
+        UNKNOWN_TOPIC_OR_PARTITION). A group-level error raises (GROUP_ID_NOT_FOUND,
+        NON_EMPTY_GROUP for a group of another protocol with members)."""
+        request = pb.OffsetDeleteRequest(group_id=group_id)
+        for tp in partitions:
+            request.partitions.add(topic=tp.topic, partition=tp.partition)
+        response = await self._coordinator_call(group_id, proto.METHOD_OFFSET_DELETE, request)
+        assert isinstance(response, pb.OffsetDeleteResponse)
+        if response.error_code:
+            raise error_for_code(response.error_code)(f"group '{group_id}'")
+        return {
+            TopicPartition(p.topic, p.partition): (
+                error_for_code(p.error_code)(f"{p.topic}-{p.partition} of group '{group_id}'")
+                if p.error_code
+                else None
+            )
+            for p in response.partitions
+        }
 
     async def list_offsets(
         self, partitions: Sequence[TopicPartition], timestamp: int = LATEST_TIMESTAMP

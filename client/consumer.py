@@ -62,12 +62,14 @@ from kafkasim.client.consumer_types import (
     ConsumerClosedError,
     ConsumerRebalanceListener,
     ConsumerRecord,
+    RecordDeserializationError,
 )
 from kafkasim.client.fetcher import Fetcher
 from kafkasim.client.network import NetworkClient, retriable
+from kafkasim.client.serde import split_serde
 from kafkasim.client.subscription_state import PartitionState, SubscriptionState
 from kafkasim.client.transaction_types import ConsumerGroupMetadata
-from kafkasim.common.clock import Clock
+from kafkasim.common.clock import Clock, SystemClock
 from kafkasim.common.errors import (
     InvalidConfigError,
     InvalidGroupIdError,
@@ -79,6 +81,7 @@ from kafkasim.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkasim.common.rpc import ClientTransport, RpcError
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
 
@@ -91,6 +94,7 @@ __all__ = [
     "ConsumerClosedError",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "RecordDeserializationError",
 ]
 
 _client_ids = itertools.count(1)
@@ -100,17 +104,31 @@ class Consumer:
     """Kafka's consumer, with manual assignment (``assign``) or a group (``subscribe``); see
     the module doc.
 
-    ``config`` takes Kafka's key names (:data:`~client.consumer_config.CONSUMER_KEYS`);
-    ``transport`` is the Rpc port (gRPC or the simulation's network) and stays the caller's to
-    close; ``clock`` measures every timeout. Use as ``async with Consumer(...) as c``, or call
-    :meth:`close`.
+    ``config`` takes Kafka's key names (:data:`~client.consumer_config.CONSUMER_KEYS`;
+    ``key.deserializer`` and ``value.deserializer`` a name or a callable, :mod:`client.serde`);
+    ``transport`` is the Rpc port (gRPC or the simulation's network; default: a
+    ``GrpcTransport`` of its own, closed with the consumer, while one given stays the caller's
+    to close); ``clock`` measures every timeout (default the system clock). Use as
+    ``async with Consumer(...) as c``, or call :meth:`close`.
     """
 
     def __init__(
-        self, config: Mapping[str, object], *, transport: ClientTransport, clock: Clock
+        self,
+        config: Mapping[str, object],
+        *,
+        transport: ClientTransport | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        self.config = CONSUMER_CONFIG.parse(config)
+        props, self._key_deserializer, self._value_deserializer = split_serde(
+            config, "deserializer"
+        )
+        self.config = CONSUMER_CONFIG.parse(props)
         cfg = self.config
+        self._transport = transport if transport is not None else GrpcTransport()
+        self._owns_transport = transport is None
+        transport = self._transport
+        if clock is None:
+            clock = SystemClock()
         self.client_id: str = cfg["client.id"] or f"consumer-{next(_client_ids)}"
         self.clock = clock
         # Its retry policy is the consumer's: retry.backoff.ms until default.api.timeout.ms.
@@ -337,7 +355,9 @@ class Consumer:
             fetcher.raise_error()
             records = subscriptions.drain(self.config["max.poll.records"])
             if records:
-                return records
+                if self._key_deserializer is None and self._value_deserializer is None:
+                    return records
+                return self._deserialize(records)
             await self._resolve_positions()
             await fetcher.maybe_refresh_metadata()
             remaining = deadline - self.clock.monotonic_ms()
@@ -364,8 +384,43 @@ class Consumer:
             await self._coordinator.close()
         self._closed = True
         await self._fetcher.close()
+        if self._owns_transport:
+            await self._transport.close()
 
     # -- internals --------------------------------------------------------------------------
+
+    def _deserialize(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
+        """``records`` with their keys and values deserialized (per record, as Kafka's fetcher
+        does). A failure leaves each partition's position on its first record not returned
+        (those before the failing one are returned; with none, the error raises)."""
+        key_of, value_of = self._key_deserializer, self._value_deserializer
+        out: list[ConsumerRecord] = []
+        for i, r in enumerate(records):
+            try:
+                key = r.key if key_of is None or r.key is None else key_of(r.key)
+                value = r.value if value_of is None or r.value is None else value_of(r.value)
+            except Exception as e:
+                rest: dict[TopicPartition, int] = {}
+                for left in records[i:]:
+                    rest.setdefault(left.topic_partition, left.offset)
+                for tp, offset in rest.items():
+                    self._subscriptions.set_position(tp, self._state(tp), offset)
+                if out:
+                    return out
+                raise RecordDeserializationError(r.topic_partition, r.offset) from e
+            out.append(
+                ConsumerRecord(
+                    r.topic,
+                    r.partition,
+                    r.offset,
+                    r.timestamp,
+                    r.timestamp_type,
+                    key,
+                    value,
+                    r.headers,
+                )
+            )
+        return out
 
     def _check_open(self) -> None:
         if self._closed:

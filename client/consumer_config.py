@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from kafkasim.client.serde import SERDE_NAMES
 from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import InvalidConfigError
 from kafkasim.common.tls import CLIENT_SECURITY_KEYS
@@ -116,6 +117,17 @@ CONSUMER_KEYS: tuple[ConfigKey, ...] = (
         low=0,
     ),
     ConfigKey("retry.backoff.ms", _L, 100, "Wait before a failed request is retried.", low=0),
+    *(
+        ConfigKey(
+            f"{part}.deserializer",
+            _S,
+            "bytes",
+            f"What poll() makes of each record's {part}: bytes (as fetched), str (UTF-8) or "
+            "json; or a callable taking bytes (client.serde). None stays None.",
+            choices=SERDE_NAMES,
+        )
+        for part in ("key", "value")
+    ),
 )
 
 

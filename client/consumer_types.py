@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kafkasim.common.errors import KafkasimError
 from kafkasim.common.types import TopicPartition
@@ -17,6 +18,7 @@ __all__ = [
     "ConsumerClosedError",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "RecordDeserializationError",
 ]
 
 
@@ -43,18 +45,34 @@ class ConsumerClosedError(KafkasimError):
     """The consumer was used after ``close``."""
 
 
+class RecordDeserializationError(KafkasimError):
+    """Kafka's RecordDeserializationException: ``key.deserializer`` or ``value.deserializer``
+    failed on the record at ``offset`` of ``partition``; the consumer's position stays on it
+    (``seek`` past it to go on). The deserializer's exception is the ``__cause__``."""
+
+    def __init__(self, partition: TopicPartition, offset: int) -> None:
+        super().__init__(
+            f"Error deserializing key/value for partition {partition} at offset {offset}. "
+            "If needed, please seek past the record to continue consumption."
+        )
+        self.partition = partition
+        self.offset = offset
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerRecord:
     """One record as ``poll`` returns it (Kafka's ``ConsumerRecord``). A record of message
-    format v0 has timestamp -1 and ``NO_TIMESTAMP_TYPE``; only v2 records carry headers."""
+    format v0 has timestamp -1 and ``NO_TIMESTAMP_TYPE``; only v2 records carry headers.
+    ``key`` and ``value`` are ``bytes | None`` unless ``key.deserializer`` or
+    ``value.deserializer`` is set: then what it returned (None stays None)."""
 
     topic: str
     partition: int
     offset: int
     timestamp: int
     timestamp_type: TimestampType
-    key: bytes | None
-    value: bytes | None
+    key: Any
+    value: Any
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
     @property

@@ -116,15 +116,17 @@ from kafkasim.client.producer_errors import (
     logger,
 )
 from kafkasim.client.sender import Sender
+from kafkasim.client.serde import split_serde
 from kafkasim.client.transaction_manager import TransactionManager, TxnState
 from kafkasim.client.transaction_types import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
     TransactionalResult,
 )
-from kafkasim.common.clock import Clock
+from kafkasim.common.clock import Clock, SystemClock
 from kafkasim.common.errors import KafkaError, RecordTooLargeError
 from kafkasim.common.rpc import ClientTransport
+from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage.records.batch import (
     MAX_RECORD_OVERHEAD,
@@ -147,24 +149,32 @@ __all__ = [
 class Producer:
     """Kafka's producer; see the module doc for how records travel and what is guaranteed.
 
-    ``config`` takes Kafka's key names (:data:`PRODUCER_KEYS`); ``transport`` is the Rpc
-    port (gRPC or the simulation's network), ``clock`` the time every timeout is measured on,
-    ``rng`` the randomness of the sticky partitioner, ``partitioner`` a function choosing the
-    partition instead of the ``partitioner`` key. Use as ``async with Producer(...) as p``, or
-    call :meth:`close`.
+    ``config`` takes Kafka's key names (:data:`PRODUCER_KEYS`; ``key.serializer`` and
+    ``value.serializer`` a name or a callable, :mod:`client.serde`); ``transport`` is the Rpc
+    port (gRPC or the simulation's network; default: a ``GrpcTransport`` of its own, closed
+    with the producer, while one given stays the caller's to close), ``clock`` the time every
+    timeout is measured on (default the system clock), ``rng`` the randomness of the sticky
+    partitioner, ``partitioner`` a function choosing the partition instead of the
+    ``partitioner`` key. Use as ``async with Producer(...) as p``, or call :meth:`close`.
     """
 
     def __init__(
         self,
         config: Mapping[str, object],
         *,
-        transport: ClientTransport,
-        clock: Clock,
+        transport: ClientTransport | None = None,
+        clock: Clock | None = None,
         rng: random.Random | None = None,
         partitioner: PartitionFunction | None = None,
     ) -> None:
-        self.config = ProducerConfig.from_props(config)
+        props, self._key_serializer, self._value_serializer = split_serde(config, "serializer")
+        self.config = ProducerConfig.from_props(props)
         cfg = self.config
+        self._owns_transport = transport is None
+        if transport is None:
+            transport = GrpcTransport()
+        if clock is None:
+            clock = SystemClock()
         self.transport = transport
         self.clock = clock
         self.client_id = cfg.client_id
@@ -334,6 +344,8 @@ class Producer:
                         await self._sender.wait_idle()
             await self._stop_tasks()
         self._closed = True
+        if self._owns_transport:
+            await self.transport.close()
         logger.info("%s: closed", self.client_id)
 
     async def _stop_tasks(self) -> None:
@@ -455,8 +467,8 @@ class Producer:
     def send(  # noqa: PLR0917 -- Kafka's ProducerRecord fields, in its order
         self,
         topic: str,
-        value: bytes | None,
-        key: bytes | None = None,
+        value: Any,
+        key: Any = None,
         headers: Headers | None = None,
         partition: int | None = None,
         timestamp: int | None = None,
@@ -467,10 +479,15 @@ class Producer:
         Synchronous: the record is appended to its partition's batch before this returns, so
         records sent in a row keep their order within a partition. Raises (rather than
         failing the future) for misuse: a closed producer, a negative timestamp, a partition
-        outside the topic, bytes that are not bytes.
+        outside the topic, bytes that are not bytes (after ``key.serializer`` and
+        ``value.serializer``, which send calls).
         """
         if self._sender_task is None or self._closing:
             self._ensure_started()
+        if self._value_serializer is not None and value is not None:
+            value = self._value_serializer(value)
+        if self._key_serializer is not None and key is not None:
+            key = self._key_serializer(key)
         if type(value) is not bytes and value is not None:
             value = _to_bytes("value", value)
         if type(key) is not bytes and key is not None:

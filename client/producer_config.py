@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kafkasim.client.partitioner import PARTITIONERS
+from kafkasim.client.serde import SERDE_NAMES
 from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import InvalidConfigError
 from kafkasim.common.sentinels import INT32_MAX
@@ -123,6 +124,17 @@ PRODUCER_KEYS: tuple[ConfigKey, ...] = (
         "How long the coordinator lets a transaction stay open before aborting it; above the "
         "broker's transaction.max.timeout.ms, InitProducerId fails with "
         "INVALID_TRANSACTION_TIMEOUT.",
+    ),
+    *(
+        ConfigKey(
+            f"{part}.serializer",
+            _S,
+            "bytes",
+            f"How send() turns the record's {part} into bytes: bytes (as given), str (UTF-8) or "
+            "json; or a callable returning bytes (client.serde). None stays None.",
+            choices=SERDE_NAMES,
+        )
+        for part in ("key", "value")
     ),
 )
 

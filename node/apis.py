@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from kafkasim import proto
 from kafkasim.common.coordination import Coordination, CoordinationError
 from kafkasim.common.errors import error_for_name
+from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.node import apis_admin, apis_cluster, authz_admin, authz_replica, broker_admin
 from kafkasim.node import apis_replica as replica
@@ -141,7 +142,9 @@ class KafkaApis:
             proto.METHOD_FIND_COORDINATOR: functools.partial(
                 self.handle_find_coordinator, listener=listener
             ),
-            **group_handlers(AuthorizedGroups(self.broker.groups, self.broker)),
+            **group_handlers(
+                AuthorizedGroups(self.broker.groups, self.broker), self._known_partition
+            ),
             **txn_handlers(self.broker),
         }
 
@@ -214,6 +217,10 @@ class KafkaApis:
         """DescribeReplicas at once (also for in-process callers: the simulation's sampler)."""
         wanted = replica.describe_replicas_params(request)
         return replica.describe_replicas_response(self.replica_manager.describe_replicas(wanted))
+
+    def _known_partition(self, tp: TopicPartition) -> bool:
+        """Whether the metadata cache knows ``tp`` (OffsetDelete refuses the others)."""
+        return tp in self.broker.metadata.partitions
 
     # -- controller requests ----------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from kafkasim import proto
+from kafkasim.common.errors import UnknownTopicOrPartitionError
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.apis_replica import error_code
 from kafkasim.node.authz_groups import AuthorizedGroups
@@ -43,6 +44,7 @@ from kafkasim.node.group_types import (
     OffsetCommitEntry,
     OffsetCommitParams,
     OffsetCommitResult,
+    OffsetDeleteParams,
     OffsetFetchParams,
     OffsetFetchResult,
     SyncGroupParams,
@@ -50,6 +52,8 @@ from kafkasim.node.group_types import (
     TxnOffsetCommitParams,
 )
 from kafkasim.proto import kafkasim_pb2 as pb
+
+UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.code
 
 # -- JoinGroup, SyncGroup ------------------------------------------------------------------------
 
@@ -268,6 +272,37 @@ def delete_groups_response(result: DeleteGroupsResult) -> pb.DeleteGroupsRespons
     )
 
 
+# -- OffsetDelete --------------------------------------------------------------------------------
+
+
+def offset_delete_handler(
+    coordinator: GroupCoordinator | AuthorizedGroups, known: Callable[[TopicPartition], bool]
+) -> Callable[[pb.OffsetDeleteRequest], Awaitable[pb.OffsetDeleteResponse]]:
+    """OffsetDelete as Kafka's KafkaApis answers it: a partition the metadata does not know
+    (``known``) is UNKNOWN_TOPIC_OR_PARTITION, the others go to the coordinator; a group-level
+    error comes without partitions."""
+
+    async def handler(request: pb.OffsetDeleteRequest) -> pb.OffsetDeleteResponse:
+        asked = [TopicPartition(p.topic, p.partition) for p in request.partitions]
+        errors: dict[TopicPartition, int] = {
+            tp: UNKNOWN_TOPIC_OR_PARTITION for tp in asked if not known(tp)
+        }
+        result = await coordinator.offset_delete(
+            OffsetDeleteParams(request.group_id, tuple(tp for tp in asked if tp not in errors))
+        )
+        if result.error is not None:
+            return pb.OffsetDeleteResponse(error_code=error_code(result.error))
+        errors.update({p.tp: error_code(p.error) for p in result.partitions})
+        return pb.OffsetDeleteResponse(
+            partitions=[
+                pb.PartitionError(topic=tp.topic, partition=tp.partition, error_code=errors[tp])
+                for tp in asked
+            ]
+        )
+
+    return handler
+
+
 # -- the handler table -------------------------------------------------------------------------
 
 Req = TypeVar("Req")
@@ -299,9 +334,10 @@ def _immediate(
 
 
 def group_handlers(
-    coordinator: GroupCoordinator | AuthorizedGroups,
+    coordinator: GroupCoordinator | AuthorizedGroups, known: Callable[[TopicPartition], bool]
 ) -> dict[str, Callable[[Any], Awaitable[Any]]]:
-    """The gRPC methods the coordinator answers, by method name."""
+    """The gRPC methods the coordinator answers, by method name (``known``: whether the
+    metadata cache knows a partition)."""
     c = coordinator
     return {
         proto.METHOD_JOIN_GROUP: _awaited(join_group_request, c.join_group, join_group_response),
@@ -328,4 +364,5 @@ def group_handlers(
         proto.METHOD_TXN_OFFSET_COMMIT: _awaited(
             txn_offset_commit_request, c.txn_offset_commit, txn_offset_commit_response
         ),
+        proto.METHOD_OFFSET_DELETE: offset_delete_handler(c, known),
     }

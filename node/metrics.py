@@ -16,6 +16,8 @@ Two kinds of series, both exposed by one collector (:class:`_BrokerCollector`):
    request pays a few additions and no lock, and no ``_created`` series reads the wall clock.
 2. State gauges (partitions, ISR health, controller, log sizes) are computed at scrape time
    from the live objects (:class:`StateReading`); nothing about them runs per request.
+3. The event loop's idle fraction (Kafka's RequestHandlerAvgIdlePercent), timed around the
+   loop's selector by :mod:`node.loop_idle` when the loop was made by its factory.
 
 Threading: everything above belongs to the broker's event loop and is not thread-safe. The
 HTTP endpoint (:meth:`BrokerMetrics.serve`) answers from prometheus_client's server threads, so
@@ -45,6 +47,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client import start_http_server as start_prometheus_http_server
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
+    GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
@@ -52,6 +55,7 @@ from prometheus_client.registry import Collector
 
 from kafkasim import proto
 from kafkasim.common.errors import error_for_name
+from kafkasim.node.loop_idle import meter_of_running_loop
 from kafkasim.node.metrics_state import NO_STATE, Broker, StateReading, state_families
 from kafkasim.proto import kafkasim_pb2 as pb
 
@@ -371,7 +375,24 @@ class _BrokerCollector:
             for topic, count in sorted(counts.items()):
                 family.add_metric([topic], count)
             failed.append(family)
-        yield from (requests, total_time_ms, bytes_in, bytes_out, *failed)
+        yield from (requests, total_time_ms, bytes_in, bytes_out, *failed, *idle_families())
+
+
+def idle_families() -> list[Metric]:
+    """RequestHandlerAvgIdlePercent of the running loop, if it was made by
+    ``node.loop_idle.idle_timing_loop`` (as ``kafkasim broker``'s is); else nothing."""
+    meter = meter_of_running_loop()
+    if meter is None:
+        return []
+    return [
+        GaugeMetricFamily(
+            "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+            "Fraction of the last minute the broker's event loop, which handles every "
+            "request, waited for work instead of running it (0 to 1; node.loop_idle) "
+            "(kafka.server:type=KafkaRequestHandlerPool,name=RequestHandlerAvgIdlePercent).",
+            value=meter.ratio(),
+        )
+    ]
 
 
 class _ScrapeOnLoop:

@@ -57,6 +57,7 @@ METHOD_TXN_OFFSET_COMMIT = "/kafkasim.Kafkasim/TxnOffsetCommit"
 METHOD_DESCRIBE_TRANSACTIONS = "/kafkasim.Kafkasim/DescribeTransactions"
 METHOD_LIST_TRANSACTIONS = "/kafkasim.Kafkasim/ListTransactions"
 METHOD_DESCRIBE_PRODUCERS = "/kafkasim.Kafkasim/DescribeProducers"
+METHOD_OFFSET_DELETE = "/kafkasim.Kafkasim/OffsetDelete"
 
 # Replication: follower <-> leader, and the transaction coordinator -> partition leaders.
 METHOD_REPLICA_FETCH = "/kafkasim.Replication/ReplicaFetch"
@@ -190,6 +191,7 @@ __all__ = [
     "METHOD_METADATA",
     "METHOD_OFFSETS_FOR_LEADER_EPOCH",
     "METHOD_OFFSET_COMMIT",
+    "METHOD_OFFSET_DELETE",
     "METHOD_OFFSET_FETCH",
     "METHOD_PRODUCE",
     "METHOD_PRODUCE_STREAM",

@@ -3387,3 +3387,59 @@ class DescribeProducersResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeProducersResponse: _TypeAlias = DescribeProducersResponse  # noqa: Y015
+
+@_typing.final
+class OffsetDeleteRequest(_message.Message):
+    """---------------------------------------------------------------- OffsetDelete
+
+    Kafka's OffsetDelete: remove a group's committed offsets of some partitions (answered by the
+    group's coordinator). Any offset of an Empty group; of a consumer group with members, only
+    those of topics no member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC per partition otherwise).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicPartitionId]: ...
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        partitions: _abc.Iterable[Global___TopicPartitionId] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OffsetDeleteRequest: _TypeAlias = OffsetDeleteRequest  # noqa: Y015
+
+@_typing.final
+class OffsetDeleteResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    error_code: _builtins.int
+    """the group's: GROUP_ID_NOT_FOUND, NOT_COORDINATOR, ..."""
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PartitionError]:
+        """one per partition asked, when error_code is 0"""
+
+    def __init__(
+        self,
+        *,
+        error_code: _builtins.int = ...,
+        partitions: _abc.Iterable[Global___PartitionError] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OffsetDeleteResponse: _TypeAlias = OffsetDeleteResponse  # noqa: Y015

@@ -94,7 +94,15 @@ def test_one_broker_of_a_running_cluster_is_paused_killed_started_and_its_log_re
         state = json.loads((root / "cluster.json").read_text())
         pids = [b["pid"] for b in state["brokers"]] + [state["zookeeper"]["pid"]]
         with urllib.request.urlopen(state["brokers"][1]["metrics"], timeout=30) as response:
-            assert b"kafka_server_replicamanager_partitioncount" in response.read()
+            body = response.read()
+        assert b"kafka_server_replicamanager_partitioncount" in body
+        # `kafkasim broker` runs on a timed loop: its idle fraction is exported (0 to 1).
+        idle = re.search(
+            rb"^kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent (\S+)$",
+            body,
+            re.MULTILINE,
+        )
+        assert idle is not None and 0.0 <= float(idle.group(1)) <= 1.0
         d = ("--dir", str(root))
         paused = kafkasim("cluster", "pause", "--broker", "2", *d)
         assert paused.returncode == 0, paused.stderr

@@ -21,6 +21,7 @@ from tests.cli_run import kafkasim as run_kafkasim
 
 kafkasim = functools.partial(run_kafkasim, timeout=90)
 TOPIC = "flags"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def wait_led(d: str, topic: str) -> None:
@@ -153,6 +154,71 @@ def test_verbose_is_only_for_describe(d: str) -> None:
     assert code == 1 and "Option [verbose] can be used only with [describe]" in err
     code, out, _ = groups(d, "--describe", "--group", "readers", "--members", "--verbose")
     assert code == 0 and "Consumer group 'readers' has no active members." in out
+
+
+def status_rows(out: str) -> list[list[str]]:
+    """The rows of --delete-offsets' table, split at Kafka's fixed columns (30, 15, rest)."""
+    return [
+        [line[:30].strip(), line[31:46].strip(), line[47:].strip()] for line in out.splitlines()[2:]
+    ]
+
+
+def test_delete_offsets_prints_kafkas_table_and_errors(d: str, tmp_path: Path) -> None:
+    plan = tmp_path / "pruned.csv"
+    plan.write_text(f"{TOPIC},0,1\n{TOPIC},1,1\n")
+    code, _, err = groups(d, "--reset-offsets", "--group", "pruned", "--from-file", str(plan),
+                          "--execute")  # fmt: skip
+    assert code == 0, err
+    code, out, err = groups(d, "--delete-offsets", "--group", "pruned", "--topic", f"{TOPIC}:0")
+    assert (code, err) == (0, ""), err
+    assert out.splitlines() == [
+        f"Request succeed for deleting offsets with topic {TOPIC}:0 group pruned",
+        "",
+        f"{'TOPIC':<30} {'PARTITION':<15} {'STATUS':<15}",
+        f"{TOPIC:<30} {'0':<15} {'Successful':<15}",
+    ]
+    assert offsets(d, "pruned") == {(TOPIC, "1"): "1"}
+    # A partition the cluster does not have, a topic it does not know: partition-level errors.
+    code, out, err = groups(d, "--delete-offsets", "--group", "pruned", "--topic", f"{TOPIC}:7",
+                            "--topic", "nosuch")  # fmt: skip
+    assert code == 1
+    assert err == "Error: Encounter some partition level error, see the follow-up details:\n"
+    rows = status_rows(out)
+    assert [r[:2] for r in rows] == [[TOPIC, "7"], ["nosuch", "Not Provided"]]
+    assert all(r[2].startswith("Error: UNKNOWN_TOPIC_OR_PARTITION") for r in rows)
+    code, out, err = groups(d, "--delete-offsets", "--group", "nogroup", "--topic", TOPIC)
+    assert (code, err) == (1, "Error: 'nogroup' does not exist.\n")
+    code, _, err = groups(d, "--delete-offsets", "--group", "pruned")
+    assert code == 1 and "Option [delete-offsets] takes the following options" in err
+
+
+def test_delete_offsets_of_a_live_groups_topic_is_refused(d: str) -> None:
+    """A member of group ``live`` consumes TOPIC: its offsets cannot be deleted
+    (GROUP_SUBSCRIBED_TO_TOPIC), as Kafka refuses them."""
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "kafkasim.cli", "console-consumer", "--dir", d, "--topic", TOPIC,
+         "--group", "live", "--from-beginning"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(README.parent)},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            code, out, _ = groups(d, "--describe", "--group", "live")
+            if code == 0 and re.search(rf"^live\s+{TOPIC}\s+\d+\s+\d+", out, re.MULTILINE):
+                break  # a member, and its first commit
+            assert time.monotonic() < deadline, out
+            time.sleep(0.5)
+        code, out, err = groups(d, "--delete-offsets", "--group", "live", "--topic", TOPIC)
+        assert code == 1
+        assert err == "Error: Encounter some partition level error, see the follow-up details:\n"
+        rows = status_rows(out)
+        assert [r[:2] for r in rows] == [[TOPIC, "0"], [TOPIC, "1"]]
+        assert all(r[2].startswith("Error: GROUP_SUBSCRIBED_TO_TOPIC") for r in rows)
+    finally:
+        consumer.terminate()
+        consumer.wait(timeout=60)
 
 
 # -- topics and cluster status -------------------------------------------------------------------
@@ -321,8 +387,6 @@ def test_leader_election_reads_kafkas_json_file(d: str, tmp_path: Path) -> None:
 
 
 # -- the README's block --------------------------------------------------------------------------
-
-README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_readme_kafka_flags_block_runs(d: str, tmp_path: Path) -> None:

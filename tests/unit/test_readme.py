@@ -16,8 +16,65 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 API_TABLE = re.compile(r"<!-- kafka-api-versions -->\n(.*?)<!-- /kafka-api-versions -->", re.DOTALL)
 
 
+BLOCK = re.compile(r"(?:<!-- readme-block: ([\w-]+) -->\n)?```(\w*)\n(.*?)```", re.DOTALL)
+# The named python blocks that need a running cluster, run by
+# tests/integration/test_readme_clients.py against a LocalCluster.
+CLUSTER_PYTHON_BLOCKS = (
+    "python-sync-producer-consumer",
+    "python-group-consumer",
+    "python-admin",
+    "python-asyncio",
+)
+
+
+def readme_blocks(language: str) -> list[tuple[str | None, str]]:
+    """Every fenced block of ``language`` in the README, in order, with the name of the
+    ``<!-- readme-block: NAME -->`` marker right above it (None without one)."""
+    return [
+        (name or None, body)
+        for name, lang, body in BLOCK.findall(README.read_text())
+        if lang == language
+    ]
+
+
+def readme_block(name: str) -> str:
+    """The body of the block marked ``<!-- readme-block: NAME -->``."""
+    [body] = [body for found, _, body in BLOCK.findall(README.read_text()) if found == name]
+    return body
+
+
+# Every shell block of the README, by its marker, and the test that runs it. Where a command
+# cannot run in a test, the test parses it with the real parser and says why.
+SH_BLOCKS = {
+    "dev": "test_readme_commands.py: the verbs are the dev script's (running them sets up a "
+    "machine and runs every test)",
+    "cluster": "test_readme_commands.py: up and status, then the others, then down",
+    "cluster-broker": "test_readme_commands.py, on the cluster of the cluster block",
+    "kafka-tools": "test_readme_commands.py, on the cluster of the cluster block",
+    "kafka-flags": "test_cli_kafka_flags.py::test_readme_kafka_flags_block_runs",
+    "kcat": "test_readme_commands.py, on the Kafka listener of the cluster block",
+    "failure-runs": "test_readme_commands.py: the simulated runs, check and show run; the sweep "
+    "(200 seeds), the real-process and compose chaos runs are parsed",
+    "broker": "test_readme_commands.py, with the README's server.properties",
+    "engine-tools": "test_readme_commands.py: all but the .txnindex line (parsed: the demo has "
+    "no transactions)",
+}
+
+
+def test_every_shell_block_is_marked_and_run_by_a_test() -> None:
+    blocks = readme_blocks("sh")
+    unmarked = [body.splitlines()[0] for name, body in blocks if name is None]
+    assert not unmarked, f"README sh blocks without a readme-block marker: {unmarked}"
+    assert [name for name, _ in blocks] == list(SH_BLOCKS)
+
+
+def test_every_named_python_block_is_run_by_the_cluster_test() -> None:
+    named = [name for name, _ in readme_blocks("python") if name is not None]
+    assert tuple(named) == CLUSTER_PYTHON_BLOCKS
+
+
 def test_readme_python_example_runs(tmp_path: Path) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    blocks = [body for name, body in readme_blocks("python") if name is None]
     assert blocks, "README has no python example"
     for block in blocks:
         code = block.replace('"/tmp/logs/', f'"{tmp_path}/')

@@ -252,7 +252,7 @@ def test_the_handler_table_answers_every_group_method_through_the_coordinator() 
         coordinator = GroupCoordinator(
             1, config(), MemoryOffsetsTopic(), ManualClock(), random.Random(0)
         )
-        handlers = apis.group_handlers(coordinator)
+        handlers = apis.group_handlers(coordinator, lambda tp: tp.topic == "known")
         assert set(handlers) == {
             proto.METHOD_JOIN_GROUP,
             proto.METHOD_SYNC_GROUP,
@@ -264,6 +264,7 @@ def test_the_handler_table_answers_every_group_method_through_the_coordinator() 
             proto.METHOD_DESCRIBE_GROUPS,
             proto.METHOD_DELETE_GROUPS,
             proto.METHOD_TXN_OFFSET_COMMIT,
+            proto.METHOD_OFFSET_DELETE,
         }
         # This coordinator leads no partition: each group request is answered NOT_COORDINATOR.
         not_coordinator = code("NOT_COORDINATOR")
@@ -276,5 +277,10 @@ def test_the_handler_table_answers_every_group_method_through_the_coordinator() 
         assert isinstance(fetch, pb.OffsetFetchResponse) and fetch.error_code == not_coordinator
         listed = await handlers[proto.METHOD_LIST_GROUPS](pb.ListGroupsRequest())
         assert isinstance(listed, pb.ListGroupsResponse) and not listed.groups
+        delete = pb.OffsetDeleteRequest(group_id="g")
+        delete.partitions.add(topic="known", partition=0)
+        deleted = await handlers[proto.METHOD_OFFSET_DELETE](delete)
+        assert isinstance(deleted, pb.OffsetDeleteResponse)
+        assert (deleted.error_code, list(deleted.partitions)) == (not_coordinator, [])
 
     asyncio.run(body())
