@@ -11,7 +11,7 @@ import pytest
 
 from kafkasim import proto
 from kafkasim.client.simple import MinimalClient
-from kafkasim.cluster.local import LocalCluster
+from kafkasim.cluster.local import BrokerStartError, LocalCluster
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.rpc_grpc_client import GrpcTransport
@@ -120,7 +120,7 @@ def test_a_log_dir_of_another_cluster_is_refused(local_cluster: LocalCluster) ->
     local_cluster.kill(2)
     write_meta_properties(log_dir, 2, "AAAAAAAAAAAAAAAAAAAAAA")
     local_cluster.start_broker(2)
-    with pytest.raises(RuntimeError, match="exited"):
+    with pytest.raises(BrokerStartError, match="exited"):
         local_cluster.wait_serving(2)
     output = broker.log_path.read_text()
     assert "AAAAAAAAAAAAAAAAAAAAAA" in output and cluster_id in output
