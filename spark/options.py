@@ -183,12 +183,15 @@ class TimestampSpec:
 class ReadSettings:
     """What a read task needs besides its offset range (shipped inside each InputPartition).
     ``request_timeout_ms`` bounds one request, ``api_timeout_ms`` a lookup or a read with its
-    retries (``kafka.request.timeout.ms``, ``kafka.default.api.timeout.ms``)."""
+    retries (``kafka.request.timeout.ms``, ``kafka.default.api.timeout.ms``).
+    ``read_committed`` (``kafka.isolation.level=read_committed``): offsets end at the last
+    stable offset and aborted transactions' records are dropped."""
 
     bootstrap_servers: tuple[str, ...]
     include_headers: bool
     fail_on_data_loss: bool
     arrow: bool
+    read_committed: bool = False
     request_timeout_ms: int = 30_000
     api_timeout_ms: int = 60_000
 
@@ -488,11 +491,6 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             f"Option '{READ_FORMAT}' must be arrow or tuples, got {opts[READ_FORMAT]!r}"
         )
     client = client_options(options, Use.STREAM if streaming else Use.BATCH)
-    if client.get("isolation.level", "read_uncommitted") != "read_uncommitted":
-        raise SparkOptionError(
-            "Kafka option 'isolation.level': the kafkasim source reads read_uncommitted only "
-            "(read_committed reads are not built yet)"
-        )
     if "group.id" in client:
         logger.warning(
             "Kafka option 'group.id' is ignored: the kafkasim source reads without a consumer "
@@ -503,6 +501,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         include_headers=_bool(opts, "includeHeaders", False),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         arrow=read_format == "arrow",
+        read_committed=client.get("isolation.level", "").strip() == "read_committed",
         request_timeout_ms=int(client.get("request.timeout.ms", 30_000)),
         api_timeout_ms=int(client.get("default.api.timeout.ms", 60_000)),
     )

@@ -211,13 +211,23 @@ def test_sparks_bootstrap_spelling_is_the_same_option() -> None:
         ("kafka.enable.auto.commit", "'enable.auto.commit' is not supported"),
         ("kafka.interceptor.classes", "'interceptor.classes' is not supported"),
         ("kafka.no.such.key", "Unknown Kafka option 'kafka.no.such.key'"),
-        ("kafka.isolation.level", "read_uncommitted only"),
+        ("kafka.isolation.level", "Option 'kafka.isolation.level'"),
     ],
 )
 def test_source_refuses_the_client_options_spark_refuses(key: str, message: str) -> None:
-    value = "read_committed" if key.endswith("isolation.level") else "x"
     with pytest.raises(SparkOptionError, match=message):
-        parse_source_options({**SERVERS, "subscribe": "a", key: value}, streaming=True)
+        parse_source_options({**SERVERS, "subscribe": "a", key: "x"}, streaming=True)
+
+
+@pytest.mark.parametrize(
+    ("value", "committed"),
+    [(None, False), ("read_uncommitted", False), ("read_committed", True)],
+)
+def test_source_isolation_level_chooses_read_committed(value: str | None, committed: bool) -> None:
+    options = {**SERVERS, "subscribe": "a"}
+    if value is not None:
+        options["kafka.isolation.level"] = value
+    assert parse_source_options(options, streaming=False).settings.read_committed is committed
 
 
 def test_source_client_options_set_the_read_timeouts() -> None:
