@@ -48,6 +48,8 @@ BOOTSTRAP_SERVERS: Final = "kafkasim.bootstrap.servers"
 KAFKA_PREFIX: Final = "kafka."
 KAFKA_BOOTSTRAP_SERVERS: Final = "kafka.bootstrap.servers"
 READ_FORMAT: Final = "kafkasim.read.format"
+EXACTLY_ONCE: Final = "kafkasim.sink.exactlyOnce"
+TXN_ID_PREFIX: Final = "kafkasim.transactional.id.prefix"
 
 
 class SparkOptionError(ValueError):
@@ -135,6 +137,19 @@ OPTIONS: tuple[OptionDecl, ...] = (
         frozenset({Use.WRITE}),
         "The topic to write to; overrides a topic column.",
     ),
+    OptionDecl(
+        EXACTLY_ONCE,
+        frozenset({Use.WRITE}),
+        "true: streaming writes are exactly-once for read_committed consumers (each task's "
+        "rows and the micro-batch id in one Kafka transaction); needs the 'topic' option. "
+        "Default false: at-least-once.",
+    ),
+    OptionDecl(
+        TXN_ID_PREFIX,
+        frozenset({Use.WRITE}),
+        "Exactly-once writes: the prefix of the tasks' transactional ids (default "
+        "kafkasim-spark-<query id>); task p of a query uses <prefix>-p.",
+    ),
     # Spark itself passes these to streaming sources and sinks; they mean nothing to us.
     OptionDecl("checkpointLocation", _ALL, "Spark's checkpoint directory (ignored here)."),
     OptionDecl("path", _ALL, "Spark's load()/save() argument: not supported, must be absent."),
@@ -218,6 +233,8 @@ class SinkOptions:
     bootstrap_servers: tuple[str, ...]
     topic: str | None
     producer_config: tuple[tuple[str, str], ...] = ()
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None
 
 
 # -- parsing --------------------------------------------------------------------------------
@@ -291,6 +308,8 @@ _REFUSED_WRITE: Final = {
     "key.serializer": "keys are written as bytes; serialize them with DataFrame operations",
     "value.serializer": "values are written as bytes; serialize them with DataFrame operations",
     "interceptor.classes": "interceptors could change the records",
+    "transactional.id": f"set '{EXACTLY_ONCE}' to true: each write task then gets a "
+    f"transactional id of its own, from the query id (or '{TXN_ID_PREFIX}') and its partition",
 }
 
 
@@ -528,8 +547,21 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     servers = parse_bootstrap(opts)
     producer = client_options(options, Use.WRITE)
     check_producer_config(sink_producer_config(servers, producer))
+    exactly_once = _bool(opts, EXACTLY_ONCE, False)
+    prefix = opts.get(TXN_ID_PREFIX.lower())
+    if prefix is not None and not prefix.strip():
+        raise SparkOptionError(f"Option '{TXN_ID_PREFIX}' must not be empty")
+    if exactly_once and topic is None:
+        raise SparkOptionError(
+            f"Option '{EXACTLY_ONCE}' needs the 'topic' option: each task records its last "
+            "written micro-batch as a transactional offset of that topic's partition 0"
+        )
     return SinkOptions(
-        bootstrap_servers=servers, topic=topic, producer_config=tuple(sorted(producer.items()))
+        bootstrap_servers=servers,
+        topic=topic,
+        producer_config=tuple(sorted(producer.items())),
+        exactly_once=exactly_once,
+        transactional_id_prefix=prefix,
     )
 
 

@@ -288,3 +288,26 @@ def test_user_facing_errors_lose_their_traceback_and_bugs_keep_it() -> None:
             run(TypeError("a bug"))
         except TypeError as e:
             assert traceback.extract_tb(e.__traceback__)[-1].name == "deep"
+
+
+def test_sink_exactly_once_options_are_parsed_and_checked() -> None:
+    sink = parse_sink_options(
+        {
+            **SERVERS,
+            "topic": "t",
+            "kafkasim.sink.exactlyOnce": "TRUE",
+            "kafkasim.transactional.id.prefix": "orders-copy",
+        }
+    )
+    assert (sink.exactly_once, sink.transactional_id_prefix) == (True, "orders-copy")
+    assert parse_sink_options({**SERVERS, "topic": "t"}).exactly_once is False
+    with pytest.raises(SparkOptionError, match="needs the 'topic' option"):
+        parse_sink_options({**SERVERS, "kafkasim.sink.exactlyOnce": "true"})
+    with pytest.raises(SparkOptionError, match="must not be empty"):
+        parse_sink_options({**SERVERS, "topic": "t", "kafkasim.transactional.id.prefix": " "})
+    with pytest.raises(SparkOptionError, match=r"set 'kafkasim\.sink\.exactlyOnce' to true"):
+        parse_sink_options({**SERVERS, "topic": "t", "kafka.transactional.id": "mine"})
+    with pytest.raises(SparkOptionError, match="does not apply to a kafkasim batch read"):
+        parse_source_options(
+            {**SERVERS, "subscribe": "a", "kafkasim.sink.exactlyOnce": "true"}, streaming=False
+        )
