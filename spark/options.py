@@ -556,6 +556,10 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
             f"Option '{EXACTLY_ONCE}' needs the 'topic' option: each task records its last "
             "written micro-batch as a transactional offset of that topic's partition 0"
         )
+    if exactly_once:  # the tasks' producers are transactional: e.g. idempotence is a must
+        check_producer_config(
+            {**sink_producer_config(servers, producer), "transactional.id": "driver-check"}
+        )
     return SinkOptions(
         bootstrap_servers=servers,
         topic=topic,

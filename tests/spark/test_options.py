@@ -305,6 +305,10 @@ def test_sink_exactly_once_options_are_parsed_and_checked() -> None:
         parse_sink_options({**SERVERS, "kafkasim.sink.exactlyOnce": "true"})
     with pytest.raises(SparkOptionError, match="must not be empty"):
         parse_sink_options({**SERVERS, "topic": "t", "kafkasim.transactional.id.prefix": " "})
+    no_idempotence = {**SERVERS, "topic": "t", "kafka.enable.idempotence": "false"}
+    assert parse_sink_options(no_idempotence).exactly_once is False
+    with pytest.raises(SparkOptionError, match="producer options conflict"):
+        parse_sink_options({**no_idempotence, "kafkasim.sink.exactlyOnce": "true"})
     with pytest.raises(SparkOptionError, match=r"set 'kafkasim\.sink\.exactlyOnce' to true"):
         parse_sink_options({**SERVERS, "topic": "t", "kafka.transactional.id": "mine"})
     with pytest.raises(SparkOptionError, match="does not apply to a kafkasim batch read"):
