@@ -96,7 +96,9 @@ class KafkaListener:
         host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
         # Every request of this connection is handled in this task: its caller is set once
         # (anonymous until the listener authenticates the connection; common.security).
-        CALLER.set(Caller(host=peer[0] if isinstance(peer, tuple) else "", listener=self._listener))
+        CALLER.set(
+            Caller(host=peer[0] if isinstance(peer, tuple) else "", listener=self._listener)
+        )
         try:
             await self._connection(reader, writer, where, host)
         except ConnectionError as e:
