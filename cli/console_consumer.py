@@ -13,6 +13,9 @@ partitions come from the group, reading starts at the group's committed offsets 
 are committed after every batch (so ``--max-messages`` never commits a record it did not
 print). Without a group the partitions are assigned directly and nothing is committed (Kafka
 would make up a throwaway group; we leave none behind).
+
+``--isolation-level read_committed`` (as Kafka's tool) reads only the records of committed
+transactions and of non-transactional producers, up to the last stable offset.
 """
 
 from __future__ import annotations
@@ -59,6 +62,12 @@ def register(sub: Any) -> None:
     p.add_argument("--max-messages", type=int, help="exit after this many records")
     p.add_argument("--timeout-ms", type=int, help="exit when no record came for this long")
     p.add_argument("--group", help="read as a member of this consumer group (commits offsets)")
+    p.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        help="read_committed: only records of committed transactions (and non-transactional "
+        "ones), up to the last stable offset; read_uncommitted (default): every record",
+    )
     p.add_argument(
         "--property",
         action="append",
@@ -152,6 +161,8 @@ def cmd_console_consumer(args: argparse.Namespace) -> int:
         "bootstrap.servers": ",".join(bootstrap_servers(args)),
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
     }
+    if args.isolation_level is not None:
+        config["isolation.level"] = args.isolation_level
     if args.group is not None:
         config["group.id"] = args.group
         # Commit exactly what was printed (see consume), not positions past a --max-messages cut.

@@ -143,10 +143,17 @@ class GroupAdmin:
                 return await find_coordinator(self._client, group_id)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def list_group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
-        """Every committed offset of ``group_id``."""
+    async def list_group_offsets(
+        self, group_id: str, *, require_stable: bool = False
+    ) -> dict[TopicPartition, int]:
+        """Every committed offset of ``group_id``. ``require_stable`` (KIP-447, Kafka's
+        ``ListConsumerGroupOffsetsOptions.requireStable``): a partition with a pending
+        transactional commit raises UNSTABLE_OFFSET_COMMIT (retriable) instead of answering
+        the offset it may be about to replace."""
         response = await self._coordinator_call(
-            group_id, proto.METHOD_OFFSET_FETCH, pb.OffsetFetchRequest(group_id=group_id)
+            group_id,
+            proto.METHOD_OFFSET_FETCH,
+            pb.OffsetFetchRequest(group_id=group_id, require_stable=require_stable),
         )
         assert isinstance(response, pb.OffsetFetchResponse)
         if response.error_code:

@@ -280,11 +280,11 @@ class NetworkClient:
         isolation_level: int = 0,
     ) -> pb.FetchPartitionResponse:
         """One Fetch of ``tp`` at ``offset`` from its leader, as a consumer (only below the
-        HW; below the LSO, with the aborted transactions, at ``isolation_level`` 1,
-        read_committed): the partition's answer with its raw batches (headers included), or
-        the Kafka error it carried, raised. A transport fault or an error other than
-        OFFSET_OUT_OF_RANGE forgets the leader, so the next call looks it up again. One
-        attempt: the caller retries under :meth:`retrying`."""
+        HW; with ``isolation_level`` 1, read_committed, only below the last stable offset, and
+        the answer names the aborted transactions): the partition's answer with its raw
+        batches (headers included), or the Kafka error it carried, raised. A transport fault
+        or an error other than OFFSET_OUT_OF_RANGE forgets the leader, so the next call looks
+        it up again. One attempt: the caller retries under :meth:`retrying`."""
         request = fetch_request(
             {tp: offset},
             max_wait_ms=max_wait_ms,

@@ -4,8 +4,11 @@
 a cluster without the full producer and consumer: :meth:`~MinimalClient.produce` sends one
 batch to a partition's leader and waits for its answer (no accumulator, no idempotence),
 :meth:`~MinimalClient.fetch` and :meth:`~MinimalClient.read_all` read decoded records up to
-the high watermark, :meth:`~MinimalClient.create_topic` and
-:meth:`~MinimalClient.wait_for_leaders` set a topic up. The simulation's workload, the Spark
+the high watermark (every record, control records included) or, with ``read_committed``,
+up to the last stable offset as a read_committed consumer sees them (no control records, no
+records of aborted transactions: ``client.completed_fetch.consumed_entries``),
+:meth:`~MinimalClient.create_topic` and :meth:`~MinimalClient.wait_for_leaders` set a topic
+up. The simulation's workload, the Spark
 tests, ``bench`` and the demo use it; applications use ``client.producer``,
 ``client.consumer`` and ``client.admin``.
 """
@@ -18,6 +21,8 @@ from dataclasses import dataclass
 from tenacity import AsyncRetrying, stop_after_attempt, wait_fixed
 
 from kafkasim import proto
+from kafkasim.client.completed_fetch import consumed_entries
+from kafkasim.client.consumer_config import ISOLATION_LEVELS
 from kafkasim.client.network import NetworkClient, retriable
 from kafkasim.common.errors import KafkaError, KafkasimError, RequestTimedOutError, error_for_code
 from kafkasim.common.rpc import RpcError
@@ -43,9 +48,14 @@ class ProduceResult:
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
+    """``next_offset``: where the next fetch starts (past every entry fetched, read or
+    skipped); ``last_stable_offset``: the end of what read_committed may read."""
+
     records: list[Record]
     high_watermark: int
     log_start_offset: int
+    next_offset: int = -1
+    last_stable_offset: int = -1
 
 
 def _retriable_produce(e: BaseException) -> bool:
@@ -152,31 +162,53 @@ class MinimalClient(NetworkClient):
         *,
         max_bytes: int = 1024 * 1024,
         max_wait_ms: int = 0,
+        read_committed: bool = False,
     ) -> FetchResult:
         """Records from ``offset`` (as a consumer: only below the HW; any message format),
-        from the leader; retried (a moved leader, a broker down) under this client's policy."""
+        from the leader; retried (a moved leader, a broker down) under this client's policy.
+        ``read_committed``: only below the last stable offset, without control records and
+        without the records of aborted transactions."""
         async for attempt in self.retrying():
             with attempt:
                 part = await self.fetch_raw(
-                    tp, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms
+                    tp,
+                    offset,
+                    max_bytes=max_bytes,
+                    max_wait_ms=max_wait_ms,
+                    isolation_level=ISOLATION_LEVELS["read_committed"] if read_committed else 0,
                 )
-                records = [
-                    r
-                    for _, entry_records in decode_entries(part.records, fetch_offset=offset)
-                    for r in entry_records
-                ]
-                return FetchResult(records, part.high_watermark, part.log_start_offset)
+                next_offset = offset
+                records: list[Record] = []
+                if read_committed:
+                    aborted = [(t.producer_id, t.first_offset) for t in part.aborted_transactions]
+                    entries = consumed_entries(part.records, fetch_offset=offset, aborted=aborted)
+                else:
+                    entries = decode_entries(part.records, fetch_offset=offset)
+                for header, entry_records in entries:
+                    next_offset = max(next_offset, header.next_offset)
+                    records.extend(entry_records)
+                return FetchResult(
+                    records,
+                    part.high_watermark,
+                    part.log_start_offset,
+                    next_offset,
+                    part.last_stable_offset,
+                )
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def read_all(self, tp: TopicPartition, start: int = 0) -> list[Record]:
-        """Everything from ``start`` up to the HW as of the last fetch."""
+    async def read_all(
+        self, tp: TopicPartition, start: int = 0, *, read_committed: bool = False
+    ) -> list[Record]:
+        """Everything from ``start`` up to the HW (``read_committed``: the last stable offset,
+        committed records only) as of the last fetch."""
         out: list[Record] = []
         offset = start
         while True:
-            result = await self.fetch(tp, offset)
-            if not result.records:
+            result = await self.fetch(tp, offset, read_committed=read_committed)
+            end = result.last_stable_offset if read_committed else result.high_watermark
+            if result.next_offset <= offset:
                 return out
             out.extend(result.records)
-            offset = result.records[-1].offset + 1
-            if offset >= result.high_watermark:
+            offset = result.next_offset
+            if offset >= end:
                 return out

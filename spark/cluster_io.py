@@ -11,7 +11,11 @@ connections are opened where they are used and closed there.
 Reading one offset range (:func:`read_range`) fetches from the partition's leader, straight
 as a consumer (``replica_id=-1``, so never at or above the high watermark), one fetch of up to
 ``FETCH_MAX_BYTES`` at a time, decoding whole entries (v2 batches, or v0/v1 messages of a log
-written before Kafka 0.11) and keeping the records inside the range.
+written before Kafka 0.11) and keeping the records inside the range that a consumer returns
+(``client.completed_fetch.consumed_entries``: never control records). With
+``kafka.isolation.level=read_committed`` ListOffsets LATEST answers the last stable offset, so
+planned ranges end at or below it; fetches are read_committed (never past the LSO, with the
+aborted transactions of the answer) and the batches of aborted transactions are dropped.
 Failures and what they do:
 
 ==============================  ===============================================================
@@ -34,6 +38,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
+from kafkasim.client.completed_fetch import consumed_entries
+from kafkasim.client.consumer_config import ISOLATION_LEVELS
 from kafkasim.client.network import INVALID_METADATA_CODES, NetworkClient
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import KafkaError, KafkasimError, OffsetOutOfRangeError
@@ -52,7 +58,6 @@ from kafkasim.spark.options import (
     TimestampSpec,
 )
 from kafkasim.spark.planning import OffsetRange
-from kafkasim.storage.records.entry import decode_entries
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +65,7 @@ T = TypeVar("T")
 
 FETCH_MAX_BYTES: Final = 4 * 1024 * 1024
 _OFFSET_OUT_OF_RANGE: Final = OffsetOutOfRangeError.code
+_BOUND: Final = ("high watermark", "last stable offset")  # a consumer's end, by isolation
 
 
 class DataLossError(KafkasimError):
@@ -180,29 +186,41 @@ async def topic_partitions(
     )
 
 
+def isolation_level(settings: ReadSettings) -> int:
+    """The wire code of the read's ``isolation.level``."""
+    return ISOLATION_LEVELS["read_committed" if settings.read_committed else "read_uncommitted"]
+
+
 async def list_offsets(
-    client: NetworkClient, timestamps: Mapping[TopicPartition, int]
+    client: NetworkClient, timestamps: Mapping[TopicPartition, int], isolation: int = 0
 ) -> dict[TopicPartition, int]:
-    """Offsets for EARLIEST (-2: the log start offset), LATEST (-1: the HW) or a timestamp
-    (-1 when no record is that recent), from each partition's leader."""
+    """Offsets for EARLIEST (-2: the log start offset), LATEST (-1: the HW, or under
+    read_committed, ``isolation`` 1, the last stable offset) or a timestamp (-1 when no
+    record is that recent), from each partition's leader."""
     if not timestamps:
         return {}
-    found = await client.list_offsets(timestamps)
+    found = await client.list_offsets(timestamps, isolation_level=isolation)
     return {tp: offset for tp, (offset, _) in found.items()}
 
 
 async def resolve_offsets(
-    client: NetworkClient, partitions: Iterable[TopicPartition], spec: OffsetSpec
+    client: NetworkClient,
+    partitions: Iterable[TopicPartition],
+    spec: OffsetSpec,
+    isolation: int = 0,
 ) -> dict[TopicPartition, int]:
     """Absolute offsets per partition for an OffsetSpec (EARLIEST/LATEST looked up)."""
     wanted = {tp: spec.offsets.get(tp, spec.default) for tp in partitions}
     lookups = {tp: o for tp, o in wanted.items() if o in (EARLIEST, LATEST)}
-    resolved = await list_offsets(client, lookups)
+    resolved = await list_offsets(client, lookups, isolation)
     return {tp: resolved.get(tp, o) for tp, o in wanted.items()}
 
 
 async def resolve_timestamps(
-    client: NetworkClient, partitions: Iterable[TopicPartition], spec: TimestampSpec
+    client: NetworkClient,
+    partitions: Iterable[TopicPartition],
+    spec: TimestampSpec,
+    isolation: int = 0,
 ) -> dict[TopicPartition, int]:
     """Per partition, the first offset at or after its start timestamp. A partition with
     no such record starts at its HW with strategy ``latest``; else it is an error. With
@@ -213,7 +231,7 @@ async def resolve_timestamps(
         targets = dict.fromkeys(tps, spec.timestamp_ms)
     else:
         targets = {tp: spec.per_partition.get(tp, LATEST) for tp in tps}
-    found = await list_offsets(client, targets)
+    found = await list_offsets(client, targets, isolation)
     missing = sorted(tp for tp, offset in found.items() if offset < 0 and targets[tp] != LATEST)
     if missing and not spec.strategy_latest:
         raise DataLossError(
@@ -223,7 +241,7 @@ async def resolve_timestamps(
             "partitions at their latest offset instead"
         )
     if missing:
-        latest = await list_offsets(client, dict.fromkeys(missing, LATEST))
+        latest = await list_offsets(client, dict.fromkeys(missing, LATEST), isolation)
         found.update(latest)
     return found
 
@@ -257,19 +275,24 @@ def _retriable_read(e: BaseException) -> bool:
 async def read_range(
     client: NetworkClient, r: OffsetRange, settings: ReadSettings
 ) -> AsyncIterator[RecordColumns]:
-    """The records of ``r``, one chunk per fetch, skipping control batches (see module doc)."""
+    """The records of ``r``, one chunk per fetch, skipping control batches and, under
+    read_committed, aborted transactions' batches (see module doc)."""
     tp = r.topic_partition
+    isolation = isolation_level(settings)
     position = r.from_offset
     while position < r.until_offset:
         part: pb.FetchPartitionResponse | None = None
         try:
             async for attempt in client.retrying(retry_on=_retriable_read):
                 with attempt:
-                    part = await client.fetch_raw(tp, position, max_bytes=FETCH_MAX_BYTES)
-                    if not part.records and part.high_watermark < r.until_offset:
+                    part = await client.fetch_raw(
+                        tp, position, max_bytes=FETCH_MAX_BYTES, isolation_level=isolation
+                    )
+                    readable = part.last_stable_offset if isolation else part.high_watermark
+                    if not part.records and readable < r.until_offset:
                         raise _NotYetReadableError(
-                            f"{tp}: the leader's high watermark {part.high_watermark} is "
-                            f"below the end {r.until_offset} of the range being read"
+                            f"{tp}: the leader's {_BOUND[isolation]} {readable} is below the "
+                            f"end {r.until_offset} of the range being read"
                         )
         except (_NotYetReadableError, OffsetOutOfRangeError):
             part = None  # deleted, or still not readable at the deadline
@@ -277,7 +300,12 @@ async def read_range(
             position = await _after_missing_records(client, r, position, settings)
             continue
         chunk = RecordColumns(headers=[] if settings.include_headers else None)
-        position = _decode_into(chunk, part.records, position, r.until_offset)
+        aborted = (
+            [(t.producer_id, t.first_offset) for t in part.aborted_transactions]
+            if isolation
+            else None
+        )
+        position = _decode_into(chunk, part.records, position, r.until_offset, aborted)
         if chunk:
             yield chunk
 
@@ -304,21 +332,29 @@ async def _after_missing_records(
         return min(log_start, r.until_offset)
     data_loss(
         f"Cannot read offsets {position} to {r.until_offset} of {tp}: they are not below "
-        "the high watermark of the partition's leader",
+        f"the {_BOUND[isolation_level(settings)]} of the partition's leader",
         settings.fail_on_data_loss,
     )
     return r.until_offset
 
 
-def _decode_into(chunk: RecordColumns, data: bytes, position: int, until: int) -> int:
+def _decode_into(
+    chunk: RecordColumns,
+    data: bytes,
+    position: int,
+    until: int,
+    aborted: Iterable[tuple[int, int]] | None = None,
+) -> int:
     """Append the records in ``[position, until)`` of fetched ``data`` (entries of any message
-    format); the next position."""
+    format) that a consumer returns — :func:`client.completed_fetch.consumed_entries`, the
+    consumer's own walk: no control records, and with ``aborted`` (read_committed: the
+    answer's aborted transactions) none of an aborted transaction; the next position."""
     keys, values, offsets = chunk.keys, chunk.values, chunk.offsets
     timestamps, types, headers = chunk.timestamps_ms, chunk.timestamp_types, chunk.headers
     next_position = position
-    for header, records in decode_entries(data, fetch_offset=position):
+    for header, records in consumed_entries(data, fetch_offset=position, aborted=aborted):
         next_position = max(next_position, min(header.next_offset, until))
-        if not header.is_control:
+        if records:
             timestamp_type = int(header.timestamp_type)
             for rec in records:
                 if rec.offset >= until:

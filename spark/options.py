@@ -48,6 +48,8 @@ BOOTSTRAP_SERVERS: Final = "kafkasim.bootstrap.servers"
 KAFKA_PREFIX: Final = "kafka."
 KAFKA_BOOTSTRAP_SERVERS: Final = "kafka.bootstrap.servers"
 READ_FORMAT: Final = "kafkasim.read.format"
+EXACTLY_ONCE: Final = "kafkasim.sink.exactlyOnce"
+TXN_ID_PREFIX: Final = "kafkasim.transactional.id.prefix"
 
 
 class SparkOptionError(ValueError):
@@ -135,6 +137,19 @@ OPTIONS: tuple[OptionDecl, ...] = (
         frozenset({Use.WRITE}),
         "The topic to write to; overrides a topic column.",
     ),
+    OptionDecl(
+        EXACTLY_ONCE,
+        frozenset({Use.WRITE}),
+        "true: streaming writes are exactly-once for read_committed consumers (each task's "
+        "rows and the micro-batch id in one Kafka transaction); needs the 'topic' option. "
+        "Default false: at-least-once.",
+    ),
+    OptionDecl(
+        TXN_ID_PREFIX,
+        frozenset({Use.WRITE}),
+        "Exactly-once writes: the prefix of the tasks' transactional ids (default "
+        "kafkasim-spark-<query id>); task p of a query uses <prefix>-p.",
+    ),
     # Spark itself passes these to streaming sources and sinks; they mean nothing to us.
     OptionDecl("checkpointLocation", _ALL, "Spark's checkpoint directory (ignored here)."),
     OptionDecl("path", _ALL, "Spark's load()/save() argument: not supported, must be absent."),
@@ -183,12 +198,15 @@ class TimestampSpec:
 class ReadSettings:
     """What a read task needs besides its offset range (shipped inside each InputPartition).
     ``request_timeout_ms`` bounds one request, ``api_timeout_ms`` a lookup or a read with its
-    retries (``kafka.request.timeout.ms``, ``kafka.default.api.timeout.ms``)."""
+    retries (``kafka.request.timeout.ms``, ``kafka.default.api.timeout.ms``).
+    ``read_committed`` (``kafka.isolation.level=read_committed``): offsets end at the last
+    stable offset and aborted transactions' records are dropped."""
 
     bootstrap_servers: tuple[str, ...]
     include_headers: bool
     fail_on_data_loss: bool
     arrow: bool
+    read_committed: bool = False
     request_timeout_ms: int = 30_000
     api_timeout_ms: int = 60_000
 
@@ -215,6 +233,8 @@ class SinkOptions:
     bootstrap_servers: tuple[str, ...]
     topic: str | None
     producer_config: tuple[tuple[str, str], ...] = ()
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None
 
 
 # -- parsing --------------------------------------------------------------------------------
@@ -288,6 +308,8 @@ _REFUSED_WRITE: Final = {
     "key.serializer": "keys are written as bytes; serialize them with DataFrame operations",
     "value.serializer": "values are written as bytes; serialize them with DataFrame operations",
     "interceptor.classes": "interceptors could change the records",
+    "transactional.id": f"set '{EXACTLY_ONCE}' to true: each write task then gets a "
+    f"transactional id of its own, from the query id (or '{TXN_ID_PREFIX}') and its partition",
 }
 
 
@@ -488,11 +510,6 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             f"Option '{READ_FORMAT}' must be arrow or tuples, got {opts[READ_FORMAT]!r}"
         )
     client = client_options(options, Use.STREAM if streaming else Use.BATCH)
-    if client.get("isolation.level", "read_uncommitted") != "read_uncommitted":
-        raise SparkOptionError(
-            "Kafka option 'isolation.level': the kafkasim source reads read_uncommitted only "
-            "(read_committed reads are not built yet)"
-        )
     if "group.id" in client:
         logger.warning(
             "Kafka option 'group.id' is ignored: the kafkasim source reads without a consumer "
@@ -503,6 +520,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         include_headers=_bool(opts, "includeHeaders", False),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         arrow=read_format == "arrow",
+        read_committed=client.get("isolation.level", "").strip() == "read_committed",
         request_timeout_ms=int(client.get("request.timeout.ms", 30_000)),
         api_timeout_ms=int(client.get("default.api.timeout.ms", 60_000)),
     )
@@ -529,8 +547,25 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     servers = parse_bootstrap(opts)
     producer = client_options(options, Use.WRITE)
     check_producer_config(sink_producer_config(servers, producer))
+    exactly_once = _bool(opts, EXACTLY_ONCE, False)
+    prefix = opts.get(TXN_ID_PREFIX.lower())
+    if prefix is not None and not prefix.strip():
+        raise SparkOptionError(f"Option '{TXN_ID_PREFIX}' must not be empty")
+    if exactly_once and topic is None:
+        raise SparkOptionError(
+            f"Option '{EXACTLY_ONCE}' needs the 'topic' option: each task records its last "
+            "written micro-batch as a transactional offset of that topic's partition 0"
+        )
+    if exactly_once:  # the tasks' producers are transactional: e.g. idempotence is a must
+        check_producer_config(
+            {**sink_producer_config(servers, producer), "transactional.id": "driver-check"}
+        )
     return SinkOptions(
-        bootstrap_servers=servers, topic=topic, producer_config=tuple(sorted(producer.items()))
+        bootstrap_servers=servers,
+        topic=topic,
+        producer_config=tuple(sorted(producer.items())),
+        exactly_once=exactly_once,
+        transactional_id_prefix=prefix,
     )
 
 

@@ -3,7 +3,9 @@
 Planning (driver, :meth:`KafkasimBatchReader.partitions`): the subscription's partitions, their
 start offsets (``startingOffsets`` or a starting timestamp) and end offsets (``endingOffsets``,
 by default the high watermark at planning time) are looked up once; every partition with
-something to read becomes one offset range, split further by ``minPartitions``. Each range is
+something to read becomes one offset range, split further by ``minPartitions``. Under
+``kafka.isolation.level=read_committed`` "latest" is the last stable offset (ListOffsets with
+read_committed), so no range reaches into an open transaction. Each range is
 one :class:`RangePartition`, carrying everything its task needs: Spark pickles the reader for
 the tasks *before* it calls ``partitions()``, so nothing may be left on ``self`` for them.
 
@@ -82,14 +84,17 @@ class KafkasimBatchReader(DataSourceReader):
         opts = self.options
         with cluster_io.ClusterConnection.for_reading(opts.settings) as conn:
             client = conn.client
+            isolation = cluster_io.isolation_level(opts.settings)
             tps = conn.run(cluster_io.topic_partitions(client, opts.subscription))
             if isinstance(opts.starting, OffsetSpec):
                 check_explicit_offsets("startingOffsets", opts.starting, tps)
-                start = conn.run(cluster_io.resolve_offsets(client, tps, opts.starting))
+                start = conn.run(cluster_io.resolve_offsets(client, tps, opts.starting, isolation))
             else:
-                start = conn.run(cluster_io.resolve_timestamps(client, tps, opts.starting))
+                start = conn.run(
+                    cluster_io.resolve_timestamps(client, tps, opts.starting, isolation)
+                )
             check_explicit_offsets("endingOffsets", opts.ending, tps)
-            end = conn.run(cluster_io.resolve_offsets(client, tps, opts.ending))
+            end = conn.run(cluster_io.resolve_offsets(client, tps, opts.ending, isolation))
         ranges = split_ranges(offset_ranges(start, end), opts.min_partitions)
         return [RangePartition(r, opts.settings) for r in ranges]
 

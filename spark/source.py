@@ -89,6 +89,11 @@ class KafkasimDataSource(DataSource):
     @user_facing
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = parse_sink_options(self.options)
+        if options.exactly_once:
+            raise SparkOptionError(
+                "Option 'kafkasim.sink.exactlyOnce' applies to streaming writes only (a batch "
+                "write has no micro-batch id to record)"
+            )
         check_columns(schema, options)
         return KafkasimWriter(options)
 

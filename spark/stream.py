@@ -11,9 +11,12 @@ Per micro-batch (driver, one long-lived reader object):
 
 1. :meth:`~KafkasimStreamReader.latestOffset` looks at the partitions now (new ones start at
    offset 0, as a new partition of Spark's Kafka source does; vanished ones are data loss) and
-   their high watermarks, caps them at the ``Trigger.AvailableNow`` target when there is one,
-   and applies the read limit (``maxOffsetsPerTrigger`` → ``ReadMaxRows``, split over
-   partitions by backlog, :func:`spark.planning.rate_limit`).
+   their high watermarks (under ``kafka.isolation.level=read_committed`` their last stable
+   offsets: a micro-batch never reaches into an open transaction, and its records are those
+   of committed transactions and non-transactional producers), caps them at the
+   ``Trigger.AvailableNow`` target when there is one, and applies the read limit
+   (``maxOffsetsPerTrigger`` → ``ReadMaxRows``, split over partitions by backlog,
+   :func:`spark.planning.rate_limit`).
 2. :meth:`~KafkasimStreamReader.partitions` turns ``start``..``end`` into offset ranges (split
    by ``minPartitions``); executors read them with :func:`spark.reader.read_partition`, which
    reports deleted records per ``failOnDataLoss``.
@@ -62,6 +65,10 @@ class KafkasimStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Trigger.AvailableNow: the high watermarks when the query started; never read past.
         self._target: dict[TopicPartition, int] | None = None
 
+    @property
+    def _isolation(self) -> int:
+        return cluster_io.isolation_level(self.options.settings)
+
     def _connect(self) -> cluster_io.ClusterConnection:
         return cluster_io.ClusterConnection.for_reading(self.options.settings)
 
@@ -70,13 +77,18 @@ class KafkasimStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> OffsetJson:
         """Where a new query starts (``startingOffsets``, default latest, or a timestamp)."""
         opts = self.options
+        isolation = self._isolation
         with self._connect() as conn:
             tps = conn.run(cluster_io.topic_partitions(conn.client, opts.subscription))
             if isinstance(opts.starting, OffsetSpec):
                 check_explicit_offsets("startingOffsets", opts.starting, tps)
-                start = conn.run(cluster_io.resolve_offsets(conn.client, tps, opts.starting))
+                start = conn.run(
+                    cluster_io.resolve_offsets(conn.client, tps, opts.starting, isolation)
+                )
             else:
-                start = conn.run(cluster_io.resolve_timestamps(conn.client, tps, opts.starting))
+                start = conn.run(
+                    cluster_io.resolve_timestamps(conn.client, tps, opts.starting, isolation)
+                )
         return offsets_to_json(start)
 
     @override
@@ -90,7 +102,7 @@ class KafkasimStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with self._connect() as conn:
             tps = conn.run(cluster_io.topic_partitions(conn.client, self.options.subscription))
             self._target = conn.run(
-                cluster_io.list_offsets(conn.client, dict.fromkeys(tps, LATEST))
+                cluster_io.list_offsets(conn.client, dict.fromkeys(tps, LATEST), self._isolation)
             )
         logger.info("Trigger.AvailableNow: reading up to %s", offsets_to_json(self._target))
 
@@ -101,7 +113,9 @@ class KafkasimStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         fail = self.options.settings.fail_on_data_loss
         with self._connect() as conn:
             tps = conn.run(cluster_io.topic_partitions(conn.client, self.options.subscription))
-            latest = conn.run(cluster_io.list_offsets(conn.client, dict.fromkeys(tps, LATEST)))
+            latest = conn.run(
+                cluster_io.list_offsets(conn.client, dict.fromkeys(tps, LATEST), self._isolation)
+            )
         base = offsets_from_json(start)
         for tp in sorted(set(base) - set(latest)):
             cluster_io.data_loss(f"Partition {tp} is gone (its topic was deleted?)", fail)

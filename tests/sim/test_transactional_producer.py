@@ -63,6 +63,43 @@ def test_committed_transactions_are_seen_whole_and_aborted_ones_never(tmp_path: 
     simulate(tmp_path, scenario, **SETTINGS)
 
 
+def test_the_simple_client_reads_committed_records_up_to_the_last_stable_offset(
+    tmp_path: Path,
+) -> None:
+    async def scenario(cluster: SimCluster) -> None:
+        client = await create(cluster, TOPIC)
+        tp = TopicPartition(TOPIC, 0)
+        async with producing(cluster, {"transactional.id": TID}, name="tx") as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            producer.send(TOPIC, b"committed", partition=0)
+            await producer.commit_transaction()
+            producer.begin_transaction()
+            producer.send(TOPIC, b"aborted", partition=0)
+            await producer.flush()  # written, then aborted
+            await producer.abort_transaction()
+            producer.begin_transaction()
+            producer.send(TOPIC, b"open", partition=0)
+            await producer.flush()  # written, its transaction still open: past the LSO
+            committed = await client.read_all(tp, read_committed=True)
+            assert [r.value for r in committed] == [b"committed"]
+            first = await client.fetch(tp, 0, read_committed=True)
+            assert first.last_stable_offset == first.next_offset == first.high_watermark - 1
+            everything = [r.value for r in await client.read_all(tp)]
+            # read_uncommitted: every record, the two markers' control records included
+            assert len(everything) == 5 and everything[-1] == b"open"
+            await producer.commit_transaction()
+            # EndTxn answers once the commit is decided; the markers follow (the LSO moves)
+            later: list[bytes | None] = []
+            while not later:
+                await asyncio.sleep(0.1)
+                records = await client.read_all(tp, first.next_offset, read_committed=True)
+                later = [r.value for r in records]
+            assert later == [b"open"]
+
+    simulate(tmp_path, scenario, **SETTINGS)
+
+
 def test_a_zombie_with_the_old_epoch_is_fenced(tmp_path: Path) -> None:
     async def scenario(cluster: SimCluster) -> None:
         await create(cluster, TOPIC)

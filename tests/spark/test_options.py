@@ -211,13 +211,23 @@ def test_sparks_bootstrap_spelling_is_the_same_option() -> None:
         ("kafka.enable.auto.commit", "'enable.auto.commit' is not supported"),
         ("kafka.interceptor.classes", "'interceptor.classes' is not supported"),
         ("kafka.no.such.key", "Unknown Kafka option 'kafka.no.such.key'"),
-        ("kafka.isolation.level", "read_uncommitted only"),
+        ("kafka.isolation.level", "Option 'kafka.isolation.level'"),
     ],
 )
 def test_source_refuses_the_client_options_spark_refuses(key: str, message: str) -> None:
-    value = "read_committed" if key.endswith("isolation.level") else "x"
     with pytest.raises(SparkOptionError, match=message):
-        parse_source_options({**SERVERS, "subscribe": "a", key: value}, streaming=True)
+        parse_source_options({**SERVERS, "subscribe": "a", key: "x"}, streaming=True)
+
+
+@pytest.mark.parametrize(
+    ("value", "committed"),
+    [(None, False), ("read_uncommitted", False), ("read_committed", True)],
+)
+def test_source_isolation_level_chooses_read_committed(value: str | None, committed: bool) -> None:
+    options = {**SERVERS, "subscribe": "a"}
+    if value is not None:
+        options["kafka.isolation.level"] = value
+    assert parse_source_options(options, streaming=False).settings.read_committed is committed
 
 
 def test_source_client_options_set_the_read_timeouts() -> None:
@@ -278,3 +288,30 @@ def test_user_facing_errors_lose_their_traceback_and_bugs_keep_it() -> None:
             run(TypeError("a bug"))
         except TypeError as e:
             assert traceback.extract_tb(e.__traceback__)[-1].name == "deep"
+
+
+def test_sink_exactly_once_options_are_parsed_and_checked() -> None:
+    sink = parse_sink_options(
+        {
+            **SERVERS,
+            "topic": "t",
+            "kafkasim.sink.exactlyOnce": "TRUE",
+            "kafkasim.transactional.id.prefix": "orders-copy",
+        }
+    )
+    assert (sink.exactly_once, sink.transactional_id_prefix) == (True, "orders-copy")
+    assert parse_sink_options({**SERVERS, "topic": "t"}).exactly_once is False
+    with pytest.raises(SparkOptionError, match="needs the 'topic' option"):
+        parse_sink_options({**SERVERS, "kafkasim.sink.exactlyOnce": "true"})
+    with pytest.raises(SparkOptionError, match="must not be empty"):
+        parse_sink_options({**SERVERS, "topic": "t", "kafkasim.transactional.id.prefix": " "})
+    no_idempotence = {**SERVERS, "topic": "t", "kafka.enable.idempotence": "false"}
+    assert parse_sink_options(no_idempotence).exactly_once is False
+    with pytest.raises(SparkOptionError, match="producer options conflict"):
+        parse_sink_options({**no_idempotence, "kafkasim.sink.exactlyOnce": "true"})
+    with pytest.raises(SparkOptionError, match=r"set 'kafkasim\.sink\.exactlyOnce' to true"):
+        parse_sink_options({**SERVERS, "topic": "t", "kafka.transactional.id": "mine"})
+    with pytest.raises(SparkOptionError, match="does not apply to a kafkasim batch read"):
+        parse_source_options(
+            {**SERVERS, "subscribe": "a", "kafkasim.sink.exactlyOnce": "true"}, streaming=False
+        )
