@@ -114,12 +114,14 @@ class ConfigEntry:
 
 
 def _raise_for(code: int, message: str, topic: str) -> None:
-    """Raise the error class of ``code``, its message naming ``topic``."""
+    """Raise the error class of ``code``, its message naming ``topic`` (and the error, when
+    the broker gave no message: a tool that prints the message says what went wrong)."""
     if not code:
         return
+    error = error_for_code(code)
     if topic not in message:
-        message = f"topic '{topic}': {message}" if message else f"topic '{topic}'"
-    raise error_for_code(code)(message)
+        message = f"topic '{topic}': {message or error.error_name}"
+    raise error(message)
 
 
 def _config_entries(response: object, topic: str = "") -> list[ConfigEntry]:

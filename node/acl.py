@@ -413,11 +413,14 @@ class AclCache:
         self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType
     ) -> bool:
         """Kafka's ``authorizeByResourceType`` (KIP-679): may ``principal`` do ``operation``
-        on at least one resource of ``resource_type``? Yes for a super user; no when a DENY
-        of the wildcard resource matches; yes when an ALLOW of a literal name or a prefix
-        matches that no matching DENY covers (a DENY of the same literal name or of a prefix
-        of it); otherwise ``allow.everyone.if.no.acl.found`` when no ACL of the type at all
-        matches the principal, host and operation."""
+        on at least one resource of ``resource_type``? Only the entries of that principal (or
+        ``User:*``), host (or ``*``) and operation (or ``All``: no implied operations) count.
+
+        1. A super user: yes. 2. A DENY of the wildcard resource ``*``: no.
+        3. ``allow.everyone.if.no.acl.found``: yes (whatever ACLs exist, as Kafka).
+        4. Yes when a prefixed ALLOW is not covered by a prefixed DENY (one whose name is a
+           prefix of it), or a literal ALLOW is the wildcard, or is neither denied by name
+           nor covered by a prefixed DENY. 5. Otherwise no."""
         if principal in self.super_users:
             return True
         allowed: dict[PatternType, set[str]] = {
@@ -438,14 +441,14 @@ class AclCache:
                     allowed[pattern.pattern_type].add(pattern.name)
         if WILDCARD_RESOURCE in denied[PatternType.LITERAL]:
             return False
+        if self.allow_if_no_acls:
+            return True
 
         def covered(name: str) -> bool:
             return any(name.startswith(prefix) for prefix in denied[PatternType.PREFIXED])
 
-        if any(
-            name not in denied[PatternType.LITERAL] and not covered(name)
+        return any(not covered(prefix) for prefix in allowed[PatternType.PREFIXED]) or any(
+            name == WILDCARD_RESOURCE
+            or (name not in denied[PatternType.LITERAL] and not covered(name))
             for name in allowed[PatternType.LITERAL]
-        ) or any(not covered(prefix) for prefix in allowed[PatternType.PREFIXED]):
-            return True
-        has_any = any(p.resource_type is resource_type for p in self._acls)
-        return self.allow_if_no_acls and not has_any
+        )

@@ -211,10 +211,15 @@ class KafkaApis:
     async def handle_describe_replicas(
         self, request: pb.DescribeReplicasRequest
     ) -> pb.DescribeReplicasResponse:
-        return self.describe_replicas(request)
+        """A caller's DescribeReplicas, authorized (``node.authz_replica``)."""
+        wanted = replica.describe_replicas_params(request)
+        return replica.describe_replicas_response(
+            authz_replica.described_replicas(self.broker, wanted)
+        )
 
     def describe_replicas(self, request: pb.DescribeReplicasRequest) -> pb.DescribeReplicasResponse:
-        """DescribeReplicas at once (also for in-process callers: the simulation's sampler)."""
+        """DescribeReplicas at once, unauthorized: for in-process callers (the simulation's
+        sampler)."""
         wanted = replica.describe_replicas_params(request)
         return replica.describe_replicas_response(self.replica_manager.describe_replicas(wanted))
 

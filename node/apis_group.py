@@ -21,11 +21,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from kafkasim import proto
-from kafkasim.common.errors import UnknownTopicOrPartitionError
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.apis_replica import error_code
 from kafkasim.node.authz_groups import AuthorizedGroups
-from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_types import (
     DeleteGroupsParams,
     DeleteGroupsResult,
@@ -52,8 +50,6 @@ from kafkasim.node.group_types import (
     TxnOffsetCommitParams,
 )
 from kafkasim.proto import kafkasim_pb2 as pb
-
-UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.code
 
 # -- JoinGroup, SyncGroup ------------------------------------------------------------------------
 
@@ -276,23 +272,20 @@ def delete_groups_response(result: DeleteGroupsResult) -> pb.DeleteGroupsRespons
 
 
 def offset_delete_handler(
-    coordinator: GroupCoordinator | AuthorizedGroups, known: Callable[[TopicPartition], bool]
+    coordinator: AuthorizedGroups, known: Callable[[TopicPartition], bool]
 ) -> Callable[[pb.OffsetDeleteRequest], Awaitable[pb.OffsetDeleteResponse]]:
     """OffsetDelete as Kafka's KafkaApis answers it: a partition the metadata does not know
-    (``known``) is UNKNOWN_TOPIC_OR_PARTITION, the others go to the coordinator; a group-level
-    error comes without partitions."""
+    (``known``) is UNKNOWN_TOPIC_OR_PARTITION (once authorized), the others go to the
+    coordinator; a group-level error comes without partitions."""
 
     async def handler(request: pb.OffsetDeleteRequest) -> pb.OffsetDeleteResponse:
         asked = [TopicPartition(p.topic, p.partition) for p in request.partitions]
-        errors: dict[TopicPartition, int] = {
-            tp: UNKNOWN_TOPIC_OR_PARTITION for tp in asked if not known(tp)
-        }
         result = await coordinator.offset_delete(
-            OffsetDeleteParams(request.group_id, tuple(tp for tp in asked if tp not in errors))
+            OffsetDeleteParams(request.group_id, tuple(asked)), known
         )
         if result.error is not None:
             return pb.OffsetDeleteResponse(error_code=error_code(result.error))
-        errors.update({p.tp: error_code(p.error) for p in result.partitions})
+        errors = {p.tp: error_code(p.error) for p in result.partitions}
         return pb.OffsetDeleteResponse(
             partitions=[
                 pb.PartitionError(topic=tp.topic, partition=tp.partition, error_code=errors[tp])
@@ -334,7 +327,7 @@ def _immediate(
 
 
 def group_handlers(
-    coordinator: GroupCoordinator | AuthorizedGroups, known: Callable[[TopicPartition], bool]
+    coordinator: AuthorizedGroups, known: Callable[[TopicPartition], bool]
 ) -> dict[str, Callable[[Any], Awaitable[Any]]]:
     """The gRPC methods the coordinator answers, by method name (``known``: whether the
     metadata cache knows a partition)."""

@@ -11,13 +11,19 @@ coordinator (so a refused request changes nothing).
   and a fetch of every committed offset leaves out the topics refused;
 * OffsetDelete: DELETE on the group (the request's error), READ on each topic;
 * ListGroups: DESCRIBE on the cluster lists every group, else only the groups allowed
-  DESCRIBE; DescribeGroups: DESCRIBE, DeleteGroups: DELETE on each group.
+  DESCRIBE; DescribeGroups: DESCRIBE, DeleteGroups: DELETE on each group; a described group's
+  authorized operations are the caller's (:meth:`AuthorizedGroups.group_operations`).
+
+The commits and OffsetDelete take the door's ``known`` (whether the metadata cache knows a
+partition; None: not checked): as Kafka, a partition is UNKNOWN_TOPIC_OR_PARTITION only once
+its topic is authorized, so a caller learns nothing of the topics it may not read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
+from kafkasim.common.errors import UnknownTopicOrPartitionError
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.acl import AclOperation, ResourceType
 from kafkasim.node.authz import (
@@ -70,6 +76,22 @@ def _topic_refusals(
     return {tp: TopicAuthorizationFailed for tp in tps if tp.topic not in allowed}
 
 
+Known = Callable[[TopicPartition], bool] | None
+
+
+def _partition_refusals(
+    auth: RequestAuth, tps: Sequence[TopicPartition], known: Known
+) -> dict[TopicPartition, Error]:
+    """TOPIC_AUTHORIZATION_FAILED for the topics the caller may not READ, then
+    UNKNOWN_TOPIC_OR_PARTITION for the partitions ``known`` does not know."""
+    refused = _topic_refusals(auth, AclOperation.READ, tps)
+    if known is not None:
+        refused.update(
+            {tp: UnknownTopicOrPartitionError for tp in tps if tp not in refused and not known(tp)}
+        )
+    return refused
+
+
 def _merged(
     entries: Sequence[OffsetCommitEntry],
     refused: dict[TopicPartition, Error],
@@ -117,13 +139,15 @@ class AuthorizedGroups:
             return LeaveGroupResult(GroupAuthorizationFailed)
         return self.coordinator.leave_group(params)
 
-    async def offset_commit(self, params: OffsetCommitParams) -> OffsetCommitResult:
+    async def offset_commit(
+        self, params: OffsetCommitParams, known: Known = None
+    ) -> OffsetCommitResult:
         auth = self._auth("OffsetCommit")
         tps = [e.tp for e in params.offsets]
         if not auth.allowed(AclOperation.READ, ResourceType.GROUP, params.group_id):
             refused: dict[TopicPartition, Error] = dict.fromkeys(tps, GroupAuthorizationFailed)
         else:
-            refused = _topic_refusals(auth, AclOperation.READ, tps)
+            refused = _partition_refusals(auth, tps, known)
         if not refused:
             return await self.coordinator.offset_commit(params)
         rest = tuple(e for e in params.offsets if e.tp not in refused)
@@ -140,7 +164,9 @@ class AuthorizedGroups:
         )
         return _merged(params.offsets, refused, done)
 
-    async def txn_offset_commit(self, params: TxnOffsetCommitParams) -> OffsetCommitResult:
+    async def txn_offset_commit(
+        self, params: TxnOffsetCommitParams, known: Known = None
+    ) -> OffsetCommitResult:
         auth = self._auth("TxnOffsetCommit")
         tps = [e.tp for e in params.offsets]
         refused: dict[TopicPartition, Error]
@@ -151,7 +177,7 @@ class AuthorizedGroups:
         elif not auth.allowed(AclOperation.READ, ResourceType.GROUP, params.group_id):
             refused = dict.fromkeys(tps, GroupAuthorizationFailed)
         else:
-            refused = _topic_refusals(auth, AclOperation.READ, tps)
+            refused = _partition_refusals(auth, tps, known)
         if not refused:
             return await self.coordinator.txn_offset_commit(params)
         rest = tuple(e for e in params.offsets if e.tp not in refused)
@@ -207,11 +233,13 @@ class AuthorizedGroups:
             ),
         )
 
-    async def offset_delete(self, params: OffsetDeleteParams) -> OffsetDeleteResult:
+    async def offset_delete(
+        self, params: OffsetDeleteParams, known: Known = None
+    ) -> OffsetDeleteResult:
         auth = self._auth("OffsetDelete")
         if not auth.allowed(AclOperation.DELETE, ResourceType.GROUP, params.group_id):
             return OffsetDeleteResult(GroupAuthorizationFailed)
-        refused = _topic_refusals(auth, AclOperation.READ, params.partitions)
+        refused = _partition_refusals(auth, params.partitions, known)
         if not refused:
             return await self.coordinator.offset_delete(params)
         rest = tuple(tp for tp in params.partitions if tp not in refused)
@@ -257,6 +285,10 @@ class AuthorizedGroups:
                 for g in params.group_ids
             )
         )
+
+    def group_operations(self, group_id: str) -> int:
+        """The caller's authorized operations on group ``group_id`` (Kafka's bit field)."""
+        return self._auth("DescribeGroups").operations(ResourceType.GROUP, group_id)
 
     async def delete_groups(self, params: DeleteGroupsParams) -> DeleteGroupsResult:
         auth = self._auth("DeleteGroups")

@@ -17,6 +17,9 @@ Kafka's decisions:
 * DeleteRecords: DELETE on each topic.
 * WriteTxnMarkers: CLUSTER_ACTION on the cluster, else every partition
   CLUSTER_AUTHORIZATION_FAILED (Kafka's error response for the request).
+* DescribeReplicas (kafkasim's, gRPC only: replica states, offsets and ISRs): DESCRIBE on the
+  cluster shows every replica, else only those of the topics the caller may DESCRIBE — the
+  others are left out, as unknown ones (no error field), like Metadata's.
 """
 
 from __future__ import annotations
@@ -230,3 +233,22 @@ async def write_txn_markers(
             for m in params.markers
         ]
     return list(await broker.replica_manager.write_txn_markers(params))
+
+
+def described_replicas(
+    broker: ReplicaServices, wanted: frozenset[TopicPartition]
+) -> rt.DescribeReplicasResult:
+    """What the caller may see of the broker's replicas of ``wanted`` (empty: all)."""
+    result = broker.replica_manager.describe_replicas(wanted)
+    auth = request_auth(broker, "DescribeReplicas")
+    if auth.cluster(AclOperation.DESCRIBE, log_if_denied=False):
+        return result
+    shown = auth.allowed_names(
+        AclOperation.DESCRIBE,
+        ResourceType.TOPIC,
+        (r.tp.topic for r in result.replicas),
+        log_if_denied=bool(wanted),  # an all-replicas ask only filters, as Metadata's
+    )
+    return rt.DescribeReplicasResult(
+        result.monotonic_ms, tuple(r for r in result.replicas if r.tp.topic in shown)
+    )

@@ -19,7 +19,7 @@ of the version asked), unit-tested without a broker.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from kafkasim.common.errors import error_for_name
@@ -32,9 +32,14 @@ from kafkasim.controller.api import (
 )
 from kafkasim.controller.topic_configs import AlterConfigOp, OpType
 from kafkasim.node import admin_calls, broker_admin
+from kafkasim.node.acl import AclOperation, ResourceType
 from kafkasim.node.admin_calls import AdminCalls, ConfigAlteration, ResourceResult
 from kafkasim.node.apis import BrokerServices
-from kafkasim.node.authz import ClusterAuthorizationFailed, request_auth
+from kafkasim.node.authz import (
+    ClusterAuthorizationFailed,
+    TopicAuthorizationFailed,
+    request_auth,
+)
 from kafkasim.node.kafka_codec import (
     KafkaRequest,
     build,
@@ -103,18 +108,26 @@ def create_topics_response(
     topics: Sequence[NewTopic],
     results: Sequence[TopicResult],
     created: dict[str, tuple[int, int, Sequence[broker_admin.DescribedConfig]]],
+    configs_refused: Collection[str] = (),
 ) -> Any:
     """``created``: for each topic created (or validated), its partition count, replication
-    factor and configs (v5+ answer them; -1, -1 and none for a topic that failed)."""
+    factor and configs (v5+ answer them; -1, -1 and none for a topic that failed).
+    ``configs_refused``: the topics whose configs the caller may not describe: their
+    ``topic_config_error_code`` is TOPIC_AUTHORIZATION_FAILED, unless the controller refused
+    the creation (Kafka resets it then; a topic refused here, for CREATE, keeps it)."""
     del topics
     answers = []
     for r in results:
         shape = created.get(r.name) if r.ok else None
+        config_refused = r.name in configs_refused and (
+            r.ok or r.error_code == TopicAuthorizationFailed.code
+        )
         answers.append(
             {
                 "name": r.name,
                 "topic_id": ZERO_UUID,
                 "error_code": r.error_code,
+                "topic_config_error_code": TopicAuthorizationFailed.code if config_refused else 0,
                 "error_message": _none_if_empty(r.error_message),
                 "num_partitions": shape[0] if shape else -1,
                 "replication_factor": shape[1] if shape else -1,
@@ -340,26 +353,35 @@ class KafkaAdminApis:
     async def create_topics(self, request: KafkaRequest) -> Any:
         body = request.body
         topics, refused = create_topics_params(body)
+        auth = request_auth(self.broker, "CreateTopics")
         results = await admin_calls.create_topics(
             self.controller,
             topics,
             validate_only=bool(getattr(body, "validate_only", False)),
             timeout_ms=millis(body.timeout, 0),
             refused=refused,
-            auth=request_auth(self.broker, "CreateTopics"),
+            auth=auth,
         )
         created: dict[str, tuple[int, int, Sequence[broker_admin.DescribedConfig]]] = {}
+        configs_refused: set[str] = set()
         if request.api_version >= 5:
+            # v5+ answer the configs: DESCRIBE_CONFIGS on the topic, as Kafka.
+            names = [t.name for t in topics]
+            configs_refused = set(names) - auth.allowed_names(
+                AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names, log_if_denied=False
+            )
             config = self.broker.config
             values = config.config
             defaults = (values["num.partitions"], values["default.replication.factor"])
             for topic, result in zip(topics, results, strict=True):
-                if result.ok:
+                if result.ok and topic.name not in configs_refused:
                     created[topic.name] = (
                         *created_shape(topic, *defaults),
                         broker_admin.topic_config_entries(config, dict(topic.configs)),
                     )
-        return create_topics_response(response_schema(request), topics, results, created)
+        return create_topics_response(
+            response_schema(request), topics, results, created, configs_refused
+        )
 
     async def delete_topics(self, request: KafkaRequest) -> Any:
         names, refused = delete_topics_params(request)

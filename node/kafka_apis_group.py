@@ -21,10 +21,12 @@ What the versions change, and how each is answered here:
   coordinator; v0-v1 answer COORDINATOR_LOAD_IN_PROGRESS as COORDINATOR_NOT_AVAILABLE (older
   producers did not expect it), as Kafka does.
 * LeaveGroup v0-v2 answer the one member's error at the top; v3+ one entry per member.
-* DescribeGroups v3+ asked for authorized operations: every operation a group supports
-  (READ, DELETE, DESCRIBE: Kafka's answer without an authorizer).
+* DescribeGroups v3+ asked for authorized operations: the caller's among those a group
+  supports (READ, DELETE, DESCRIBE; all three without an authorizer), for a group described
+  without error (the others: omitted), as Kafka.
 * OffsetCommit and OffsetDelete answer UNKNOWN_TOPIC_OR_PARTITION for a partition the
-  metadata cache does not know, without asking the coordinator (as Kafka's request layer).
+  metadata cache does not know, without asking the coordinator (as Kafka's request layer),
+  once its topic is authorized (``node.authz_groups``).
 
 Static membership (``group.instance.id``, JoinGroup v5+, SyncGroup and Heartbeat v3+,
 OffsetCommit v7+) is not implemented by the coordinator: a request naming an instance id is
@@ -44,7 +46,6 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.node.apis import BrokerServices
 from kafkasim.node.apis_replica import error_code
 from kafkasim.node.authz_groups import AuthorizedGroups
-from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_types import (
     NO_GENERATION,
     NO_LEADER_EPOCH,
@@ -83,8 +84,6 @@ UNKNOWN_MEMBER_ID = error_for_name("UNKNOWN_MEMBER_ID")
 UNKNOWN_TOPIC_OR_PARTITION = error_for_name("UNKNOWN_TOPIC_OR_PARTITION")
 COORDINATOR_LOAD_IN_PROGRESS = error_for_name("COORDINATOR_LOAD_IN_PROGRESS")
 COORDINATOR_NOT_AVAILABLE = error_for_name("COORDINATOR_NOT_AVAILABLE")
-# READ (3), DELETE (6), DESCRIBE (8): what Kafka answers for a group without an authorizer.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 GroupHandler = Callable[[KafkaRequest], Awaitable[Any]]
 
@@ -129,9 +128,7 @@ class KafkaGroupApis:
     cache knows a partition (OffsetCommit and OffsetDelete refuse the others)."""
 
     def __init__(
-        self,
-        coordinator: GroupCoordinator | AuthorizedGroups,
-        known: Callable[[TopicPartition], bool],
+        self, coordinator: AuthorizedGroups, known: Callable[[TopicPartition], bool]
     ) -> None:
         self.coordinator = coordinator
         self.known = known
@@ -272,39 +269,39 @@ class KafkaGroupApis:
     async def offset_commit(self, request: KafkaRequest) -> Any:
         body = request.body
         entries = _commit_entries(body.topics)
-        errors, committing = self._known_only(entries)
         if getattr(body, "group_instance_id", None) is not None:
+            errors, committing = self._known_only(entries)
             errors.update({e.tp: UNSUPPORTED_VERSION for e in committing})
-        elif committing:
+        else:
             result = await self.coordinator.offset_commit(
                 OffsetCommitParams(
                     body.group_id,
                     int(body.generation_id_or_member_epoch),
                     body.member_id,
-                    committing,
-                )
+                    tuple(entries),
+                ),
+                self.known,
             )
-            errors.update({p.tp: p.error for p in result.partitions})
+            errors = {p.tp: p.error for p in result.partitions}
         return _commit_response(request, entries, errors)
 
     async def txn_offset_commit(self, request: KafkaRequest) -> Any:
         body = request.body
         entries = _commit_entries(body.topics)
-        errors, committing = self._known_only(entries)
-        if committing:
-            result = await self.coordinator.txn_offset_commit(
-                TxnOffsetCommitParams(
-                    transactional_id=body.transactional_id,
-                    group_id=body.group_id,
-                    producer_id=int(body.producer_id),
-                    producer_epoch=int(body.producer_epoch),
-                    offsets=committing,
-                    generation_id=int(getattr(body, "generation_id", NO_GENERATION)),
-                    member_id=getattr(body, "member_id", ""),
-                    group_instance_id=getattr(body, "group_instance_id", None),
-                )
-            )
-            errors.update({p.tp: p.error for p in result.partitions})
+        result = await self.coordinator.txn_offset_commit(
+            TxnOffsetCommitParams(
+                transactional_id=body.transactional_id,
+                group_id=body.group_id,
+                producer_id=int(body.producer_id),
+                producer_epoch=int(body.producer_epoch),
+                offsets=tuple(entries),
+                generation_id=int(getattr(body, "generation_id", NO_GENERATION)),
+                member_id=getattr(body, "member_id", ""),
+                group_instance_id=getattr(body, "group_instance_id", None),
+            ),
+            self.known,
+        )
+        errors = {p.tp: p.error for p in result.partitions}
         if request.api_version < 2:
             errors = {
                 tp: COORDINATOR_NOT_AVAILABLE if e is COORDINATOR_LOAD_IN_PROGRESS else e
@@ -385,15 +382,12 @@ class KafkaGroupApis:
             for topic in body.topics
             for p in topic.partitions
         ]
-        errors: dict[TopicPartition, Error] = {
-            tp: UNKNOWN_TOPIC_OR_PARTITION for tp in asked if not self.known(tp)
-        }
         result = await self.coordinator.offset_delete(
-            OffsetDeleteParams(body.group_id, tuple(tp for tp in asked if tp not in errors))
+            OffsetDeleteParams(body.group_id, tuple(asked)), self.known
         )
         if result.error is not None:
             return build(response_schema(request), error_code=error_code(result.error))
-        errors.update({p.tp: p.error for p in result.partitions})
+        errors: dict[TopicPartition, Error] = {p.tp: p.error for p in result.partitions}
         topics = _by_topic((tp, {"error_code": error_code(errors[tp])}) for tp in asked)
         return build(
             response_schema(request),
@@ -421,11 +415,7 @@ class KafkaGroupApis:
 
     async def describe_groups(self, request: KafkaRequest) -> Any:
         body = request.body
-        operations = (
-            GROUP_OPERATIONS
-            if getattr(body, "include_authorized_operations", False)
-            else AUTHORIZED_OPERATIONS_OMITTED
-        )
+        with_operations = bool(getattr(body, "include_authorized_operations", False))
         result = self.coordinator.describe_groups(DescribeGroupsParams(tuple(body.groups)))
         return build(
             response_schema(request),
@@ -447,7 +437,11 @@ class KafkaGroupApis:
                         }
                         for m in g.members
                     ],
-                    "authorized_operations": operations,
+                    "authorized_operations": (
+                        self.coordinator.group_operations(g.group_id)
+                        if with_operations and g.error is None
+                        else AUTHORIZED_OPERATIONS_OMITTED
+                    ),
                 }
                 for g in result.groups
             ],

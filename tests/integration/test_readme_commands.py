@@ -193,3 +193,24 @@ def test_the_dev_block_names_the_scripts_commands() -> None:
     for command in block:
         verb = command.split()[1]
         assert re.search(rf"^\s+{verb}\)", script, re.MULTILINE), verb
+
+
+def test_the_secured_cluster_block_runs(tmp_path: Path) -> None:
+    """The secured-cluster walkthrough as written: every command succeeds but alice's delete,
+    refused with TOPIC_AUTHORIZATION_FAILED (the topic stays); alice.properties is the
+    README's."""
+    need_zookeeper()
+    (tmp_path / "alice.properties").write_text(readme_block("secured-alice-properties"))
+    *setup, refused, down = commands(readme_block("secured-cluster"))
+    try:
+        ran = bash("\n".join(setup), tmp_path)
+        assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+        assert "principal User:CN=alice,OU=kafkasim" in ran.stdout
+        denied = bash(refused, tmp_path)
+        assert denied.returncode != 0
+        assert "TOPIC_AUTHORIZATION_FAILED" in denied.stdout + denied.stderr
+        listed = bash(f"{KAFKASIM} topics --dir ./secure --list", tmp_path)
+        assert "orders" in listed.stdout.split(), listed.stdout + listed.stderr
+    finally:
+        stopped = bash(down, tmp_path)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr

@@ -53,6 +53,8 @@ SH_BLOCKS = {
     "kafka-tools": "test_readme_commands.py, on the cluster of the cluster block",
     "kafka-flags": "test_cli_kafka_flags.py::test_readme_kafka_flags_block_runs",
     "kcat": "test_readme_commands.py, on the Kafka listener of the cluster block",
+    "secured-cluster": "test_readme_commands.py: up, certificates, a topic, an ACL, alice's "
+    "refused delete (alice.properties from the secured-alice-properties block), down",
     "failure-runs": "test_readme_commands.py: the simulated runs, check and show run; the sweep "
     "(200 seeds), the real-process and compose chaos runs are parsed",
     "broker": "test_readme_commands.py, with the README's server.properties",
@@ -122,7 +124,7 @@ def test_readme_cluster_commands_parse_with_the_real_parser() -> None:
     commands = [
         line.split("#")[0].split()[1:]
         for block in blocks
-        for line in block.splitlines()
+        for line in block.replace("\\\n", " ").splitlines()
         if line.startswith(".venv/bin/kafkasim cluster ")
     ]
     verbs = {argv[1] for argv in commands}

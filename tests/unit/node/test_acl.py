@@ -276,3 +276,62 @@ def test_kafka_spellings_of_the_enums() -> None:
         OP.parse("any")  # a filter value, not a stored one
     assert str(topic("t")) == "ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)"
     assert str(entry()) == "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)"
+
+
+# -- authorizeByResourceType (KIP-679) ------------------------------------------------------------
+
+
+def by_type(c: AclCache, op: AclOperation = OP.WRITE, principal: str = ALICE) -> bool:
+    return c.authorize_by_resource_type(principal, HOST, op, ResourceType.TOPIC)
+
+
+def test_by_resource_type_any_literal_or_prefixed_allow_of_the_operation_is_enough() -> None:
+    assert not by_type(cache())
+    assert by_type(cache((topic("orders"), entry(op=OP.WRITE))))
+    assert by_type(cache((topic("ord", PRE), entry(op=OP.WRITE))))
+    assert by_type(cache((topic("orders"), entry(op=OP.ALL))))
+    assert by_type(cache((topic("orders"), entry("User:*", op=OP.WRITE))))
+
+
+def test_by_resource_type_counts_only_the_principal_host_operation_and_type_asked() -> None:
+    assert not by_type(cache((topic("orders"), entry(BOB, op=OP.WRITE))))
+    assert not by_type(cache((topic("orders"), entry(op=OP.WRITE, host="10.9.9.9"))))
+    # No implied operations: ALLOW Write does not answer a question about Describe... and
+    # ALLOW Read is no Write.
+    assert not by_type(cache((topic("orders"), entry(op=OP.WRITE))), OP.DESCRIBE)
+    assert not by_type(cache((topic("orders"), entry(op=OP.READ))))
+    group = ResourcePattern(ResourceType.GROUP, "orders", LIT)
+    assert not by_type(cache((group, entry(op=OP.WRITE))))
+
+
+def test_by_resource_type_denies_cover_allows_as_kafka() -> None:
+    write, deny = entry(op=OP.WRITE), entry(op=OP.WRITE, permission=DENY)
+    # A DENY of the same literal name, or of a prefix of it, covers the ALLOW.
+    assert not by_type(cache((topic("orders"), write), (topic("orders"), deny)))
+    assert not by_type(cache((topic("orders"), write), (topic("or", PRE), deny)))
+    assert not by_type(cache((topic("orders-eu", PRE), write), (topic("orders", PRE), deny)))
+    # A literal DENY does not cover a prefixed ALLOW, nor a DENY of another name.
+    assert by_type(cache((topic("orders", PRE), write), (topic("orders", LIT), deny)))
+    assert by_type(cache((topic("orders"), write), (topic("other"), deny)))
+    assert by_type(cache((topic("orders"), write), (topic("orders-eu", PRE), deny)))
+    # One ALLOW left uncovered is enough.
+    assert by_type(cache((topic("a"), write), (topic("b"), write), (topic("a"), deny)))
+    # An ALLOW of the wildcard resource is not covered by a prefixed DENY.
+    assert by_type(cache((topic("*"), write), (topic("*", PRE), deny)))
+
+
+def test_by_resource_type_wildcard_deny_super_users_and_allow_everyone() -> None:
+    deny_all = (topic("*"), entry(op=OP.WRITE, permission=DENY))
+    write = (topic("orders"), entry(op=OP.WRITE))
+    assert not by_type(cache(write, deny_all))
+    assert not by_type(cache(deny_all, allow_if_no_acls=True))
+    assert by_type(cache(deny_all, super_users={ALICE}))
+    # allow.everyone.if.no.acl.found answers yes whatever ACLs exist (Kafka's AclAuthorizer),
+    # unlike authorize, where any ACL on the resource turns the rule off.
+    bobs = cache((topic("orders"), entry(BOB, op=OP.WRITE)), allow_if_no_acls=True)
+    assert by_type(bobs)
+    assert not bobs.authorize(ALICE, HOST, OP.WRITE, topic("orders"))
+    # A DENY other than of the wildcard does not stop the rule either.
+    assert by_type(
+        cache((topic("orders"), entry(op=OP.WRITE, permission=DENY)), allow_if_no_acls=True)
+    )

@@ -12,6 +12,8 @@ from kafkasim.common.clock import ManualClock
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
 from kafkasim.node import apis_group as apis
+from kafkasim.node.acl_authorizer import AclAuthorizer
+from kafkasim.node.authz_groups import AuthorizedGroups
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_types import (
     CommittedOffset,
@@ -49,6 +51,12 @@ from kafkasim.proto import kafkasim_pb2 as pb
 from tests.unit.node.test_group_coordinator import MemoryOffsetsTopic, config
 
 TP = TopicPartition("t", 2)
+
+
+class Unsecured:
+    """A broker without an authorizer (``authorizer.class.name`` empty)."""
+
+    authorizer: AclAuthorizer | None = None
 
 
 def code(name: str) -> int:
@@ -252,7 +260,9 @@ def test_the_handler_table_answers_every_group_method_through_the_coordinator() 
         coordinator = GroupCoordinator(
             1, config(), MemoryOffsetsTopic(), ManualClock(), random.Random(0)
         )
-        handlers = apis.group_handlers(coordinator, lambda tp: tp.topic == "known")
+        handlers = apis.group_handlers(
+            AuthorizedGroups(coordinator, Unsecured()), lambda tp: tp.topic == "known"
+        )
         assert set(handlers) == {
             proto.METHOD_JOIN_GROUP,
             proto.METHOD_SYNC_GROUP,

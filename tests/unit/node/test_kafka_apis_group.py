@@ -15,6 +15,8 @@ from kafkasim.common.errors import error_for_name
 from kafkasim.common.group_protocol import Subscription, encode_subscription
 from kafkasim.common.types import TopicPartition
 from kafkasim.node import kafka_apis_group as kg
+from kafkasim.node.acl_authorizer import AclAuthorizer
+from kafkasim.node.authz_groups import AuthorizedGroups
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_records import GroupKey, OffsetKey
 from kafkasim.node.group_types import GroupState
@@ -24,6 +26,12 @@ from tests.unit.node.test_group_coordinator import GROUP, MemoryOffsetsTopic, co
 
 TOPIC = "t"
 CONSUMER = encode_subscription(Subscription((TOPIC,)))
+
+
+class Unsecured:
+    """A broker without an authorizer (``authorizer.class.name`` empty)."""
+
+    authorizer: AclAuthorizer | None = None
 
 
 def code(name: str) -> int:
@@ -39,7 +47,9 @@ class Door:
         self.clock = clock or ManualClock()
         self.coordinator: GroupCoordinator = coordinator(self.topic, self.clock)
         self.partition = leading(self.coordinator)
-        self.apis = kg.KafkaGroupApis(self.coordinator, lambda tp: tp.topic != "ghost")
+        self.apis = kg.KafkaGroupApis(
+            AuthorizedGroups(self.coordinator, Unsecured()), lambda tp: tp.topic != "ghost"
+        )
         self.table = self.apis.table()
 
     async def ask(self, key: int, version: int, **values: Any) -> Any:
@@ -511,7 +521,8 @@ def test_list_describe_and_delete_groups() -> None:
         assert [
             (m.member_id, m.client_id, m.client_host, m.member_assignment) for m in ours.members
         ] == [(member_id, "client-1", "/10.0.0.9", b"A")]
-        assert ours.authorized_operations == kg.GROUP_OPERATIONS
+        # READ (3), DELETE (6), DESCRIBE (8): every group operation without an authorizer.
+        assert ours.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
         assert (unknown.error_code, unknown.group_state, unknown.members) == (0, "Dead", ())
         old = await door.ask(kg.DESCRIBE_GROUPS, 0, groups=(elsewhere(door),))
         assert (old.groups[0].error_code, old.groups[0].group_state) == (
