@@ -38,9 +38,6 @@ _REASON = compose_unavailable()
 if _REASON is not None:
     pytest.skip(_REASON, allow_module_level=True)
 
-from confluent_kafka import KafkaException  # noqa: E402 - after the skip
-from confluent_kafka.admin import AdminClient  # noqa: E402
-
 from kafkasim.client.simple import MinimalClient  # noqa: E402 - after the skip
 from kafkasim.cluster import compose_secure  # noqa: E402
 from kafkasim.cluster.compose import (  # noqa: E402
@@ -53,6 +50,7 @@ from kafkasim.common.clock import SystemClock  # noqa: E402
 from kafkasim.common.rpc_grpc_client import GrpcTransport, client_transport  # noqa: E402
 from kafkasim.common.types import TopicPartition  # noqa: E402
 from tests.cli_run import kafkasim  # noqa: E402
+from tests.interop.test_tls import ck_metadata_error  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -116,16 +114,6 @@ def secured(
         cluster.compose("down", "-v", "--remove-orphans", "--timeout", "20")
 
 
-def _kafka_metadata_error(config: dict[str, str]) -> str:
-    """What confluent-kafka's admin says when asked for metadata ("" if it got an answer)."""
-    admin = AdminClient({**config, "socket.timeout.ms": 3000})
-    try:
-        admin.list_topics(timeout=5)
-    except KafkaException as e:
-        return str(e)
-    return ""
-
-
 async def _produce_and_read(cluster: ComposeCluster) -> list[bytes | None]:
     transport = client_transport(cluster.client_properties)
     try:
@@ -164,11 +152,11 @@ def test_tls_clients_with_the_certificate_are_served_and_others_refused(
         "ssl.certificate.location": str(certs / "admin.crt"),
         "ssl.key.location": str(certs / "admin.key"),
     }
-    assert _kafka_metadata_error(good) == ""
+    assert ck_metadata_error(good) == ""
     # Plaintext, and TLS without a client certificate (ssl.client.auth=required): refused.
-    assert _kafka_metadata_error({"bootstrap.servers": cluster.kafka_bootstrap}) != ""
+    assert ck_metadata_error({"bootstrap.servers": cluster.kafka_bootstrap}) != ""
     anonymous_tls = {k: v for k, v in good.items() if not k.startswith(("ssl.cert", "ssl.key"))}
-    assert _kafka_metadata_error(anonymous_tls) != ""
+    assert ck_metadata_error(anonymous_tls) != ""
     assert asyncio.run(_refused_everywhere(cluster, GrpcTransport()))
     without_keystore = {
         k: v for k, v in cluster.client_properties.items() if not k.startswith("ssl.keystore")
