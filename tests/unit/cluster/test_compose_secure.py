@@ -183,6 +183,9 @@ def test_the_internal_listeners_stay_on_the_compose_network(
     assert all(address.startswith("127.0.0.1:") for address in published.values())
     base = compose.COMPOSE_FILE.read_text()
     assert "networks:\n  cluster:\n    internal: true\n" in base
+    # ZooKeeper is on that network only: nothing of it is published to the host.
+    assert compose_service("zookeeper")[1] == {}
+    assert "zookeeper" not in written_override(secured)["services"]
 
 
 def test_zookeepers_root_is_locked_by_a_one_shot_service_before_any_broker_starts(
