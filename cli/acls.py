@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kafkasim.cli.cluster import STATE_FILE
+from kafkasim.cli.cluster import COMPOSE_BACKEND, STATE_FILE
 from kafkasim.common.errors import InvalidConfigError
 from kafkasim.common.zk_acl import ZkSecurity
 from kafkasim.controller.zk_kazoo import KazooCoordination
@@ -122,6 +122,11 @@ def _zookeeper_connect(args: argparse.Namespace) -> tuple[str, ZkSecurity]:
         if not path.exists():
             raise ValueError(f"no cluster in {args.dir} (run 'kafkasim cluster up' first)")
         state = json.loads(path.read_text())
+        if state.get("backend") == COMPOSE_BACKEND:
+            raise ValueError(
+                "the compose cluster's ZooKeeper is on its internal network: run kafkasim "
+                "acls in a broker container (compose/README.md, secured mode)"
+            )
         security = zk_security_from_props(state.get("overrides", {}))
         return str(state["zookeeper"]["connect"]), security
     connect = props.get("zookeeper.connect", "")

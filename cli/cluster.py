@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkasim.cli.status import StatusFilter, describe_cluster
+from kafkasim.cluster import compose_secure
 from kafkasim.cluster.chaos import LOCAL, ZK_SESSION_TIMEOUT_MS_DEFAULT, LocalBackend
 from kafkasim.cluster.local import BrokerProcess, LocalCluster, process_alive
 from kafkasim.common.coordination import NoNodeError
@@ -41,7 +42,8 @@ from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
 from kafkasim.controller.zk_process import zookeeper_available
 
-STATE_FILE = "cluster.json"
+STATE_FILE = compose_secure.STATE_FILE
+COMPOSE_BACKEND = compose_secure.BACKEND  # the state of a compose cluster: not ours to manage
 DEFAULT_DIR = Path("kafkasim-cluster")
 
 
@@ -126,6 +128,11 @@ def _load_state(root: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     state: dict[str, Any] = json.loads(path.read_text())
+    if state.get("backend") == COMPOSE_BACKEND:
+        raise ValueError(
+            f"{root} holds a compose cluster's state (kafkasim certs compose): its client "
+            "tools take --dir; manage its containers with docker compose (compose/README.md)"
+        )
     return state
 
 

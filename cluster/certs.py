@@ -7,7 +7,8 @@ Layout of a directory (private keys and keystores 0600, certificates 0644)::
 
     ca.crt  ca.key                    the authority (ca.crt is every truststore)
     broker-N.crt broker-N.key         broker N: subject CN=broker-N,OU=kafkasim; SANs
-    broker-N.keystore.pem             localhost, broker-N (compose host names) and 127.0.0.1
+    broker-N.keystore.pem             localhost, broker-N and broker-N.cluster (its compose
+                                      host name and advertised internal name), 127.0.0.1
     <client>.crt <client>.key         a client: subject CN=<client>,OU=kafkasim, so its
     <client>.keystore.pem             principal is User:CN=<client>,OU=kafkasim
 
@@ -28,7 +29,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["CertificateAuthority", "Issued", "create_certs", "load_or_create_ca"]
+__all__ = [
+    "CertificateAuthority",
+    "Issued",
+    "broker_dns_names",
+    "create_certs",
+    "load_or_create_ca",
+]
 
 ORGANIZATIONAL_UNIT = "kafkasim"
 DEFAULT_VALID_DAYS = 365
@@ -178,17 +185,25 @@ def broker_name(broker_id: int) -> str:
     return f"broker-{broker_id}"
 
 
+def broker_dns_names(broker_id: int) -> tuple[str, str, str]:
+    """The DNS names in a broker's certificate: localhost, its compose host name broker-N and
+    the name its compose internal listeners advertise, broker-N.cluster (what the other
+    brokers verify when they connect to it)."""
+    name = broker_name(broker_id)
+    return "localhost", name, f"{name}.cluster"
+
+
 def create_certs(
     directory: Path, *, brokers: int, clients: tuple[str, ...] = ()
 ) -> tuple[CertificateAuthority, dict[int, Issued], dict[str, Issued]]:
     """A CA (reused if ``directory`` has one), a certificate per broker 1..``brokers`` (SANs
-    localhost, broker-N, 127.0.0.1) and one per client name."""
+    :func:`broker_dns_names` and 127.0.0.1) and one per client name."""
     for client in clients:
         if not client or "/" in client or client.startswith(".") or "," in client:
             raise ValueError(f"bad client name {client!r}: expected a plain name")
     ca = load_or_create_ca(directory)
     issued_brokers = {
-        n: ca.issue(broker_name(n), dns=("localhost", broker_name(n)), ips=("127.0.0.1",))
+        n: ca.issue(broker_name(n), dns=broker_dns_names(n), ips=("127.0.0.1",))
         for n in range(1, brokers + 1)
     }
     issued_clients = {c: ca.issue(c) for c in clients}

@@ -64,7 +64,7 @@ from kafkasim.cluster.chaos import ZK_SESSION_TIMEOUT_MS_DEFAULT, ChaosError, pr
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.private_files import write_private
 from kafkasim.common.rpc import RpcError
-from kafkasim.common.rpc_grpc_client import GrpcTransport
+from kafkasim.common.rpc_grpc_client import GrpcTransport, client_transport
 from kafkasim.controller.zk_process import free_loopback_port
 from kafkasim.faults.backend import BackendSpec, broker_props
 from kafkasim.faults.history import ReplicaSample
@@ -241,7 +241,9 @@ class ComposeCluster:
     gets the brokers' host ports in its environment (``ports``: the external gRPC listeners,
     ``kafka_ports``: the external Kafka-protocol ones, ``metrics_ports``: the metrics
     endpoints, the file's defaults when empty). ``remember_containers``: look each
-    broker's container up once (for a user that never has compose re-create one)."""
+    broker's container up once (for a user that never has compose re-create one).
+    ``client_properties``: how the host's clients reach the brokers (the TLS keys of the
+    secured mode, cluster.compose_secure; none for the plaintext file)."""
 
     command: str
     files: list[str]
@@ -250,6 +252,7 @@ class ComposeCluster:
     kafka_ports: dict[int, int]
     metrics_ports: dict[int, int] = field(default_factory=dict)
     remember_containers: bool = False
+    client_properties: dict[str, str] = field(default_factory=dict)
     _containers: dict[int, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -430,7 +433,7 @@ class ComposeCluster:
 
     async def serving(self) -> bool:
         """Every broker answers Metadata on its external listener and names all of them."""
-        transport = GrpcTransport()
+        transport = client_transport(self.client_properties)
         try:
             for broker_id in sorted(self.ports):
                 response = await self.metadata(transport, broker_id)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafkasim.cluster.certs import broker_name, load_or_create_ca
+from kafkasim.cluster.certs import broker_dns_names, broker_name, load_or_create_ca
 from kafkasim.common.errors import KafkasimError
 from kafkasim.common.private_files import write_private
 from kafkasim.common.zk_acl import OPEN_ACL_UNSAFE, jaas_client_text
@@ -307,7 +307,7 @@ class LocalCluster:
         name = broker_name(broker.broker_id)
         keystore = self.certs_dir / f"{name}.keystore.pem"
         if not keystore.exists():
-            ca.issue(name, dns=("localhost", name), ips=("127.0.0.1",))
+            ca.issue(name, dns=broker_dns_names(broker.broker_id), ips=("127.0.0.1",))
         return {
             "listeners": f"SSL://127.0.0.1:{broker.port},KAFKA://127.0.0.1:{broker.kafka_port}",
             "listener.security.protocol.map": "SSL:SSL,KAFKA:SSL",

@@ -6,8 +6,34 @@
 #   KAFKASIM_CFG_ADVERTISED_LISTENERS=INTERNAL://broker-1:9092  ->  advertised.listeners=...
 # In values, {hostname} stands for this container's host name (a scaled broker advertises
 # itself by it). log.dirs defaults to /var/lib/kafkasim/logs, the volume.
-# Extra arguments go to `kafkasim broker` (for example --override key=value).
+# Extra arguments go to `kafkasim broker` (for example --override key=value); a command
+# instead (a first argument not starting with "-") runs in its place, after the secrets step.
+#
+# The secured mode (compose/README.md, cluster/compose_secure.py) mounts the broker's secrets
+# read-only in /run/kafkasim-secrets: 0600 files owned by the host's user, which the image's
+# user kafkasim cannot read. The container then starts as root only to copy them into the
+# tmpfs /run/kafkasim/secrets, owned by kafkasim and still 0600, and drops to kafkasim for
+# good before anything else runs.
 set -eu
+
+mounted=/run/kafkasim-secrets
+if [ "$(id -u)" = 0 ]; then
+    if [ -d "$mounted" ]; then
+        install -d -m 0700 -o kafkasim -g kafkasim /run/kafkasim /run/kafkasim/secrets
+        for file in "$mounted"/*; do
+            if [ -f "$file" ]; then
+                install -m 0600 -o kafkasim -g kafkasim "$file" /run/kafkasim/secrets/
+            fi
+        done
+    fi
+    exec setpriv --reuid=kafkasim --regid=kafkasim --init-groups \
+        env HOME=/var/lib/kafkasim "$0" "$@"
+fi
+
+case ${1:-} in
+    '' | -*) ;;
+    *) exec "$@" ;;
+esac
 
 config=${KAFKASIM_CONFIG:-/etc/kafkasim/server.properties}
 host=${HOSTNAME:-$(cat /etc/hostname)}

@@ -16,11 +16,14 @@ from kazoo import exceptions as kz
 from kazoo.client import KazooClient
 
 from kafkasim.client.simple import MinimalClient
+from kafkasim.cluster import compose_secure
 from kafkasim.cluster.local import ZOOKEEPER_JAAS_FILE
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
+from kafkasim.common.zk_acl import digest_id, read_jaas_client
 from kafkasim.controller import zk_data
+from kafkasim.controller.zk_process import ZooKeeperProcess
 from tests.cli_run import local_cluster
 
 TP = TopicPartition("guarded", 0)
@@ -86,3 +89,37 @@ async def _produce_and_consume_more(bootstrap: list[str]) -> None:
         assert [r.value for r in await client.read_all(TP)][-1] == b"three"
     finally:
         await client.transport.close()
+
+
+def test_the_compose_zookeeper_acl_service_locks_the_root_to_the_brokers_identity(
+    tmp_path: Path,
+) -> None:
+    """What the secured compose cluster's one-shot ``zookeeper-acl`` service runs (python -m
+    kafkasim.cluster.compose_secure CONNECT JAAS), here against a ZooKeeper on loopback: the
+    root then lets only the JAAS identity create top-level znodes; a second run (the project
+    started again) succeeds too."""
+    secured = compose_secure.prepare(tmp_path / "secured")
+    auth = read_jaas_client(secured.jaas)
+    with ZooKeeperProcess(tmp_path / "zookeeper") as zookeeper:
+        connect = zookeeper.connect_string
+        assert compose_secure.main([connect, str(secured.jaas)]) == 0
+        anonymous = KazooClient(hosts=connect, timeout=6)
+        broker = KazooClient(hosts=connect, timeout=6, auth_data=[(auth.scheme, auth.credential)])
+        anonymous.start(timeout=15)
+        broker.start(timeout=15)
+        try:
+            acls, _ = anonymous.get_acls("/")  # ZooKeeper 3.8 shows a digest's user only
+            assert sorted((a.id.scheme, a.id.id.split(":")[0], a.perms) for a in acls) == [
+                ("digest", digest_id(auth.credential).split(":")[0], 31),
+                ("world", "anyone", 1),
+            ]
+            with pytest.raises(kz.NoAuthError):
+                anonymous.create("/squatter")
+            broker.create(zk_data.BROKER_IDS, makepath=True)
+            assert compose_secure.main([connect, str(secured.jaas)]) == 0
+            with pytest.raises(kz.NoAuthError):
+                anonymous.create("/squatter")
+        finally:
+            for client in (anonymous, broker):
+                client.stop()
+                client.close()

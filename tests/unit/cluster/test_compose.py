@@ -136,11 +136,11 @@ _PUBLISHED = re.compile(r"^\s+- (\S+:\d+):(\d+)$")
 _DEFAULT = re.compile(r"\$\{[A-Z0-9_]+:-([^}]*)\}")
 
 
-def _compose_broker(service: str) -> tuple[BrokerConfig, dict[int, str]]:
-    """The config ``service`` renders (compose/broker-entrypoint.sh's rule, every ``${VAR:-x}``
-    at its default) and its published ports {container port: host address}. The file is ours
-    and plain (one key per line; the shared environment in ``x-broker-env``), so it is read
-    line by line: no YAML parser is installed."""
+def compose_service(service: str) -> tuple[dict[str, object], dict[int, str]]:
+    """The broker keys ``service`` renders (compose/broker-entrypoint.sh's rule, every
+    ``${VAR:-x}`` at its default) and its published ports {container port: host address}. The
+    file is ours and plain (one key per line; the shared environment in ``x-broker-env``), so
+    it is read line by line: no YAML parser is installed."""
     blocks: dict[str, list[str]] = {}
     lines: list[str] = []
     for line in compose.COMPOSE_FILE.read_text().splitlines():
@@ -157,6 +157,11 @@ def _compose_broker(service: str) -> tuple[BrokerConfig, dict[int, str]]:
             props[found.group(1).lower().replace("_", ".")] = value
         elif found := _PUBLISHED.match(line):
             published[int(found.group(2))] = found.group(1)
+    return props, published
+
+
+def _compose_broker(service: str) -> tuple[BrokerConfig, dict[int, str]]:
+    props, published = compose_service(service)
     return BrokerConfig.from_props(props), published
 
 

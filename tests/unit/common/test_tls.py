@@ -226,7 +226,7 @@ def test_certificates_are_made_with_sans_and_private_keys_0600(certs: Certs) -> 
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     certificate = x509.load_pem_x509_certificate(brokers[2].certificate.read_bytes())
     sans = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert sans.get_values_for_type(x509.DNSName) == ["localhost", "broker-2"]
+    assert sans.get_values_for_type(x509.DNSName) == ["localhost", "broker-2", "broker-2.cluster"]
     assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     assert clients["alice"].principal == "User:CN=alice,OU=kafkasim"
     # A second run reuses the authority, so certificates made earlier stay trusted.
