@@ -21,7 +21,8 @@ Theory of operation
   cannot go on otherwise (an abort refused, a fatal error) is replaced by a new one (a new
   ``init_transactions``, which finishes or aborts whatever the old one left open).
 * **A stall** (``pause_at_s``/``pause_s``) stops the application in the middle of a transaction,
-  after at least one send: nothing more is sent or committed until it wakes up. The producer's
+  after at least one send: nothing more is sent or committed until it wakes up. It happens
+  once per producer: the instance that replaces a stalled one does not stall again. The producer's
   own sender keeps running (what matters is that the transaction stays open: the coordinator
   aborts it after ``transaction_timeout_ms``, or a new instance fences it).
 * **A transformer** consumes its input in a group (read_committed, no auto-commit) and writes
@@ -241,8 +242,7 @@ class TxnClients:
         extra: dict[str, object] = dict(spec.config)
         if spec.transaction_timeout_ms is not None:
             extra["transaction.timeout.ms"] = spec.transaction_timeout_ms
-        counter = _Counter()
-        paused = spec.pause_at_s is None
+        progress = _Progress(stalled=spec.pause_at_s is None)
         incarnation = 0
         while not wl.stopping.is_set():
             name = spec.name if incarnation == 0 else f"{spec.name}#{incarnation}"
@@ -251,8 +251,7 @@ class TxnClients:
             try:
                 await self._init(producer)
                 while not wl.stopping.is_set():
-                    paused, go_on = await self._one_transaction(spec, producer, counter, paused)
-                    if not go_on:
+                    if not await self._one_transaction(spec, producer, progress):
                         break
             except FencedError:
                 if self._shared(spec):
@@ -274,9 +273,11 @@ class TxnClients:
         )
 
     async def _one_transaction(
-        self, spec: ProducerSpec, producer: Producer, counter: _Counter, paused: bool
-    ) -> tuple[bool, bool]:
-        """(paused since, the instance may go on)."""
+        self, spec: ProducerSpec, producer: Producer, progress: _Progress
+    ) -> bool:
+        """One transaction; whether the instance may go on. The stall happens once per
+        producer, whichever instance reaches ``pause_at_s`` first: the instance that replaces
+        a stalled one (fenced by the timeout abort) does not stall again."""
         wl = self.workload
         partitions = wl.partitions_of(spec.topic)
         txn = self.next_txn(spec.txn_id)
@@ -286,10 +287,10 @@ class TxnClients:
             if wl.stopping.is_set():
                 break
             at_ms = None if spec.pause_at_s is None else spec.pause_at_s * 1000
-            if not paused and i > 0 and at_ms is not None and wl.now() >= at_ms:
-                paused = True
+            if not progress.stalled and i > 0 and at_ms is not None and wl.now() >= at_ms:
+                progress.stalled = True
                 await asyncio.sleep(spec.pause_s)
-            n = counter.take()
+            n = progress.take()
             value = f"{spec.name}-{n}"
             partition = n % partitions
             if not self.send(producer, spec, topic=spec.topic, partition=partition, value=value,
@@ -300,7 +301,7 @@ class TxnClients:
         number = int(txn.rpartition(":")[2])
         abort = failed or (spec.abort_every > 0 and (number + 1) % spec.abort_every == 0)
         outcome = await self.finish(producer, spec.name, txn, abort=abort)
-        return paused, outcome != REPLACE
+        return outcome != REPLACE
 
     def send(self, producer: Producer, spec: ProducerSpec | TransformerSpec, *, topic: str,
              partition: int, value: str, txn: str, process: str = "") -> bool:  # fmt: skip
@@ -465,10 +466,12 @@ def _first_offset(records: list[ConsumerRecord], tp: TopicPartition) -> int:
 
 
 @dataclass
-class _Counter:
-    """A producer's value numbers, shared by its instances (values stay unique)."""
+class _Progress:
+    """What a producer's instances share: its value numbers (values stay unique) and whether
+    its stall already happened."""
 
     n: int = 0
+    stalled: bool = False
 
     def take(self) -> int:
         n = self.n
