@@ -30,11 +30,13 @@ Theory of operation
   input's partition modulo the output's partitions, with ``send_offsets_to_transaction`` of the
   batch's next offsets (one ``send_offsets`` op per partition). Its reads are recorded as
   read_committed reads of process ``<name>`` (``<name>#k`` for its k-th replacement). After an
-  abort it seeks back to the offsets of its last commit that returned ok (Kafka's
-  ``resetToLastCommittedPositions``; kafkasim's ``Consumer.committed`` does not ask for stable
-  offsets, so the instance's own memory is used); after an unknown outcome it is replaced: the
-  new instance's ``init_transactions`` completes the old transaction, then it reads the group's
-  committed offsets (``fetch_offsets`` ops) and resumes from them.
+  abort it seeks back to the group's committed offsets (Kafka's
+  ``resetToLastCommittedPositions``: ``committed()``, the beginning where there is none,
+  recorded as ``fetch_offsets`` ops); its consumer is read_committed, so the fetch is stable
+  (KIP-447) and waits until the aborted transaction's offsets are dropped. After an unknown
+  outcome it is replaced: the new instance's ``init_transactions`` completes the old
+  transaction, then it reads the group's committed offsets (``fetch_offsets`` ops) and
+  resumes from them.
 """
 
 from __future__ import annotations
@@ -47,7 +49,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafkasim.client.consumer import Consumer
-from kafkasim.client.consumer_types import ConsumerRecord
 from kafkasim.client.producer import Producer
 from kafkasim.client.producer_errors import DeliveryTimeoutError
 from kafkasim.common.clock import Clock
@@ -375,10 +376,9 @@ class TxnClients:
         wl = self.workload
         out_partitions = wl.partitions_of(spec.output)
         resumed: set[TopicPartition] = set()
-        last_committed: dict[TopicPartition, int] = {}
         while not wl.stopping.is_set():
             polled = await consumer.poll(500)
-            fresh = await self._resume_from_committed(spec, name, consumer, resumed, last_committed)
+            fresh = await self._resume_from_committed(spec, name, consumer, resumed)
             # What came before the seek to the committed offsets is fetched again after it.
             records = [r for r in polled if r.topic_partition not in fresh]
             if not records:
@@ -410,10 +410,7 @@ class TxnClients:
             if outcome == REPLACE:
                 return  # the next instance resumes from the committed offsets
             if outcome == ABORTED:
-                for tp in offsets:  # back to the last commit this instance saw succeed
-                    consumer.seek(tp, last_committed.get(tp, _first_offset(records, tp)))
-            else:
-                last_committed.update(offsets)
+                await self._seek_to_committed(spec, name, consumer, sorted(offsets))
 
     async def _resume_from_committed(
         self,
@@ -421,7 +418,6 @@ class TxnClients:
         name: str,
         consumer: Consumer,
         resumed: set[TopicPartition],
-        last_committed: dict[TopicPartition, int],
     ) -> set[TopicPartition]:
         """Newly assigned partitions start from the group's committed offsets, recorded; the
         partitions it moved."""
@@ -429,19 +425,35 @@ class TxnClients:
         if not fresh:
             return set()
         committed = await consumer.committed(fresh)
-        wl = self.workload
+        resumed.update(fresh)
         moved: set[TopicPartition] = set()
         for tp in fresh:
-            resumed.add(tp)
             offset = committed.get(tp)
             if offset is None:
                 continue  # none committed: it reads from the start, as it began to
-            last_committed[tp] = offset
-            wl.history.add(Op(OpType.OK, FETCH_OFFSETS, name, wl.now(), tp.topic, tp.partition,
-                              "", offset=offset, group=spec.group_id))  # fmt: skip
+            self._fetched(spec, name, tp, offset)
             consumer.seek(tp, offset)
             moved.add(tp)
         return moved
+
+    async def _seek_to_committed(
+        self, spec: TransformerSpec, name: str, consumer: Consumer, tps: list[TopicPartition]
+    ) -> None:
+        """After an abort: back to the group's committed offsets, read stable (Kafka's
+        ``resetToLastCommittedPositions``)."""
+        committed = await consumer.committed(tps)
+        for tp in tps:
+            offset = committed.get(tp)
+            if offset is None:
+                consumer.seek_to_beginning([tp])
+                continue
+            self._fetched(spec, name, tp, offset)
+            consumer.seek(tp, offset)
+
+    def _fetched(self, spec: TransformerSpec, name: str, tp: TopicPartition, offset: int) -> None:
+        wl = self.workload
+        wl.history.add(Op(OpType.OK, FETCH_OFFSETS, name, wl.now(), tp.topic, tp.partition, "",
+                          offset=offset, group=spec.group_id))  # fmt: skip
 
     async def group_offsets(self) -> None:
         """The transformers' groups' committed offsets, read back at the end."""
@@ -459,10 +471,6 @@ class TxnClients:
                         wl.history.final_group_offsets[(spec.group_id, tp.topic, tp.partition)] = (
                             offset
                         )
-
-
-def _first_offset(records: list[ConsumerRecord], tp: TopicPartition) -> int:
-    return min(r.offset for r in records if r.topic_partition == tp)
 
 
 @dataclass
