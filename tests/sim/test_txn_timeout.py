@@ -15,11 +15,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import pytest
 
+from kafkasim.client.producer import Producer
 from kafkasim.common.errors import InvalidProducerEpochError, ProducerFencedError
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.broker import Broker
@@ -101,17 +103,27 @@ class AbortGate:
         return send
 
 
-async def stall_past_the_timeout(cluster: SimCluster) -> tuple[int, int]:
-    """The application stalls with its transaction open until the coordinator's timer aborts
-    it; the fenced (producer id, epoch) the coordinator moved to."""
+@contextlib.asynccontextmanager
+async def stalled_producer(cluster: SimCluster) -> AsyncIterator[tuple[Producer, int, int]]:
+    """A producer whose application stalls with its transaction open (one record written)
+    until the coordinator's timer aborts it: (the producer, its producer id, its epoch); the
+    coordinator has fenced that epoch (+ 1)."""
+    await create(cluster, TOPIC)
+    config = {"transactional.id": TID, "transaction.timeout.ms": TIMEOUT_MS}
+    async with producing(cluster, config, name="stalled") as stalled:
+        await stalled.init_transactions()
+        pid, epoch = stalled.producer_id, stalled.producer_epoch
+        stalled.begin_transaction()
+        await stalled.send(TOPIC, b"stalled")
 
-    def aborted() -> bool:
-        return in_state(cluster, S.PREPARE_ABORT) or in_state(cluster, S.COMPLETE_ABORT)
+        def aborted() -> bool:
+            return in_state(cluster, S.PREPARE_ABORT) or in_state(cluster, S.COMPLETE_ABORT)
 
-    await cluster.wait_for(aborted, what="the timeout abort", timeout_s=10 * TIMEOUT_MS / 1000)
-    metadata = metadata_of(cluster)
-    assert metadata is not None
-    return metadata.producer_id, metadata.producer_epoch
+        await cluster.wait_for(aborted, what="the timeout abort", timeout_s=10 * TIMEOUT_MS / 1000)
+        metadata = metadata_of(cluster)
+        assert metadata is not None
+        assert (metadata.producer_id, metadata.producer_epoch) == (pid, epoch + 1)
+        yield stalled, pid, epoch
 
 
 def epoch_and_state(cluster: SimCluster) -> tuple[int, TransactionState]:
@@ -122,16 +134,8 @@ def epoch_and_state(cluster: SimCluster) -> tuple[int, TransactionState]:
 
 def test_the_stalled_producer_is_fenced_and_a_new_one_carries_on(tmp_path: Path) -> None:
     async def scenario(cluster: SimCluster) -> None:
-        await create(cluster, TOPIC)
         tp = TopicPartition(TOPIC, 0)
-        config = {"transactional.id": TID, "transaction.timeout.ms": TIMEOUT_MS}
-        async with producing(cluster, config, name="stalled") as stalled:
-            await stalled.init_transactions()
-            pid, epoch = stalled.producer_id, stalled.producer_epoch
-            stalled.begin_transaction()
-            await stalled.send(TOPIC, b"stalled")  # written, then the application stalls
-            fenced = await stall_past_the_timeout(cluster)
-            assert fenced == (pid, epoch + 1)
+        async with stalled_producer(cluster) as (stalled, pid, epoch):
             await cluster.wait_for(lambda: in_state(cluster, S.COMPLETE_ABORT), what="markers")
             # It wakes up: its late send is refused by the partition's leader, which has seen
             # the abort marker's newer epoch (abortable, KIP-588) ...
@@ -163,15 +167,8 @@ def test_a_new_producer_waits_for_the_timeout_abort_s_markers(tmp_path: Path) ->
     markers = AbortGate()
 
     async def scenario(cluster: SimCluster) -> None:
-        await create(cluster, TOPIC)
         tp = TopicPartition(TOPIC, 0)
-        config = {"transactional.id": TID, "transaction.timeout.ms": TIMEOUT_MS}
-        async with producing(cluster, config, name="stalled") as stalled:
-            await stalled.init_transactions()
-            pid, epoch = stalled.producer_id, stalled.producer_epoch
-            stalled.begin_transaction()
-            await stalled.send(TOPIC, b"stalled")
-            assert await stall_past_the_timeout(cluster) == (pid, epoch + 1)
+        async with stalled_producer(cluster) as (stalled, pid, epoch):
             assert in_state(cluster, S.PREPARE_ABORT) and markers.held
             answers = record_init_answers(cluster)
             async with producing(cluster, {"transactional.id": TID}, name="new") as new:
