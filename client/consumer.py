@@ -16,7 +16,12 @@ background tasks are a group member's heartbeat and a join that outlasts a poll.
    resolve per ``auto.offset.reset`` with a ListOffsets request to the leader: ``earliest`` is
    the log start offset, ``latest`` the high watermark. ``seek``, ``seek_to_beginning`` and
    ``seek_to_end`` set or reset a position directly. ListOffsets calls retry retriable errors
-   until ``default.api.timeout.ms`` has passed on the injected clock.
+   until ``default.api.timeout.ms`` has passed on the injected clock. With
+   ``isolation.level=read_committed`` the offsets are fetched stable (KIP-447: OffsetFetch
+   ``require_stable``): while a transactional offset commit of a partition is pending the
+   coordinator answers UNSTABLE_OFFSET_COMMIT, and the partitions wait without a position
+   (``poll`` asks again after ``retry.backoff.ms``) until the transaction completes;
+   ``committed()`` retries it until ``default.api.timeout.ms``, as Kafka's consumer.
 2. **Fetching.** Sends one Fetch per leader for the partitions ready to be read, long-polling
    up to ``fetch.max.wait.ms``, and returns as soon as any fetch brings records; the others
    stay in flight for the next ``poll`` (as Kafka's fetcher does). Fetched entries of every
@@ -79,6 +84,7 @@ from kafkasim.common.errors import (
     OffsetOutOfRangeError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
 )
 from kafkasim.common.rpc import ClientTransport, RpcError
 from kafkasim.common.rpc_grpc_client import GrpcTransport
@@ -439,7 +445,15 @@ class Consumer:
             return
         undefined = [tp for tp, s in pending.items() if s.reset_to is None]
         if undefined and self._coordinator is not None:
-            committed = await self._coordinator.group.committed(undefined)
+            try:
+                committed = await self._coordinator.group.committed(
+                    undefined, wait_for_stable=False
+                )
+            except UnstableOffsetCommitError as e:
+                # A transactional offset commit is pending (read_committed): no position yet;
+                # the poll backs off and asks again (Kafka's refreshCommittedOffsetsIfNeeded).
+                logger.info("%s: committed offsets not stable yet: %s", self.client_id, e)
+                return
             assignment = self._subscriptions.assignment
             for tp, offset in committed.items():
                 state = assignment.get(tp)

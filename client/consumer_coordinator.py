@@ -84,6 +84,7 @@ class ConsumerCoordinator:
                 assignors=tuple(
                     assignor_for(name) for name in config["partition.assignment.strategy"]
                 ),
+                require_stable=config["isolation.level"] == "read_committed",
             ),
             client,
             clock,

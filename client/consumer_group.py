@@ -47,6 +47,7 @@ from kafkasim.common.clock import Clock
 from kafkasim.common.errors import (
     CoordinatorNotAvailableError,
     KafkaError,
+    UnstableOffsetCommitError,
     error_for_code,
     error_for_name,
 )
@@ -142,6 +143,8 @@ class GroupSettings:
     retry_backoff_ms: int
     request_timeout_ms: int
     assignors: tuple[AbstractPartitionAssignor, ...]
+    # isolation.level=read_committed: OffsetFetch asks for stable offsets (KIP-447).
+    require_stable: bool = False
 
 
 class GroupMembership:
@@ -203,12 +206,15 @@ class GroupMembership:
             self.coordinator_unknown()
             raise CoordinatorNotAvailableError(f"coordinator {address}: {e}") from e
 
-    def _retrying(self) -> AsyncRetrying:
-        """The client's retry policy; an error naming the coordinator forgets it first."""
+    def _retrying(self, *, retry_unstable: bool = True) -> AsyncRetrying:
+        """The client's retry policy; an error naming the coordinator forgets it first.
+        ``retry_unstable`` False: UNSTABLE_OFFSET_COMMIT is raised at once."""
 
         def retriable(e: BaseException) -> bool:
             if isinstance(e, KafkaError) and e.code in COORDINATOR_ERRORS:
                 self.coordinator_unknown()
+            if not retry_unstable and isinstance(e, UnstableOffsetCommitError):
+                return False
             return isinstance(e, (RpcError, KafkaError)) and e.retriable
 
         return self._client.retrying(retry_on=retriable)
@@ -449,13 +455,19 @@ class GroupMembership:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def committed(
-        self, partitions: Iterable[TopicPartition]
+        self, partitions: Iterable[TopicPartition], *, wait_for_stable: bool = True
     ) -> dict[TopicPartition, int | None]:
-        """The committed offset of each partition (None where the group has none)."""
+        """The committed offset of each partition (None where the group has none). With
+        ``require_stable`` (read_committed) a partition whose transactional offset commit is
+        still pending is answered UNSTABLE_OFFSET_COMMIT: retried until
+        ``default.api.timeout.ms`` (then raised), or, with ``wait_for_stable`` False, raised
+        at once (the positions' caller, ``poll``, tries again on its next round)."""
         wanted = sorted(set(partitions))
-        async for attempt in self._retrying():
+        async for attempt in self._retrying(retry_unstable=wait_for_stable):
             with attempt:
-                request = pb.OffsetFetchRequest(group_id=self.settings.group_id)
+                request = pb.OffsetFetchRequest(
+                    group_id=self.settings.group_id, require_stable=self.settings.require_stable
+                )
                 for tp in wanted:
                     request.partitions.add(topic=tp.topic, partition=tp.partition)
                 response = await self._call(proto.METHOD_OFFSET_FETCH, request)

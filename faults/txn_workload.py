@@ -21,7 +21,8 @@ Theory of operation
   cannot go on otherwise (an abort refused, a fatal error) is replaced by a new one (a new
   ``init_transactions``, which finishes or aborts whatever the old one left open).
 * **A stall** (``pause_at_s``/``pause_s``) stops the application in the middle of a transaction,
-  after at least one send: nothing more is sent or committed until it wakes up. The producer's
+  after at least one send: nothing more is sent or committed until it wakes up. It happens
+  once per producer: the instance that replaces a stalled one does not stall again. The producer's
   own sender keeps running (what matters is that the transaction stays open: the coordinator
   aborts it after ``transaction_timeout_ms``, or a new instance fences it).
 * **A transformer** consumes its input in a group (read_committed, no auto-commit) and writes
@@ -29,11 +30,13 @@ Theory of operation
   input's partition modulo the output's partitions, with ``send_offsets_to_transaction`` of the
   batch's next offsets (one ``send_offsets`` op per partition). Its reads are recorded as
   read_committed reads of process ``<name>`` (``<name>#k`` for its k-th replacement). After an
-  abort it seeks back to the offsets of its last commit that returned ok (Kafka's
-  ``resetToLastCommittedPositions``; kafkasim's ``Consumer.committed`` does not ask for stable
-  offsets, so the instance's own memory is used); after an unknown outcome it is replaced: the
-  new instance's ``init_transactions`` completes the old transaction, then it reads the group's
-  committed offsets (``fetch_offsets`` ops) and resumes from them.
+  abort it seeks back to the group's committed offsets (Kafka's
+  ``resetToLastCommittedPositions``: ``committed()``, the beginning where there is none,
+  recorded as ``fetch_offsets`` ops); its consumer is read_committed, so the fetch is stable
+  (KIP-447) and waits until the aborted transaction's offsets are dropped. After an unknown
+  outcome it is replaced: the new instance's ``init_transactions`` completes the old
+  transaction, then it reads the group's committed offsets (``fetch_offsets`` ops) and
+  resumes from them.
 """
 
 from __future__ import annotations
@@ -46,7 +49,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafkasim.client.consumer import Consumer
-from kafkasim.client.consumer_types import ConsumerRecord
 from kafkasim.client.producer import Producer
 from kafkasim.client.producer_errors import DeliveryTimeoutError
 from kafkasim.common.clock import Clock
@@ -241,8 +243,7 @@ class TxnClients:
         extra: dict[str, object] = dict(spec.config)
         if spec.transaction_timeout_ms is not None:
             extra["transaction.timeout.ms"] = spec.transaction_timeout_ms
-        counter = _Counter()
-        paused = spec.pause_at_s is None
+        progress = _Progress(stalled=spec.pause_at_s is None)
         incarnation = 0
         while not wl.stopping.is_set():
             name = spec.name if incarnation == 0 else f"{spec.name}#{incarnation}"
@@ -251,8 +252,7 @@ class TxnClients:
             try:
                 await self._init(producer)
                 while not wl.stopping.is_set():
-                    paused, go_on = await self._one_transaction(spec, producer, counter, paused)
-                    if not go_on:
+                    if not await self._one_transaction(spec, producer, progress):
                         break
             except FencedError:
                 if self._shared(spec):
@@ -274,9 +274,11 @@ class TxnClients:
         )
 
     async def _one_transaction(
-        self, spec: ProducerSpec, producer: Producer, counter: _Counter, paused: bool
-    ) -> tuple[bool, bool]:
-        """(paused since, the instance may go on)."""
+        self, spec: ProducerSpec, producer: Producer, progress: _Progress
+    ) -> bool:
+        """One transaction; whether the instance may go on. The stall happens once per
+        producer, whichever instance reaches ``pause_at_s`` first: the instance that replaces
+        a stalled one (fenced by the timeout abort) does not stall again."""
         wl = self.workload
         partitions = wl.partitions_of(spec.topic)
         txn = self.next_txn(spec.txn_id)
@@ -286,10 +288,10 @@ class TxnClients:
             if wl.stopping.is_set():
                 break
             at_ms = None if spec.pause_at_s is None else spec.pause_at_s * 1000
-            if not paused and i > 0 and at_ms is not None and wl.now() >= at_ms:
-                paused = True
+            if not progress.stalled and i > 0 and at_ms is not None and wl.now() >= at_ms:
+                progress.stalled = True
                 await asyncio.sleep(spec.pause_s)
-            n = counter.take()
+            n = progress.take()
             value = f"{spec.name}-{n}"
             partition = n % partitions
             if not self.send(producer, spec, topic=spec.topic, partition=partition, value=value,
@@ -300,7 +302,7 @@ class TxnClients:
         number = int(txn.rpartition(":")[2])
         abort = failed or (spec.abort_every > 0 and (number + 1) % spec.abort_every == 0)
         outcome = await self.finish(producer, spec.name, txn, abort=abort)
-        return paused, outcome != REPLACE
+        return outcome != REPLACE
 
     def send(self, producer: Producer, spec: ProducerSpec | TransformerSpec, *, topic: str,
              partition: int, value: str, txn: str, process: str = "") -> bool:  # fmt: skip
@@ -374,10 +376,9 @@ class TxnClients:
         wl = self.workload
         out_partitions = wl.partitions_of(spec.output)
         resumed: set[TopicPartition] = set()
-        last_committed: dict[TopicPartition, int] = {}
         while not wl.stopping.is_set():
             polled = await consumer.poll(500)
-            fresh = await self._resume_from_committed(spec, name, consumer, resumed, last_committed)
+            fresh = await self._resume_from_committed(spec, name, consumer, resumed)
             # What came before the seek to the committed offsets is fetched again after it.
             records = [r for r in polled if r.topic_partition not in fresh]
             if not records:
@@ -409,10 +410,7 @@ class TxnClients:
             if outcome == REPLACE:
                 return  # the next instance resumes from the committed offsets
             if outcome == ABORTED:
-                for tp in offsets:  # back to the last commit this instance saw succeed
-                    consumer.seek(tp, last_committed.get(tp, _first_offset(records, tp)))
-            else:
-                last_committed.update(offsets)
+                await self._seek_to_committed(spec, name, consumer, sorted(offsets))
 
     async def _resume_from_committed(
         self,
@@ -420,7 +418,6 @@ class TxnClients:
         name: str,
         consumer: Consumer,
         resumed: set[TopicPartition],
-        last_committed: dict[TopicPartition, int],
     ) -> set[TopicPartition]:
         """Newly assigned partitions start from the group's committed offsets, recorded; the
         partitions it moved."""
@@ -428,19 +425,35 @@ class TxnClients:
         if not fresh:
             return set()
         committed = await consumer.committed(fresh)
-        wl = self.workload
+        resumed.update(fresh)
         moved: set[TopicPartition] = set()
         for tp in fresh:
-            resumed.add(tp)
             offset = committed.get(tp)
             if offset is None:
                 continue  # none committed: it reads from the start, as it began to
-            last_committed[tp] = offset
-            wl.history.add(Op(OpType.OK, FETCH_OFFSETS, name, wl.now(), tp.topic, tp.partition,
-                              "", offset=offset, group=spec.group_id))  # fmt: skip
+            self._fetched(spec, name, tp, offset)
             consumer.seek(tp, offset)
             moved.add(tp)
         return moved
+
+    async def _seek_to_committed(
+        self, spec: TransformerSpec, name: str, consumer: Consumer, tps: list[TopicPartition]
+    ) -> None:
+        """After an abort: back to the group's committed offsets, read stable (Kafka's
+        ``resetToLastCommittedPositions``)."""
+        committed = await consumer.committed(tps)
+        for tp in tps:
+            offset = committed.get(tp)
+            if offset is None:
+                consumer.seek_to_beginning([tp])
+                continue
+            self._fetched(spec, name, tp, offset)
+            consumer.seek(tp, offset)
+
+    def _fetched(self, spec: TransformerSpec, name: str, tp: TopicPartition, offset: int) -> None:
+        wl = self.workload
+        wl.history.add(Op(OpType.OK, FETCH_OFFSETS, name, wl.now(), tp.topic, tp.partition, "",
+                          offset=offset, group=spec.group_id))  # fmt: skip
 
     async def group_offsets(self) -> None:
         """The transformers' groups' committed offsets, read back at the end."""
@@ -460,15 +473,13 @@ class TxnClients:
                         )
 
 
-def _first_offset(records: list[ConsumerRecord], tp: TopicPartition) -> int:
-    return min(r.offset for r in records if r.topic_partition == tp)
-
-
 @dataclass
-class _Counter:
-    """A producer's value numbers, shared by its instances (values stay unique)."""
+class _Progress:
+    """What a producer's instances share: its value numbers (values stay unique) and whether
+    its stall already happened."""
 
     n: int = 0
+    stalled: bool = False
 
     def take(self) -> int:
         n = self.n

@@ -130,6 +130,11 @@ def test_a_transaction_past_its_timeout_is_aborted_by_the_coordinator(tmp_path: 
     seen = {o.value for o in history.ops if o.f == "read" and o.read_committed}
     assert not values & seen
     assert any(t == "ABORT" for m in history.final_markers.values() for _, t in m)
+    # Its application replaces the fenced instance, which stalls no more and commits again.
+    woke_ms = 9_000
+    assert any(at > woke_ms for at in ends(history, "commit", OpType.OK).values())
+    assert not any(o.f == "send" and o.txn != stalled and "FENCED" in (o.error or "")
+                   for o in history.ops)  # fmt: skip
 
 
 def test_a_transactional_run_replays_exactly_from_its_seed(tmp_path: Path) -> None:

@@ -528,6 +528,23 @@ def test_invalid_producer_epoch_on_produce_is_abortable_kip_588() -> None:
         tm.begin_transaction()
 
 
+def test_a_transaction_aborted_by_its_timeout_ends_the_producer_fenced() -> None:
+    """The coordinator aborted the transaction at a bumped epoch: the late batch is refused
+    INVALID_PRODUCER_EPOCH (abortable, an epoch bump asked for), the abort's EndTxn with the
+    old epoch is fenced, which is fatal (Kafka's EndTxnHandler), and the bump is never sent."""
+    tm = in_transaction(TP_A)
+    tm.handle_failed_batch(TP_A, InvalidProducerEpochError())
+    assert tm.state is S.ABORTABLE_ERROR and tm.epoch_bump_required
+    abort = tm.abort_transaction()
+    end = answer(tm, EndTxnRequest, EndTxnResponse(code("PRODUCER_FENCED")))
+    assert end.body == EndTxnRequest(TID, PID, 0, committed=False)
+    assert tm.state is S.FATAL_ERROR and isinstance(abort.error, ProducerFencedError)
+    assert tm.next_request(has_incomplete_batches=False) is None, "no InitProducerId"
+    abort.ack()
+    with pytest.raises(ProducerFencedError):
+        tm.abort_transaction()
+
+
 # -- fatal errors ----------------------------------------------------------------------------------
 
 

@@ -495,6 +495,38 @@ def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced() -> None:
     assert timed_out_transactions([m], now + 10 * TIMEOUT) == []
 
 
+def test_after_a_timeout_abort_the_old_producer_is_fenced_and_a_new_one_goes_on() -> None:
+    """Each step after ``abortTimedOutTransactions`` fenced epoch 0 to 1, as Kafka decides it."""
+    m = ongoing()
+    now = 11 + TIMEOUT
+    [timed_out] = timed_out_transactions([m], now)
+    abort = abort_timed_out(m, timed_out, now)
+    written(m, abort)
+    assert abort is not None and m.last_producer_epoch == -1, "the fence forgets the old epoch"
+    # Markers being written: the old producer's EndTxn is fenced first (its epoch is checked
+    # before the pending completion), a new producer's InitProducerId is told to retry.
+    markers = markers_after_prepare(m, abort.transit, now)
+    assert isinstance(markers, TxnSendMarkers) and m.pending_state is S.COMPLETE_ABORT
+    for result in (ABORT, COMMIT):
+        assert end(m, result, epoch=0) == err("PRODUCER_FENCED")
+    assert init(m, now=now) == err("CONCURRENT_TRANSACTIONS")
+    m.complete_transition_to(markers.complete)
+    # Complete: the old producer's EndTxn and its KIP-360 bump (its pid and epoch 0) stay
+    # fenced; nothing is written for them.
+    assert end(m, ABORT, epoch=0) == err("PRODUCER_FENCED")
+    assert init(m, now=now, producer_id=PID, producer_epoch=0) == err("PRODUCER_FENCED")
+    assert m.pending_state is None and (m.producer_epoch, m.state) == (1, S.COMPLETE_ABORT)
+    # A new producer (no pid and epoch) gets the next epoch and commits with it.
+    bump = init(m, now=now)
+    assert isinstance(bump, TxnAppend)
+    assert (bump.transit.producer_id, bump.transit.producer_epoch) == (PID, 2)
+    written(m, bump)
+    assert m.last_producer_epoch == -1
+    written(m, add(m, TP0))
+    assert isinstance(end(m, COMMIT, epoch=2), TxnAppend)
+    assert init(m, now=now, producer_id=PID, producer_epoch=0) == err("CONCURRENT_TRANSACTIONS")
+
+
 def test_a_timeout_found_earlier_is_not_acted_on_once_the_id_moved_on() -> None:
     m = ongoing()
     now = 11 + TIMEOUT
