@@ -34,6 +34,38 @@ def _printed_bootstrap(stdout: str, audience: str) -> str:
     return found.group(1)
 
 
+def _listening_addresses(pid: int) -> set[str]:
+    """``host:port`` of every TCP socket ``pid`` listens on (its fds, looked up in the
+    kernel's socket tables)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table, width in (("tcp", 8), ("tcp6", 32)):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state != "0A" or inode not in inodes:  # 0A: LISTEN
+                continue
+            hex_host, hex_port = local.split(":")
+            raw = bytes.fromhex(hex_host[:width])
+            if width == 8:
+                host = ".".join(str(b) for b in reversed(raw))
+            else:  # IPv6 as four little-endian 32-bit words
+                ordered = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
+                groups = (ordered[i : i + 2].hex() for i in range(0, 16, 2))
+                host = "[" + ":".join(groups) + "]"
+                if ordered[:12] == bytes(10) + b"\xff\xff":  # IPv4-mapped (Java's sockets)
+                    host = ".".join(str(b) for b in ordered[12:])
+            found.add(f"{host}:{int(hex_port, 16)}")
+    return found
+
+
 def test_cluster_up_status_down(tmp_path: Path) -> None:
     root = tmp_path / "c"
     up = kafkasim("cluster", "up", "--brokers", "3", "--dir", str(root))
@@ -66,6 +98,11 @@ def test_cluster_up_status_down(tmp_path: Path) -> None:
             assert line in status.stdout
             assert f"metrics {metrics[broker_id]}" in up.stdout
         assert "Controller: broker" in status.stdout
+        # Safe by default: every socket the brokers and ZooKeeper listen on is on loopback.
+        for pid in pids:
+            listening = _listening_addresses(pid)
+            assert listening, pid
+            assert all(a.startswith("127.0.0.1:") for a in listening), (pid, listening)
     finally:
         down = kafkasim("cluster", "down", "--dir", str(root))
     assert down.returncode == 0, down.stderr
