@@ -39,7 +39,15 @@ The invariants of ARCHITECTURE.md checked from samples and final logs (each a ``
 * 2 — a leader's HW never decreases within one leader epoch; a follower's HW is at most the
   leader's for the same leader epoch, compared with the leader's next sample of that epoch (at
   the same time or later). A follower still on an older epoch follows another leader and may
-  legitimately be ahead of a new one, so epochs are never mixed.
+  legitimately be ahead of a new one, so epochs are never mixed. Nor is a follower judged in an
+  epoch before it has fetched in it (its sample's ``fetched_leader_epoch`` below the epoch): it
+  still carries the HW the previous epoch gave it, which Kafka's makeFollower keeps, while the
+  new leader's HW may trail it until every ISR member has fetched (makeLeader resets what it
+  knows of the followers' log ends). A deposed leader shows exactly that: it announced HW h,
+  the new leader, a follower until then, had learnt less. Its first fetch in the new
+  epoch sets its HW to min(its log end, the leader's HW), lowering it if need be
+  (ReplicaFetcherThread.processPartitionData); from then on it is judged. Samples that do not
+  say (histories written before they carried it) are judged as before.
 * 3 — read beyond HW (rule 7).
 * 4 — in every leader's sample: it names itself leader, leader ∈ ISR ⊆ replicas; no two
   brokers lead one leader epoch; no broker's view of the leader epoch ever decreases. (A
@@ -479,7 +487,7 @@ def _check_samples(samples: Sequence[ReplicaSample], violation: Report) -> None:
     # the leader's HW at its own sample time too.
     for s in samples:
         times = leader_times.get(s.leader_epoch)
-        if s.is_leader or times is None:
+        if s.is_leader or times is None or _not_fetched_yet(s):
             continue
         index = bisect.bisect_left(times, s.time_ms)
         if index == len(times):
@@ -492,6 +500,11 @@ def _check_samples(samples: Sequence[ReplicaSample], violation: Report) -> None:
                 f"follower {s.broker}'s HW {s.high_watermark} at {s.time_ms} ms is above its "
                 f"leader's {leader_hw_then} at {times[index]} ms (leader epoch {s.leader_epoch})",
             )
+
+
+def _not_fetched_yet(s: ReplicaSample) -> bool:
+    """A follower that has taken no HW from a leader of its current epoch (invariant 2)."""
+    return s.fetched_leader_epoch is not None and s.fetched_leader_epoch < s.leader_epoch
 
 
 def _check_isr_prefix(

@@ -118,7 +118,10 @@ class Op:
 
 @dataclass(frozen=True, slots=True)
 class ReplicaSample:
-    """One replica's state as its broker reported it at ``time_ms``."""
+    """One replica's state as its broker reported it at ``time_ms``. ``fetched_leader_epoch``
+    (followers): the leader epoch of the last fetch response that set its HW, -1 for none; a
+    follower below ``leader_epoch`` has not fetched from its current leader yet. None: the
+    history does not say (written before it was sampled; the field is then not written)."""
 
     time_ms: int
     broker: int
@@ -131,6 +134,14 @@ class ReplicaSample:
     log_end_offset: int
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
+    fetched_leader_epoch: int | None = None
+
+    def record(self) -> dict[str, Any]:
+        """The JSON object of this sample (without ``kind``)."""
+        record = asdict(self)
+        if self.fetched_leader_epoch is None:
+            del record["fetched_leader_epoch"]
+        return record
 
     @classmethod
     def from_state(cls, time_ms: int, r: pb.ReplicaState) -> ReplicaSample:
@@ -147,6 +158,7 @@ class ReplicaSample:
             log_end_offset=r.log_end_offset,
             isr=tuple(sorted(r.isr)),
             replicas=tuple(r.replicas),
+            fetched_leader_epoch=r.fetched_leader_epoch,
         )
 
 
@@ -189,7 +201,7 @@ class History:
         for op in self.ops:
             yield json.dumps({"kind": "op", **op.record()}, sort_keys=True)
         for sample in self.samples:
-            yield json.dumps({"kind": "sample", **asdict(sample)}, sort_keys=True)
+            yield json.dumps({"kind": "sample", **sample.record()}, sort_keys=True)
         for fault in self.faults:
             yield json.dumps({"kind": "fault", **asdict(fault)}, sort_keys=True)
         for (topic, partition, broker), entries in sorted(self.final_logs.items()):

@@ -265,6 +265,7 @@ def describe_replicas_response(result: DescribeReplicasResult) -> pb.DescribeRep
                 isr=list(r.isr),
                 size_bytes=r.size_bytes,
                 replicas=list(r.replicas),
+                fetched_leader_epoch=r.fetched_leader_epoch,
             )
             for r in result.replicas
         ],

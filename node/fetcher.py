@@ -297,6 +297,7 @@ class ReplicaFetcher:
             log.update_high_watermark(
                 follower_high_watermark(log.log_end_offset, result.high_watermark)
             )
+            partition.fetched_leader_epoch = state.leader_epoch
             if log.log_start_offset < result.log_start_offset <= log.high_watermark:
                 log.maybe_increment_log_start_offset(result.log_start_offset)
             return

@@ -121,6 +121,11 @@ class Partition:
         self.leader_id = NO_LEADER
         self.leader_epoch = -1
         self.leader_epoch_start_offset = -1
+        # Followers: the leader epoch of the last fetch response whose HW this replica took (-1:
+        # none yet). Below ``leader_epoch`` it has not heard from its current leader: its HW is
+        # still the one an earlier epoch gave it (becoming a follower keeps the HW, as Kafka's
+        # makeFollower does), and may be above the new leader's until its first fetch.
+        self.fetched_leader_epoch = -1
         self.controller_epoch = -1
         self.zk_version = 0
         self.assigned_replicas: tuple[int, ...] = ()

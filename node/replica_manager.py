@@ -425,6 +425,7 @@ class ReplicaManager:
                     isr=tuple(sorted(partition.isr)),
                     size_bytes=log.size_in_bytes,
                     replicas=tuple(partition.assigned_replicas),
+                    fetched_leader_epoch=partition.fetched_leader_epoch,
                 )
             )
         return DescribeReplicasResult(self._clock.monotonic_ms(), tuple(replicas))

@@ -221,6 +221,7 @@ class ReplicaDescription:
     isr: tuple[int, ...]
     size_bytes: int
     replicas: tuple[int, ...]
+    fetched_leader_epoch: int = -1  # see ``Partition.fetched_leader_epoch``
 
 
 @dataclass(frozen=True, slots=True)

@@ -1133,6 +1133,7 @@ class ReplicaState(_message.Message):
     ISR_FIELD_NUMBER: _builtins.int
     SIZE_BYTES_FIELD_NUMBER: _builtins.int
     REPLICAS_FIELD_NUMBER: _builtins.int
+    FETCHED_LEADER_EPOCH_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     broker_id: _builtins.int
@@ -1143,6 +1144,12 @@ class ReplicaState(_message.Message):
     log_end_offset: _builtins.int
     log_start_offset: _builtins.int
     size_bytes: _builtins.int
+    fetched_leader_epoch: _builtins.int
+    """Followers: the leader epoch of the last fetch response that set this replica's HW (-1:
+    none since the broker started). Below leader_epoch, the follower has not fetched from its
+    current leader yet and still carries the HW an earlier epoch gave it (Kafka's makeFollower
+    keeps the HW), which may be above the new leader's. Leaders: -1 unless they followed before.
+    """
     @_builtins.property
     def isr(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """as the leader knows it (followers: last told)"""
@@ -1166,10 +1173,11 @@ class ReplicaState(_message.Message):
         isr: _abc.Iterable[_builtins.int] | None = ...,
         size_bytes: _builtins.int = ...,
         replicas: _abc.Iterable[_builtins.int] | None = ...,
+        fetched_leader_epoch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "high_watermark", b"high_watermark", "is_leader", b"is_leader", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "replicas", b"replicas", "size_bytes", b"size_bytes", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "fetched_leader_epoch", b"fetched_leader_epoch", "high_watermark", b"high_watermark", "is_leader", b"is_leader", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "replicas", b"replicas", "size_bytes", b"size_bytes", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -275,6 +275,7 @@ def test_describe_replicas_round_trip() -> None:
         isr=(1, 2),
         size_bytes=100,
         replicas=(1, 2, 3),
+        fetched_leader_epoch=1,
     )
     response = apis.describe_replicas_response(DescribeReplicasResult(1234, (described,)))
     assert response.monotonic_ms == 1234
@@ -287,6 +288,7 @@ def test_describe_replicas_round_trip() -> None:
         100,
         2,
     )
+    assert r.fetched_leader_epoch == 1
 
 
 def test_leader_and_isr_and_stop_replica_round_trip() -> None:

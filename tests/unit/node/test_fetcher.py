@@ -185,3 +185,38 @@ def test_invalid_txn_state_in_a_fetch_marks_the_partition_failed(
         await fetcher.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_deposed_leader_keeps_its_hw_until_its_first_fetch_in_the_new_epoch_lowers_it(
+    tmp_path: Path,
+) -> None:
+    """Kafka's makeFollower keeps the HW a deposed leader announced, although the new leader
+    may not have learnt it yet; its first fetch in the new epoch sets the HW to min(its log
+    end, the leader's HW), lower if need be (processPartitionData), and says it has fetched in
+    that epoch (``fetched_leader_epoch``, what invariant 2 of the checker waits for)."""
+
+    async def scenario() -> None:
+        clock = ManualClock(T0)
+        log = Log.open(tmp_path / "topic-0", LogConfig.from_props({}), clock, topic_partition=TP)
+        partition = Partition(TP, 2, log)
+        partition.make_leader(leader_epoch=0, isr=[2], replicas=[2, 1], zk_version=0,
+                              controller_epoch=1, now_ms=T0)  # fmt: skip
+        partition.append_records_to_leader(make_batch([b"a", b"b", b"c"]), required_acks=1)
+        assert partition.high_watermark == 3 and partition.fetched_leader_epoch == -1
+        partition.make_follower(leader_id=1, leader_epoch=1, isr=[1, 2], replicas=[2, 1],
+                                zk_version=1, controller_epoch=1)  # fmt: skip
+        assert partition.high_watermark == 3  # kept: not lowered on becoming a follower
+        assert partition.fetched_leader_epoch < partition.leader_epoch
+        stream = ScriptedStream([answer(b"")])  # the new leader's HW is 2
+        config = BrokerConfig.from_props(
+            {"broker.id": 2, "log.dirs": str(tmp_path), "zookeeper.connect": "sim"}
+        )
+        fetcher = ReplicaFetcher(2, 1, address_of=lambda _b: "leader:9092",
+                                 transport=ScriptedTransport(stream), config=config,
+                                 clock=clock)  # fmt: skip
+        fetcher.states[TP] = FetchState(partition, 1, ReplicaState.FETCHING)
+        await fetcher._step()
+        assert partition.high_watermark == 2
+        assert partition.fetched_leader_epoch == 1
+
+    asyncio.run(scenario())
