@@ -36,7 +36,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.types import TopicPartition
-from kafkasim.node import apis_cluster, authz_replica, kafka_apis_group
+from kafkasim.node import apis_cluster, authz_replica, kafka_apis_group, kafka_sasl
 from kafkasim.node import replica_types as rt
 from kafkasim.node.acl import CLUSTER_NAME, ResourceType
 from kafkasim.node.apis import BrokerServices
@@ -452,4 +452,5 @@ def kafka_handler_tables(
         KafkaDescribeApis(broker, listener).table(),
         KafkaTxnApis(broker).table(),
         KafkaAclApis(broker).table(),
+        kafka_sasl.sasl_table(),
     )
