@@ -19,7 +19,7 @@ from kafka.errors import KafkaError as KpError
 
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.sasl import jaas_config
-from tests.cli_run import local_cluster
+from tests.cli_run import kafkasim, local_cluster
 from tests.interop.kafkasim_side import DEADLINE_S
 
 COUNT = 10
@@ -154,3 +154,69 @@ def test_a_wrong_password_is_refused_and_the_broker_goes_on(sasl_cluster: LocalC
     ) in log
     assert ck_metadata_error(ck_config(sasl_cluster, "PLAIN", "alice", "alice-secret")) == ""
     assert sasl_cluster.brokers[1].running
+
+
+def users(cluster: LocalCluster, *args: str) -> str:
+    """``kafkasim configs --entity-type users ARGS`` against the cluster's ZooKeeper."""
+    done = kafkasim(
+        "configs", "--zookeeper", cluster.zookeeper.connect_string, "--entity-type", "users",
+        *args,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_scram_users_managed_with_configs_reach_the_broker(sasl_cluster: LocalCluster) -> None:
+    """Added, described (mechanisms and iterations, no secret), used by confluent-kafka
+    (SHA-256 and SHA-512) and kafka-python (SHA-256), then deleted: refused afterwards."""
+    added = users(
+        sasl_cluster, "--entity-name", "carol", "--alter", "--add-config",
+        "SCRAM-SHA-256=[iterations=8192,password=carol-secret],"
+        "SCRAM-SHA-512=[password=carol-secret]",
+    )  # fmt: skip
+    assert added.strip() == "Completed updating config for user carol."
+    described = users(sasl_cluster, "--entity-name", "carol", "--describe")
+    assert described.strip() == (
+        "SCRAM credential configs for user-principal 'carol' are "
+        "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096"
+    )
+    assert "salt" not in described and "carol-secret" not in described
+    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        config = ck_config(sasl_cluster, mechanism, "carol", "carol-secret")
+        topic = f"ck-{mechanism.lower()}"
+        assert ck_round_trip(config, topic) == [b"c%d" % i for i in range(COUNT)], mechanism
+    args: dict[str, object] = {
+        "bootstrap_servers": sasl_cluster.kafka_bootstrap,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": "carol",
+        "sasl_plain_password": "carol-secret",
+    }
+    assert kp_round_trip(args, "kp-scram") == [b"p%d" % i for i in range(COUNT)]
+    wrong = ck_config(sasl_cluster, "SCRAM-SHA-256", "carol", "not-carols")
+    assert ck_metadata_error(wrong) != ""
+    users(sasl_cluster, "--entity-name", "carol", "--alter", "--delete-config", "SCRAM-SHA-256")
+    assert "SCRAM-SHA-256" not in users(sasl_cluster, "--describe")
+    deadline = time.monotonic() + DEADLINE_S
+    config = ck_config(sasl_cluster, "SCRAM-SHA-256", "carol", "carol-secret")
+    while ck_metadata_error(config) == "" and time.monotonic() < deadline:
+        time.sleep(0.2)  # the notification reaches the broker
+    assert ck_metadata_error(config) != ""
+    sha512 = ck_config(sasl_cluster, "SCRAM-SHA-512", "carol", "carol-secret")
+    assert ck_metadata_error(sha512) == ""
+    log = sasl_cluster.brokers[1].log_path.read_text()
+    assert "due to invalid credentials with SASL mechanism SCRAM-SHA-256" in log
+
+
+def test_bad_users_commands_say_what_is_wrong(sasl_cluster: LocalCluster) -> None:
+    zk = sasl_cluster.zookeeper.connect_string
+    for add, why in [
+        ("SCRAM-SHA-256=[iterations=100,password=x]", "less than the minimum 4096"),
+        ("SCRAM-SHA-1=[password=x]", "only SCRAM-SHA-256, SCRAM-SHA-512 are supported"),
+        ("SCRAM-SHA-256=[iterations=4096]", "expected SCRAM-SHA-256=[iterations=N,password=P]"),
+    ]:
+        done = kafkasim(
+            "configs", "--zookeeper", zk, "--entity-type", "users", "--entity-name", "dave",
+            "--alter", "--add-config", add,
+        )  # fmt: skip
+        assert done.returncode == 1 and why in done.stderr, done.stderr
