@@ -333,6 +333,7 @@ class Broker:
                 self.metrics.instrument_streams(self.apis.stream_handlers()),
                 tls=self.config.listener_tls(name),
                 listener=name,
+                sasl=self._authenticator(name),
             )
             await server.start()
             self.servers[name] = server

@@ -14,12 +14,14 @@ from typing import Any
 
 from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.sasl import SaslCredentials
 from kafkasim.common.tls import SSL_KEYS, TLS_PROTOCOLS, TlsMaterial, load_tls
 from kafkasim.node.acl import InvalidAclError, parse_super_users
 from kafkasim.node.sasl_config import (
     SASL_KEYS,
     ListenerSasl,
     check_inter_broker,
+    inter_broker_credentials,
     is_listener_sasl_key,
     listener_sasl,
 )
@@ -545,6 +547,11 @@ class BrokerConfig:
     def security_protocols(self) -> dict[str, str]:
         """{listener name: security protocol} (``listener.security.protocol.map``)."""
         return security_protocol_map(self.config["listener.security.protocol.map"])
+
+    def inter_broker_sasl(self) -> SaslCredentials | None:
+        """The SASL credentials of the broker's own gRPC calls (a SASL_SSL inter-broker
+        listener), else None."""
+        return inter_broker_credentials(self.config, self.inter_broker_listener, self.sasl)
 
     def listener_sasl(self, name: str) -> ListenerSasl | None:
         """The SASL settings of listener ``name``; None for a listener without SASL."""

@@ -29,6 +29,7 @@ from kafkasim.common.sasl import (
     SASL_MECHANISMS,
     SASL_PROTOCOLS,
     JaasEntry,
+    SaslCredentials,
     parse_jaas_config,
 )
 
@@ -81,6 +82,22 @@ class ListenerSasl:
         if entry is None or "username" not in entry.options or "password" not in entry.options:
             return None
         return entry.options["username"], entry.options["password"]
+
+    def credentials(self, mechanism: str) -> SaslCredentials | None:
+        """The broker's own credentials for ``mechanism`` (as a client of this listener)."""
+        login = self.login(mechanism)
+        return None if login is None else SaslCredentials(mechanism, *login)
+
+
+def inter_broker_credentials(
+    config: Config, inter_broker: str, sasl: Mapping[str, ListenerSasl]
+) -> SaslCredentials | None:
+    """What the broker's own gRPC calls (replication, the controller) carry when the
+    inter-broker listener is SASL_SSL (checked by :func:`check_inter_broker`); else None."""
+    listener = sasl.get(inter_broker)
+    if listener is None:
+        return None
+    return listener.credentials(str(config["sasl.mechanism.inter.broker.protocol"]).upper())
 
 
 def listener_sasl(
