@@ -16,8 +16,8 @@ request is served.
 
 Bounded: the whole exchange within :data:`SASL_AUTHENTICATION_TIMEOUT_S`, and each message at
 most ``sasl.server.max.receive.size`` bytes. After authentication, SaslHandshake and
-SaslAuthenticate are answered ILLEGAL_SASL_STATE (Kafka's ``KafkaApis``; re-authentication,
-KIP-368, is not offered); on a listener without SASL too.
+SaslAuthenticate are answered ILLEGAL_SASL_STATE by ``node.kafka_apis.sasl_table`` (Kafka's
+``KafkaApis``; re-authentication, KIP-368, is not offered); on a listener without SASL too.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 from kafkasim.common.errors import error_for_name
 from kafkasim.common.sasl import SaslAuthenticationError
 from kafkasim.common.scram import ScramError
+from kafkasim.node.kafka_apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from kafkasim.node.kafka_codec import (
     API_VERSIONS_KEY,
     InvalidRequestFrameError,
@@ -42,39 +43,19 @@ from kafkasim.node.kafka_codec import (
 )
 from kafkasim.node.sasl_auth import ListenerAuthenticator, SaslServer
 
-if TYPE_CHECKING:  # kafka_apis lists this module's table
-    from kafkasim.node.kafka_apis import HandlerTable, KafkaProtocolApis
+if TYPE_CHECKING:
+    from kafkasim.node.kafka_apis import KafkaProtocolApis
 
 logger = logging.getLogger(__name__)
 
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 SASL_AUTHENTICATION_TIMEOUT_S: Final = 10.0
 UNSUPPORTED_SASL_MECHANISM = error_for_name("UNSUPPORTED_SASL_MECHANISM").code
-ILLEGAL_SASL_STATE = error_for_name("ILLEGAL_SASL_STATE").code
 SASL_AUTHENTICATION_FAILED = error_for_name("SASL_AUTHENTICATION_FAILED").code
 _SIZE = struct.Struct(">i")
 
 
 class _RefusedError(Exception):
     """The exchange failed: logged by the caller, the connection closed."""
-
-
-def sasl_table() -> HandlerTable:
-    """SaslHandshake and SaslAuthenticate once a connection is past authentication (or on a
-    listener without SASL): ILLEGAL_SASL_STATE, as Kafka's ``KafkaApis``."""
-
-    async def handshake(request: KafkaRequest) -> Any:
-        return build(response_schema(request), error_code=ILLEGAL_SASL_STATE, mechanisms=[])
-
-    async def authenticate(request: KafkaRequest) -> Any:
-        return build(
-            response_schema(request),
-            error_code=ILLEGAL_SASL_STATE,
-            error_message="SaslAuthenticate request received after successful authentication",
-            auth_bytes=b"",
-        )
-
-    return {SASL_HANDSHAKE: (0, 1, handshake), SASL_AUTHENTICATE: (0, 2, authenticate)}
 
 
 class SaslConnection:

@@ -17,8 +17,12 @@ from kafkasim.common.sasl import jaas_config, parse_jaas_config, plain_message
 from kafkasim.common.scram import MECHANISMS, ScramClient, credential_from_password
 from kafkasim.common.security import current_caller
 from kafkasim.node import kafka_sasl
-from kafkasim.node.kafka_apis import KafkaProtocolApis
-from kafkasim.node.kafka_sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, sasl_table
+from kafkasim.node.kafka_apis import (
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    KafkaProtocolApis,
+    sasl_table,
+)
 from kafkasim.node.kafka_server import KafkaListener
 from kafkasim.node.sasl_auth import ListenerAuthenticator
 from kafkasim.node.sasl_config import ListenerSasl
