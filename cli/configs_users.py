@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from pathlib import Path
 
-from kafkasim.cli.cluster import STATE_FILE
+from kafkasim.cli.connect import cluster_zookeeper
 from kafkasim.common.config import read_properties
 from kafkasim.common.coordination import NoNodeError
 from kafkasim.common.scram import (
@@ -54,11 +53,7 @@ def zookeeper_of(args: argparse.Namespace) -> tuple[str, ZkSecurity]:
     if args.zookeeper and args.dir:
         raise ValueError("give --zookeeper or --dir, not both")
     if args.dir is not None:
-        path = Path(args.dir) / STATE_FILE
-        if not path.exists():
-            raise ValueError(f"no cluster in {args.dir} (run 'kafkasim cluster up' first)")
-        state = json.loads(path.read_text())
-        return str(state["zookeeper"]["connect"]), zk_security_from_props(state["overrides"])
+        return cluster_zookeeper(args.dir)
     if not args.zookeeper:
         raise ValueError(
             "--entity-type users needs --zookeeper HOST:PORT (or --dir): SCRAM credentials are "
