@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kafkasim.cli.cluster import COMPOSE_BACKEND, STATE_FILE
+from kafkasim.cli.connect import cluster_zookeeper
 from kafkasim.common.errors import InvalidConfigError
 from kafkasim.common.zk_acl import ZkSecurity
 from kafkasim.controller.zk_kazoo import KazooCoordination
@@ -118,17 +117,7 @@ def _zookeeper_connect(args: argparse.Namespace) -> tuple[str, ZkSecurity]:
     if props and args.dir:
         raise ValueError("give --authorizer-properties or --dir, not both")
     if args.dir is not None:
-        path = Path(args.dir) / STATE_FILE
-        if not path.exists():
-            raise ValueError(f"no cluster in {args.dir} (run 'kafkasim cluster up' first)")
-        state = json.loads(path.read_text())
-        if state.get("backend") == COMPOSE_BACKEND:
-            raise ValueError(
-                "the compose cluster's ZooKeeper is on its internal network: run kafkasim "
-                "acls in a broker container (compose/README.md, secured mode)"
-            )
-        security = zk_security_from_props(state.get("overrides", {}))
-        return str(state["zookeeper"]["connect"]), security
+        return cluster_zookeeper(args.dir)
     connect = props.get("zookeeper.connect", "")
     if not connect:
         raise ValueError(

@@ -84,7 +84,9 @@ async def serve(config: BrokerConfig) -> None:
         config,
         # Over a TLS inter-broker listener, brokers call each other with that listener's
         # truststore and present its keystore as their client certificate (mutual TLS).
-        transport=GrpcBrokerTransport(tls=config.listener_tls(config.inter_broker_listener)),
+        transport=GrpcBrokerTransport(
+            tls=config.listener_tls(config.inter_broker_listener), sasl=config.inter_broker_sasl()
+        ),
         coordination_factory=coordination,
         clock=SystemClock(),
         controller_factory=controller_factory(lambda _broker_id: random.Random()),

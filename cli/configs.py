@@ -1,5 +1,6 @@
-"""``kafkasim configs``: kafka-configs.sh for topics (``--entity-type topics``) and brokers
-(``--entity-type brokers``: dynamic broker configs, ``node.broker_config_admin``).
+"""``kafkasim configs``: kafka-configs.sh for topics (``--entity-type topics``), brokers
+(``--entity-type brokers``: dynamic broker configs, ``node.broker_config_admin``) and users
+(``--entity-type users``: SCRAM credentials in ZooKeeper, ``cli.configs_users``).
 
 ``--alter`` sends one IncrementalAlterConfigs (``--add-config`` keys are SET, ``--delete-config``
 keys DELETEd) to a broker (the controller; any broker would do), which writes
@@ -35,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kafkasim.cli.configs_users import UserConfigError, run_users
 from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers, security_properties
 from kafkasim.client.admin import AdminClient
 from kafkasim.common.clock import SystemClock
@@ -42,7 +44,7 @@ from kafkasim.common.config import read_properties
 from kafkasim.common.errors import InvalidConfigError, KafkaError, KafkasimError
 from kafkasim.common.rpc_grpc_client import GrpcTransport, client_transport
 
-ENTITY_TYPES = ("topics", "brokers")
+ENTITY_TYPES = ("topics", "brokers", "users")
 # Kafka's DescribeConfigs ConfigSource numbers and names.
 SOURCES = {
     1: "DYNAMIC_TOPIC_CONFIG",
@@ -77,6 +79,12 @@ def register(sub: Any) -> None:
         action="store_true",
         help="brokers: the cluster-wide default (/config/brokers/<default>)",
     )
+    p.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT",
+        help="users: the ZooKeeper that holds the SCRAM credentials (Kafka's flag); its "
+        "credentials from --command-config's zookeeper.jaas.config.file",
+    )
     p.add_argument("--topic", help="the topic (instead of --entity-type/--entity-name)")
     p.add_argument("--broker", help="the broker id (instead of --entity-type/--entity-name)")
     p.add_argument(
@@ -100,14 +108,18 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     entity_type, name = _check_args(args)
-    bootstrap = bootstrap_servers(args)
     try:
+        to_set = parse_add_config(args.add_config or "")
+        if args.add_config_file is not None:
+            to_set.update(read_properties(args.add_config_file))
+        to_delete = [k.strip() for item in args.delete_config for k in item.split(",")]
+        to_delete = [k for k in to_delete if k]
+        if entity_type == "users":
+            for line in run_users(args, name, to_set, to_delete):
+                print(line)
+            return 0
+        bootstrap = bootstrap_servers(args)
         if args.alter:
-            to_set = parse_add_config(args.add_config or "")
-            if args.add_config_file is not None:
-                to_set.update(read_properties(args.add_config_file))
-            to_delete = [k.strip() for item in args.delete_config for k in item.split(",")]
-            to_delete = [k for k in to_delete if k]
             asyncio.run(
                 _alter(
                     bootstrap,
@@ -128,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 _describe(bootstrap, entity_type, name, args.all, security_properties(args))
             ):
                 print(line)
-    except (ConfigCommandError, InvalidConfigError) as e:
+    except (ConfigCommandError, InvalidConfigError, UserConfigError) as e:
         print(e.message if isinstance(e, KafkaError) else str(e), file=sys.stderr)
         return 1
     except KafkaError as e:

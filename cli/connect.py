@@ -10,9 +10,11 @@ import argparse
 import json
 from pathlib import Path
 
-from kafkasim.cli.cluster import STATE_FILE
+from kafkasim.cli.cluster import COMPOSE_BACKEND, STATE_FILE
 from kafkasim.common.config import read_properties
 from kafkasim.common.rpc_grpc_client import GrpcTransport, client_transport
+from kafkasim.common.zk_acl import ZkSecurity
+from kafkasim.node.zk_security import zk_security_from_props
 
 
 def add_bootstrap_args(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +49,22 @@ def security_properties(args: argparse.Namespace) -> dict[str, object]:
             raise ValueError(f"--command-config {command_config}: no such file")
         props.update(read_properties(Path(command_config)))
     return props
+
+
+def cluster_zookeeper(directory: Path) -> tuple[str, ZkSecurity]:
+    """The ZooKeeper of a ``kafkasim cluster up`` directory: its connect string and the
+    brokers' ZooKeeper credentials (``zookeeper.set.acl`` clusters); ValueError if none."""
+    path = Path(directory) / STATE_FILE
+    if not path.exists():
+        raise ValueError(f"no cluster in {directory} (run 'kafkasim cluster up' first)")
+    state = json.loads(path.read_text())
+    if state.get("backend") == COMPOSE_BACKEND:
+        raise ValueError(
+            "the compose cluster's ZooKeeper is on its internal network: run this tool "
+            "in a broker container (compose/README.md, secured mode)"
+        )
+    security = zk_security_from_props(state.get("overrides", {}))
+    return str(state["zookeeper"]["connect"]), security
 
 
 def transport_for(args: argparse.Namespace) -> GrpcTransport:

@@ -34,7 +34,7 @@ from kafkasim.common.errors import (
     error_for_name,
 )
 from kafkasim.common.rpc import ClientTransport, RpcError
-from kafkasim.common.rpc_grpc_client import GrpcTransport
+from kafkasim.common.rpc_grpc_client import client_transport
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
 
@@ -177,7 +177,9 @@ class AdminClient(GroupAdmin, TransactionAdmin):
                 props["default.api.timeout.ms"] = timeout_ms
         self.config = ADMIN_CONFIG.parse(props)
         self._owns_transport = transport is None
-        self.transport: ClientTransport = transport if transport is not None else GrpcTransport()
+        self.transport: ClientTransport = (
+            transport if transport is not None else client_transport(props)
+        )
         self._client = NetworkClient(
             self.transport,
             self.config["bootstrap.servers"],

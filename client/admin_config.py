@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.tls import CLIENT_SECURITY_KEYS
 
 __all__ = ["ADMIN_CONFIG", "ADMIN_KEYS"]
 
@@ -40,5 +41,7 @@ def _check_required(config: Config) -> None:
         )
 
 
-ADMIN_CONFIG = ConfigDef(ADMIN_KEYS, rules=(_check_required,), kind="admin configuration")
+ADMIN_CONFIG = ConfigDef(
+    (*ADMIN_KEYS, *CLIENT_SECURITY_KEYS), rules=(_check_required,), kind="admin configuration"
+)
 """The admin client's keys, one declaration each."""

@@ -87,7 +87,7 @@ from kafkasim.common.errors import (
     UnstableOffsetCommitError,
 )
 from kafkasim.common.rpc import ClientTransport, RpcError
-from kafkasim.common.rpc_grpc_client import GrpcTransport
+from kafkasim.common.rpc_grpc_client import client_transport
 from kafkasim.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkasim.common.types import TopicPartition
 
@@ -130,7 +130,8 @@ class Consumer:
         )
         self.config = CONSUMER_CONFIG.parse(props)
         cfg = self.config
-        self._transport = transport if transport is not None else GrpcTransport()
+        # TLS and SASL credentials as the config's security keys say.
+        self._transport = transport if transport is not None else client_transport(props)
         self._owns_transport = transport is None
         transport = self._transport
         if clock is None:

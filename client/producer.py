@@ -126,7 +126,7 @@ from kafkasim.client.transaction_types import (
 from kafkasim.common.clock import Clock, SystemClock
 from kafkasim.common.errors import KafkaError, RecordTooLargeError
 from kafkasim.common.rpc import ClientTransport
-from kafkasim.common.rpc_grpc_client import GrpcTransport
+from kafkasim.common.rpc_grpc_client import client_transport
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage.records.batch import (
     MAX_RECORD_OVERHEAD,
@@ -171,8 +171,8 @@ class Producer:
         self.config = ProducerConfig.from_props(props)
         cfg = self.config
         self._owns_transport = transport is None
-        if transport is None:
-            transport = GrpcTransport()
+        if transport is None:  # TLS and SASL credentials as the config's security keys say
+            transport = client_transport(props)
         if clock is None:
             clock = SystemClock()
         self.transport = transport

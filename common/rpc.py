@@ -25,6 +25,7 @@ from google.protobuf.message import Message
 from kafkasim.common.errors import KafkasimError
 
 if TYPE_CHECKING:
+    from kafkasim.common.security import PasswordVerifier
     from kafkasim.common.tls import TlsMaterial
 
 
@@ -36,6 +37,7 @@ class RpcStatus(Enum):
     CANCELLED = "CANCELLED"  # the caller or the stream was closed
     INTERNAL = "INTERNAL"  # the handler crashed (a bug, logged on the server)
     UNIMPLEMENTED = "UNIMPLEMENTED"  # no such method on that server
+    UNAUTHENTICATED = "UNAUTHENTICATED"  # the listener refused the call's SASL credentials
 
 
 class RpcError(KafkasimError):
@@ -117,8 +119,11 @@ class Transport(ClientTransport, Protocol):
         *,
         tls: TlsMaterial | None = None,
         listener: str = "",
+        sasl: PasswordVerifier | None = None,
     ) -> RpcServer:
         """A server for these handlers, keyed by full method name; not started yet. With
         ``tls`` it speaks TLS (a transport without TLS, the simulation's, ignores it);
-        ``listener`` is the listener name its callers are told they came in on."""
+        ``listener`` is the listener name its callers are told they came in on; ``sasl``:
+        the users of a SASL_SSL listener, whose callers must carry credentials (the
+        simulation's transport has no credentials and ignores it)."""
         ...

@@ -42,6 +42,12 @@ from google.protobuf.message import Message
 
 from kafkasim.common.errors import InvalidConfigError
 from kafkasim.common.rpc import RpcError, RpcStatus
+from kafkasim.common.sasl import SaslCredentials, client_sasl
+from kafkasim.common.security import (
+    SASL_MECHANISM_METADATA,
+    SASL_PASSWORD_METADATA,
+    SASL_USERNAME_METADATA,
+)
 from kafkasim.common.tls import TlsMaterial, client_tls
 from kafkasim.proto import MethodSpec, method_spec
 
@@ -61,6 +67,7 @@ _STATUS_BY_GRPC_CODE: dict[Any, RpcStatus] = {
     grpc.StatusCode.DEADLINE_EXCEEDED: RpcStatus.DEADLINE_EXCEEDED,
     grpc.StatusCode.CANCELLED: RpcStatus.CANCELLED,
     grpc.StatusCode.UNIMPLEMENTED: RpcStatus.UNIMPLEMENTED,
+    grpc.StatusCode.UNAUTHENTICATED: RpcStatus.UNAUTHENTICATED,
 }
 
 
@@ -286,12 +293,31 @@ class GrpcTransport:
     """
 
     def __init__(
-        self, options: GrpcOptions | None = None, *, tls: TlsMaterial | None = None
+        self,
+        options: GrpcOptions | None = None,
+        *,
+        tls: TlsMaterial | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         if tls is not None:
             check_grpc_client_tls(tls, "ssl.endpoint.identification.algorithm")
+        if sasl is not None and tls is None:
+            raise InvalidConfigError(
+                "SASL credentials are sent in call metadata: over TLS only (SASL_SSL)"
+            )
         self._options = options or GrpcOptions()
         self._tls = tls
+        # Every call and stream carries the SASL credentials (checked per call by the
+        # listener, node.rpc_grpc).
+        self._metadata: tuple[tuple[str, str], ...] | None = (
+            None
+            if sasl is None
+            else (
+                (SASL_MECHANISM_METADATA, sasl.mechanism),
+                (SASL_USERNAME_METADATA, sasl.username),
+                (SASL_PASSWORD_METADATA, sasl.password),
+            )
+        )
         self._channels: dict[str, _Channel] = {}
         self._streams: dict[GrpcBidiStream, None] = {}
         self._closed = False
@@ -314,7 +340,9 @@ class GrpcTransport:
         spec.check_request(request)
         multicallable = self._channel(target).unary(spec)
         try:
-            response: Message = await multicallable(request, timeout=timeout_s)
+            response: Message = await multicallable(
+                request, timeout=timeout_s, metadata=self._metadata
+            )
         except grpc.aio.AioRpcError as exc:
             raise _rpc_error(exc) from exc
         except asyncio.CancelledError:
@@ -325,7 +353,7 @@ class GrpcTransport:
 
     def open_stream(self, target: str, method: str) -> GrpcBidiStream:
         spec = _spec(method, streaming=True)
-        call = self._channel(target).stream(spec)()
+        call = self._channel(target).stream(spec)(metadata=self._metadata)
         stream = GrpcBidiStream(self, spec, call)
         self._streams[stream] = None
         return stream
@@ -346,5 +374,6 @@ class GrpcTransport:
 def client_transport(config: Mapping[str, object]) -> GrpcTransport:
     """The transport a client config asks for: ``security.protocol=SSL`` with Kafka's
     ``ssl.truststore.*``/``ssl.keystore.*`` keys makes TLS channels (mTLS with a keystore);
-    PLAINTEXT (the default) plain ones. INVALID_CONFIG naming a bad key."""
-    return GrpcTransport(tls=client_tls(config))
+    SASL_SSL TLS channels whose calls carry the ``sasl.*`` credentials; PLAINTEXT (the
+    default) plain ones. INVALID_CONFIG naming a bad key."""
+    return GrpcTransport(tls=client_tls(config), sasl=client_sasl(config))

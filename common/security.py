@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 ANONYMOUS: Final = "User:ANONYMOUS"
 
@@ -41,3 +41,18 @@ CALLER: ContextVar[Caller] = ContextVar("kafkasim_caller", default=UNKNOWN_CALLE
 def current_caller() -> Caller:
     """The caller of the request this task serves (anonymous when no transport said)."""
     return CALLER.get()
+
+
+# SASL credentials of a gRPC call (kafkasim's clients over a SASL_SSL gRPC listener): call
+# metadata, checked per call by the gRPC adapter (node.rpc_grpc) against the listener's users.
+SASL_MECHANISM_METADATA: Final = "x-kafkasim-sasl-mechanism"
+SASL_USERNAME_METADATA: Final = "x-kafkasim-sasl-username"
+SASL_PASSWORD_METADATA: Final = "x-kafkasim-sasl-password"
+
+
+class PasswordVerifier(Protocol):
+    """What a transport asks of a SASL listener's users (``node.sasl_auth``)."""
+
+    mechanisms: tuple[str, ...]
+
+    def password_matches(self, mechanism: str, username: str, password: str) -> bool: ...

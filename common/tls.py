@@ -94,9 +94,18 @@ CLIENT_SECURITY_KEYS: tuple[ConfigKey, ...] = (
         "security.protocol",
         _S,
         "PLAINTEXT",
-        "How to talk to brokers: PLAINTEXT or SSL.",
+        "How to talk to brokers: PLAINTEXT, SSL or SASL_SSL (TLS, and SASL credentials).",
     ),
     *(k for k in SSL_KEYS if k.name not in ("ssl.client.auth", "ssl.principal.mapping.rules")),
+    ConfigKey("sasl.mechanism", _S, "GSSAPI", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."),
+    ConfigKey("sasl.username", _S, None, "The SASL user (librdkafka's key)."),
+    ConfigKey("sasl.password", _S, None, "The SASL password (librdkafka's key)."),
+    ConfigKey(
+        "sasl.jaas.config",
+        _S,
+        None,
+        "A PlainLoginModule or ScramLoginModule entry with username and password.",
+    ),
 )
 """The keys of Kafka's clients (producer, consumer, admin) about transport security."""
 
@@ -357,10 +366,11 @@ def client_tls(config: Mapping[str, object]) -> TlsMaterial | None:
     protocol = str(config.get("security.protocol") or "PLAINTEXT").upper()
     if protocol == "PLAINTEXT":
         return None
-    if protocol != "SSL":
+    if protocol not in TLS_PROTOCOLS:
         raise InvalidConfigError(
             f"Invalid value {protocol} for configuration security.protocol: kafkasim's clients "
-            "speak PLAINTEXT or SSL"
+            "speak PLAINTEXT, SSL or SASL_SSL (gRPC carries SASL credentials in call metadata, "
+            "so over TLS only)"
         )
     return load_tls({k: v for k, v in config.items() if k.startswith("ssl.")}, server=False)
 

@@ -13,6 +13,7 @@ Pure: bytes in, values out. Used by the controller and by brokers (registration,
                                                    "leader_epoch":E,"isr":[...]}
     /config/topics/<t>                            {"version":1,"config":{...}}
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<t>"}
+    /config/users/<user>                          {"version":1,"config":{"SCRAM-SHA-256":"…"}}
     /admin/delete_topics/<t>                      deletion request (empty)
     /admin/preferred_replica_election             {"version":1,"partitions":[...]}
     /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic","partition"}]}
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -321,6 +323,30 @@ def broker_config_path(entity: str) -> str:
 
 def broker_entity_path(entity: str) -> str:
     return f"brokers/{entity}"
+
+
+CONFIG_USERS = "/config/users"
+USERS_ENTITY = "users"
+
+
+def sanitize_user(name: str) -> str:
+    """Kafka's ``Sanitizer.sanitize`` of a user name in a znode name: URL-encoded (UTF-8),
+    ``*``, ``~`` and spaces too, so that any name is one path element."""
+    return urllib.parse.quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize_user(sanitized: str) -> str:
+    return urllib.parse.unquote(sanitized)
+
+
+def user_config_path(user: str) -> str:
+    """``/config/users/<sanitized user>``: SCRAM credentials, the same JSON as a topic's config
+    (``{"version":1,"config":{"SCRAM-SHA-256":"salt=…,stored_key=…,…"}}``)."""
+    return f"{CONFIG_USERS}/{sanitize_user(user)}"
+
+
+def user_entity_path(user: str) -> str:
+    return f"{USERS_ENTITY}/{sanitize_user(user)}"
 
 
 def config_change_sequence(child: str) -> int:

@@ -65,6 +65,8 @@ from kafkasim.node.offsets_topic import ReplicaOffsetsTopic, ReplicaTransactionL
 from kafkasim.node.producer_ids import ProducerIdManager
 from kafkasim.node.replica_manager import FetchTarget, ReplicaManager
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
+from kafkasim.node.sasl_auth import ListenerAuthenticator
+from kafkasim.node.scram_cache import ScramCredentialCache
 from kafkasim.node.topic_creation import TopicCreator, create_internal_topic
 from kafkasim.node.txn_coordinator import TransactionCoordinator
 from kafkasim.node.txn_log import TRANSACTION_STATE_TOPIC
@@ -189,9 +191,16 @@ class Broker:
         self.replica_manager.is_broker_alive = lambda b: b in self.metadata.brokers
         # Kafka's ACL authorizer when authorizer.class.name names it (None: everything allowed).
         self.authorizer = acl_authorizer_for(config, self.zk)
+        # SCRAM credentials from /config/users, kept current by the config notifications.
+        self.scram_credentials = ScramCredentialCache()
         # Topic config changes (/config/changes) applied to the cache and the live logs.
         self.config_changes = TopicConfigChangeListener(
-            self.broker_id, self.zk, config, self._topic_configs, self.log_manager
+            self.broker_id,
+            self.zk,
+            config,
+            self._topic_configs,
+            self.log_manager,
+            scram_credentials=self.scram_credentials,
         )
         self.server: RpcServer | None = None  # the inter-broker listener's
         self.servers: dict[str, RpcServer] = {}  # every gRPC listener's, by name
@@ -258,6 +267,13 @@ class Broker:
 
     # -- lifecycle --------------------------------------------------------------------------
 
+    def _authenticator(self, listener: str) -> ListenerAuthenticator | None:
+        """The SASL users of ``listener`` (None: it does not authenticate with SASL)."""
+        settings = self.config.listener_sasl(listener)
+        if settings is None:
+            return None
+        return ListenerAuthenticator(settings, self.scram_credentials)
+
     async def start(self) -> None:
         logger.info("broker %d starting", self.broker_id)
         # As Kafka: ZooKeeper first, for the cluster id the log dirs must agree with; a log
@@ -274,6 +290,7 @@ class Broker:
             raise
         self.zk.add_session_listener(self._on_session_state)
         await self.config_changes.start()
+        await self.scram_credentials.load_all(self.zk)
         if self.authorizer is not None:
             await self.authorizer.start()
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
@@ -304,6 +321,8 @@ class Broker:
                     ready=functools.partial(self.metadata.wait_ready, METADATA_READY_WAIT_S),
                     listener=name,
                     tls=self.config.listener_tls(name),
+                    sasl=self._authenticator(name),
+                    sasl_max_receive_size=self.config["sasl.server.max.receive.size"],
                 )
                 await listener.start()
                 self.kafka_listeners[name] = listener
@@ -314,6 +333,7 @@ class Broker:
                 self.metrics.instrument_streams(self.apis.stream_handlers()),
                 tls=self.config.listener_tls(name),
                 listener=name,
+                sasl=self._authenticator(name),
             )
             await server.start()
             self.servers[name] = server

@@ -14,8 +14,17 @@ from typing import Any
 
 from kafkasim.common.config import Config, ConfigDef, ConfigKey, ConfigType
 from kafkasim.common.errors import InvalidConfigError
+from kafkasim.common.sasl import SaslCredentials
 from kafkasim.common.tls import SSL_KEYS, TLS_PROTOCOLS, TlsMaterial, load_tls
 from kafkasim.node.acl import InvalidAclError, parse_super_users
+from kafkasim.node.sasl_config import (
+    SASL_KEYS,
+    ListenerSasl,
+    check_inter_broker,
+    inter_broker_credentials,
+    is_listener_sasl_key,
+    listener_sasl,
+)
 from kafkasim.storage.config import BROKER_LOG_KEYS, LogConfig, topic_defaults_from_broker
 
 I, L, B, S, LST = (  # noqa: E741 - one-letter type names keep the tables readable
@@ -317,6 +326,13 @@ def _check_broker_rules(config: Config) -> None:
                 f"{', '.join(SUPPORTED_PROTOCOLS)}"
             )
     wire = wire_protocol_map(config["listener.wire.protocol.map"], listeners)
+    for name in listeners:
+        if wire[name] == WIRE_GRPC and protocols[name] == "SASL_PLAINTEXT":
+            # gRPC carries SASL credentials (a password) in call metadata: over TLS only.
+            raise InvalidConfigError(
+                f"Listener {name} speaks gRPC, whose SASL credentials travel in call metadata: "
+                "it must use SASL_SSL, not SASL_PLAINTEXT (a password is not sent in the clear)"
+            )
     for name, (host, _port) in advertised.items():
         if name not in listeners:
             raise InvalidConfigError(
@@ -342,15 +358,15 @@ def _check_broker_rules(config: Config) -> None:
 
 
 BROKER_CONFIG_DEF = ConfigDef(
-    [*BROKER_KEYS, *SSL_KEYS, *(key for key, _ in BROKER_LOG_KEYS)],
+    [*BROKER_KEYS, *SSL_KEYS, *SASL_KEYS, *(key for key, _ in BROKER_LOG_KEYS)],
     rules=[_check_broker_rules],
     kind="broker configuration",
 )
 
 
 DEFAULT_LISTENER = "PLAINTEXT"
-# The security protocols a listener may use (SASL's arrive with SASL authentication).
-SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL")
+# The security protocols a listener may use.
+SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SSL_KEY_NAMES = frozenset(key.name for key in SSL_KEYS)
 _LISTENER_PREFIX = "listener.name."
 # Kafka's default listener.security.protocol.map: each protocol is also a listener name; and
@@ -458,6 +474,8 @@ class BrokerConfig:
     )
     # The loaded TLS material of each TLS listener (checked at parse).
     tls: Mapping[str, TlsMaterial] = dataclasses.field(default_factory=dict, compare=False)
+    # The SASL settings of each SASL listener (node.sasl_config).
+    sasl: Mapping[str, ListenerSasl] = dataclasses.field(default_factory=dict, compare=False)
 
     @classmethod
     def from_props(cls, props: Mapping[str, object]) -> BrokerConfig:
@@ -474,7 +492,11 @@ class BrokerConfig:
                 f"the inter-broker listener {inter_broker} speaks gRPC, which always verifies "
                 "the broker's host name; set https"
             )
-        return cls(config, listener_overrides=overrides, tls=tls)
+        mapped = security_protocol_map(config["listener.security.protocol.map"])
+        protocols = {name: mapped[name] for name in parse_listeners(config["listeners"], "")}
+        sasl = listener_sasl(config, protocols, overrides)
+        check_inter_broker(config, inter_broker, protocols, sasl)
+        return cls(config, listener_overrides=overrides, tls=tls, sasl=sasl)
 
     def __getitem__(self, key: str) -> Any:
         return self.config[key]
@@ -526,6 +548,15 @@ class BrokerConfig:
         """{listener name: security protocol} (``listener.security.protocol.map``)."""
         return security_protocol_map(self.config["listener.security.protocol.map"])
 
+    def inter_broker_sasl(self) -> SaslCredentials | None:
+        """The SASL credentials of the broker's own gRPC calls (a SASL_SSL inter-broker
+        listener), else None."""
+        return inter_broker_credentials(self.config, self.inter_broker_listener, self.sasl)
+
+    def listener_sasl(self, name: str) -> ListenerSasl | None:
+        """The SASL settings of listener ``name``; None for a listener without SASL."""
+        return self.sasl.get(name)
+
     def listener_tls(self, name: str) -> TlsMaterial | None:
         """The TLS material of listener ``name``; None for a listener without TLS."""
         return self.tls.get(name)
@@ -568,10 +599,11 @@ def listener_overrides(props: Mapping[str, object], config: Config) -> dict[str,
         if not key.startswith(_LISTENER_PREFIX):
             continue
         listener, _, rest = key.removeprefix(_LISTENER_PREFIX).partition(".")
-        if rest not in _SSL_KEY_NAMES:
+        if rest not in _SSL_KEY_NAMES and not is_listener_sasl_key(rest):
             raise InvalidConfigError(
                 f"Unknown broker configuration key: {key} (a per-listener key is "
-                "listener.name.<listener>.ssl.<key>)"
+                "listener.name.<listener>.ssl.<key>, .sasl.enabled.mechanisms or "
+                ".<mechanism>.sasl.jaas.config)"
             )
         if listener != listener.lower() or listener.upper() not in listeners:
             raise InvalidConfigError(

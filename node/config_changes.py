@@ -30,6 +30,8 @@ Rules:
    force change, every cached topic config is recomputed with the new defaults and handed to
    the topic's live logs. Another broker's notification is skipped. A full reload (rule 3)
    re-reads them too.
+6. A ``users/<user>`` notification re-reads that user's SCRAM credentials into the broker's
+   credential cache (``node.scram_cache``); a full reload (rule 3) re-reads every user's.
 
 Not thread-safe: runs on the broker's event loop; watch callbacks only schedule a pass.
 """
@@ -49,6 +51,7 @@ from kafkasim.controller import zk_data
 from kafkasim.node.broker_config_admin import load_dynamic_config
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.notification_passes import SerialPasses
+from kafkasim.node.scram_cache import ScramCredentialCache
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log_manager import LogManager
 
@@ -73,12 +76,15 @@ class TopicConfigChangeListener:
         broker_config: BrokerConfig,
         topic_configs: MutableMapping[str, LogConfig],
         log_manager: LogManager,
+        *,
+        scram_credentials: ScramCredentialCache | None = None,
     ) -> None:
         self.broker_id = broker_id
         self._zk = coordination
         self._broker_config = broker_config
         self._topic_configs = topic_configs
         self._log_manager = log_manager
+        self._scram_credentials = scram_credentials
         self.last_executed = -1
         self.changes_applied = 0
         self._reload_all = False
@@ -123,6 +129,8 @@ class TopicConfigChangeListener:
             self._reload_all = False
             await load_dynamic_config(self._zk, self._broker_config)
             await self.reload_all_topics()
+            if self._scram_credentials is not None:
+                await self._scram_credentials.load_all(self._zk)
         pending = sorted(
             (seq, child)
             for child in children
@@ -132,8 +140,10 @@ class TopicConfigChangeListener:
             try:
                 data, _ = await self._zk.get(f"{zk_data.CONFIG_CHANGES}/{child}")
             except NoNodeError:
-                # Purged before we read it: which topic changed is unknown (rule 3).
+                # Purged before we read it: which entity changed is unknown (rule 3).
                 await self.reload_all_topics()
+                if self._scram_credentials is not None:
+                    await self._scram_credentials.load_all(self._zk)
                 self.last_executed = seq
                 continue
             try:
@@ -144,6 +154,8 @@ class TopicConfigChangeListener:
                 continue
             if entity_type == TOPICS_ENTITY:
                 await self.reload_topic(name)
+            elif entity_type == zk_data.USERS_ENTITY and self._scram_credentials is not None:
+                await self._scram_credentials.reload(self._zk, zk_data.desanitize_user(name))
             elif entity_type == BROKERS_ENTITY:
                 if name in (zk_data.BROKER_DEFAULT_ENTITY, str(self.broker_id)) and (
                     await load_dynamic_config(self._zk, self._broker_config)
@@ -151,7 +163,7 @@ class TopicConfigChangeListener:
                     await self.reload_all_topics()
             else:
                 logger.info(
-                    "broker %d: ignoring a config change of %s/%s (topics and brokers only)",
+                    "broker %d: ignoring a config change of %s/%s (topics, brokers and users only)",
                     self.broker_id,
                     entity_type,
                     name,

@@ -66,6 +66,8 @@ HandlerTable = Mapping[int, tuple[int, int, KafkaHandler]]
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 FIND_COORDINATOR, API_VERSIONS, OFFSET_FOR_LEADER_EPOCH = 10, 18, 23
 WRITE_TXN_MARKERS = 27
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+ILLEGAL_SASL_STATE = error_for_name("ILLEGAL_SASL_STATE").code
 UNSUPPORTED_VERSION = error_for_name("UNSUPPORTED_VERSION").code
 # A follower's fetch from a principal without CLUSTER_ACTION: Kafka answers each partition so.
 TOPIC_AUTHORIZATION_FAILED = error_for_name("TOPIC_AUTHORIZATION_FAILED")
@@ -452,4 +454,23 @@ def kafka_handler_tables(
         KafkaDescribeApis(broker, listener).table(),
         KafkaTxnApis(broker).table(),
         KafkaAclApis(broker).table(),
+        sasl_table(),
     )
+
+
+def sasl_table() -> HandlerTable:
+    """SaslHandshake and SaslAuthenticate once a connection is past authentication (or on a
+    listener without SASL): ILLEGAL_SASL_STATE, as Kafka's ``KafkaApis``."""
+
+    async def handshake(request: KafkaRequest) -> Any:
+        return build(response_schema(request), error_code=ILLEGAL_SASL_STATE, mechanisms=[])
+
+    async def authenticate(request: KafkaRequest) -> Any:
+        return build(
+            response_schema(request),
+            error_code=ILLEGAL_SASL_STATE,
+            error_message="SaslAuthenticate request received after successful authentication",
+            auth_bytes=b"",
+        )
+
+    return {SASL_HANDSHAKE: (0, 1, handshake), SASL_AUTHENTICATE: (0, 2, authenticate)}

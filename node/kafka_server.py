@@ -30,6 +30,8 @@ from kafkasim.node.kafka_codec import (
     decode_request,
     encode_response,
 )
+from kafkasim.node.kafka_sasl import SaslConnection
+from kafkasim.node.sasl_auth import ListenerAuthenticator
 
 logger = logging.getLogger(__name__)
 
@@ -52,11 +54,16 @@ class KafkaListener:
         ready: Callable[[], Awaitable[object]] | None = None,
         listener: str = "",
         tls: TlsMaterial | None = None,
+        sasl: ListenerAuthenticator | None = None,
+        sasl_max_receive_size: int = 524_288,
     ) -> None:
         self._host = host
         # Over TLS (an SSL listener): each connection's handshake first, then its requests.
         self._ssl_context = tls.server_context() if tls is not None else None
         self._listener = listener
+        # A SASL listener: each connection authenticates first (node.kafka_sasl).
+        self._sasl = sasl
+        self._sasl_max_receive_size = sasl_max_receive_size
         self._port = port
         self._apis = apis
         self._max_request_bytes = max_request_bytes
@@ -108,6 +115,20 @@ class KafkaListener:
         try:
             if self._ssl_context is not None:
                 principal = await self._handshake(writer, where)
+                if principal is None:
+                    return
+                caller = Caller(principal, caller.host, caller.listener)
+                CALLER.set(caller)
+            if self._sasl is not None:
+                principal = await SaslConnection(
+                    reader,
+                    writer,
+                    self._apis,
+                    self._sasl,
+                    max_receive_size=self._sasl_max_receive_size,
+                    where=where,
+                    host=host,
+                ).authenticate()
                 if principal is None:
                     return
                 CALLER.set(Caller(principal, caller.host, caller.listener))

@@ -30,7 +30,15 @@ from google.protobuf.message import DecodeError, Message
 
 from kafkasim.common.rpc import StreamHandler, UnaryHandler
 from kafkasim.common.rpc_grpc_client import GrpcOptions, GrpcTransport, serialize
-from kafkasim.common.security import ANONYMOUS, CALLER, Caller
+from kafkasim.common.security import (
+    ANONYMOUS,
+    CALLER,
+    SASL_MECHANISM_METADATA,
+    SASL_PASSWORD_METADATA,
+    SASL_USERNAME_METADATA,
+    Caller,
+    PasswordVerifier,
+)
 from kafkasim.common.tls import TlsMaterial, principal_of_certificate
 from kafkasim.proto import METHODS, MethodSpec, check_servable
 
@@ -95,20 +103,66 @@ def peer_principal(context: Any) -> str:
 class _Identify:
     """Sets the caller of each call, for the task that runs its handler (common.security):
     the client's address, this server's listener and, over TLS, the client certificate's
-    principal."""
+    principal — or, on a SASL_SSL listener (``sasl``), the user of the call's SASL
+    credentials (metadata: mechanism, username, password), which it must carry.
 
-    def __init__(self, listener: str, tls: bool) -> None:
+    A password travels in metadata only over TLS: a SASL listener must be SASL_SSL (the
+    broker config refuses SASL_PLAINTEXT for gRPC), and credentials sent to a listener
+    without SASL are refused too (over plaintext they have already been exposed: the caller
+    is told so, never served as if nothing happened)."""
+
+    def __init__(self, listener: str, tls: bool, sasl: PasswordVerifier | None = None) -> None:
         self.listener = listener
         self.tls = tls
+        self.sasl = sasl
 
-    def __call__(self, context: Any) -> None:
-        principal = peer_principal(context) if self.tls else ANONYMOUS
-        CALLER.set(Caller(principal, peer_host(context.peer()), self.listener))
+    def __call__(self, context: Any) -> str | None:
+        """Set the caller; the reason to refuse the call (UNAUTHENTICATED), or None."""
+        host = peer_host(context.peer())
+        metadata = {k: v for k, v in (context.invocation_metadata() or ()) if k in _SASL_KEYS}
+        if self.sasl is None:
+            CALLER.set(
+                Caller(peer_principal(context) if self.tls else ANONYMOUS, host, self.listener)
+            )
+            if metadata:
+                return f"listener {self.listener} does not take SASL credentials" + (
+                    "" if self.tls else " (and they were sent over a plaintext connection)"
+                )
+            return None
+        CALLER.set(Caller(ANONYMOUS, host, self.listener))
+        mechanism = str(metadata.get(SASL_MECHANISM_METADATA, ""))
+        username = str(metadata.get(SASL_USERNAME_METADATA, ""))
+        password = str(metadata.get(SASL_PASSWORD_METADATA, ""))
+        if not mechanism or not username:
+            return f"listener {self.listener} is SASL_SSL: the call carries no SASL credentials"
+        if mechanism not in self.sasl.mechanisms:
+            return (
+                f"Unsupported SASL mechanism {mechanism} (UNSUPPORTED_SASL_MECHANISM; enabled: "
+                f"{', '.join(self.sasl.mechanisms)})"
+            )
+        if not self.sasl.password_matches(mechanism, username, password):
+            _log.info(
+                "grpc listener %s: Failed authentication with /%s (Authentication failed: "
+                "Invalid username or password, SASL mechanism %s)",
+                self.listener,
+                host,
+                mechanism,
+            )
+            return (
+                "Authentication failed: Invalid username or password (SASL_AUTHENTICATION_FAILED)"
+            )
+        CALLER.set(Caller(f"User:{username}", host, self.listener))
+        return None
+
+
+_SASL_KEYS = frozenset((SASL_MECHANISM_METADATA, SASL_USERNAME_METADATA, SASL_PASSWORD_METADATA))
 
 
 def _unary_behaviour(spec: MethodSpec, handler: UnaryHandler, identify: _Identify) -> Any:
     async def behaviour(request: Message | _Undecodable, context: Any) -> Message:
-        identify(context)
+        refused = identify(context)
+        if refused is not None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, refused)
         if isinstance(request, _Undecodable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.describe())
         assert isinstance(request, Message)
@@ -153,7 +207,9 @@ def _stream_behaviour(spec: MethodSpec, handler: StreamHandler, identify: _Ident
     async def behaviour(
         requests: AsyncIterator[Message | _Undecodable], context: Any
     ) -> AsyncIterator[Message]:
-        identify(context)
+        refused = identify(context)
+        if refused is not None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, refused)
         wrapped = _Requests(requests)
         responses = handler(wrapped)
         try:
@@ -224,11 +280,14 @@ class GrpcServer:
         *,
         tls: TlsMaterial | None = None,
         listener: str = "",
+        sasl: PasswordVerifier | None = None,
     ) -> None:
         check_servable(unary, streams)
         self._requested_address = address
         self._address = address
-        self._handlers = _generic_handlers(unary, streams, _Identify(listener, tls is not None))
+        self._handlers = _generic_handlers(
+            unary, streams, _Identify(listener, tls is not None, sasl)
+        )
         self._options = options
         self._tls = tls
         self._server: Any = None
@@ -285,10 +344,14 @@ class GrpcBrokerTransport(GrpcTransport):
         *,
         tls: TlsMaterial | None = None,
         listener: str = "",
+        sasl: PasswordVerifier | None = None,
     ) -> GrpcServer:
         """A server for these handlers (``ValueError`` for a method not in the contract);
-        over TLS with ``tls``; ``listener`` names it to the callers it serves."""
-        return GrpcServer(address, unary, streams, self._options, tls=tls, listener=listener)
+        over TLS with ``tls``; ``listener`` names it to the callers it serves; ``sasl``: the
+        users of a SASL_SSL listener, whose calls must carry credentials."""
+        return GrpcServer(
+            address, unary, streams, self._options, tls=tls, listener=listener, sasl=sasl
+        )
 
 
 def server_credentials(tls: TlsMaterial) -> Any:

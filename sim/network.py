@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from google.protobuf.message import Message
 
 from kafkasim.common.rpc import RpcError, RpcStatus, StreamHandler, UnaryHandler
-from kafkasim.common.security import ANONYMOUS, CALLER, Caller
+from kafkasim.common.security import ANONYMOUS, CALLER, Caller, PasswordVerifier
 from kafkasim.proto import MethodSpec, check_servable, method_spec
 
 if TYPE_CHECKING:
@@ -752,10 +752,11 @@ class SimTransport:
         *,
         tls: TlsMaterial | None = None,
         listener: str = "",
+        sasl: PasswordVerifier | None = None,
     ) -> SimServer:
         """A server of this node (``ValueError`` for a method not in the contract); the
         simulated network has no TLS (``tls`` is ignored) and leaves callers anonymous."""
-        del tls, listener
+        del tls, listener, sasl
         return SimServer(self._network, self.node, address, unary, streams)
 
     def _check_open(self) -> None:

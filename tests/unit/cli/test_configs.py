@@ -39,7 +39,7 @@ def test_a_pair_without_key_and_value_is_refused(text: str) -> None:
         (["--entity-type", "topics", "--entity-name", "t"], "exactly one action"),
         (["--alter", "--describe", "--topic", "t"], "exactly one action"),
         (["--describe"], "At least one entity type must be specified"),
-        (["--describe", "--entity-type", "users"], "Invalid entity type users"),
+        (["--describe", "--entity-type", "clients"], "Invalid entity type clients"),
         (["--describe", "--entity-type", "brokers", "--entity-name", "b1"], "valid integer"),
         (["--describe", "--topic", "t", "--entity-default"], "only valid with --entity-type"),
         (["--alter", "--entity-type", "brokers", "--add-config", "a=1"], "--entity-default"),

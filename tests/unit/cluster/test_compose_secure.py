@@ -276,4 +276,4 @@ def test_certs_compose_writes_the_secured_mode_and_says_how_to_start_it(tmp_path
     refused = kafkasim("cluster", "status", "--dir", str(tmp_path / "sec"))
     assert refused.returncode != 0 and "compose cluster's state" in refused.stderr
     acls = kafkasim("acls", "--dir", str(tmp_path / "sec"), "--list")
-    assert acls.returncode != 0 and "run kafkasim acls in a broker container" in acls.stderr
+    assert acls.returncode != 0 and "run this tool in a broker container" in acls.stderr

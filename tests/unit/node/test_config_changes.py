@@ -12,10 +12,18 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from kafkasim.common.clock import ManualClock
+from kafkasim.common.scram import (
+    MECHANISMS,
+    credential_from_password,
+    encode_credential,
+    password_matches,
+)
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.config_changes import TopicConfigChangeListener
+from kafkasim.node.scram_cache import ScramCredentialCache, decode_user_credentials
+from kafkasim.node.topic_config_admin import write_entity_config
 from kafkasim.sim.loop import run_simulation
 from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
 from kafkasim.storage.config import LogConfig
@@ -142,3 +150,65 @@ def test_a_deleted_topic_leaves_the_cache(tmp_path: Path) -> None:
         assert "gone" not in bench.cache
 
     run(tmp_path, scenario)
+
+
+def test_users_notifications_update_the_scram_credential_cache(tmp_path: Path) -> None:
+    """``kafkasim configs --entity-type users`` writes /config/users/<user> and a users/<user>
+    notification (write_entity_config, as here): the broker's credential cache follows, for a
+    user name that needs sanitizing too, and a deleted mechanism or user is gone."""
+    sha256 = MECHANISMS["SCRAM-SHA-256"]
+
+    async def scenario(bench: Bench) -> None:
+        cache = ScramCredentialCache()
+        bench.listener = TopicConfigChangeListener(
+            1, bench.zk, bench.config, bench.cache, bench.logs, scram_credentials=cache
+        )
+        await bench.admin.create(zk_data.CONFIG_USERS, makepath=True)
+        await bench.listener.start()
+        await cache.load_all(bench.zk)
+        stored = {
+            m: encode_credential(credential_from_password(MECHANISMS[m], "pw", 4096))
+            for m in MECHANISMS
+        }
+        for user in ("alice", "bob@ex ample*"):
+            await write_entity_config(
+                bench.admin,
+                zk_data.user_config_path(user),
+                zk_data.user_entity_path(user),
+                lambda current: {**current, **stored},
+                validate_only=False,
+            )
+        await bench.settle()
+        assert set(cache.users()) == {"alice", "bob@ex ample*"}
+        assert await bench.admin.exists("/config/users/bob%40ex%20ample%2A") is not None
+        assert password_matches(sha256, cache.get("alice", "SCRAM-SHA-256"), "pw")  # type: ignore[arg-type]
+        await write_entity_config(
+            bench.admin,
+            zk_data.user_config_path("alice"),
+            zk_data.user_entity_path("alice"),
+            lambda current: {k: v for k, v in current.items() if k != "SCRAM-SHA-256"},
+            validate_only=False,
+        )
+        await bench.admin.delete(zk_data.user_config_path("bob@ex ample*"))
+        await bench.notify(zk_data.encode_config_change(zk_data.user_entity_path("bob@ex ample*")))
+        await bench.settle()
+        assert cache.get("alice", "SCRAM-SHA-256") is None
+        assert cache.get("alice", "SCRAM-SHA-512") is not None
+        assert set(cache.users()) == {"alice"}
+
+    run(tmp_path, scenario)
+
+
+def test_the_zookeeper_format_of_user_credentials_is_kafkas() -> None:
+    """What Kafka's ConfigCommand writes under /config/users/<user> reads back; other keys
+    (client quotas) and a credential that does not decode are left out."""
+    credential = credential_from_password(MECHANISMS["SCRAM-SHA-512"], "pw", 8192)
+    data = zk_data.encode_topic_config(
+        {
+            "SCRAM-SHA-512": encode_credential(credential),
+            "SCRAM-SHA-256": "salt=bad",
+            "producer_byte_rate": "1024",
+        }
+    )
+    assert data.startswith(b'{"version":1,"config":{"SCRAM-SHA-256":"salt=bad",')
+    assert decode_user_credentials(data, "alice") == {"SCRAM-SHA-512": credential}

@@ -59,8 +59,13 @@ def test_listeners_advertised_listeners_and_the_inter_broker_listener_are_parsed
     [
         ({"listeners": "INTERNAL://h:1"}, "No security protocol defined for listener INTERNAL"),
         (
-            {"listeners": "SASL_SSL://h:1", "inter.broker.listener.name": "SASL_SSL"},
-            "Listener SASL_SSL uses security protocol SASL_SSL: supported are PLAINTEXT, SSL",
+            {
+                "listeners": "X://h:1",
+                "listener.security.protocol.map": "X:GSSAPI",
+                "inter.broker.listener.name": "X",
+            },
+            "Listener X uses security protocol GSSAPI: supported are PLAINTEXT, SSL, "
+            "SASL_PLAINTEXT, SASL_SSL",
         ),
         (
             {"listeners": "SSL://h:1", "inter.broker.listener.name": "SSL"},
