@@ -257,6 +257,28 @@ def test_anonymous_zookeeper_writes_are_refused(secured: LocalCluster) -> None:
         anonymous.close()
 
 
+def ck_reads_but_cannot_write(config: dict[str, Any], topic: str, count: int) -> list[bytes]:
+    """The first ``count`` records of partition 0 of ``topic`` as confluent-kafka reads them
+    with ``config``; its produce to the topic must be refused TOPIC_AUTHORIZATION_FAILED."""
+    consumer = Consumer({**config, "group.id": f"reads-{topic}", "enable.auto.commit": False})
+    got: list[bytes] = []
+    try:
+        consumer.assign([CkPartition(topic, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + DEADLINE_S
+        while len(got) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+    finally:
+        consumer.close()
+    errors: list[KafkaError] = []
+    producer = Producer({**config, "acks": "all", "retries": 0})
+    producer.produce(topic, b"forged", on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(DEADLINE_S)
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    return got[:count]
+
+
 def test_a_reader_consumes_but_cannot_produce_and_bob_sees_nothing(secured: LocalCluster) -> None:
     async def alice(client: MinimalClient, cluster: LocalCluster) -> tuple[list[bytes], int]:
         values = [r.value or b"" for r in await client.read_all(ORDERS)]
@@ -270,23 +292,7 @@ def test_a_reader_consumes_but_cannot_produce_and_bob_sees_nothing(secured: Loca
     # confluent-kafka over SSL with alice's certificate.
     bootstrap = secured.kafka_bootstrap
     config = {"bootstrap.servers": bootstrap, **ssl_config(secured, "alice")}
-    consumer = Consumer({**config, "group.id": "alice-reads", "enable.auto.commit": False})
-    got: list[bytes] = []
-    try:
-        consumer.assign([CkPartition("orders", 0, OFFSET_BEGINNING)])
-        deadline = time.monotonic() + DEADLINE_S
-        while len(got) < 2 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-    finally:
-        consumer.close()
-    assert got[:2] == [b"a", b"b"]
-    errors: list[KafkaError] = []
-    producer = Producer({**config, "acks": "all", "retries": 0})
-    producer.produce("orders", b"forged", on_delivery=lambda err, _msg: errors.append(err))
-    producer.flush(DEADLINE_S)
-    assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    assert ck_reads_but_cannot_write(config, "orders", 2) == [b"a", b"b"]
     assert run(secured, "admin", lambda c, _: c.read_all(ORDERS))[-1].value != b"forged"
 
     # bob: no ACL, no topic in Metadata (both doors).

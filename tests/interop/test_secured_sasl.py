@@ -10,13 +10,10 @@ certificate principals: tests/interop/test_secured_cluster.py."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
-from confluent_kafka import TopicPartition as CkPartition
 
 from kafkasim import proto
 from kafkasim.client.simple import MinimalClient
@@ -30,6 +27,7 @@ from kafkasim.proto import kafkasim_pb2 as pb
 from tests.cli_run import kafkasim, local_cluster
 from tests.interop.kafkasim_side import DEADLINE_S
 from tests.interop.test_sasl_ssl import sim_config
+from tests.interop.test_secured_cluster import ck_reads_but_cannot_write
 
 ORDERS = TopicPartition("orders", 0)
 JAAS = jaas_config("PLAIN", "broker", "broker-pw", broker="broker-pw", admin="admin-pw")
@@ -139,20 +137,4 @@ def test_a_scram_reader_consumes_and_cannot_produce(cluster: LocalCluster) -> No
         "sasl.username": "alice",
         "sasl.password": "alice-pw",
     }
-    consumer = Consumer({**config, "group.id": "alice-reads", "enable.auto.commit": False})
-    got: list[bytes] = []
-    try:
-        consumer.assign([CkPartition("orders", 0, OFFSET_BEGINNING)])
-        deadline = time.monotonic() + DEADLINE_S
-        while len(got) < 2 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-    finally:
-        consumer.close()
-    assert got[:2] == [b"a", b"b"]
-    errors: list[KafkaError] = []
-    producer = Producer({**config, "acks": "all", "retries": 0})
-    producer.produce("orders", b"forged", on_delivery=lambda err, _msg: errors.append(err))
-    producer.flush(DEADLINE_S)
-    assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    assert ck_reads_but_cannot_write(config, "orders", 2) == [b"a", b"b"]
