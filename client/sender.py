@@ -20,6 +20,10 @@ in flight), a batch leaves only for a partition the transaction has added, carri
 transactional bit, and a failed one goes to the manager (the transaction must abort).
 
 Not thread-safe: the producer's event loop owns it.
+
+(One module, ~630 lines: the send loop, the idempotent producer id and the transactional
+requests share the in-flight state and the per-partition sequences; the retry policy already
+lives in ``client.batch_retry`` and the transactional wire calls in ``client.transaction_sender``.)
 """
 
 from __future__ import annotations

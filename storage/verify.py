@@ -1,6 +1,7 @@
 """Checks a partition directory (or a whole log dir) without changing it: ``verify-log``.
 
-(One module, ~600 lines: one check per kind of file, all reporting through :class:`Problem`.)
+(One module, ~610 lines: one check per kind of file, all reporting through :class:`Problem`;
+the transaction index's checks are in ``storage.verify_txn``.)
 
 Every problem becomes a :class:`Problem` naming the file and what is wrong; an empty list
 means every segment, index, snapshot and checkpoint is consistent. It opens indexes read-only
