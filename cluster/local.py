@@ -182,14 +182,18 @@ class LocalCluster:
         # fixed one P is broker N's P + N - 1 (one port for all would let one broker bind).
         self.metrics_base = _metrics_base(self.broker_props.pop("metrics.port", 0))
         self.brokers: dict[int, BrokerProcess] = {}
+        # Every port handed out here: the kernel may hand the same free port to two probes in
+        # a row, and two listeners of one broker on one port is a config error, not a race.
+        self._ports_taken: set[int] = set()
         for broker_id in range(1, brokers + 1):
             data_dir = root / f"broker-{broker_id}"
             data_dir.mkdir(parents=True, exist_ok=True)
             self.brokers[broker_id] = BrokerProcess(
                 broker_id,
-                free_loopback_port(),
+                self._fresh_port(),
                 data_dir,
                 data_dir / "server.properties",
+                kafka_port=self._fresh_port(),
                 metrics_port=self._metrics_port(broker_id),
             )
 
@@ -205,10 +209,18 @@ class LocalCluster:
             write_private(jaas, jaas_client_text("kafka", secrets.token_urlsafe(24)))
         self.broker_props["zookeeper.jaas.config.file"] = str(jaas.resolve())
 
+    def _fresh_port(self) -> int:
+        """A free loopback port this cluster has not handed out before."""
+        while True:
+            port = free_loopback_port()
+            if port not in self._ports_taken:
+                self._ports_taken.add(port)
+                return port
+
     def _metrics_port(self, broker_id: int) -> int | None:
         if self.metrics_base < 0:
             return None
-        return self.metrics_base + broker_id - 1 if self.metrics_base else free_loopback_port()
+        return self.metrics_base + broker_id - 1 if self.metrics_base else self._fresh_port()
 
     def state(self) -> dict[str, object]:
         """What ``attach`` needs to manage the running cluster from another process (the
@@ -267,6 +279,10 @@ class LocalCluster:
                 kafka_port=_port_of(b["kafka_address"]),
                 metrics_port=None if metrics is None else _port_of(metrics.split("/")[2]),
                 adopted_pid=b["pid"],
+            )
+        for broker in cluster.brokers.values():
+            cluster._ports_taken.update(
+                p for p in (broker.port, broker.kafka_port, broker.metrics_port) if p is not None
             )
         return cluster
 
@@ -379,10 +395,10 @@ class LocalCluster:
             return False
         logger.warning("broker %d: %s; retrying on new ports", broker_id, error)
         broker.restarts += 1
-        broker.port = free_loopback_port()
-        broker.kafka_port = free_loopback_port()
+        broker.port = self._fresh_port()
+        broker.kafka_port = self._fresh_port()
         if self.metrics_base == 0:
-            broker.metrics_port = free_loopback_port()
+            broker.metrics_port = self._fresh_port()
         self.start_broker(broker_id)
         return True
 

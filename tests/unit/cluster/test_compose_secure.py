@@ -271,8 +271,11 @@ def test_certs_compose_writes_the_secured_mode_and_says_how_to_start_it(tmp_path
     assert f"-f {override.resolve()} up -d" in made.stdout
     state = json.loads((tmp_path / "sec" / "cluster.json").read_text())
     assert state["backend"] == "compose" and state["tls"] and state["authorizer"]
-    assert state["brokers"][0]["address"] == "127.0.0.1:19092"
-    assert state["brokers"][0]["kafka_address"] == "127.0.0.1:29092"
+    # The published ports: the compose file's defaults unless this environment moves them
+    # (the compose tests export KAFKASIM_BROKER_<N>_PORT while their cluster runs).
+    grpc, kafka, _ = compose_secure.default_ports()
+    assert state["brokers"][0]["address"] == f"127.0.0.1:{grpc[1]}"
+    assert state["brokers"][0]["kafka_address"] == f"127.0.0.1:{kafka[1]}"
     refused = kafkasim("cluster", "status", "--dir", str(tmp_path / "sec"))
     assert refused.returncode != 0 and "compose cluster's state" in refused.stderr
     acls = kafkasim("acls", "--dir", str(tmp_path / "sec"), "--list")

@@ -85,3 +85,20 @@ def test_an_adopted_process_is_known_by_pid_and_command_line(tmp_path: Path) -> 
         child.wait()
     assert not process_alive(os.getpid(), str(broker.config_path))
     assert process_state(os.getpid()) in ("R", "S")
+
+
+def test_no_two_listeners_share_a_port_when_the_kernel_repeats_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel may hand the same free port to two probes in a row; a cluster never hands
+    it out twice (two listeners of a broker on one port was a start-up error in CI)."""
+    repeated = iter([41000, 41000, 41001, 41001, 41002, 41003, 41003, 41004, 41005, 41006])
+    monkeypatch.setattr("kafkasim.cluster.local.free_loopback_port", lambda: next(repeated))
+    cluster = LocalCluster(tmp_path, brokers=2)
+    ports = [
+        p
+        for b in cluster.brokers.values()
+        for p in (b.port, b.kafka_port, b.metrics_port)
+        if p is not None
+    ]
+    assert len(ports) == 6 and len(set(ports)) == 6
