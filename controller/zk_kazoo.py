@@ -34,6 +34,10 @@ timeout and its ephemerals vanish then.
 Retries: none for operations (a write that failed with ConnectionLossError is reported, never
 re-sent behind the caller's back). Connection attempts are retried by kazoo's connection
 retry policy, and ``start`` is bounded by ``connect_timeout_ms``.
+
+(One module, ~670 lines: the thread hand-off, the watch tables, the session states and the
+ACL-aware writes all go through the same funnel to the event loop; split, each part would need
+the others' private state. The ACL rules themselves are in ``common.zk_acl``.)
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ Lifecycle (``start``):
 ``controlled.shutdown.max.retries`` times), then stop fetchers, close logs cleanly (flush,
 checkpoints, clean-shutdown marker), close the session and stop serving. ``crash`` (tests and
 the simulation) stops everything without any of that.
+
+(One module, ~640 lines: it is the wiring of a broker — every component it builds, starts and
+stops in one order; the parts live in their own modules (security in ``node.zk_security`` and
+``node.sasl_config``, the coordinators in ``node.group_*`` and ``node.txn_*``).)
 """
 
 from __future__ import annotations
