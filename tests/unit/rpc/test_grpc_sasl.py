@@ -6,24 +6,17 @@ never sends them without TLS."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from google.protobuf.message import Message
 
-from kafkasim import proto
 from kafkasim.common.errors import InvalidConfigError
-from kafkasim.common.rpc import RpcError
 from kafkasim.common.rpc_grpc_client import GrpcTransport, client_transport
 from kafkasim.common.sasl import SaslCredentials, jaas_config, parse_jaas_config
-from kafkasim.common.security import Caller, current_caller
+from kafkasim.common.security import Caller
 from kafkasim.common.tls import TlsMaterial
-from kafkasim.node.rpc_grpc import GrpcBrokerTransport
 from kafkasim.node.sasl_auth import ListenerAuthenticator
 from kafkasim.node.sasl_config import ListenerSasl
 from kafkasim.node.scram_cache import ScramCredentialCache
-from kafkasim.proto import kafkasim_pb2 as pb
-from tests.unit.rpc.test_grpc_tls import Certs, certs  # noqa: F401 - the module fixture
+from tests.unit.rpc.test_grpc_tls import Certs, certs, serve_and_call  # noqa: F401 - the module fixture
 
 USERS = ListenerAuthenticator(
     ListenerSasl(
@@ -36,36 +29,9 @@ USERS = ListenerAuthenticator(
 def call_each(
     server_tls: TlsMaterial | None, sasl: ListenerAuthenticator | None, clients: list[GrpcTransport]
 ) -> tuple[list[Caller], list[str]]:
-    async def main() -> tuple[list[Caller], list[str]]:
-        seen: list[Caller] = []
-
-        async def produce(request: Message) -> Message:
-            seen.append(current_caller())
-            return pb.ProduceResponse()
-
-        server = GrpcBrokerTransport().server(
-            "127.0.0.1:0", {proto.METHOD_PRODUCE: produce}, {}, tls=server_tls,
-            listener="SASL_SSL", sasl=sasl,
-        )  # fmt: skip
-        await server.start()
-        port = server.address.rpartition(":")[2]
-        outcomes: list[str] = []
-        try:
-            for client in clients:
-                try:
-                    await client.call(
-                        f"127.0.0.1:{port}", proto.METHOD_PRODUCE, pb.ProduceRequest(), timeout_s=5
-                    )
-                    outcomes.append("ok")
-                except RpcError as e:
-                    outcomes.append(f"{e.status.name}: {e.message}")
-                finally:
-                    await client.close()
-        finally:
-            await server.stop()
-        return seen, outcomes
-
-    return asyncio.run(main())
+    """Produce from each client on a SASL_SSL listener; callers seen and outcomes with their
+    messages."""
+    return serve_and_call(server_tls, clients, listener="SASL_SSL", sasl=sasl, detail=True)
 
 
 def test_a_sasl_ssl_listener_authenticates_each_call(certs: Certs) -> None:  # noqa: F811

@@ -18,7 +18,7 @@ from kafkasim.cluster.certs import CertificateAuthority, Issued, create_certs
 from kafkasim.common.errors import InvalidConfigError
 from kafkasim.common.rpc import RpcError, RpcStatus
 from kafkasim.common.rpc_grpc_client import GrpcTransport
-from kafkasim.common.security import ANONYMOUS, Caller, current_caller
+from kafkasim.common.security import ANONYMOUS, Caller, PasswordVerifier, current_caller
 from kafkasim.common.tls import TlsMaterial, load_tls
 from kafkasim.node.rpc_grpc import GrpcBrokerTransport
 from kafkasim.proto import kafkasim_pb2 as pb
@@ -62,10 +62,17 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 
 
 def serve_and_call(
-    server_tls: TlsMaterial, clients: list[GrpcTransport], host: str = "127.0.0.1"
+    server_tls: TlsMaterial | None,
+    clients: list[GrpcTransport],
+    host: str = "127.0.0.1",
+    *,
+    listener: str = "SSL",
+    sasl: PasswordVerifier | None = None,
+    detail: bool = False,
 ) -> tuple[list[Caller], list[str]]:
-    """Call Produce once from each client, in order; the callers the handler saw and each
-    call's outcome ("ok" or the RpcError's status)."""
+    """Call Produce once from each client, in order, on a server with ``server_tls`` (and
+    ``sasl``: credentials checked per call); the callers the handler saw and each call's
+    outcome ("ok", or the RpcError's status — with its message when ``detail``)."""
 
     async def main() -> tuple[list[Caller], list[str]]:
         seen: list[Caller] = []
@@ -75,7 +82,12 @@ def serve_and_call(
             return pb.ProduceResponse()
 
         server = GrpcBrokerTransport().server(
-            "127.0.0.1:0", {proto.METHOD_PRODUCE: produce}, {}, tls=server_tls, listener="SSL"
+            "127.0.0.1:0",
+            {proto.METHOD_PRODUCE: produce},
+            {},
+            tls=server_tls,
+            listener=listener,
+            sasl=sasl,
         )
         await server.start()
         port = server.address.rpartition(":")[2]
@@ -88,7 +100,7 @@ def serve_and_call(
                     )
                     outcomes.append("ok")
                 except RpcError as e:
-                    outcomes.append(e.status.name)
+                    outcomes.append(f"{e.status.name}: {e.message}" if detail else e.status.name)
                 finally:
                     await client.close()
         finally:
