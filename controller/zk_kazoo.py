@@ -6,11 +6,18 @@ kazoo is thread-based: a connection thread reads the socket; a completion thread
 callbacks of finished requests; a callback thread runs watches. This adapter never blocks
 the event loop on kazoo: every operation uses kazoo's ``*_async`` call, which only queues the
 request, and everything that comes back — results, watch events, session-state changes — is
-first funnelled through kazoo's callback thread and then handed to the loop with
-``loop.call_soon_threadsafe``. One FIFO from the socket to the loop keeps ZooKeeper's order:
-the connection thread queues a watch event before it completes the response to any later
-request, so on the loop a watcher runs before the caller sees the new data. Only values of
-the port (``WatchEvent``, ``Stat``, ``SessionState``, the port's errors) leave this module.
+funnelled through kazoo's callback thread and then handed to the loop with
+``loop.call_soon_threadsafe``. Only values of the port (``WatchEvent``, ``Stat``,
+``SessionState``, the port's errors) leave this module.
+
+kazoo's two threads do not keep ZooKeeper's order between a response and a later watch event:
+the connection thread hands a response to the completion thread and a watch event straight to
+the callback thread, so an event caused by a change made just after a read can reach the loop
+before that read's response. A watcher is therefore held in the tables from the moment its
+request is sent, not when the response arrives: such an event fires it (and never finds the
+table empty, which lost the controller a broker registration made while it read
+``/brokers/ids``). The price is ZooKeeper's own weak promise only: a watcher may fire before
+its caller sees the response; every owner re-reads on a watch, so an early fire is harmless.
 
 Watches
 -------
@@ -370,20 +377,27 @@ class KazooCoordination:
 
         def done(result: Any) -> tuple[bytes, Stat]:
             data, znode_stat = result
-            self._hold(self._data_watchers, path, watch)
             return bytes(data or b""), to_stat(znode_stat)
 
-        return await self._request(
-            path, lambda: self._client.get_async(path, self._watch_arg(watch)), done
-        )
+        self._check_usable()
+        self._hold(self._data_watchers, path, watch)  # before the send: see the module doc
+        try:
+            return await self._request(
+                path, lambda: self._client.get_async(path, self._watch_arg(watch)), done
+            )
+        except NoNodeError:
+            self._unhold(self._data_watchers, path, watch)  # ZooKeeper set no watch
+            raise
 
     async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
         check_path(path)
 
         def done(result: Any) -> Stat | None:
-            self._hold(self._data_watchers, path, watch)  # set even if the node is missing
             return None if result is None else to_stat(result)
 
+        # Held before the send (see the module doc); set even if the node is missing.
+        self._check_usable()
+        self._hold(self._data_watchers, path, watch)
         return await self._request(
             path, lambda: self._client.exists_async(path, self._watch_arg(watch)), done
         )
@@ -392,12 +406,17 @@ class KazooCoordination:
         check_path(path)
 
         def done(result: Any) -> list[str]:
-            self._hold(self._child_watchers, path, watch)
             return sorted(str(name) for name in result)
 
-        return await self._request(
-            path, lambda: self._client.get_children_async(path, self._watch_arg(watch)), done
-        )
+        self._check_usable()
+        self._hold(self._child_watchers, path, watch)  # before the send: see the module doc
+        try:
+            return await self._request(
+                path, lambda: self._client.get_children_async(path, self._watch_arg(watch)), done
+            )
+        except NoNodeError:
+            self._unhold(self._child_watchers, path, watch)  # ZooKeeper set no watch
+            raise
 
     async def set(self, path: str, data: bytes, version: int = -1) -> Stat:
         check_path(path)
@@ -488,8 +507,8 @@ class KazooCoordination:
                 raise SessionExpiredError(f"{self!r} is closed")
 
     async def _request(self, path: str, send: Callable[[], Any], done: Callable[[Any], T]) -> T:
-        """Send one kazoo request; ``done`` turns its result into the port's value (and
-        holds watchers) on the loop, in ZooKeeper's order relative to watch events."""
+        """Send one kazoo request; ``done`` turns its result into the port's value on the
+        loop (watchers are held by the caller before the send: see the module doc)."""
         self._check_usable()
         assert self._loop is not None
         reply: asyncio.Future[T] = self._loop.create_future()
@@ -552,6 +571,15 @@ class KazooCoordination:
     def _hold(table: dict[str, dict[Watcher, None]], path: str, watch: Watcher | None) -> None:
         if watch is not None:
             table.setdefault(path, {})[watch] = None
+
+    @staticmethod
+    def _unhold(table: dict[str, dict[Watcher, None]], path: str, watch: Watcher | None) -> None:
+        held = table.get(path)
+        if held is None or watch is None:
+            return
+        held.pop(watch, None)
+        if not held:
+            del table[path]
 
     def _on_kazoo_watch(self, event: Any) -> None:
         """kazoo's callback thread: a watch notification (or NONE when kazoo drops watches

@@ -58,3 +58,72 @@ def test_close_joins_kazoo_threads_and_a_second_start_is_refused(
     threads_before = threading.active_count()
     asyncio.run(main())
     assert threading.active_count() == threads_before
+
+
+@requires_zookeeper
+def test_a_watch_event_that_overtakes_its_reads_response_still_fires(
+    zookeeper: ZooKeeperProcess,
+) -> None:
+    """kazoo completes responses on its completion thread but runs watch events on its
+    callback thread: an event for a change made just after a read can reach the loop before
+    the read's response. Held back here on purpose (the completion thread is blocked), the
+    child watch set by get_children must still fire — once lost, a controller never learnt
+    of a broker that registered while it read /brokers/ids."""
+
+    async def main() -> None:
+        zk = KazooCoordination(zookeeper.connect_string, 6_000)
+        other = KazooCoordination(zookeeper.connect_string, 6_000)
+        await zk.start()
+        await other.start()
+        await zk.create("/overtake", b"")
+        fired: list[str] = []
+        got_event = asyncio.Event()
+
+        def watcher(event: object) -> None:
+            fired.append(str(event))
+            got_event.set()
+
+        handler = zk._client.handler
+        release, holding = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            holding.set()
+            release.wait()
+
+        handler.completion_queue.put(hold)  # hold the completion thread
+        assert await asyncio.to_thread(holding.wait, 10)
+        read = asyncio.ensure_future(zk.get_children("/overtake", watcher))
+        deadline = time.monotonic() + 10
+        while handler.completion_queue.qsize() == 0:  # the response is queued behind it
+            assert time.monotonic() < deadline, "no response to get_children"
+            await asyncio.sleep(0.01)
+        await other.create("/overtake/b3", b"")
+        await asyncio.wait_for(got_event.wait(), 10)  # the event, before the response
+        assert not read.done()
+        release.set()
+        assert await read == []
+        assert len(fired) == 1
+        await other.close()
+        await zk.close()
+
+    asyncio.run(main())
+
+
+@requires_zookeeper
+def test_a_watch_on_a_missing_node_read_by_get_is_not_kept(zookeeper: ZooKeeperProcess) -> None:
+    """ZooKeeper sets no watch when getData or getChildren fails with NoNode: neither does the
+    adapter keep the watcher it held while the read was in flight."""
+    from kafkasim.common.coordination import NoNodeError
+
+    async def main() -> None:
+        zk = KazooCoordination(zookeeper.connect_string, 6_000)
+        await zk.start()
+        with pytest.raises(NoNodeError):
+            await zk.get("/missing-node", lambda event: None)
+        with pytest.raises(NoNodeError):
+            await zk.get_children("/missing-node", lambda event: None)
+        assert zk._data_watchers == {}
+        assert zk._child_watchers == {}
+        await zk.close()
+
+    asyncio.run(main())
