@@ -15,7 +15,8 @@ lays it out. ``render(history, report)`` is pure: values in, one string out. The
 Plotly figure specifications built as plain dicts (``figure_*``), so that a test can hand them
 to ``plotly.graph_objects.Figure`` to validate every property name.
 
-``render_sweep`` draws a sweep (``faults.report_sweep``).
+A sweep's report (seeds, verdicts, the shrunk schedule) is ``faults.report_sweep.render_sweep``,
+drawn with this module's ``page`` and ``figure_html``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ ROW_GAP = 0.06  # of the figure's height, between two rows
 PAGE_STYLE = (
     "body{font-family:sans-serif;max-width:1200px;margin:1em auto;padding:0 1em}"
     "pre{background:#f4f4f4;padding:.5em;white-space:pre-wrap;overflow-wrap:anywhere}"
-    ".figure{margin:1em 0}"
+    ".figure{margin:1em 0}table{border-collapse:collapse}"
+    "td,th{border:1px solid #ccc;padding:.2em .4em;vertical-align:top;text-align:left}"
 )
 
 
@@ -125,8 +127,11 @@ def _partition_notes(p: PartitionSeries) -> str:
         + (" (UNCLEAN election: elected from outside the ISR)" if i.unclean else "")
         for i in p.leaders
     ]
-    notes += [_truncation_text(t.broker, t.from_offset, t.to_offset, t.observed)
-              + f" at {t.time_ms / 1000:.1f} s" for t in p.truncations]  # fmt: skip
+    notes += [
+        _truncation_text(t.broker, t.from_offset, t.to_offset, t.observed)
+        + f" at {t.time_ms / 1000:.1f} s"
+        for t in p.truncations
+    ]
     notes += [_range_text(r.kind, r.first, r.last, r.records) for r in p.ranges]
     return "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>"
 
@@ -138,7 +143,7 @@ def _truncation_text(broker: int, from_offset: int, to_offset: int, observed: bo
 
 def _range_text(kind: str, first: int, last: int, records: int) -> str:
     what = "acknowledged records lost" if kind == "lost" else "reads later overwritten"
-    return f"{what}: offsets {first}–{last} ({records} records)"
+    return f"{what}: offsets {first} to {last} ({records} records)"
 
 
 # -- figures ----------------------------------------------------------------------------------
@@ -151,17 +156,43 @@ def figure_throughput(series: ReportSeries) -> Figure:
     rows = _Rows(series)
     rows.add_faults()
     ack = rows.add("acknowledged (records/s)", 1.0)
-    rows.trace(ack, {"type": "bar", "name": "acknowledged records/s", "x": seconds,
-                     "y": list(t.acknowledged), "marker": {"color": COLOURS[0]}})  # fmt: skip
+    rows.trace(
+        ack,
+        {
+            "type": "bar",
+            "name": "acknowledged records/s",
+            "x": seconds,
+            "y": list(t.acknowledged),
+            "marker": {"color": COLOURS[0]},
+        },
+    )
     read = rows.add("read (records/s)", 1.0)
-    rows.trace(read, {"type": "bar", "name": "records read/s", "x": seconds, "y": list(t.read),
-                      "marker": {"color": COLOURS[2]}})  # fmt: skip
+    rows.trace(
+        read,
+        {
+            "type": "bar",
+            "name": "records read/s",
+            "x": seconds,
+            "y": list(t.read),
+            "marker": {"color": COLOURS[2]},
+        },
+    )
     latency = rows.add("send latency (ms)", 1.0)
-    for name, values, colour in (("p50", t.latency_p50_ms, COLOURS[4]),
-                                 ("max", t.latency_max_ms, COLOURS[1])):  # fmt: skip
-        rows.trace(latency, {"type": "scatter", "mode": "lines+markers",
-                             "name": f"send latency {name} (ms)", "x": seconds,
-                             "y": list(values), "line": {"color": colour}})  # fmt: skip
+    for name, values, colour in (
+        ("p50", t.latency_p50_ms, COLOURS[4]),
+        ("max", t.latency_max_ms, COLOURS[1]),
+    ):
+        rows.trace(
+            latency,
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": f"send latency {name} (ms)",
+                "x": seconds,
+                "y": list(values),
+                "line": {"color": colour},
+            },
+        )
     return rows.figure("Throughput and send latency, per second", height=640)
 
 
@@ -174,13 +205,24 @@ def figure_partition(series: ReportSeries, p: PartitionSeries) -> Figure:
     lead = rows.add("leader (epoch)", 0.6, categories=brokers)
     for i in p.leaders:
         name = f"leader {i.broker}, epoch {i.leader_epoch}" + (" (UNCLEAN)" if i.unclean else "")
-        rows.trace(lead, _span(name, f"broker {i.broker}", i.start_ms, i.end_ms,
-                               colour=UNCLEAN_COLOUR if i.unclean else COLOURS[i.leader_epoch % 7],
-                               text=f"epoch {i.leader_epoch}" + (" UNCLEAN" if i.unclean else "")))  # fmt: skip
+        rows.trace(
+            lead,
+            _span(
+                name,
+                f"broker {i.broker}",
+                i.start_ms,
+                i.end_ms,
+                colour=UNCLEAN_COLOUR if i.unclean else COLOURS[i.leader_epoch % 7],
+                text=f"epoch {i.leader_epoch}" + (" UNCLEAN" if i.unclean else ""),
+            ),
+        )
     for e in p.unclean_elections:
-        rows.marker_line(e.time_ms, UNCLEAN_COLOUR,
-                         f"unclean election: broker {e.broker} leads epoch {e.leader_epoch} "
-                         f"(ISR was {_set(e.isr_before)})")  # fmt: skip
+        rows.marker_line(
+            e.time_ms,
+            UNCLEAN_COLOUR,
+            f"unclean election: broker {e.broker} leads epoch {e.leader_epoch} "
+            f"(ISR was {_set(e.isr_before)})",
+        )
     isr = rows.add("ISR members", 0.6, categories=brokers)
     for broker in p.replicas:
         colour = COLOURS[(broker - 1) % 7]
@@ -191,37 +233,86 @@ def figure_partition(series: ReportSeries, p: PartitionSeries) -> Figure:
                 start = step.time_ms
             elif not member and start is not None:
                 stop = series.end_ms if step is None else step.time_ms
-                rows.trace(isr, _span(f"broker {broker} in the ISR", f"broker {broker}", start,
-                                      stop, colour=colour, text="in ISR", legend=False))  # fmt: skip
+                rows.trace(
+                    isr,
+                    _span(
+                        f"broker {broker} in the ISR",
+                        f"broker {broker}",
+                        start,
+                        stop,
+                        colour=colour,
+                        text="in ISR",
+                        legend=False,
+                    ),
+                )
                 start = None
         for step in p.isr:  # hover: the whole ISR at each change
-            rows.trace(isr, {"type": "scatter", "mode": "markers", "showlegend": False,
-                             "x": [step.time_ms / 1000], "y": [f"broker {broker}"],
-                             "marker": {"size": 4, "color": "#444"},
-                             "hovertext": f"ISR {_set(step.isr)} (epoch {step.leader_epoch})",
-                             "hoverinfo": "text+x"})  # fmt: skip
+            rows.trace(
+                isr,
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "showlegend": False,
+                    "x": [step.time_ms / 1000],
+                    "y": [f"broker {broker}"],
+                    "marker": {"size": 4, "color": "#444"},
+                    "hovertext": f"ISR {_set(step.isr)} (epoch {step.leader_epoch})",
+                    "hoverinfo": "text+x",
+                },
+            )
     offsets = rows.add("offset", 2.0)
     for broker, points in p.points.items():
         colour = COLOURS[(broker - 1) % 7]
         xs, hws, leos = _broken(points, series.sample_period_ms)
-        rows.trace(offsets, {"type": "scatter", "mode": "lines", "name": f"HW broker {broker}",
-                             "x": xs, "y": hws, "line": {"color": colour, "shape": "hv"}})  # fmt: skip
-        rows.trace(offsets, {"type": "scatter", "mode": "lines", "name": f"LEO broker {broker}",
-                             "x": xs, "y": leos,
-                             "line": {"color": colour, "shape": "hv", "dash": "dot"}})  # fmt: skip
+        rows.trace(
+            offsets,
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"HW broker {broker}",
+                "x": xs,
+                "y": hws,
+                "line": {"color": colour, "shape": "hv"},
+            },
+        )
+        rows.trace(
+            offsets,
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"LEO broker {broker}",
+                "x": xs,
+                "y": leos,
+                "line": {"color": colour, "shape": "hv", "dash": "dot"},
+            },
+        )
     for t in p.truncations:
         text = _truncation_text(t.broker, t.from_offset, t.to_offset, t.observed)
-        rows.trace(offsets, {"type": "scatter", "mode": "lines+markers", "name": text,
-                             "x": [t.time_ms / 1000] * 2, "y": [t.from_offset, t.to_offset],
-                             "line": {"color": TRUNCATION_COLOUR, "width": 3},
-                             "marker": {"symbol": ["circle-open", "x"], "size": 10}})  # fmt: skip
+        rows.trace(
+            offsets,
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": text,
+                "x": [t.time_ms / 1000] * 2,
+                "y": [t.from_offset, t.to_offset],
+                "line": {"color": TRUNCATION_COLOUR, "width": 3},
+                "marker": {"symbol": ["circle-open", "x"], "size": 10},
+            },
+        )
         rows.note(offsets, t.time_ms / 1000, t.to_offset, f"broker {t.broker} truncated")
     for r in p.ranges:
         text = _range_text(r.kind, r.first, r.last, r.records)
         # Lost labels sit above their band at the left, divergent ones below it at the right:
         # the two kinds often cover the same offsets.
-        rows.band(offsets, r.first, r.last + 1, text,
-                  LOST_FILL if r.kind == "lost" else COLOURS[4], above=r.kind == "lost")  # fmt: skip
+        rows.band(
+            offsets,
+            r.first,
+            r.last + 1,
+            text,
+            LOST_FILL if r.kind == "lost" else COLOURS[4],
+            above=r.kind == "lost",
+        )
     return rows.figure(
         f"{p.name}: who led when, ISR, HW and LEO per replica",
         height=820 + 18 * len(p.replicas),
@@ -243,7 +334,7 @@ def _span(name: str, y: str, start_ms: int, end_ms: int, *, colour: str, text: s
         "textposition": "inside",
         "insidetextanchor": "middle",
         "marker": {"color": colour},
-        "hovertext": f"{name}: {start_ms / 1000:.1f}–{end_ms / 1000:.1f} s",
+        "hovertext": f"{name}: {start_ms / 1000:.1f} s to {end_ms / 1000:.1f} s",
         "hoverinfo": "text",
     }
 
@@ -292,52 +383,129 @@ class _Rows:
     def add_faults(self) -> None:
         """The top row: one bar per fault window, in its lane, labelled."""
         faults = self.series.faults
-        lanes = [f"faults {lane + 1}" for lane in range(max((f.lane for f in faults),
-                                                             default=0) + 1)]  # fmt: skip
+        lanes = [
+            f"faults {lane + 1}" for lane in range(max((f.lane for f in faults), default=0) + 1)
+        ]
         row = self.add("faults", 0.25 * len(lanes), categories=lanes[::-1])
         for f in faults:
             if f.end_ms is None:
-                self.trace(row, {"type": "scatter", "mode": "markers+text", "name": f.label,
-                                 "x": [f.start_ms / 1000], "y": [lanes[f.lane]],
-                                 "text": [f.label], "textposition": "middle right",
-                                 "marker": {"symbol": "diamond", "size": 12,
-                                            "color": "#b8860b"}})  # fmt: skip
+                self.trace(
+                    row,
+                    {
+                        "type": "scatter",
+                        "mode": "markers+text",
+                        "name": f.label,
+                        "x": [f.start_ms / 1000],
+                        "y": [lanes[f.lane]],
+                        "text": [f.label],
+                        "textposition": "middle right",
+                        "marker": {"symbol": "diamond", "size": 12, "color": "#b8860b"},
+                    },
+                )
                 continue
-            self.trace(row, _span(f.label, lanes[f.lane], f.start_ms, f.end_ms, colour=FAULT_FILL,
-                                  text=f.label, legend=False))  # fmt: skip
-            self.shapes.append({"type": "rect", "xref": "x", "yref": "paper",
-                                "x0": f.start_ms / 1000, "x1": f.end_ms / 1000, "y0": 0, "y1": 1,
-                                "fillcolor": FAULT_FILL, "opacity": 0.15, "line": {"width": 0},
-                                "layer": "below"})  # fmt: skip
+            self.trace(
+                row,
+                _span(
+                    f.label,
+                    lanes[f.lane],
+                    f.start_ms,
+                    f.end_ms,
+                    colour=FAULT_FILL,
+                    text=f.label,
+                    legend=False,
+                ),
+            )
+            self.shapes.append(
+                {
+                    "type": "rect",
+                    "xref": "x",
+                    "yref": "paper",
+                    "x0": f.start_ms / 1000,
+                    "x1": f.end_ms / 1000,
+                    "y0": 0,
+                    "y1": 1,
+                    "fillcolor": FAULT_FILL,
+                    "opacity": 0.15,
+                    "line": {"width": 0},
+                    "layer": "below",
+                }
+            )
 
     def marker_line(self, time_ms: int, colour: str, text: str) -> None:
         """A vertical line across every row, labelled at the top."""
         x = time_ms / 1000
-        self.shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x,
-                            "y0": 0, "y1": 1, "line": {"color": colour, "width": 2,
-                                                       "dash": "dash"}})  # fmt: skip
-        self.annotations.append({"xref": "x", "yref": "paper", "x": x, "y": 1.0, "text": text,
-                                 "showarrow": False, "xanchor": "left", "yanchor": "bottom",
-                                 "font": {"color": colour}})  # fmt: skip
+        self.shapes.append(
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": x,
+                "x1": x,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": colour, "width": 2, "dash": "dash"},
+            }
+        )
+        self.annotations.append(
+            {
+                "xref": "x",
+                "yref": "paper",
+                "x": x,
+                "y": 1.0,
+                "text": text,
+                "showarrow": False,
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "font": {"color": colour},
+            }
+        )
 
     def band(self, row: int, y0: float, y1: float, text: str, colour: str, *,
              above: bool) -> None:  # fmt: skip
         """A horizontal band across the run on ``row`` (an offset range), labelled."""
         xref, yref = _axis("x", row), _axis("y", row)
-        self.shapes.append({"type": "rect", "xref": f"{xref} domain", "yref": yref, "x0": 0,
-                            "x1": 1, "y0": y0, "y1": y1, "fillcolor": colour, "opacity": 0.2,
-                            "line": {"color": colour, "width": 1}})  # fmt: skip
-        self.annotations.append({"xref": f"{xref} domain", "yref": yref,
-                                 "x": 0.01 if above else 0.99, "y": y1 if above else y0,
-                                 "text": text, "showarrow": False,
-                                 "xanchor": "left" if above else "right",
-                                 "yanchor": "bottom" if above else "top",
-                                 "font": {"color": colour}})  # fmt: skip
+        self.shapes.append(
+            {
+                "type": "rect",
+                "xref": f"{xref} domain",
+                "yref": yref,
+                "x0": 0,
+                "x1": 1,
+                "y0": y0,
+                "y1": y1,
+                "fillcolor": colour,
+                "opacity": 0.2,
+                "line": {"color": colour, "width": 1},
+            }
+        )
+        self.annotations.append(
+            {
+                "xref": f"{xref} domain",
+                "yref": yref,
+                "x": 0.01 if above else 0.99,
+                "y": y1 if above else y0,
+                "text": text,
+                "showarrow": False,
+                "xanchor": "left" if above else "right",
+                "yanchor": "bottom" if above else "top",
+                "font": {"color": colour},
+            }
+        )
 
     def note(self, row: int, x: float, y: float, text: str) -> None:
-        self.annotations.append({"xref": _axis("x", row), "yref": _axis("y", row), "x": x,
-                                 "y": y, "text": text, "showarrow": True, "arrowhead": 2,
-                                 "ax": 40, "ay": 30})  # fmt: skip
+        self.annotations.append(
+            {
+                "xref": _axis("x", row),
+                "yref": _axis("y", row),
+                "x": x,
+                "y": y,
+                "text": text,
+                "showarrow": True,
+                "arrowhead": 2,
+                "ax": 40,
+                "ay": 30,
+            }
+        )
 
     def figure(self, title: str, *, height: int) -> Figure:
         total = sum(weight for _, weight, _ in self.rows)
@@ -357,18 +525,31 @@ class _Rows:
         for row, (row_title, weight, categories) in enumerate(self.rows, 1):
             bottom = max(top - usable * weight / total, 0.0)
             last = row == len(self.rows)
-            x: dict[str, Any] = {"anchor": _axis("y", row), "range": [0, self.series.end_ms / 1000],
-                                 "ticks": "outside", "ticksuffix": " s", "showgrid": True}  # fmt: skip
+            x: dict[str, Any] = {
+                "anchor": _axis("y", row),
+                "range": [0, self.series.end_ms / 1000],
+                "ticks": "outside",
+                "ticksuffix": " s",
+                "showgrid": True,
+            }
             if row > 1:
                 x["matches"] = "x"
             if last:
                 x["title"] = {"text": TIME_AXIS}
-            y: dict[str, Any] = {"domain": [bottom, top], "anchor": _axis("x", row),
-                                 "title": {"text": row_title}, "ticks": "outside",
-                                 "automargin": True}  # fmt: skip
+            y: dict[str, Any] = {
+                "domain": [bottom, top],
+                "anchor": _axis("x", row),
+                "title": {"text": row_title},
+                "ticks": "outside",
+                "automargin": True,
+            }
             if categories is not None:
-                y.update(type="category", categoryorder="array", categoryarray=categories,
-                         range=[-0.5, len(categories) - 0.5])  # fmt: skip
+                y.update(
+                    type="category",
+                    categoryorder="array",
+                    categoryarray=categories,
+                    range=[-0.5, len(categories) - 0.5],
+                )
             else:
                 y["rangemode"] = "tozero"
             layout[_axis("xaxis", row)] = x

@@ -35,6 +35,7 @@ laid out in lanes so that overlapping windows never share a row.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -176,8 +177,9 @@ def derive(history: History, report: CheckReport) -> ReportSeries:
     for sample in sorted(history.samples, key=lambda s: s.time_ms):
         by_partition[(sample.topic, sample.partition)].append(sample)
     partitions = tuple(
-        partition_series(topic, partition, samples, report.partitions.get((topic, partition)),
-                         period=period)  # fmt: skip
+        partition_series(
+            topic, partition, samples, report.partitions.get((topic, partition)), period=period
+        )
         for (topic, partition), samples in sorted(by_partition.items())
     )
     return ReportSeries(
@@ -201,8 +203,14 @@ def sample_period_ms(samples: Sequence[ReplicaSample]) -> int:
     return sorted(gaps)[len(gaps) // 2] if gaps else SAMPLE_PERIOD_MS_DEFAULT
 
 
-def partition_series(topic: str, partition: int, samples: Sequence[ReplicaSample],
-                     verdict: PartitionReport | None, *, period: int) -> PartitionSeries:  # fmt: skip
+def partition_series(
+    topic: str,
+    partition: int,
+    samples: Sequence[ReplicaSample],
+    verdict: PartitionReport | None,
+    *,
+    period: int,
+) -> PartitionSeries:
     """One partition's series from its samples (sorted by time) and its verdict."""
     leaders, unclean = leader_intervals(samples, period=period)
     points: dict[int, list[ReplicaPoint]] = defaultdict(list)
@@ -229,8 +237,9 @@ def partition_series(topic: str, partition: int, samples: Sequence[ReplicaSample
     )
 
 
-def leader_intervals(samples: Sequence[ReplicaSample], *, period: int
-                     ) -> tuple[tuple[LeaderInterval, ...], tuple[UncleanElection, ...]]:  # fmt: skip
+def leader_intervals(
+    samples: Sequence[ReplicaSample], *, period: int
+) -> tuple[tuple[LeaderInterval, ...], tuple[UncleanElection, ...]]:
     """Rules 1 and 2 over one partition's samples (sorted by time)."""
     seen: dict[tuple[int, int], list[int]] = {}  # (broker, epoch) -> [first, last]
     isr_at: list[tuple[int, int, tuple[int, ...]]] = []  # leader samples: (time, epoch, isr)
@@ -275,11 +284,16 @@ def truncations(samples: Sequence[ReplicaSample], leaders: Sequence[LeaderInterv
         by_broker[s.broker].append(s)
     found: list[Truncation] = []
     for broker, own in by_broker.items():
-        for before, after in zip(own, own[1:], strict=False):
+        for before, after in itertools.pairwise(own):
             if after.log_end_offset < before.log_end_offset:
                 found.append(
-                    Truncation(after.time_ms, broker, before.log_end_offset,
-                               after.log_end_offset, observed=True)  # fmt: skip
+                    Truncation(
+                        after.time_ms,
+                        broker,
+                        before.log_end_offset,
+                        after.log_end_offset,
+                        observed=True,
+                    )
                 )
     # Inferred: the lost offsets, by the broker that acknowledged them and the sample in which
     # it is first seen following a later epoch (its leaderships before that truncate at once).
@@ -291,11 +305,15 @@ def truncations(samples: Sequence[ReplicaSample], leaders: Sequence[LeaderInterv
             continue
         own = by_broker[leader.broker]
         rejoined = next(
-            (s for s in own
-             if not s.is_leader and s.time_ms > leader.start_ms
-             and s.leader_epoch > leader.leader_epoch),
+            (
+                s
+                for s in own
+                if not s.is_leader
+                and s.time_ms > leader.start_ms
+                and s.leader_epoch > leader.leader_epoch
+            ),
             None,
-        )  # fmt: skip
+        )
         if rejoined is None:
             continue  # never seen following again: the records went with the broker
         key = (leader.broker, rejoined.time_ms)
@@ -305,12 +323,20 @@ def truncations(samples: Sequence[ReplicaSample], leaders: Sequence[LeaderInterv
             + [s.log_end_offset for s in own if s.time_ms < rejoined.time_ms and s.is_leader]
         )
     for (broker, seen_ms), offsets in cut.items():
-        if any(t.broker == broker and t.time_ms <= seen_ms and t.to_offset <= min(offsets)
-               for t in found if t.observed):  # fmt: skip
+        if any(
+            t.broker == broker and t.time_ms <= seen_ms and t.to_offset <= min(offsets)
+            for t in found
+            if t.observed
+        ):
             continue  # the fall itself was sampled
         found.append(
-            Truncation(seen_ms, broker, max(leo_before[(broker, seen_ms)], max(offsets) + 1),
-                       min(offsets), observed=False)  # fmt: skip
+            Truncation(
+                seen_ms,
+                broker,
+                max(leo_before[(broker, seen_ms)], max(offsets) + 1),
+                min(offsets),
+                observed=False,
+            )
         )
     return tuple(sorted(found, key=lambda t: (t.time_ms, t.broker)))
 
