@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kafkasim.cli import console
 from kafkasim.cli.status import StatusFilter, describe_cluster
 from kafkasim.cluster import compose_secure
 from kafkasim.cluster.chaos import LOCAL, ZK_SESSION_TIMEOUT_MS_DEFAULT, LocalBackend
@@ -66,6 +67,8 @@ def register(sub: Any) -> None:
         help="TLS on every listener (mutual: client certificates required), with a throw-away "
         "CA and certificates made under DIR/certs; the tools given --dir use them",
     )
+    up.add_argument("--console", action="store_true", help="then serve the live web console on it")
+    console.add_bind(up)
     up.set_defaults(func=cmd_up)
     status = verbs.add_parser("status", help="brokers, controller, partitions, HW and LEO")
     status.add_argument("--dir", type=Path, default=DEFAULT_DIR)
@@ -183,7 +186,9 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"  broker {b.broker_id}  gRPC {b.address}  Kafka {b.kafka_address}{metrics}  "
             f"pid {b.pid}  log {b.log_path}"
         )
-    print(f"stop it with: kafkasim cluster down --dir {args.dir}")
+    print(f"stop it with: kafkasim cluster down --dir {args.dir}", flush=True)
+    if args.console:
+        console.serve(console.live_console(root), args.bind)
     return 0
 
 

@@ -16,6 +16,7 @@ from kafkasim.cli import (
     check,
     cluster,
     configs,
+    console,
     console_consumer,
     console_producer,
     consumer_groups,
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.register(sub)
     acls.register(sub)
     certs.register(sub)
+    console.register(sub)
     examples.attach(sub.choices)
     return parser
 

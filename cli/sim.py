@@ -27,8 +27,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kafkasim.cli import console
 from kafkasim.cli.pipes import say
 from kafkasim.common.clock import SystemClock
+from kafkasim.console.replay import Replay
+from kafkasim.console.server import ReplayConsole
 from kafkasim.faults import checker, runner, schedules
 from kafkasim.faults import report as html_report
 from kafkasim.faults.backend import BackendSpec
@@ -55,6 +58,10 @@ def register(sub: Any) -> None:
     one.add_argument("--history", type=Path, help="write the history here (JSON lines)")
     one.add_argument("--report", type=Path, help="write an HTML report here")
     one.add_argument("--random-faults", action="store_true", help="draw the faults from the seed")
+    one.add_argument(
+        "--console", action="store_true", help="then replay the run in the web console"
+    )
+    console.add_bind(one)
     one.set_defaults(func=cmd_run)
     sweep = verbs.add_parser("sweep", help="run many seeds with random fault schedules")
     sweep.add_argument("scenario", help="a catalog name or a TOML file")
@@ -156,7 +163,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.random_faults:
         chosen = schedules.randomize(chosen, random.Random(args.seed))
     _quiet_logs()
-    return run_and_report(args, chosen, SIM, args.seed)
+    if args.console and args.history is None:
+        args.history = Path(tempfile.mkdtemp(prefix="kafkasim-sim-")) / "history.jsonl"
+    status = run_and_report(args, chosen, SIM, args.seed)
+    if args.console:
+        replayed = ReplayConsole(Replay(History.read(args.history)))
+        console.serve(replayed, args.bind)
+    return status
 
 
 def save_outputs(args: argparse.Namespace, history: History, report: checker.CheckReport) -> None:

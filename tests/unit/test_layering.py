@@ -34,6 +34,7 @@ PACKAGES = [
     "cli",
     "proto",
     "spark",
+    "console",
 ]
 
 ALLOWED = {

@@ -1,0 +1,134 @@
+"""``kafkasim console``: the live web console (``console/``) on 127.0.0.1 by default.
+
+* ``--dir DIR``: the local cluster of ``kafkasim cluster up`` (its processes, ZooKeeper and
+  metrics known from its state file; the fault buttons work);
+* ``--bootstrap HOST:PORT,...`` (and ``--zookeeper HOST:PORT`` for the registrations, the
+  partition states and the watches of the timeline): any brokers, watched only;
+* ``--replay FILE``: a recorded history (``chaos``/``sim run --history``) with a time slider.
+
+``--bind HOST:PORT`` (default 127.0.0.1:9021; port 0 takes a free one) and the address it
+listens on is printed. ``cluster up --console`` and ``sim run --console`` open it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any, Final
+
+import uvicorn
+
+from kafkasim.cli.pipes import say
+from kafkasim.cluster.chaos import LocalBackend
+from kafkasim.cluster.compose_secure import STATE_FILE
+from kafkasim.cluster.local import LocalCluster
+from kafkasim.common.clock import SystemClock
+from kafkasim.console.faults import Injector
+from kafkasim.console.live import LocalTarget, Poller, StaticTarget, Target
+from kafkasim.console.replay import Replay
+from kafkasim.console.server import LiveConsole, ReplayConsole, create_app
+from kafkasim.faults.history import History
+
+__all__ = ["DEFAULT_BIND", "live_console", "parse_bind", "register", "serve"]
+
+DEFAULT_BIND: Final = "127.0.0.1:9021"
+
+
+def add_bind(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--bind",
+        default=DEFAULT_BIND,
+        metavar="HOST:PORT",
+        help=f"where the console listens (default {DEFAULT_BIND}; port 0: a free one)",
+    )
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "console", help="a live web console: brokers, partitions, faults, replay"
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--dir", type=Path, help="the local cluster of 'kafkasim cluster up'")
+    where.add_argument("--bootstrap", help="brokers' gRPC addresses, HOST:PORT,...")
+    where.add_argument("--replay", type=Path, metavar="FILE", help="a recorded history")
+    p.add_argument("--zookeeper", help="ZooKeeper's HOST:PORT (with --bootstrap)")
+    add_bind(p)
+    p.set_defaults(func=cmd_console)
+
+
+def parse_bind(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"--bind expects HOST:PORT (port 0-65535), got {text!r}")
+    return host, int(port)
+
+
+def live_console(root: Path) -> LiveConsole:
+    """The live console over the local cluster in ``root``."""
+    path = root / STATE_FILE
+    if not path.is_file():
+        raise ValueError(f"no cluster in {root} (run 'kafkasim cluster up' first)")
+    state = json.loads(path.read_text())
+    cluster = LocalCluster.attach(state)
+    target = LocalTarget(cluster, state["zookeeper"]["connect"], state.get("client_properties", {}))
+    return _console(target, LocalBackend.over(cluster))
+
+
+def _console(target: Target, backend: LocalBackend | None) -> LiveConsole:
+    clock = SystemClock()
+    holder: list[LiveConsole] = []
+
+    def note(kind: str, text: str) -> None:
+        holder[0].note(kind, text)
+
+    paused = None
+    if isinstance(target, LocalTarget):
+        cluster = target.cluster
+
+        def paused_now(broker_id: int) -> bool:
+            return cluster.brokers[broker_id].paused
+
+        paused = paused_now
+    injector = Injector(backend, note, is_paused=paused)
+    console = LiveConsole(Poller(target, clock), injector, clock.time_ms)
+    holder.append(console)
+    return console
+
+
+def serve(console: LiveConsole | ReplayConsole, bind: str) -> None:
+    """Serve until interrupted; prints the address once listening."""
+    host, port = parse_bind(bind)
+    config = uvicorn.Config(
+        create_app(console), host=host, port=port, log_level="warning", lifespan="on"
+    )
+    server = uvicorn.Server(config)
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(server.serve())
+        while not server.started and not task.done():
+            await asyncio.sleep(0.05)
+        if server.started:
+            bound = server.servers[0].sockets[0].getsockname()
+            say(f"kafkasim console on http://{bound[0]}:{bound[1]}/ (Ctrl-C stops it)")
+        await task
+
+    asyncio.run(main())
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    parse_bind(args.bind)  # refused before anything starts
+    if args.zookeeper is not None and args.bootstrap is None:
+        raise ValueError("--zookeeper goes with --bootstrap (--dir knows its ZooKeeper)")
+    if args.replay is not None:
+        console: LiveConsole | ReplayConsole = ReplayConsole(Replay(History.read(args.replay)))
+    elif args.dir is not None:
+        console = live_console(args.dir.resolve())
+    else:
+        addresses = [a.strip() for a in args.bootstrap.split(",") if a.strip()]
+        if not addresses:
+            raise ValueError("--bootstrap expects HOST:PORT,...")
+        console = _console(StaticTarget(addresses, args.zookeeper), None)
+    serve(console, args.bind)
+    return 0
