@@ -79,7 +79,8 @@ def lines(summary: SweepSummary) -> list[str]:
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     out = [
         "  ".join(
-            [f"{row[0]:<{widths[0]}}", *(f"{c:>{w}}" for c, w in zip(row[1:], widths[1:]))]
+            f"{cell:<{w}}" if i == 0 else f"{cell:>{w}}"
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
         )
         for row in table
     ]
