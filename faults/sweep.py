@@ -224,7 +224,7 @@ def plan_chunks(
                 continue
             if start is None:
                 start = seed
-            elif seed - start + 1 == chunk_size:
+            if seed - start + 1 == chunk_size:
                 chunks.append(Chunk(name, start, seed))
                 start = None
         if start is not None:

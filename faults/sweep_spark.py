@@ -88,6 +88,7 @@ class SparkEngine:
                 SparkSession.builder.master(master)
                 .appName(app_name)
                 .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
                 .config("spark.executorEnv.PYTHONPATH", path)
                 .config("spark.python.worker.reuse", "true")
                 .getOrCreate()
