@@ -54,6 +54,8 @@ __all__ = [
     "SweepInputError",
     "SweepPlan",
     "chunk_size_for",
+    "first_failures",
+    "gather",
     "local_pool",
     "meets_expectation",
     "parse_seeds",
@@ -279,15 +281,27 @@ def local_pool(jobs: int) -> Engine:
             futures = [
                 pool.submit(run_chunk, plan.scenarios[chunk.scenario], chunk) for chunk in chunks
             ]
-            try:
-                for future in concurrent.futures.as_completed(futures):
-                    on_done(future.result())
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+            gather(futures, on_done)
 
     return engine
+
+
+def gather(
+    futures: Sequence[concurrent.futures.Future[ChunkResult]],
+    on_done: OnDone,
+    on_abort: Callable[[], None] | None = None,
+) -> None:
+    """``on_done`` each chunk as it finishes, on this thread; on a failure (or an interrupt)
+    the chunks not started are cancelled, ``on_abort`` is called, and the error goes on."""
+    try:
+        for future in concurrent.futures.as_completed(futures):
+            on_done(future.result())
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        if on_abort is not None:
+            on_abort()
+        raise
 
 
 # -- shrinking ---------------------------------------------------------------------------------

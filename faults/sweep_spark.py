@@ -31,6 +31,7 @@ from kafkasim.faults.sweep import (
     OnDone,
     SweepInputError,
     SweepPlan,
+    gather,
     quiet_logs,
     run_chunk,
 )
@@ -81,6 +82,8 @@ class SparkEngine:
             raise SparkUnavailableError(
                 "--spark needs pyspark: install the spark extra (pip install 'kafkasim[spark]')"
             ) from None
+        # The JVM starts its Python workers with PYSPARK_PYTHON, read when the session starts.
+        self._python_before = os.environ.get("PYSPARK_PYTHON")
         os.environ["PYSPARK_PYTHON"] = sys.executable
         path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
         try:
@@ -118,14 +121,11 @@ class SparkEngine:
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=self.slots) as threads:
             futures = [threads.submit(one, chunk) for chunk in chunks]
-            try:
-                for future in concurrent.futures.as_completed(futures):
-                    on_done(future.result())
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                context.cancelAllJobs()
-                raise
+            gather(futures, on_done, on_abort=context.cancelAllJobs)
 
     def close(self) -> None:
         self.session.stop()
+        if self._python_before is None:
+            os.environ.pop("PYSPARK_PYTHON", None)
+        else:
+            os.environ["PYSPARK_PYTHON"] = self._python_before
