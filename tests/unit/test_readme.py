@@ -55,8 +55,8 @@ SH_BLOCKS = {
     "kcat": "test_readme_commands.py, on the Kafka listener of the cluster block",
     "secured-cluster": "test_readme_commands.py: up, certificates, a topic, an ACL, alice's "
     "refused delete (alice.properties from the secured-alice-properties block), down",
-    "failure-runs": "test_readme_commands.py: the simulated runs, check and show run; the sweep "
-    "(200 seeds), the real-process and compose chaos runs are parsed",
+    "failure-runs": "test_readme_commands.py: the simulated runs, check and show run; the sweeps "
+    "(200 to 100 000 seeds, Spark), the real-process and compose chaos runs are parsed",
     "broker": "test_readme_commands.py, with the README's server.properties",
     "engine-tools": "test_readme_commands.py: all but the .txnindex line (parsed: the demo has "
     "no transactions)",

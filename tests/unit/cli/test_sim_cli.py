@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from tests.cli_run import kafkasim as run_kafkasim
+from tests.sweep_scenarios import lossy_claiming_safe, short, write
 
 
 def kafkasim(*args: str, hash_seed: str = "0") -> subprocess.CompletedProcess[str]:
@@ -53,10 +54,66 @@ def test_an_unsafe_scenario_reports_its_loss_and_still_meets_its_expectation() -
 
 
 def test_sweep_runs_each_seed_with_a_random_schedule() -> None:
-    out = kafkasim("sim", "sweep", "leader-partition", "--seeds", "1..2")
+    out = kafkasim("sim", "sweep", "leader-partition", "--seeds", "1..2", "--jobs", "1")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "  seed 1: ok" in out.stdout and "  seed 2: ok" in out.stdout
+    lines = out.stdout.splitlines()
+    assert "2 seeds in 2 chunks of up to 1 on a local pool of 1 process" in lines
+    assert "  leader-partition seeds 1..1 done (1/2, " in out.stdout
+    assert ["leader-partition", "safe", "2", "2", "0"] in [line.split() for line in lines]
     assert "no failing seed" in out.stdout
+
+
+def test_a_resumed_sweep_runs_only_the_seeds_its_state_lacks_and_sums_up_the_same(
+    tmp_path: Path,
+) -> None:
+    """A sweep of 1..3 in one go, and the same sweep stopped after 1..2 (a torn line at the
+    end of its state, as a crash while writing leaves) then resumed: the resumed command runs
+    seed 3 only and prints the same table; the HTML summary says the same."""
+    scenarios = [str(p) for p in write(tmp_path, short("leader-crash"), lossy_claiming_safe())]
+    sweep = ["sim", "sweep", *scenarios, "--no-shrink", "--jobs", "2"]
+    whole = kafkasim(*sweep, "--seeds", "1..3")
+    assert whole.returncode == 1, whole.stdout + whole.stderr  # every lossy seed fails
+    state = tmp_path / "state.jsonl"
+    first = kafkasim(*sweep, "--seeds", "1..2", "--resume", str(state))
+    assert first.returncode == 1, first.stdout + first.stderr
+    with state.open("a") as f:
+        f.write('{"scenario": "short-leader-crash", "fingerp')
+    page = tmp_path / "summary.html"
+    resumed = kafkasim(*sweep, "--seeds", "1..3", "--resume", str(state), "--summary", str(page))
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr
+    assert f"resuming: 4 seeds done in {state}, 2 to run" in resumed.stdout
+    done = re.findall(r"^  (\S+) seeds (\d+)\.\.(\d+) done", resumed.stdout, re.MULTILINE)
+    assert sorted(done) == [("acks1-claimed-safe", "3", "3"), ("short-leader-crash", "3", "3")]
+
+    def table(out: str) -> list[str]:
+        lines = out.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("scenario "))
+        return lines[start : start + 4]
+
+    assert table(resumed.stdout) == table(whole.stdout)
+    assert table(whole.stdout)[1].split() == ["short-leader-crash", "safe", "3", "3", "0", "0"]
+    assert "failing seeds of acks1-claimed-safe: 1, 2, 3" in resumed.stdout
+    assert "6 seeds (2 run, 4 resumed from the state file)" in resumed.stdout
+    html = page.read_text()
+    assert '<tr class="bad"><td>acks1-claimed-safe</td><td>safe</td><td>3</td>' in html
+    # One-seed chunks (4 seeds on 2 slots), then 2: the torn line was cut off, not kept.
+    records = [json.loads(line) for line in state.read_text().splitlines()]
+    assert len(records) == 6
+
+
+def test_sweep_input_errors_give_one_line_and_exit_2(tmp_path: Path) -> None:
+    for args, message in (
+        (["no-such-scenario"], "no-such-scenario: no such scenario in the catalog"),
+        (["leader-crash", "--seeds", "5..1"], "--seeds 5..1: the last seed is below the first"),
+        (["leader-crash", "--seeds", "x"], "--seeds expects FIRST..LAST, got 'x'"),
+        (["leader-crash", "--spark", "foo://m"], "--spark 'foo://m': not a Spark master URL"),
+        (["leader-crash", "--jobs", "0"], "--jobs 0: at least one process"),
+        (["all", "leader-crash"], "give scenarios or all (--all), not both"),
+    ):
+        out = kafkasim("sim", "sweep", *args)
+        assert out.returncode == 2, (args, out.stdout, out.stderr)
+        assert out.stderr.count("\n") == 1, out.stderr
+        assert out.stderr.startswith("kafkasim sim: error: ") and message in out.stderr
 
 
 def test_bad_input_gives_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
