@@ -33,7 +33,8 @@ Refused, before any container starts (``NOT_INJECTABLE``): a split of the broker
 ZooKeeper to every side, or losing ZooKeeper alone (both share the ``cluster`` network: they
 need per-link filtering inside the containers), a slow network (tc netem is not in the
 image), a ZooKeeper session expiry, a full disk, a clock jump or drift, one-way cuts and
-delays, a crash that loses unflushed data or tears a write, and any scenario whose broker count is not 3 (the compose file has brokers 1-3).
+delays, a crash that loses unflushed data or tears a write, and any scenario whose broker
+count is not 3 (the compose file has brokers 1-3).
 
 The final logs are read after every broker stopped cleanly (``docker stop``), before
 ``down -v``: from the brokers' volumes on this host (``docker volume inspect``'s Mountpoint,

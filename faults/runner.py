@@ -44,8 +44,8 @@ from types import MappingProxyType
 from typing import Final
 
 from kafkasim.client.simple import MinimalClient
-from kafkasim.faults import link_faults
 from kafkasim.common.errors import KafkasimError
+from kafkasim.faults import link_faults
 from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.backend import Backend, BackendSpec, BrokerStartError, check_supported
 from kafkasim.faults.history import READ_COMMITTED, FaultEvent, History, ReplicaSample

@@ -58,8 +58,8 @@ def tear_last_batch(log: Log, rng: random.Random) -> int | None:
     records = segment.log
     start = None
     position = segment.offset_index.lookup(segment.offset_index.last_offset).position
-    for start, _ in records.batch_headers(position):
-        pass
+    for batch_start, _ in records.batch_headers(position):
+        start = batch_start
     if start is None:
         return None
     low = max(start + 1, records.flushed_size)
