@@ -288,11 +288,11 @@ _ACTION_LIST: Final = (
     ),
     ActionSpec(
         "clock_drift",
-        "The broker's clock (wall and monotonic readings alike) runs rate times as fast as "
-        "real time for duration_s, then at the normal rate again, keeping the skew it gained "
+        "The broker's wall clock runs rate times as fast as real time for duration_s, then "
+        "at the normal rate again, keeping the skew it gained "
         "(a fast clock stays ahead until stepped). What the broker derives from its clock "
         "drifts with it: segment.ms rolls, time-based retention, the timestamps it assigns, "
-        "replica lag and session deadlines it measures. all: every broker, each by itself.",
+        "the replica lag it measures. all: every broker, each by itself.",
         _ANY,
         Duration.REQUIRED,
         (

@@ -14,8 +14,8 @@ How the faults map onto the simulation:
 * ``slow_network``: latency (and jitter) on every message of the simulation, not only the
   target's, for the duration.
 * ``clock_jump``: the wall clock (``time_ms``) of the whole simulation jumps; durations
-  (``monotonic_ms``) do not. ``clock_drift``: the target's own clock (``sim.clocks``) runs
-  fast or slow, both readings; the loop's timers keep the simulation's time.
+  (``monotonic_ms``) do not. ``clock_drift``: the target's own wall clock (``sim.clocks``)
+  runs fast or slow; its monotonic clock and the loop's timers keep the simulation's time.
 * ``partition_one_way`` / ``slow_one_way``: one direction of the chosen broker links is cut
   (``SimNetwork.one_way``) or slowed (``SimNetwork.slow_link``); a split healing keeps the
   one-way cuts in force and the reverse. A restarted broker comes back with every link
@@ -335,7 +335,7 @@ class SimBackend:
             if broker is None:
                 continue
             response = broker.apis.describe_replicas(pb.DescribeReplicasRequest())
-            # Sampled now on the run's clock: a broker whose clock drifts reports its own.
+            # Sampled now on the run's (the host's) monotonic clock, as the sampler does.
             now_ms = self.cluster.clock.monotonic_ms()
             found.extend(ReplicaSample.from_state(now_ms, r) for r in response.replicas)
         return tuple(found)

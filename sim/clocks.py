@@ -2,12 +2,14 @@
 a ``DriftingClock`` of its own, so that one broker's clock can run fast or slow (a bad crystal,
 an NTP daemon that gave up) while the others keep time.
 
-Drift applies to both readings a broker takes (``time_ms`` and ``monotonic_ms``): what Kafka
-derives from them drifts with it (segment.ms rolls, time-based retention, the timestamps the
-broker assigns with LogAppendTime, replica.lag.time.max.ms, delayed-operation deadlines read
-from the clock). Timers that wait on the event loop itself (``asyncio.sleep``: fetch backoffs,
-the simulated ZooKeeper's session timer) keep the loop's time: they are the simulation's one
-time base. Without drift (rate 1) a broker reads exactly the cluster's clock.
+Drift applies to the broker's wall clock (``time_ms``), which is what Kafka reads for time
+(``Time.milliseconds``): segment.ms rolls, time-based retention, the timestamps the broker
+assigns with LogAppendTime, the replica lag it measures against replica.lag.time.max.ms,
+deadlines read from the clock. ``monotonic_ms`` stays the host's (the simulation's) monotonic
+clock, which every process of one machine shares; the failure runs' replica sampler stamps
+its samples with it. Timers that wait on the event loop (``asyncio.sleep``: fetch backoffs,
+the simulated ZooKeeper's session timer) keep the loop's time. Without drift (rate 1) a broker
+reads exactly the cluster's clock.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ __all__ = ["DriftingClock"]
 
 
 class DriftingClock:
-    """``common.clock.Clock`` over ``base`` that advances ``rate`` times as fast as it from
-    the moment the rate is set. The skew gained so far stays when the rate changes (back to 1
+    """``common.clock.Clock`` over ``base`` whose wall clock advances ``rate`` times as fast as
+    the base's from the moment the rate is set. The skew gained so far stays when the rate changes (back to 1
     too: a clock that ran fast is ahead until stepped). Readings never go back."""
 
     def __init__(self, base: Clock) -> None:
@@ -49,7 +51,7 @@ class DriftingClock:
         self._rate = rate
 
     def monotonic_ms(self) -> int:
-        return self._base.monotonic_ms() + self.skew_ms()
+        return self._base.monotonic_ms()  # the host's: see the module doc
 
     def time_ms(self) -> int:
         return self._base.time_ms() + self.skew_ms()
