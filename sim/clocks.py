@@ -21,8 +21,9 @@ __all__ = ["DriftingClock"]
 
 class DriftingClock:
     """``common.clock.Clock`` over ``base`` whose wall clock advances ``rate`` times as fast as
-    the base's from the moment the rate is set. The skew gained so far stays when the rate changes (back to 1
-    too: a clock that ran fast is ahead until stepped). Readings never go back."""
+    the base's from the moment the rate is set. The skew gained so far stays when the rate
+    changes (back to 1 too: a clock that ran fast is ahead until stepped). Readings never go
+    back."""
 
     def __init__(self, base: Clock) -> None:
         self._base = base
