@@ -85,6 +85,14 @@ NOT_INJECTABLE: Final[Mapping[str, str]] = MappingProxyType(
         "expire_session": "a broker's ZooKeeper session id and password never leave its process",
         "disk_full": "a full disk needs a size-limited filesystem mounted under each log dir",
         "clock_jump": "stepping one process's wall clock needs libfaketime or a time namespace",
+        "partition_one_way": "one-way faults need network namespaces: not supported on local "
+        "processes (they share one loopback interface)",
+        "slow_one_way": "delaying one direction of a link needs network namespaces and tc "
+        "netem: not supported on local processes",
+        "clock_drift": "making one process's clock run fast or slow needs libfaketime: not "
+        "supported on local processes",
+        "torn_write": "tearing a write needs a power cut: after kill -9 the page cache still "
+        "holds every write",
     }
 )
 """Every action local processes cannot inject, with the reason (one clause)."""
@@ -302,6 +310,24 @@ class ProcessBackend:
 
     async def clock_jump(self, broker_ids: list[int], seconds: float) -> None:
         raise self._refused("clock_jump")
+
+    async def cut_one_way(self, src: int, dst: int) -> None:
+        raise self._refused("partition_one_way")
+
+    async def heal_one_way(self, src: int, dst: int) -> None:
+        raise self._refused("partition_one_way")
+
+    async def slow_link(self, src: int, dst: int, latency_ms: float, jitter_ms: float) -> None:
+        raise self._refused("slow_one_way")
+
+    async def normal_link(self, src: int, dst: int) -> None:
+        raise self._refused("slow_one_way")
+
+    async def clock_drift(self, broker_id: int, rate: float) -> None:
+        raise self._refused("clock_drift")
+
+    async def crash_torn(self, broker_id: int) -> None:
+        raise self._refused("torn_write")
 
     async def fill_disk(self, broker_id: int) -> None:
         raise self._refused("disk_full")

@@ -32,8 +32,9 @@ whatever happened. How each fault maps onto containers:
 Refused, before any container starts (``NOT_INJECTABLE``): a split of the brokers that leaves
 ZooKeeper to every side, or losing ZooKeeper alone (both share the ``cluster`` network: they
 need per-link filtering inside the containers), a slow network (tc netem is not in the
-image), a ZooKeeper session expiry, a full disk, a clock jump, a crash that loses unflushed
-data, and any scenario whose broker count is not 3 (the compose file has brokers 1-3).
+image), a ZooKeeper session expiry, a full disk, a clock jump or drift, one-way cuts and
+delays, a crash that loses unflushed data or tears a write, and any scenario whose broker
+count is not 3 (the compose file has brokers 1-3).
 
 The final logs are read after every broker stopped cleanly (``docker stop``), before
 ``down -v``: from the brokers' volumes on this host (``docker volume inspect``'s Mountpoint,
@@ -124,6 +125,14 @@ NOT_INJECTABLE: Final[Mapping[str, str]] = MappingProxyType(
         "disk_full": "a full disk needs a size-limited filesystem as each broker's volume",
         "clock_jump": "containers share the host kernel's clock: stepping one needs "
         "libfaketime or a time namespace",
+        "partition_one_way": "one-way faults need packet filtering inside the containers, "
+        "which the broker image does not have",
+        "slow_one_way": "delaying one direction of a link needs tc netem in the broker "
+        "image, which it does not have",
+        "clock_drift": "containers share the host kernel's clock: making one run fast or slow "
+        "needs libfaketime",
+        "torn_write": "tearing a write needs a power cut: after docker kill the host's page "
+        "cache still holds every write",
     }
 )
 """Every action the compose backend cannot inject, with the reason (one clause)."""

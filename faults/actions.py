@@ -16,7 +16,7 @@ from kafkasim.faults.scenario import (
     TargetKind,
 )
 
-__all__ = ["ACTIONS", "ActionSpec", "Duration", "ParamKind", "ParamSpec"]
+__all__ = ["ACTIONS", "PEER_ALL", "ActionSpec", "Duration", "ParamKind", "ParamSpec"]
 
 
 class Duration(enum.Enum):
@@ -70,6 +70,18 @@ _BROKER_LIKE: Final = frozenset(
 )
 _ANY: Final = _BROKER_LIKE | {TargetKind.ALL}
 POSITIVE: Final = 1e-9  # "low" for the numbers that must be > 0
+CLOCK_RATE_MIN: Final = 0.1
+CLOCK_RATE_MAX: Final = 10.0
+PEER_ALL: Final = 0  # the ``peer`` of a one-way fault: every other broker
+
+_PEER: Final = ParamSpec(
+    "peer",
+    ParamKind.NUMBER,
+    "The broker id at the other end of the cut links; 0: every other broker.",
+    default=float(PEER_ALL),
+    low=0.0,
+    high=float(2**31 - 1),
+)
 
 
 _ACTION_LIST: Final = (
@@ -218,6 +230,91 @@ _ACTION_LIST: Final = (
         "checkpoints). With duration_s the broker is started again after it, "
         "otherwise it stays down until a restart.",
         _BROKER_LIKE,
+        Duration.OPTIONAL,
+    ),
+    ActionSpec(
+        "partition_one_way",
+        "Cut one direction of the target's links to its peers for duration_s: every message "
+        "the target sends to a peer is lost while the peer's still reach it (the peer no "
+        "longer hears the target); inbound = true cuts the other direction (the target no "
+        "longer hears the peer: a follower whose fetch requests reach its leader but whose "
+        "answers never come back). ZooKeeper and clients keep both directions.",
+        _BROKER_LIKE,
+        Duration.REQUIRED,
+        (
+            _PEER,
+            ParamSpec(
+                "inbound",
+                ParamKind.BOOL,
+                "Cut what the peers send to the target instead of what it sends them.",
+                default=False,
+            ),
+        ),
+    ),
+    ActionSpec(
+        "slow_one_way",
+        "Delay one direction of the target's links to its peers for duration_s: each message "
+        "the target sends a peer takes latency_ms plus a uniform 0..jitter_ms more; inbound = "
+        "true delays what the peers send the target instead (target follower:T-P: the "
+        "answers to that one follower's fetches come late). The other direction, ZooKeeper "
+        "and clients keep their speed.",
+        _BROKER_LIKE,
+        Duration.REQUIRED,
+        (
+            ParamSpec(
+                "latency_ms",
+                ParamKind.NUMBER,
+                "Added one-way delay.",
+                required=True,
+                low=POSITIVE,
+                high=LATENCY_MS_MAX,
+            ),
+            ParamSpec(
+                "jitter_ms",
+                ParamKind.NUMBER,
+                "Up to this much more, uniformly.",
+                default=0.0,
+                low=0.0,
+                high=LATENCY_MS_MAX,
+            ),
+            _PEER,
+            ParamSpec(
+                "inbound",
+                ParamKind.BOOL,
+                "Delay what the peers send to the target instead of what it sends them.",
+                default=False,
+            ),
+        ),
+    ),
+    ActionSpec(
+        "clock_drift",
+        "The broker's wall clock runs rate times as fast as real time for duration_s, then "
+        "at the normal rate again, keeping the skew it gained "
+        "(a fast clock stays ahead until stepped). What the broker derives from its clock "
+        "drifts with it: segment.ms rolls, time-based retention, the timestamps it assigns, "
+        "the replica lag it measures. all: every broker, each by itself.",
+        _ANY,
+        Duration.REQUIRED,
+        (
+            ParamSpec(
+                "rate",
+                ParamKind.NUMBER,
+                "How fast the clock runs (2: twice as fast; 0.5: half as fast).",
+                required=True,
+                low=CLOCK_RATE_MIN,
+                high=CLOCK_RATE_MAX,
+            ),
+        ),
+    ),
+    ActionSpec(
+        "torn_write",
+        "A power cut in the middle of a write: the broker dies at once (kill -9) and, in "
+        "each of its logs whose last batch was not yet fsynced, only a random prefix of that "
+        "batch reached the disk (the log is cut at a random byte inside it; everything before "
+        "the batch is kept). Its recovery at restart must truncate the torn batch. With "
+        "duration_s the broker is started again after it, otherwise it stays down until a "
+        "restart.",
+        _ANY,
         Duration.OPTIONAL,
     ),
 )

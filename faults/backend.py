@@ -173,6 +173,24 @@ class Backend(Protocol):
 
     async def clock_jump(self, broker_ids: list[int], seconds: float) -> None: ...
 
+    async def cut_one_way(self, src: int, dst: int) -> None:
+        """Everything broker ``src`` sends broker ``dst`` is lost; ``dst`` to ``src`` flows."""
+
+    async def heal_one_way(self, src: int, dst: int) -> None: ...
+
+    async def slow_link(self, src: int, dst: int, latency_ms: float, jitter_ms: float) -> None:
+        """Each message from broker ``src`` to broker ``dst`` takes ``latency_ms`` plus a
+        uniform 0..``jitter_ms`` more; the other direction is not slowed."""
+
+    async def normal_link(self, src: int, dst: int) -> None: ...
+
+    async def clock_drift(self, broker_id: int, rate: float) -> None:
+        """The broker's clock runs ``rate`` times as fast from now on (1: normal again)."""
+
+    async def crash_torn(self, broker_id: int) -> None:
+        """kill -9 as a power cut tears the last write: each log's last batch, when not
+        fsynced, is cut at a random byte; returns once the broker is gone."""
+
     async def fill_disk(self, broker_id: int) -> None:
         """Every append under the broker's log dirs fails (no space) from now on."""
 

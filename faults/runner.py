@@ -45,6 +45,7 @@ from typing import Final
 
 from kafkasim.client.simple import MinimalClient
 from kafkasim.common.errors import KafkasimError
+from kafkasim.faults import link_faults
 from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.backend import Backend, BackendSpec, BrokerStartError, check_supported
 from kafkasim.faults.history import READ_COMMITTED, FaultEvent, History, ReplicaSample
@@ -329,8 +330,11 @@ class _Run:
     def _lock(self, broker_id: int) -> asyncio.Lock:
         return self._locks.setdefault(broker_id, asyncio.Lock())
 
-    async def _kill(self, broker_id: int, sig: signal.Signals, *, lose_unflushed: bool) -> None:
-        """SIGKILL: a crash; SIGTERM: a controlled shutdown."""
+    async def _kill(
+        self, broker_id: int, sig: signal.Signals, *, lose_unflushed: bool, torn: bool = False
+    ) -> None:
+        """SIGKILL: a crash (``torn``: a power cut tearing the last write); SIGTERM: a
+        controlled shutdown."""
         async with self._lock(broker_id):
             if broker_id in self.down or not self.backend.running(broker_id):
                 return
@@ -339,7 +343,10 @@ class _Run:
                 _forget(serving)  # a start that went wrong no longer matters: it goes down now
             if sig == signal.SIGKILL:
                 self.paused.discard(broker_id)  # dies where it stands, without running again
-                await self.backend.crash(broker_id, lose_unflushed=lose_unflushed)
+                if torn:
+                    await self.backend.crash_torn(broker_id)
+                else:
+                    await self.backend.crash(broker_id, lose_unflushed=lose_unflushed)
             else:
                 await self._resume(broker_id)  # a stopped process holds SIGTERM until it runs
                 await self.backend.shutdown(broker_id)
@@ -549,6 +556,10 @@ APPLY: Final[Mapping[str, Apply]] = MappingProxyType(
         "clock_jump": _clock_jump,
         "rolling_restart": _rolling_restart,
         "controlled_shutdown": _controlled_shutdown,
+        "partition_one_way": link_faults.partition_one_way,
+        "slow_one_way": link_faults.slow_one_way,
+        "clock_drift": link_faults.clock_drift,
+        "torn_write": link_faults.torn_write,
     }
 )
 """How the runner applies each action of ``ACTIONS`` (every one, and no other)."""

@@ -7,7 +7,11 @@ Theory of operation
    one schedule). It never loses unflushed data (``lose_unflushed = false``): process kills,
    pauses and partitions are within Kafka's promise for acks=all, min ISR 2 and clean election
    whatever their number, so a safe scenario's sweep must find nothing; losing the unflushed
-   tail of more than RF-1 replicas is not, and is only scheduled by hand.
+   tail of more than RF-1 replicas is not, and is only scheduled by hand. ``torn_write`` tears
+   only the last batch of one broker's logs: a scenario drawing it draws fewer than RF of
+   them (``torn-write``: two), so some replica keeps every acknowledged batch.
+   Only the actions a scenario lists are drawn, and every action's draws are its own: adding
+   an action changed no schedule of a scenario that does not list it.
 2. ``shrink`` is pure apart from calling the predicate: ddmin over the fault list, then halving
    each duration while the run still fails, until neither changes anything. The result is saved
    with ``faults.writing.dump`` and replays with ``kafkasim sim run FILE --seed N``.
@@ -20,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from kafkasim.faults.actions import ACTIONS, ActionSpec, Duration
+from kafkasim.faults.actions import ACTIONS, PEER_ALL, ActionSpec, Duration
 from kafkasim.faults.scenario import (
     DURATION_S_MIN,
     Fault,
@@ -34,7 +38,9 @@ from kafkasim.faults.scenario import (
 )
 from kafkasim.faults.validation import check
 
-__all__ = ["randomize", "shrink"]
+__all__ = ["DRIFT_RATES", "randomize", "shrink"]
+
+DRIFT_RATES = (0.25, 0.5, 2.0, 4.0)  # a random clock_drift's rate: slow or fast, never exact
 
 # -- random schedules ------------------------------------------------------------------------
 
@@ -75,6 +81,10 @@ def _random_fault(scenario: Scenario, spec: RandomFaults, rng: random.Random) ->
         params["jitter_ms"] = float(rng.randint(0, latency_ms // 2))
     elif action.name == "clock_jump":
         params["seconds"] = float(rng.choice((-1, 1)) * rng.randint(1, 600))
+    elif action.name in ("partition_one_way", "slow_one_way"):
+        params.update(_random_one_way(action.name, rng))
+    elif action.name == "clock_drift":
+        params["rate"] = rng.choice(DRIFT_RATES)
     elif action.name == "rolling_restart":
         brokers = scenario.cluster.brokers
         interval_ms = max(1, min(span_ms, (run_ms - at_ms) // brokers))
@@ -88,6 +98,17 @@ def _random_fault(scenario: Scenario, spec: RandomFaults, rng: random.Random) ->
     return Fault(
         at_s=at_ms / 1000, action=action.name, target=target, duration_s=duration_s, params=params
     )
+
+
+def _random_one_way(action: str, rng: random.Random) -> dict[str, Any]:
+    """A one-way fault's params: every other broker as the peer, either direction; a slowed
+    link 50 ms..2 s more, plus up to half that again."""
+    params: dict[str, Any] = {"peer": float(PEER_ALL), "inbound": rng.random() < 0.5}
+    if action == "slow_one_way":
+        latency_ms = rng.randint(50, 2000)
+        params["latency_ms"] = float(latency_ms)
+        params["jitter_ms"] = float(rng.randint(0, latency_ms // 2))
+    return params
 
 
 def _random_groups(brokers: int, rng: random.Random) -> list[list[int]]:

@@ -476,8 +476,15 @@ class _Checker:
                 if not low <= value <= high:
                     bound = "> 0" if p.low == POSITIVE else f"{low:g}..{high:g}"
                     self.fail(where, f"{value!r} is out of range: expected {bound}")
+                if p.name == "peer":
+                    self.peer(value, where)
             else:
                 self.groups(value, where)
+
+    def peer(self, value: float, where: str) -> None:
+        brokers = self.s.cluster.brokers
+        if value != int(value) or value > brokers:
+            self.fail(where, f"{value!r} is not a broker id (1..{brokers}) or 0 (every other)")
 
     def groups(self, value: object, where: str) -> None:
         brokers = self.s.cluster.brokers

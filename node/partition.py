@@ -386,7 +386,10 @@ class Partition:
             for r, state in self.followers.items()
             if r not in self.isr
             and r in self.assigned_replicas
-            and can_join_isr(state, self.log.high_watermark, self.leader_epoch_start_offset)
+            and (
+                can_join_isr(state, self.log.high_watermark, self.leader_epoch_start_offset)
+                or (self.rules.isr_admits_lagging_followers and state.log_end_offset >= 0)
+            )
         }
         if not joining:
             return None

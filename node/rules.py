@@ -32,12 +32,18 @@ class ReplicationRules:
     as if the last stable offset ran ahead of every open transaction, so consumers see records
     of transactions not yet committed (Jepsen's G1b, intermediate reads).
     ``skip_aborted_transactions``: a read_committed fetch answers no aborted transactions, so
-    consumers keep the records of aborted ones (G1a, aborted reads)."""
+    consumers keep the records of aborted ones (G1a, aborted reads).
+    ``isr_admits_lagging_followers``: the leader's ISR maintenance takes a follower back into
+    the ISR on its first fetch, without checking that it has reached the high watermark (Kafka
+    requires its log end offset at or past both the HW and the start of the leader's epoch),
+    so a lagging replica counts as in sync and may be elected leader without records that
+    acks=all acknowledged."""
 
     hw_ignores_followers: bool = False
     truncate_to_high_watermark: bool = False
     lso_ignores_open_transactions: bool = False
     skip_aborted_transactions: bool = False
+    isr_admits_lagging_followers: bool = False
 
 
 KAFKA_RULES = ReplicationRules()

@@ -14,7 +14,15 @@ How the faults map onto the simulation:
 * ``slow_network``: latency (and jitter) on every message of the simulation, not only the
   target's, for the duration.
 * ``clock_jump``: the wall clock (``time_ms``) of the whole simulation jumps; durations
-  (``monotonic_ms``) do not.
+  (``monotonic_ms``) do not. ``clock_drift``: the target's own wall clock (``sim.clocks``)
+  runs fast or slow; its monotonic clock and the loop's timers keep the simulation's time.
+* ``partition_one_way`` / ``slow_one_way``: one direction of the chosen broker links is cut
+  (``SimNetwork.one_way``) or slowed (``SimNetwork.slow_link``); a split healing keeps the
+  one-way cuts in force and the reverse. A restarted broker comes back with every link
+  (``SimCluster.start_broker`` heals its node), as after ``isolate``.
+* ``torn_write``: the broker leaves the network, each of its logs' last unflushed batch is
+  cut at a random byte (``storage.disk_faults.tear_last_batch``, drawn on a stream of its
+  own), and it is killed as by ``crash``.
 * ``disk_full``: every append under the broker's log dirs fails with ENOSPC
   (``storage.disk_faults``); the append answers KAFKA_STORAGE_ERROR, the dir goes offline and
   the broker halts (as Kafka does when its log dirs have failed); the runner hears of it at
@@ -28,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import random
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import MappingProxyType
@@ -77,6 +86,13 @@ class SimBackend:
         self._cluster: SimCluster | None = None
         self._paused: set[int] = set()
         self._on_halt: Callable[[int], None] | None = None
+        # One-way faults in force (how many cover each directed link) and the links a split
+        # cut, so that healing one never heals the other; slowed links.
+        self._one_way_cuts: dict[tuple[str, str], int] = {}
+        self._split_cuts: set[tuple[str, str]] = set()
+        self._slow_links: set[tuple[str, str]] = set()
+        # Where a torn write cuts its batch: a stream of its own, so that other draws stay.
+        self._tear_rng = random.Random(f"torn/{self.seed}")
 
     @property
     def spec(self) -> BackendSpec:
@@ -220,10 +236,14 @@ class SimBackend:
                     if other is side:
                         continue
                     for dst in sorted(other):
+                        self._split_cuts.add((src, dst))
                         self.cluster.network.one_way(src, dst)
 
     async def heal_split(self) -> None:
         self.cluster.network.heal_all()
+        self._split_cuts.clear()
+        for pair in self._one_way_cuts:  # one-way faults still in force stay
+            self.cluster.network.one_way(*pair)
 
     async def expire_session(self, broker_id: int) -> None:
         zk = self._zk_of(broker_id)
@@ -243,6 +263,48 @@ class SimBackend:
         del broker_ids  # one clock for the whole simulation
         self.cluster.clock.jump_ms(int(seconds * 1000))
 
+    async def cut_one_way(self, src: int, dst: int) -> None:
+        pair = (broker_node(src), broker_node(dst))
+        self._one_way_cuts[pair] = self._one_way_cuts.get(pair, 0) + 1
+        self.cluster.network.one_way(*pair)
+
+    async def heal_one_way(self, src: int, dst: int) -> None:
+        pair = (broker_node(src), broker_node(dst))
+        left = self._one_way_cuts.get(pair, 0) - 1
+        if left > 0:
+            self._one_way_cuts[pair] = left
+            return
+        self._one_way_cuts.pop(pair, None)
+        if pair not in self._split_cuts:  # a split still in force keeps the link cut
+            self.cluster.network.heal_one_way(*pair)
+
+    async def slow_link(self, src: int, dst: int, latency_ms: float, jitter_ms: float) -> None:
+        # SimNetwork draws ±jitter around its base: latency..latency+jitter, as documented.
+        pair = (broker_node(src), broker_node(dst))
+        self._slow_links.add(pair)
+        self.cluster.network.slow_link(*pair, latency_ms + jitter_ms / 2, jitter_ms / 2)
+
+    async def normal_link(self, src: int, dst: int) -> None:
+        pair = (broker_node(src), broker_node(dst))
+        self._slow_links.discard(pair)
+        self.cluster.network.slow_link(*pair, 0.0)
+
+    async def clock_drift(self, broker_id: int, rate: float) -> None:
+        self.cluster.broker_clock(broker_id).set_rate(rate)
+
+    async def crash_torn(self, broker_id: int) -> None:
+        broker = self.cluster.brokers.get(broker_id)
+        if broker is None:
+            return
+        # Gone from the network and ZooKeeper first, so that nothing appends after the tear.
+        self.cluster.network.crash(broker_node(broker_id))
+        zk = broker.zk
+        if isinstance(zk, SimZooKeeperClient):
+            zk.disconnect()
+        for tp in sorted(broker.log_manager.logs):
+            disk_faults.tear_last_batch(broker.log_manager.logs[tp], self._tear_rng)
+        await self.crash(broker_id, lose_unflushed=False)
+
     async def fill_disk(self, broker_id: int) -> None:
         disk_faults.fill(self.cluster.log_dirs(broker_id))
 
@@ -251,6 +313,11 @@ class SimBackend:
 
     async def heal_network(self) -> None:
         self.cluster.network.heal_all()
+        self._one_way_cuts.clear()
+        self._split_cuts.clear()
+        for pair in sorted(self._slow_links):
+            self.cluster.network.slow_link(*pair, 0.0)
+        self._slow_links.clear()
         self.cluster.network.set_latency(*BASE_LATENCY_MS)
         self._paused.clear()
         for broker_id in sorted(self.cluster.brokers):
@@ -268,9 +335,9 @@ class SimBackend:
             if broker is None:
                 continue
             response = broker.apis.describe_replicas(pb.DescribeReplicasRequest())
-            found.extend(
-                ReplicaSample.from_state(response.monotonic_ms, r) for r in response.replicas
-            )
+            # Sampled now on the run's (the host's) monotonic clock, as the sampler does.
+            now_ms = self.cluster.clock.monotonic_ms()
+            found.extend(ReplicaSample.from_state(now_ms, r) for r in response.replicas)
         return tuple(found)
 
     async def finish(self, history: History) -> list[str]:

@@ -25,6 +25,7 @@ from kafkasim.node.config import BrokerConfig
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.node.txn_marker_sender import rpc_marker_sender
 from kafkasim.node.zk_security import zk_security_for
+from kafkasim.sim.clocks import DriftingClock
 from kafkasim.sim.loop import VirtualClock
 from kafkasim.sim.network import SimNetwork, SimTransport
 from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
@@ -64,6 +65,8 @@ class SimCluster:
         self.loop = asyncio.get_running_loop()
         self.rng = random.Random(seed)
         self.clock = VirtualClock(self.loop)
+        # Each broker's own view of ``clock`` (``drift_clock``); rate 1 unless drifted.
+        self.broker_clocks: dict[int, DriftingClock] = {}
         self.network = SimNetwork(self.loop, random.Random(f"net/{seed}"))
         self.zk_server = SimZooKeeperServer()
         self.zk_session_timeout_ms = zk_session_timeout_ms
@@ -124,7 +127,7 @@ class SimCluster:
                 self.network, broker_node(broker_id), f"User:{broker_node(broker_id)}"
             ),
             coordination_factory=lambda: self._coordination_factory(broker_id),
-            clock=self.clock,
+            clock=self.broker_clock(broker_id),
             controller_factory=controller_factory(
                 lambda b: random.Random(f"controller/{self.seed}/{b}")
             ),
@@ -136,6 +139,14 @@ class SimCluster:
         self.brokers[broker_id] = broker
         await broker.start()
         return broker
+
+    def broker_clock(self, broker_id: int) -> DriftingClock:
+        """The clock broker ``broker_id`` reads (the same one across its restarts: the
+        machine's clock, not the process's)."""
+        clock = self.broker_clocks.get(broker_id)
+        if clock is None:
+            clock = self.broker_clocks[broker_id] = DriftingClock(self.clock)
+        return clock
 
     def _halt(self, broker_id: int) -> None:
         """A broker halts itself (a failed log dir): the process is gone, as after kill -9

@@ -124,6 +124,8 @@ class SimNetwork:
         self._isolated: set[str] = set()
         self._sides: list[frozenset[str]] = []
         self._one_way: set[tuple[str, str]] = set()
+        # Extra delay on directed links (src, dst): (base ms, jitter ms), on top of the latency.
+        self._slow_links: dict[tuple[str, str], tuple[float, float]] = {}
         # Endpoints. Dicts, not sets: iteration order must not depend on hashing.
         self._servers: dict[str, SimServer] = {}
         self._address_node: dict[str, str] = {}
@@ -163,6 +165,22 @@ class SimNetwork:
             raise ValueError(f"a node cannot be cut from itself: {src}")
         self._one_way.add((src, dst))
         self._doom_cut_streams()
+
+    def heal_one_way(self, src: str, dst: str) -> None:
+        """Undo ``one_way(src, dst)`` alone (other cuts stay)."""
+        self._one_way.discard((src, dst))
+
+    def slow_link(self, src: str, dst: str, base_ms: float, jitter_ms: float = 0.0) -> None:
+        """Every message from ``src`` to ``dst`` takes ``base_ms`` plus a uniform draw in
+        ``±jitter_ms`` (never below 0) more than the network's latency; ``dst`` to ``src`` is
+        not slowed. A stream's frames still arrive in order. ``base_ms`` 0 and no jitter:
+        the link is normal again."""
+        if base_ms < 0 or jitter_ms < 0:
+            raise ValueError(f"link delay must be >= 0, got base {base_ms} ms ± {jitter_ms} ms")
+        if base_ms == 0 and jitter_ms == 0:
+            self._slow_links.pop((src, dst), None)
+        else:
+            self._slow_links[(src, dst)] = (base_ms, jitter_ms)
 
     def heal_all(self) -> None:
         """Remove every isolation, partition and one-way cut (loss and latency stay)."""
@@ -233,6 +251,17 @@ class SimNetwork:
         jitter = self._rng.uniform(-self._jitter_ms, self._jitter_ms) if self._jitter_ms else 0.0
         return max(0.0, self._latency_ms + jitter) / 1000
 
+    def _link_delay_s(self, src: str, dst: str) -> float:
+        """The extra delay of a slowed link (0 without one; no draw on the rng then)."""
+        if not self._slow_links:
+            return 0.0
+        slow = self._slow_links.get((src, dst))
+        if slow is None:
+            return 0.0
+        base_ms, jitter_ms = slow
+        jitter = self._rng.uniform(-jitter_ms, jitter_ms) if jitter_ms else 0.0
+        return max(0.0, base_ms + jitter) / 1000
+
     def _leaves(self, src: str, dst: str) -> bool:
         """Count a message sent; False if it is dropped at once (cut link or loss roll)."""
         self.stats.sent += 1
@@ -255,7 +284,8 @@ class SimNetwork:
         """One independent message from node ``src`` to node ``dst``: ``deliver`` on arrival."""
         if not self._leaves(src, dst):
             return
-        self.loop.call_later(self._delay_s(), self._arrive, src, dst, deliver)
+        delay_s = self._delay_s() + self._link_delay_s(src, dst)
+        self.loop.call_later(delay_s, self._arrive, src, dst, deliver)
 
     def _arrive(self, src: str, dst: str, deliver: Callable[[], object]) -> None:
         if self._arrives(src, dst):
@@ -421,7 +451,8 @@ class _Pipe:
             return
         loop = self._network.loop
         # Never before the previous frame: equal times on the loop's heap have no fixed order.
-        arrival = max(loop.time() + self._network._delay_s(), self._last_arrival)
+        delay_s = self._network._delay_s() + self._network._link_delay_s(src, dst)
+        arrival = max(loop.time() + delay_s, self._last_arrival)
         self._last_arrival = arrival
         self._queue.append((arrival, frame))
         if self._timer is None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kafkasim.cluster import chaos
+from kafkasim.cluster.compose import COMPOSE
 from kafkasim.faults import runner
 from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.backend import (
@@ -181,3 +182,28 @@ def test_transaction_markers_are_not_data_and_are_read_apart(tmp_path: Path) -> 
     assert entries == [(0, "p7-0"), (1, "p7-1"), (3, "p7-2")]
     assert markers == [(2, "COMMIT"), (4, "ABORT")]
     assert chaos.read_replica_log(tmp_path)[0] == entries  # without a list: still not data
+
+
+@pytest.mark.parametrize(
+    ("action", "params", "why"),
+    [
+        ("partition_one_way", {"inbound": True}, "one-way faults need network namespaces"),
+        ("slow_one_way", {"latency_ms": 100.0}, "needs network namespaces and tc netem"),
+        ("clock_drift", {"rate": 2.0}, "needs libfaketime"),
+        ("torn_write", {}, "needs a power cut"),
+    ],
+)
+def test_the_new_fault_kinds_are_refused_on_processes_and_containers_in_one_line(
+    action: str, params: dict[str, object], why: str
+) -> None:
+    chosen = replace(
+        load(find("leader-crash")), faults=(Fault(1.0, action, "broker:1", 1.0, params),)
+    )
+    with pytest.raises(UnsupportedFaultError) as caught:
+        check_supported(chosen, chaos.LOCAL)
+    message = str(caught.value)
+    assert "\n" not in message and f"{action} (faults[0]): " in message and why in message
+    with pytest.raises(
+        UnsupportedFaultError, match=rf"the compose cluster cannot inject {action} "
+    ):
+        check_supported(chosen, COMPOSE)

@@ -442,3 +442,47 @@ def test_a_seeded_run_replays_exactly_and_another_seed_differs() -> None:
     assert len(first) > 60
     assert traced_run(seed=7) == first
     assert traced_run(seed=8) != first
+
+
+def test_a_slowed_link_delays_only_its_own_direction_until_made_normal() -> None:
+    """a's answers to b take 100 ms more: b's calls to a take the extra once (the answer),
+    a's calls to b too (b's answer is not slowed, a's request is not either: only a to b)."""
+
+    async def scenario(cluster: Cluster) -> list[float]:
+        loop = asyncio.get_running_loop()
+        cluster.network.slow_link("a", "b", 100.0)
+        spans = []
+        for src, dst in (("b", "a"), ("a", "b")):
+            started = loop.time()
+            assert await cluster.call(src, dst) == dst
+            spans.append(loop.time() - started)
+        cluster.network.slow_link("a", "b", 0.0)
+        started = loop.time()
+        await cluster.call("b", "a")
+        spans.append(loop.time() - started)
+        return spans
+
+    hop = LATENCY_MS / 1000
+    assert simulate(scenario) == [
+        pytest.approx(2 * hop + 0.1, abs=1e-9),
+        pytest.approx(2 * hop + 0.1, abs=1e-9),
+        pytest.approx(2 * hop, abs=1e-9),
+    ]
+
+
+def test_a_one_way_cut_heals_alone() -> None:
+    async def scenario(cluster: Cluster) -> list[str]:
+        cluster.network.one_way("a", "b")
+        cluster.network.one_way("b", "a")
+        cluster.network.heal_one_way("a", "b")
+        return [await cluster.call("b", "a"), await cluster.call("c", "a")]
+
+    assert simulate(scenario, nodes=("a", "b", "c")) == ["DEADLINE_EXCEEDED", "a"]
+
+
+def test_a_slowed_link_validates_its_delay() -> None:
+    async def scenario(cluster: Cluster) -> None:
+        with pytest.raises(ValueError, match="link delay"):
+            cluster.network.slow_link("a", "b", -1.0)
+
+    simulate(scenario)

@@ -3,6 +3,7 @@ log manager takes the dir offline (once) and tells the broker, and no new log is
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.storage import disk_faults
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log_manager import LogManager
-from tests.unit.storage.logtools import T0, make_batch, open_log, read_all
+from tests.unit.storage.logtools import T0, make_batch, open_log, read_all, reopen
 
 
 @pytest.fixture(autouse=True)
@@ -67,3 +68,32 @@ def test_the_log_manager_takes_the_dir_offline_once_and_says_so(tmp_path: Path) 
         manager.get_or_create_log(TopicPartition("t", 1))
     for open_log_ in manager.logs.values():
         open_log_.close_handlers()
+
+
+def test_a_torn_last_batch_is_cut_inside_it_and_recovery_truncates_it(tmp_path: Path) -> None:
+    """A power cut in the middle of an append: the last batch keeps only a prefix, never
+    what was fsynced; recovery drops the torn batch and keeps every whole one before it."""
+    log, clock = open_log(tmp_path)
+    log.append_as_leader(make_batch([b"a", b"b"]), leader_epoch=0)
+    log.flush()
+    whole = log.segments.active.size
+    log.append_as_leader(make_batch([b"c", b"d", b"e"]), leader_epoch=0)
+    size = log.segments.active.size
+    cut = disk_faults.tear_last_batch(log, random.Random(7))
+    assert cut is not None and whole < cut < size
+    assert log.segments.active.log.file_length() == cut
+    recovered = reopen(log, clock, clean=False)
+    assert recovered.log_end_offset == 2
+    assert [r.value for r in read_all(recovered)] == [b"a", b"b"]
+    recovered.close()
+
+
+def test_a_fsynced_last_batch_cannot_be_torn(tmp_path: Path) -> None:
+    log, _ = open_log(tmp_path)
+    assert disk_faults.tear_last_batch(log, random.Random(1)) is None  # no batch yet
+    log.append_as_leader(make_batch([b"a"]), leader_epoch=0)
+    log.flush()
+    size = log.segments.active.size
+    assert disk_faults.tear_last_batch(log, random.Random(1)) is None
+    assert log.segments.active.size == size
+    log.close()

@@ -1,0 +1,82 @@
+"""How the runner applies the one-way network faults, clock drift and torn writes
+(``partition_one_way``, ``slow_one_way``, ``clock_drift``, ``torn_write``; part of
+``faults.runner.APPLY``).
+
+A one-way fault names its target and, in ``peer``, the broker at the other end (0: every other
+broker); ``inbound`` turns the direction round. It becomes a list of directed broker pairs
+``(src, dst)`` (a target is never its own peer), each cut or slowed through the backend, and
+undone pair by pair when the fault heals.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import TYPE_CHECKING
+
+from kafkasim.faults.actions import PEER_ALL
+from kafkasim.faults.scenario import Fault
+
+if TYPE_CHECKING:
+    from kafkasim.faults.runner import Undo, _Run
+
+__all__ = ["clock_drift", "directed_pairs", "partition_one_way", "slow_one_way", "torn_write"]
+
+
+def directed_pairs(
+    fault: Fault, targets: list[int], brokers: tuple[int, ...]
+) -> list[tuple[int, int]]:
+    """The directed links ``(src, dst)`` a one-way fault on ``targets`` acts on, in order."""
+    peer = int(fault.params.get("peer", PEER_ALL))
+    inbound = bool(fault.params.get("inbound", False))
+    pairs: list[tuple[int, int]] = []
+    for target in targets:
+        peers = [b for b in brokers if b != target] if peer == PEER_ALL else [peer]
+        for other in peers:
+            if other != target:
+                pairs.append((other, target) if inbound else (target, other))
+    return pairs
+
+
+async def partition_one_way(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+    pairs = directed_pairs(fault, targets, run.backend.broker_ids)
+    for src, dst in pairs:
+        await run.backend.cut_one_way(src, dst)
+
+    async def undo() -> None:
+        for src, dst in pairs:
+            await run.backend.heal_one_way(src, dst)
+
+    return undo
+
+
+async def slow_one_way(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+    latency = float(fault.params["latency_ms"])
+    jitter = float(fault.params.get("jitter_ms", 0.0))
+    pairs = directed_pairs(fault, targets, run.backend.broker_ids)
+    for src, dst in pairs:
+        await run.backend.slow_link(src, dst, latency, jitter)
+
+    async def undo() -> None:
+        for src, dst in pairs:
+            await run.backend.normal_link(src, dst)
+
+    return undo
+
+
+async def clock_drift(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+    rate = float(fault.params["rate"])
+    for broker_id in targets:
+        await run.backend.clock_drift(broker_id, rate)
+
+    async def undo() -> None:
+        for broker_id in targets:
+            await run.backend.clock_drift(broker_id, 1.0)
+
+    return undo
+
+
+async def torn_write(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+    del fault
+    for broker_id in targets:
+        await run._kill(broker_id, signal.SIGKILL, lose_unflushed=False, torn=True)
+    return run._restarter(targets)
