@@ -10,7 +10,10 @@ protocol needed for a one-way feed. Everything the page loads (HTML, JS, CSS, an
 Routes: ``GET /`` the page; ``GET /api/view`` the view model (JSON; a replay takes ``?t=MS``);
 ``GET /api/events`` the view as Server-Sent Events, once a second and at once when a
 ZooKeeper watch fires; ``POST /api/fault`` ``{"action": ..., "broker": N}`` a fault button
-(``console.faults``). Every refusal is a 4xx JSON ``{"error": ...}`` saying what was wrong.
+(``console.faults``); ``POST /api/workload`` ``{"action": "start", "topic": ..., "rate": R,
+"acks": ..., "consumer": true}`` or ``{"action": "stop"}`` the built-in workload
+(``console.workload``), its live verdict in the view's ``workload``. Every refusal is a 4xx
+JSON ``{"error": ...}`` saying what was wrong.
 """
 
 from __future__ import annotations
@@ -33,8 +36,18 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from kafkasim.console.faults import FaultRefusedError, Injector
-from kafkasim.console.model import Event, RatePoint, Snapshot, events_between, rates_between, view
+from kafkasim.console.model import (
+    UNKNOWN,
+    UP,
+    Event,
+    RatePoint,
+    Snapshot,
+    events_between,
+    rates_between,
+    view,
+)
 from kafkasim.console.replay import Replay
+from kafkasim.console.workload import ConsoleWorkload, parse_start
 
 __all__ = ["LiveConsole", "ReplayConsole", "SnapshotSource", "create_app", "plotly_js"]
 
@@ -69,9 +82,16 @@ class LiveConsole:
     """The live state: the latest snapshot, the timeline and the rate series; ``version``
     counts the views computed (the event stream sends each once)."""
 
-    def __init__(self, source: SnapshotSource, injector: Injector, clock_ms: Callable[[], int]):
+    def __init__(
+        self,
+        source: SnapshotSource,
+        injector: Injector,
+        clock_ms: Callable[[], int],
+        workload: ConsoleWorkload | None = None,
+    ):
         self.source = source
         self.injector = injector
+        self.workload = workload
         self.clock_ms = clock_ms
         self.snapshot: Snapshot | None = None
         self.timeline: deque[Event] = deque(maxlen=TIMELINE_MAX)
@@ -81,6 +101,21 @@ class LiveConsole:
         self.updated = asyncio.Condition()
         self.polls = 0
         self.error: str | None = None
+
+    def topics(self) -> dict[str, int]:
+        """The cluster's topics as last polled: name → number of partitions."""
+        found: dict[str, int] = {}
+        for p in () if self.snapshot is None else self.snapshot.partitions:
+            found[p.topic] = max(found.get(p.topic, 0), p.partition + 1)
+        return found
+
+    def answering(self) -> list[str]:
+        """The addresses of the brokers serving as last polled (up and registered)."""
+        if self.snapshot is None:
+            return []
+        return [
+            b.address for b in self.snapshot.brokers if b.process in (UP, UNKNOWN) and b.registered
+        ]
 
     def note(self, kind: str, text: str) -> None:
         """An event from the console itself (a fault button, a broker serving again)."""
@@ -101,6 +136,8 @@ class LiveConsole:
                 self.rates.popleft()
             self.snapshot = snap
         self.polls += 1
+        if self.workload is not None:
+            self.workload.tick()
         if self.snapshot is not None:
             self.current = view(
                 self.snapshot,
@@ -111,6 +148,7 @@ class LiveConsole:
                     "error": self.error,
                     "console_requests": self.source.requests,
                     "faults_enabled": self.injector.backend is not None,
+                    "workload": None if self.workload is None else self.workload.status(),
                 },
             )
         async with self.updated:
@@ -201,6 +239,29 @@ def create_app(console: LiveConsole | ReplayConsole) -> Starlette:
         await console.poll_once()
         return JSONResponse({"ok": True, "message": message})
 
+    async def api_workload(request: Request) -> Response:
+        try:
+            if isinstance(console, ReplayConsole):
+                raise FaultRefusedError(409, "a replay has no cluster to run a workload on")
+            workload = console.workload
+            if workload is None:
+                raise FaultRefusedError(409, "this console has no workload")
+            body = await _json_body(request)
+            action = body.get("action")
+            if action == "start":
+                message = await workload.start(parse_start(body, console.topics()))
+            elif action == "stop":
+                extra = sorted(set(body) - {"action"})
+                if extra:
+                    raise FaultRefusedError(400, f"stop takes no other field, got {extra}")
+                message = await workload.stop()
+            else:
+                raise FaultRefusedError(400, f"action must be start or stop, got {action!r}")
+        except FaultRefusedError as e:
+            return _error(e.status, str(e))
+        await console.poll_once()
+        return JSONResponse({"ok": True, "message": message})
+
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 405:
@@ -225,6 +286,8 @@ def create_app(console: LiveConsole | ReplayConsole) -> Starlette:
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+            if console.workload is not None:
+                await console.workload.close()
             await console.injector.close()
             await console.source.close()
 
@@ -234,6 +297,7 @@ def create_app(console: LiveConsole | ReplayConsole) -> Starlette:
         Route("/api/view", api_view),
         Route("/api/events", api_events),
         Route("/api/fault", api_fault, methods=["POST"]),
+        Route("/api/workload", api_workload, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
