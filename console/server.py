@@ -5,7 +5,8 @@ the clients it reuses (the poller's gRPC, kazoo and admin calls run on the serve
 loop, no threads of ours), and Server-Sent Events are a plain ``StreamingResponse`` — one
 long GET per page, which a browser's ``EventSource`` reconnects by itself, no WebSocket
 protocol needed for a one-way feed. Everything the page loads (HTML, JS, CSS, and Plotly's
-``plotly.min.js`` from the pinned plotly package) is served from inside the installation.
+``plotly.min.js`` from the pinned plotly package, the same file the reports inline:
+``faults.report.plotly_js_path``) is served from inside the installation.
 
 Routes: ``GET /`` the page; ``GET /api/view`` the view model (JSON; a replay takes ``?t=MS``);
 ``GET /api/events`` the view as Server-Sent Events, once a second and at once when a
@@ -24,7 +25,6 @@ import json
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -48,8 +48,9 @@ from kafkasim.console.model import (
 )
 from kafkasim.console.replay import Replay
 from kafkasim.console.workload import ConsoleWorkload, parse_start
+from kafkasim.faults.report import plotly_js_path
 
-__all__ = ["LiveConsole", "ReplayConsole", "SnapshotSource", "create_app", "plotly_js"]
+__all__ = ["LiveConsole", "ReplayConsole", "SnapshotSource", "create_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,14 +58,6 @@ STATIC: Final = Path(__file__).with_name("static")
 TICK_S: Final = 1.0
 TIMELINE_MAX: Final = 500
 RATES_KEPT_MS: Final = 5 * 60 * 1000
-
-
-def plotly_js() -> Path:
-    """``plotly.min.js`` as the pinned plotly package ships it (offline)."""
-    path = Path(str(resources.files("plotly") / "package_data" / "plotly.min.js"))
-    if not path.is_file():
-        raise FileNotFoundError(f"plotly.min.js is not in the plotly package ({path})")
-    return path
 
 
 class SnapshotSource(Protocol):
@@ -200,7 +193,7 @@ def create_app(console: LiveConsole | ReplayConsole) -> Starlette:
         return FileResponse(STATIC / "index.html")
 
     async def plotly(request: Request) -> Response:
-        return FileResponse(plotly_js(), media_type="text/javascript")
+        return FileResponse(plotly_js_path(), media_type="text/javascript")
 
     async def api_view(request: Request) -> Response:
         if isinstance(console, ReplayConsole):
