@@ -25,10 +25,12 @@ from kafkasim.cluster.chaos import LocalBackend
 from kafkasim.cluster.compose_secure import STATE_FILE
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import SystemClock
+from kafkasim.common.rpc_grpc_client import client_transport
 from kafkasim.console.faults import Injector
 from kafkasim.console.live import LocalTarget, Poller, StaticTarget, Target
 from kafkasim.console.replay import Replay
 from kafkasim.console.server import LiveConsole, ReplayConsole, create_app
+from kafkasim.console.workload import ConsoleWorkload
 from kafkasim.faults.history import History
 
 __all__ = ["DEFAULT_BIND", "live_console", "parse_bind", "register", "serve"]
@@ -92,7 +94,19 @@ def _console(target: Target, backend: LocalBackend | None) -> LiveConsole:
 
         paused = paused_now
     injector = Injector(backend, note, is_paused=paused)
-    console = LiveConsole(Poller(target, clock), injector, clock.time_ms)
+    properties = target.client_properties
+
+    def answering() -> list[str]:  # the console exists by the time the workload asks
+        return holder[0].answering()
+
+    workload = ConsoleWorkload(
+        lambda: client_transport(properties),
+        target.bootstrap,
+        answering,
+        clock,
+        note,
+    )
+    console = LiveConsole(Poller(target, clock), injector, clock.time_ms, workload)
     holder.append(console)
     return console
 

@@ -141,7 +141,8 @@ def _scrape(url: str) -> str:
 
 class Poller:
     """Takes snapshots of ``target``; ``changed`` is set when a ZooKeeper watch fires.
-    ``requests`` counts the requests the console sent to brokers (its own load)."""
+    ``requests`` counts the requests the console sent to brokers (its own load: gRPC calls and
+    metrics scrapes)."""
 
     def __init__(self, target: Target, clock: Clock | None = None) -> None:
         self.target = target
@@ -308,6 +309,7 @@ class Poller:
 
     async def _metrics(self, brokers: list[BrokerState]) -> dict[int, BrokerMetrics]:
         async def one(url: str) -> BrokerMetrics | None:
+            self.requests += 1  # a scrape is a request to the broker too
             try:
                 return parse_metrics(await asyncio.to_thread(_scrape, url))
             except (OSError, ValueError) as e:

@@ -5,12 +5,16 @@ the clients it reuses (the poller's gRPC, kazoo and admin calls run on the serve
 loop, no threads of ours), and Server-Sent Events are a plain ``StreamingResponse`` — one
 long GET per page, which a browser's ``EventSource`` reconnects by itself, no WebSocket
 protocol needed for a one-way feed. Everything the page loads (HTML, JS, CSS, and Plotly's
-``plotly.min.js`` from the pinned plotly package) is served from inside the installation.
+``plotly.min.js`` from the pinned plotly package, the same file the reports inline:
+``faults.report.plotly_js_path``) is served from inside the installation.
 
 Routes: ``GET /`` the page; ``GET /api/view`` the view model (JSON; a replay takes ``?t=MS``);
 ``GET /api/events`` the view as Server-Sent Events, once a second and at once when a
 ZooKeeper watch fires; ``POST /api/fault`` ``{"action": ..., "broker": N}`` a fault button
-(``console.faults``). Every refusal is a 4xx JSON ``{"error": ...}`` saying what was wrong.
+(``console.faults``); ``POST /api/workload`` ``{"action": "start", "topic": ..., "rate": R,
+"acks": ..., "consumer": true}`` or ``{"action": "stop"}`` the built-in workload
+(``console.workload``), its live verdict in the view's ``workload``. Every refusal is a 4xx
+JSON ``{"error": ...}`` saying what was wrong.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ import json
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -33,10 +36,21 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from kafkasim.console.faults import FaultRefusedError, Injector
-from kafkasim.console.model import Event, RatePoint, Snapshot, events_between, rates_between, view
+from kafkasim.console.model import (
+    UNKNOWN,
+    UP,
+    Event,
+    RatePoint,
+    Snapshot,
+    events_between,
+    rates_between,
+    view,
+)
 from kafkasim.console.replay import Replay
+from kafkasim.console.workload import ConsoleWorkload, parse_start
+from kafkasim.faults.report import plotly_js_path
 
-__all__ = ["LiveConsole", "ReplayConsole", "SnapshotSource", "create_app", "plotly_js"]
+__all__ = ["LiveConsole", "ReplayConsole", "SnapshotSource", "create_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,14 +58,6 @@ STATIC: Final = Path(__file__).with_name("static")
 TICK_S: Final = 1.0
 TIMELINE_MAX: Final = 500
 RATES_KEPT_MS: Final = 5 * 60 * 1000
-
-
-def plotly_js() -> Path:
-    """``plotly.min.js`` as the pinned plotly package ships it (offline)."""
-    path = Path(str(resources.files("plotly") / "package_data" / "plotly.min.js"))
-    if not path.is_file():
-        raise FileNotFoundError(f"plotly.min.js is not in the plotly package ({path})")
-    return path
 
 
 class SnapshotSource(Protocol):
@@ -69,9 +75,16 @@ class LiveConsole:
     """The live state: the latest snapshot, the timeline and the rate series; ``version``
     counts the views computed (the event stream sends each once)."""
 
-    def __init__(self, source: SnapshotSource, injector: Injector, clock_ms: Callable[[], int]):
+    def __init__(
+        self,
+        source: SnapshotSource,
+        injector: Injector,
+        clock_ms: Callable[[], int],
+        workload: ConsoleWorkload | None = None,
+    ):
         self.source = source
         self.injector = injector
+        self.workload = workload
         self.clock_ms = clock_ms
         self.snapshot: Snapshot | None = None
         self.timeline: deque[Event] = deque(maxlen=TIMELINE_MAX)
@@ -81,6 +94,21 @@ class LiveConsole:
         self.updated = asyncio.Condition()
         self.polls = 0
         self.error: str | None = None
+
+    def topics(self) -> dict[str, int]:
+        """The cluster's topics as last polled: name → number of partitions."""
+        found: dict[str, int] = {}
+        for p in () if self.snapshot is None else self.snapshot.partitions:
+            found[p.topic] = max(found.get(p.topic, 0), p.partition + 1)
+        return found
+
+    def answering(self) -> list[str]:
+        """The addresses of the brokers serving as last polled (up and registered)."""
+        if self.snapshot is None:
+            return []
+        return [
+            b.address for b in self.snapshot.brokers if b.process in (UP, UNKNOWN) and b.registered
+        ]
 
     def note(self, kind: str, text: str) -> None:
         """An event from the console itself (a fault button, a broker serving again)."""
@@ -101,6 +129,8 @@ class LiveConsole:
                 self.rates.popleft()
             self.snapshot = snap
         self.polls += 1
+        if self.workload is not None:
+            self.workload.tick()
         if self.snapshot is not None:
             self.current = view(
                 self.snapshot,
@@ -111,6 +141,7 @@ class LiveConsole:
                     "error": self.error,
                     "console_requests": self.source.requests,
                     "faults_enabled": self.injector.backend is not None,
+                    "workload": None if self.workload is None else self.workload.status(),
                 },
             )
         async with self.updated:
@@ -162,7 +193,7 @@ def create_app(console: LiveConsole | ReplayConsole) -> Starlette:
         return FileResponse(STATIC / "index.html")
 
     async def plotly(request: Request) -> Response:
-        return FileResponse(plotly_js(), media_type="text/javascript")
+        return FileResponse(plotly_js_path(), media_type="text/javascript")
 
     async def api_view(request: Request) -> Response:
         if isinstance(console, ReplayConsole):
@@ -201,6 +232,29 @@ def create_app(console: LiveConsole | ReplayConsole) -> Starlette:
         await console.poll_once()
         return JSONResponse({"ok": True, "message": message})
 
+    async def api_workload(request: Request) -> Response:
+        try:
+            if isinstance(console, ReplayConsole):
+                raise FaultRefusedError(409, "a replay has no cluster to run a workload on")
+            workload = console.workload
+            if workload is None:
+                raise FaultRefusedError(409, "this console has no workload")
+            body = await _json_body(request)
+            action = body.get("action")
+            if action == "start":
+                message = await workload.start(parse_start(body, console.topics()))
+            elif action == "stop":
+                extra = sorted(set(body) - {"action"})
+                if extra:
+                    raise FaultRefusedError(400, f"stop takes no other field, got {extra}")
+                message = await workload.stop()
+            else:
+                raise FaultRefusedError(400, f"action must be start or stop, got {action!r}")
+        except FaultRefusedError as e:
+            return _error(e.status, str(e))
+        await console.poll_once()
+        return JSONResponse({"ok": True, "message": message})
+
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 405:
@@ -225,6 +279,8 @@ def create_app(console: LiveConsole | ReplayConsole) -> Starlette:
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+            if console.workload is not None:
+                await console.workload.close()
             await console.injector.close()
             await console.source.close()
 
@@ -234,6 +290,7 @@ def create_app(console: LiveConsole | ReplayConsole) -> Starlette:
         Route("/api/view", api_view),
         Route("/api/events", api_events),
         Route("/api/fault", api_fault, methods=["POST"]),
+        Route("/api/workload", api_workload, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {

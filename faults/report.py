@@ -26,6 +26,7 @@ import json
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from kafkasim.faults.history import History
@@ -53,9 +54,18 @@ PAGE_STYLE = (
 
 
 @cache
+def plotly_js_path() -> Path:
+    """Where the pinned ``plotly`` package keeps its JavaScript bundle (``plotly.min.js``):
+    the one copy the reports inline and the live console serves."""
+    path = Path(str(resources.files("plotly").joinpath("package_data/plotly.min.js")))
+    if not path.is_file():
+        raise FileNotFoundError(f"plotly.min.js is not in the plotly package ({path})")
+    return path
+
+
 def plotly_js() -> str:
     """Plotly's JavaScript bundle as the pinned ``plotly`` package ships it."""
-    return resources.files("plotly").joinpath("package_data/plotly.min.js").read_text("utf-8")
+    return plotly_js_path().read_text("utf-8")
 
 
 def page(title: str, body: Sequence[str]) -> str:

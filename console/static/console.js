@@ -1,6 +1,7 @@
 "use strict";
 // The console page: draws the server's view model (GET /api/view, or the event stream of
-// /api/events when live) and sends fault buttons (POST /api/fault, after a confirmation).
+// /api/events when live), sends fault buttons (POST /api/fault, after a confirmation) and
+// starts/stops the built-in workload (POST /api/workload), whose live verdict it shows.
 
 const FAULTS = ["kill", "shutdown", "pause", "resume", "restart", "isolate"];
 let live = true;
@@ -91,6 +92,42 @@ function drawCharts(v) {
   Plotly.react("chart-latency", latency, layout("mean request latency (ms)"));
 }
 
+function drawWorkload(v) {
+  const select = document.getElementById("wl-topic");
+  const names = v.topics.map((t) => t.name);
+  if ([...select.options].map((o) => o.value).join() !== names.join()) {
+    const chosen = select.value;
+    select.replaceChildren(...names.map((n) => el("option", {value: n}, n)));
+    if (names.includes(chosen)) select.value = chosen;
+  }
+  const w = v.workload;
+  const status = document.getElementById("wl-status");
+  const verdict = document.getElementById("wl-verdict");
+  if (!w) { status.textContent = "no workload here"; return; }
+  status.dataset.state = w.state;
+  status.textContent = w.state === "idle" ? "idle" :
+    `${w.state}: ${w.rate} records/s to ${w.topic}, acks=${w.acks}; ` +
+    `${w.sent} sent, ${w.acknowledged} acknowledged, ${w.read} read`;
+  verdict.dataset.verdict = w.verdict ? w.verdict.verdict : "";
+  verdict.dataset.final = w.verdict ? w.verdict.final : "";
+  verdict.className = w.verdict ? (w.verdict.ok ? "ok" : "bad") : "";
+  verdict.textContent = w.verdict ? w.verdict.lines.join("\n") : "";
+}
+
+async function workload(body) {
+  const answer = await fetch("/api/workload", {method: "POST",
+    headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
+  const reply = await answer.json();
+  document.getElementById("wl-result").textContent = reply.message || reply.error;
+}
+
+function startWorkload() {
+  workload({action: "start", topic: document.getElementById("wl-topic").value,
+    rate: Number(document.getElementById("wl-rate").value),
+    acks: document.getElementById("wl-acks").value,
+    consumer: document.getElementById("wl-consumer").checked});
+}
+
 function drawGroups(v) {
   const root = document.getElementById("groups");
   root.replaceChildren();
@@ -133,6 +170,7 @@ function draw(v) {
   if (v.topics) drawTopics(v);
   if (v.groups) drawGroups(v);
   if (v.timeline) drawTimeline(v);
+  if (live && v.topics) drawWorkload(v);
   drawCharts(v);
   if (v.replay) {
     document.getElementById("replay-time").textContent =
@@ -155,6 +193,8 @@ async function start() {
   document.getElementById("mode").textContent = live ? "live" : "replay";
   for (const node of document.querySelectorAll(".live-only")) node.hidden = !live;
   if (live) {
+    document.getElementById("wl-start").onclick = startWorkload;
+    document.getElementById("wl-stop").onclick = () => workload({action: "stop"});
     draw(first);
     const events = new EventSource("/api/events");
     events.onmessage = (m) => draw(JSON.parse(m.data));

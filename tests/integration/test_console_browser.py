@@ -100,6 +100,7 @@ def test_kill_and_restart_the_leader_from_the_page(
     tmp_path: Path, browser: object, serve: Callable[[LiveConsole | ReplayConsole], str]
 ) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
 
     driver = browser
     with cluster_up(
@@ -141,6 +142,23 @@ def test_kill_and_restart_the_leader_from_the_page(
         rate = (console.source.requests - requests_before) / (time.monotonic() - started)
         print(f"console load: {rate:.1f} requests/s on the cluster; view age {ages} ms")
 
+        # The built-in workload: acks=1 with a consumer, judged live by the history checker.
+        Select(driver.find_element(By.ID, "wl-topic")).select_by_value("watched")  # type: ignore[attr-defined]
+        Select(driver.find_element(By.ID, "wl-acks")).select_by_value("1")  # type: ignore[attr-defined]
+        rate = driver.find_element(By.ID, "wl-rate")  # type: ignore[attr-defined]
+        rate.clear()
+        rate.send_keys("200")
+        driver.find_element(By.ID, "wl-start").click()  # type: ignore[attr-defined]
+        wait_for(
+            "the workload running",
+            lambda: attr(driver, "#wl-status", "data-state") == "running",
+            10,
+        )
+        wait_for(
+            "a live verdict", lambda: attr(driver, "#wl-verdict", "data-verdict") == "SAFE", 20
+        )
+        driver.save_screenshot(str(tmp_path / "1b-workload.png"))  # type: ignore[attr-defined]
+
         driver.find_element(By.ID, f"fault-kill-{leader}").click()  # type: ignore[attr-defined]
         driver.switch_to.alert.accept()  # type: ignore[attr-defined]
         limit = SESSION_TIMEOUT_S + 15
@@ -163,8 +181,20 @@ def test_kill_and_restart_the_leader_from_the_page(
             e.get_attribute("data-kind")
             for e in driver.find_elements(By.CSS_SELECTOR, "#timeline li")
         }  # type: ignore[attr-defined]
-        assert {"fault", "election", "isr_shrink"} <= kinds, kinds
+        assert {"fault", "election", "isr_shrink", "workload", "verdict"} <= kinds, kinds
         driver.save_screenshot(str(tmp_path / "2-leader-killed.png"))  # type: ignore[attr-defined]
+
+        # Stop: a final read, then the final verdict over everything sent and read. Whether
+        # acks=1 lost records depends on what the followers had fetched when the leader died.
+        driver.find_element(By.ID, "wl-stop").click()  # type: ignore[attr-defined]
+        wait_for(
+            "the final verdict", lambda: attr(driver, "#wl-verdict", "data-final") == "true", 40
+        )
+        verdict = attr(driver, "#wl-verdict", "data-verdict")
+        assert verdict in ("SAFE", "DATA LOST"), verdict
+        assert "acknowledged" in driver.find_element(By.ID, "wl-verdict").text  # type: ignore[attr-defined]
+        print("workload verdict:", driver.find_element(By.ID, "wl-verdict").text.splitlines()[0])  # type: ignore[attr-defined]
+        driver.save_screenshot(str(tmp_path / "2b-verdict.png"))  # type: ignore[attr-defined]
 
         driver.find_element(By.ID, f"fault-restart-{leader}").click()  # type: ignore[attr-defined]
         driver.switch_to.alert.accept()  # type: ignore[attr-defined]

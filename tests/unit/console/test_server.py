@@ -16,9 +16,10 @@ from kafkasim.cluster.chaos import LOCAL
 from kafkasim.console.faults import Injector
 from kafkasim.console.model import UP, BrokerState, PartitionState, Snapshot
 from kafkasim.console.replay import Replay
-from kafkasim.console.server import LiveConsole, ReplayConsole, create_app, plotly_js
+from kafkasim.console.server import LiveConsole, ReplayConsole, create_app
 from kafkasim.faults.backend import BackendSpec
 from kafkasim.faults.history import FaultEvent, History, ReplicaSample
+from kafkasim.faults.report import plotly_js
 
 
 class FakeCluster:
@@ -114,7 +115,7 @@ def test_the_page_and_its_files_are_served_from_the_package(client: TestClient) 
     assert client.get("/static/console.css").status_code == 200
     plotly = client.get("/static/plotly.min.js")
     assert plotly.status_code == 200
-    assert plotly.content == plotly_js().read_bytes()
+    assert plotly.content.decode() == plotly_js()  # the reports' bundle, one copy
 
 
 def test_the_view_shows_the_polled_cluster(client: TestClient) -> None:
