@@ -29,7 +29,7 @@ from kafkasim.common.rpc_grpc_client import client_transport
 from kafkasim.console.faults import Injector
 from kafkasim.console.live import LocalTarget, Poller, StaticTarget, Target
 from kafkasim.console.replay import Replay
-from kafkasim.console.server import LiveConsole, ReplayConsole, create_app
+from kafkasim.console.server import LiveConsole, ReplayConsole, allowed_hosts_for, create_app
 from kafkasim.console.workload import ConsoleWorkload
 from kafkasim.faults.history import History
 
@@ -115,7 +115,11 @@ def serve(console: LiveConsole | ReplayConsole, bind: str) -> None:
     """Serve until interrupted; prints the address once listening."""
     host, port = parse_bind(bind)
     config = uvicorn.Config(
-        create_app(console), host=host, port=port, log_level="warning", lifespan="on"
+        create_app(console, allowed_hosts_for(host)),
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
     )
     server = uvicorn.Server(config)
 

@@ -175,6 +175,37 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
+LOOPBACK_NAMES: Final = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def allowed_hosts_for(bind_host: str) -> frozenset[str] | None:
+    """The Host header values a console bound to ``bind_host`` answers POSTs for: loopback names
+    (and the bound address itself); None (any) when it listens on every interface, which the
+    user chose."""
+    if bind_host in ("0.0.0.0", "::", ""):
+        return None
+    return LOOPBACK_NAMES | {bind_host}
+
+
+def _check_origin(request: Request, allowed_hosts: frozenset[str] | None) -> None:
+    """A fault or workload button is reachable from the console's own page only: the body must
+    be JSON (another site's page cannot send that without a CORS preflight, which this server
+    never grants), an ``Origin`` must be the console itself, and the ``Host`` one of the names
+    the console listens by (a DNS-rebound name is refused)."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise FaultRefusedError(
+            415, f"the body must be sent as application/json, got {content_type or 'no type'!r}"
+        )
+    host = request.headers.get("host", "")
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    if allowed_hosts is not None and name not in allowed_hosts:
+        raise FaultRefusedError(403, f"refused: Host {host!r} is not this console's address")
+    origin = request.headers.get("origin")
+    if origin is not None and origin.split("://", 1)[-1] != host:
+        raise FaultRefusedError(403, f"refused: a page of {origin} may not act on this console")
+
+
 async def _json_body(request: Request) -> dict[str, Any]:
     raw = await request.body()
     try:
@@ -186,8 +217,11 @@ async def _json_body(request: Request) -> dict[str, Any]:
     return body
 
 
-def create_app(console: LiveConsole | ReplayConsole) -> Starlette:
-    """The application over a live cluster or a replay."""
+def create_app(
+    console: LiveConsole | ReplayConsole, allowed_hosts: frozenset[str] | None = LOOPBACK_NAMES
+) -> Starlette:
+    """The application over a live cluster or a replay; POSTs are answered for the Host names
+    in ``allowed_hosts`` only (None: any; see ``allowed_hosts_for``)."""
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
@@ -220,6 +254,7 @@ def create_app(console: LiveConsole | ReplayConsole) -> Starlette:
         try:
             if isinstance(console, ReplayConsole):
                 raise FaultRefusedError(409, "a replay has no cluster to inject faults into")
+            _check_origin(request, allowed_hosts)
             body = await _json_body(request)
             unknown = sorted(set(body) - {"action", "broker"})
             if unknown:
@@ -239,6 +274,7 @@ def create_app(console: LiveConsole | ReplayConsole) -> Starlette:
             workload = console.workload
             if workload is None:
                 raise FaultRefusedError(409, "this console has no workload")
+            _check_origin(request, allowed_hosts)
             body = await _json_body(request)
             action = body.get("action")
             if action == "start":

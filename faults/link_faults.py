@@ -1,6 +1,7 @@
-"""How the runner applies the one-way network faults, clock drift and torn writes
-(``partition_one_way``, ``slow_one_way``, ``clock_drift``, ``torn_write``; part of
-``faults.runner.APPLY``).
+"""How the runner applies the one-way network faults and clock drift (``partition_one_way``,
+``slow_one_way``, ``clock_drift``; part of ``faults.runner.APPLY``, which applies
+``torn_write`` beside ``crash``). They need only the run's backend (``LinkRun``), so this module
+does not import the runner.
 
 A one-way fault names its target and, in ``peer``, the broker at the other end (0: every other
 broker); ``inbound`` turns the direction round. It becomes a list of directed broker pairs
@@ -10,16 +11,24 @@ undone pair by pair when the fault heals.
 
 from __future__ import annotations
 
-import signal
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from kafkasim.faults.actions import PEER_ALL
+from kafkasim.faults.backend import Backend
 from kafkasim.faults.scenario import Fault
 
-if TYPE_CHECKING:
-    from kafkasim.faults.runner import Undo, _Run
+Undo = Callable[[], Awaitable[None]]
 
-__all__ = ["clock_drift", "directed_pairs", "partition_one_way", "slow_one_way", "torn_write"]
+
+class LinkRun(Protocol):
+    """What these faults need of a run: its backend."""
+
+    @property
+    def backend(self) -> Backend: ...
+
+
+__all__ = ["LinkRun", "clock_drift", "directed_pairs", "partition_one_way", "slow_one_way"]
 
 
 def directed_pairs(
@@ -37,7 +46,7 @@ def directed_pairs(
     return pairs
 
 
-async def partition_one_way(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+async def partition_one_way(run: LinkRun, fault: Fault, targets: list[int]) -> Undo:
     pairs = directed_pairs(fault, targets, run.backend.broker_ids)
     for src, dst in pairs:
         await run.backend.cut_one_way(src, dst)
@@ -49,7 +58,7 @@ async def partition_one_way(run: _Run, fault: Fault, targets: list[int]) -> Undo
     return undo
 
 
-async def slow_one_way(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+async def slow_one_way(run: LinkRun, fault: Fault, targets: list[int]) -> Undo:
     latency = float(fault.params["latency_ms"])
     jitter = float(fault.params.get("jitter_ms", 0.0))
     pairs = directed_pairs(fault, targets, run.backend.broker_ids)
@@ -63,7 +72,7 @@ async def slow_one_way(run: _Run, fault: Fault, targets: list[int]) -> Undo:
     return undo
 
 
-async def clock_drift(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+async def clock_drift(run: LinkRun, fault: Fault, targets: list[int]) -> Undo:
     rate = float(fault.params["rate"])
     for broker_id in targets:
         await run.backend.clock_drift(broker_id, rate)
@@ -73,10 +82,3 @@ async def clock_drift(run: _Run, fault: Fault, targets: list[int]) -> Undo:
             await run.backend.clock_drift(broker_id, 1.0)
 
     return undo
-
-
-async def torn_write(run: _Run, fault: Fault, targets: list[int]) -> Undo:
-    del fault
-    for broker_id in targets:
-        await run._kill(broker_id, signal.SIGKILL, lose_unflushed=False, torn=True)
-    return run._restarter(targets)

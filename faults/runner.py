@@ -450,6 +450,13 @@ async def _crash(run: _Run, fault: Fault, targets: list[int]) -> Undo:
     return run._restarter(targets)
 
 
+async def _torn_write(run: _Run, fault: Fault, targets: list[int]) -> Undo:
+    del fault
+    for broker_id in targets:
+        await run._kill(broker_id, signal.SIGKILL, lose_unflushed=False, torn=True)
+    return run._restarter(targets)
+
+
 async def _restart(run: _Run, fault: Fault, targets: list[int]) -> None:
     del fault  # a broker that runs is left alone (ACTIONS["restart"])
     await run._restarter(targets)()
@@ -559,7 +566,7 @@ APPLY: Final[Mapping[str, Apply]] = MappingProxyType(
         "partition_one_way": link_faults.partition_one_way,
         "slow_one_way": link_faults.slow_one_way,
         "clock_drift": link_faults.clock_drift,
-        "torn_write": link_faults.torn_write,
+        "torn_write": _torn_write,
     }
 )
 """How the runner applies each action of ``ACTIONS`` (every one, and no other)."""

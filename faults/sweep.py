@@ -32,11 +32,11 @@ import logging
 import multiprocessing
 import random
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkasim.common.clock import monotonic_ns
 from kafkasim.faults import checker, runner, schedules
 from kafkasim.faults.backend import BackendSpec
 from kafkasim.faults.history import History
@@ -245,9 +245,9 @@ def run_chunk(base: Scenario, chunk: Chunk) -> ChunkResult:
     """Every seed of ``chunk`` in turn, in this process."""
     if base.name != chunk.scenario:
         raise ValueError(f"chunk of {chunk.scenario!r} given scenario {base.name!r}")
-    started = time.monotonic()
+    started = monotonic_ns()
     results = tuple(run_seed(base, seed) for seed in chunk.seeds)
-    return ChunkResult(chunk, results, time.monotonic() - started)
+    return ChunkResult(chunk, results, (monotonic_ns() - started) / 1e9)
 
 
 # -- engines -----------------------------------------------------------------------------------

@@ -103,7 +103,7 @@ def client(cluster: FakeCluster) -> Iterator[TestClient]:
     injector = Injector(cluster, note)
     console = LiveConsole(FakeSource(cluster), injector, lambda: 0)
     holder.append(console)
-    with TestClient(create_app(console)) as c:
+    with TestClient(create_app(console), base_url="http://127.0.0.1:9021") as c:
         yield c
 
 
@@ -216,7 +216,7 @@ def test_a_wrong_method_or_page_is_named(client: TestClient, cluster: FakeCluste
 def test_a_console_without_a_backend_refuses_faults() -> None:
     cluster = FakeCluster()
     console = LiveConsole(FakeSource(cluster), Injector(None, lambda k, t: None), lambda: 0)
-    with TestClient(create_app(console)) as c:
+    with TestClient(create_app(console), base_url="http://127.0.0.1:9021") as c:
         answer = c.post("/api/fault", json={"action": "kill", "broker": 1})
         assert answer.status_code == 409
         assert "no backend to inject faults through" in answer.json()["error"]
@@ -243,7 +243,9 @@ def _history() -> History:
 
 @pytest.fixture
 def replay_client() -> Iterator[TestClient]:
-    with TestClient(create_app(ReplayConsole(Replay(_history())))) as c:
+    with TestClient(
+        create_app(ReplayConsole(Replay(_history()))), base_url="http://127.0.0.1:9021"
+    ) as c:
         yield c
 
 
@@ -284,3 +286,36 @@ def test_replay_reads_a_written_history(tmp_path: Path) -> None:
     path = tmp_path / "run.jsonl"
     _history().write(path)
     assert Replay(History.read(path)).view_at(2000)["topics"][0]["partitions"][0]["leader"] == 2
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "message"),
+    [
+        # A form or text/plain POST is what another site's page can send without a preflight.
+        ({"content-type": "text/plain"}, 415, "application/json"),
+        ({"content-type": "application/x-www-form-urlencoded"}, 415, "application/json"),
+        ({"content-type": "application/json", "origin": "http://evil.example"}, 403, "evil"),
+        ({"content-type": "application/json", "host": "rebound.example:9021"}, 403, "Host"),
+    ],
+)
+def test_a_fault_button_answers_the_consoles_own_page_only(
+    client: TestClient, cluster: FakeCluster, headers: dict[str, str], status: int, message: str
+) -> None:
+    body = '{"action": "kill", "broker": 1}'
+    answer = client.post("/api/fault", content=body, headers=headers)
+    assert answer.status_code == status
+    assert message in answer.json()["error"]
+    assert cluster.calls == []
+    same_origin = {"content-type": "application/json", "origin": "http://127.0.0.1:9021"}
+    assert client.post("/api/fault", content=body, headers=same_origin).status_code == 200
+    assert cluster.calls == [("SIGKILL", 1)]
+
+
+def test_the_hosts_a_console_answers_follow_its_bind_address() -> None:
+    from kafkasim.console.server import allowed_hosts_for
+
+    assert allowed_hosts_for("0.0.0.0") is None  # every interface: the user chose it
+    local = allowed_hosts_for("127.0.0.1")
+    assert local is not None and {"127.0.0.1", "localhost"} <= local
+    lan = allowed_hosts_for("10.1.2.3")
+    assert lan is not None and "10.1.2.3" in lan and "rebound.example" not in lan

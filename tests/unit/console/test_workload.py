@@ -187,7 +187,7 @@ def console(transports: Counting) -> LiveConsole:
 
 @pytest.fixture
 def client(console: LiveConsole) -> Iterator[TestClient]:
-    with TestClient(create_app(console)) as c:
+    with TestClient(create_app(console), base_url="http://127.0.0.1:9021") as c:
         yield c
 
 
@@ -226,9 +226,12 @@ def test_bad_workload_requests_start_nothing(
 
 
 def test_a_malformed_body_is_refused(client: TestClient) -> None:
-    answer = client.post("/api/workload", content=b"{rate: 10")
+    as_json = {"content-type": "application/json"}
+    answer = client.post("/api/workload", content=b"{rate: 10", headers=as_json)
     assert answer.status_code == 400 and "malformed JSON" in answer.json()["error"]
-    answer = client.post("/api/workload", content=json.dumps([1, 2]))
+    answer = client.post("/api/workload", content=b"rate=10")  # a form: another site's
+    assert answer.status_code == 415 and "application/json" in answer.json()["error"]
+    answer = client.post("/api/workload", content=json.dumps([1, 2]), headers=as_json)
     assert answer.status_code == 400 and "JSON object" in answer.json()["error"]
 
 
@@ -244,6 +247,8 @@ def test_a_second_start_is_refused_while_one_runs(
 
 
 def test_a_replay_has_no_workload() -> None:
-    with TestClient(create_app(ReplayConsole(Replay(History())))) as c:
+    with TestClient(
+        create_app(ReplayConsole(Replay(History()))), base_url="http://127.0.0.1:9021"
+    ) as c:
         answer = c.post("/api/workload", json={"action": "stop"})
     assert answer.status_code == 409 and "replay" in answer.json()["error"]
