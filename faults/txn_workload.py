@@ -461,7 +461,13 @@ class TxnClients:
         for spec in wl.scenario.workload.transformers:
             name = f"final-{spec.name}"
             async with Consumer(
-                {"bootstrap.servers": ",".join(wl.bootstrap), "group.id": spec.group_id},
+                # Named: an unnamed consumer's id counts consumers made in the process so far,
+                # which would carry one run's state into the next run of a sweep.
+                {
+                    "bootstrap.servers": ",".join(wl.bootstrap),
+                    "group.id": spec.group_id,
+                    "client.id": name,
+                },
                 transport=wl.transport_for(name),
                 clock=wl.clock,
             ) as consumer:

@@ -1,17 +1,25 @@
 """Random sweeps of the catalog find injected bug switches by themselves (issue 17): for each
-switch, a sweep of stated seeds of a stated scenario, with schedules drawn by
+switch, a sweep of stated seeds of a catalog scenario, with schedules drawn by
 ``schedules.randomize`` exactly as ``kafkasim sim sweep`` draws them, finds a failing seed;
 the failing schedule shrinks (``schedules.shrink``), and the scenario file ``faults.writing``
 prints for it replays the failure when read back, as ``kafkasim sim run FILE --seed N`` would
 run it, and is safe without the bug.
 
-* ``hw_ignores_followers`` is found by ``leader-crash`` at seed 4 (a crash of every broker,
-  then a controlled shutdown: the leader had acknowledged a record no follower held).
-* ``isr_admits_lagging_followers`` (the ISR maintenance path) was found once by
-  ``follower-one-way``'s seed 9 (a one-way cut of the leader, then its crash: a lagging
-  follower taken into the ISR is elected), but that seed did not fail again on its own: it
-  is not pinned here until the run is shown to replay (see the branch's report).
-* ``truncate_to_high_watermark`` is not found by these sweeps yet (see the report).
+The scenarios are the catalog's in their bug-hunting profile (``tests.sweep_scenarios.short``:
+the same cluster, workload and random fault kinds, over 6 s with every fault within 1..4 s and
+at most 2 s long): a run takes about a second, so a sweep, its shrink and its replay fit in a
+test. The short profile packs the faults closer together, which is what these bugs need.
+
+* ``hw_ignores_followers`` is found by ``leader-crash`` at seed 15: a crash of every broker,
+  then of one of them as they come back: the leader had acknowledged a record no follower
+  held, and another replica is elected.
+* ``truncate_to_high_watermark`` is found by ``follower-one-way`` at seed 6: crashes of the
+  controller and of a broker, then a one-way cut of another: a follower that truncated to its
+  own high watermark at a leader change (the pre-KIP-101 rule), one record behind the
+  leader's, is elected before it fetches that record again.
+* ``isr_admits_lagging_followers`` is not pinned: short sweeps of leader-crash (1..60),
+  follower-one-way (1..30) and follower-slow-fetch (1..80) found no seed that fails with it
+  and passes without it (follower-slow-fetch's seed 50 fails either way: see the report).
 
 The sweep stops at the first failing seed; the seeds before it are judged safe with the bug,
 so that a change that makes the sweep find it earlier or later shows here.
@@ -32,6 +40,7 @@ from kafkasim.faults.scenario import Fault, Scenario
 from kafkasim.faults.writing import dump
 from kafkasim.node.rules import ReplicationRules
 from kafkasim.sim.backend import SIM, sim_backend
+from tests.sweep_scenarios import short
 
 
 @pytest.fixture(autouse=True)
@@ -46,13 +55,16 @@ def fails(chosen: Scenario, seed: int, spec: BackendSpec, tmp_path: Path) -> boo
 
 @pytest.mark.parametrize(
     ("switch", "scenario", "first_failing_seed"),
-    [("hw_ignores_followers", "leader-crash", 4)],
+    [
+        ("hw_ignores_followers", "leader-crash", 15),
+        ("truncate_to_high_watermark", "follower-one-way", 6),
+    ],
 )
 def test_a_random_sweep_finds_the_bug_switch_shrinks_it_and_the_file_replays_it(
     switch: str, scenario: str, first_failing_seed: int, tmp_path: Path
 ) -> None:
     buggy = sim_backend(ReplicationRules(**{switch: True}))
-    base = reading.load(reading.find(scenario))
+    base = short(scenario)
     found = None
     for seed in range(1, first_failing_seed + 1):
         chosen = schedules.randomize(base, random.Random(seed))
