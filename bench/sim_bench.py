@@ -5,8 +5,8 @@ Prints simulated seconds per wall second and per CPU second of this process (the
 be shared: CPU time is the figure that other processes do not move), seeds per minute, and the
 memory over the sweep: the objects the garbage collector tracks and the resident set size after
 each run. Memory is flat when neither grows from run to run (nothing of a run outlives it).
-Run files go to a RAM-backed directory (``/dev/shm``) when there is one: the simulation's fsyncs
-are then free, as they should be for files that are thrown away after the run.
+Run files go to a RAM-backed directory when there is one (``sim.scratch``), as in ``kafkasim
+sim run`` and ``sim sweep``.
 
 Run: ``./dev bench sim [--quick] [--seeds N] [--scenario NAME]``.
 """
@@ -25,8 +25,7 @@ from pathlib import Path
 
 from kafkasim.faults import checker, reading, runner, schedules
 from kafkasim.sim.backend import SIM
-
-RAM_DIR = Path("/dev/shm")
+from kafkasim.sim.scratch import scratch_dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +36,6 @@ class RunFigures:
     cpu_s: float
     tracked_objects: int  # gc-tracked objects alive after the run (and a collection)
     rss_mb: float  # resident set size after the run
-
-
-def scratch_dir() -> str | None:
-    """Where run files go: a RAM-backed dir when writable, else the system's temp dir."""
-    return str(RAM_DIR) if RAM_DIR.is_dir() and os.access(RAM_DIR, os.W_OK) else None
 
 
 def rss_mb() -> float:
