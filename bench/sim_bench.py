@@ -99,10 +99,12 @@ def main() -> None:
     print(f"  runs with anomalies: {anomalies}")
     # The first run warms up imports and caches; growth is judged from the second on.
     settled = runs[1:] or runs
-    grown = settled[-1].tracked_objects - settled[0].tracked_objects
+    # Minus the one figures record the bench keeps per run.
+    grown = settled[-1].tracked_objects - settled[0].tracked_objects - (len(settled) - 1)
     print(
         f"  memory over the sweep: {settled[0].tracked_objects} -> {settled[-1].tracked_objects} "
-        f"tracked objects ({grown:+d}), {settled[0].rss_mb:.0f} -> {settled[-1].rss_mb:.0f} MB "
+        f"tracked objects ({grown:+d} besides the bench's own records), "
+        f"{settled[0].rss_mb:.0f} -> {settled[-1].rss_mb:.0f} MB "
         f"resident (peak {max(r.rss_mb for r in runs):.0f} MB)"
     )
 
