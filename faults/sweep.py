@@ -44,6 +44,7 @@ from kafkasim.faults.reading import catalog, find, load
 from kafkasim.faults.scenario import Fault, Scenario
 from kafkasim.faults.writing import dump
 from kafkasim.sim.backend import SIM
+from kafkasim.sim.scratch import scratch_dir
 
 __all__ = [
     "Chunk",
@@ -93,7 +94,8 @@ def run_once(
     """One run on ``spec``'s backend, its files in ``directory`` (a temporary one if None)."""
     if directory is not None:
         return runner.run(chosen, spec, directory, seed=seed, on_event=on_event)
-    with tempfile.TemporaryDirectory(prefix=f"kafkasim-{spec.name}-") as tmp:
+    scratch = scratch_dir() if spec.name == SIM.name else None  # RAM: fsyncs are free
+    with tempfile.TemporaryDirectory(prefix=f"kafkasim-{spec.name}-", dir=scratch) as tmp:
         return runner.run(chosen, spec, Path(tmp), seed=seed, on_event=on_event)
 
 

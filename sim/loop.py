@@ -253,9 +253,17 @@ class VirtualClock:
     def __init__(self, loop: asyncio.AbstractEventLoop, epoch_ms: int = 1_700_000_000_000) -> None:
         self._loop = loop
         self._epoch_ms = epoch_ms
+        # The last conversion: loop time moves only between callbacks, and the brokers and
+        # clients read the clock many times in each one.
+        self._at = -1.0
+        self._at_ms = 0
 
     def monotonic_ms(self) -> int:
-        return round(self._loop.time() * 1_000_000) // 1_000
+        now = self._loop.time()
+        if now != self._at:
+            self._at_ms = round(now * 1_000_000) // 1_000
+            self._at = now
+        return self._at_ms
 
     def time_ms(self) -> int:
         return self._epoch_ms + self.monotonic_ms()

@@ -394,6 +394,8 @@ class _Inbox:
 
     async def get(self, timeout_s: float | None) -> Message:
         """The next message; queued messages come before the terminal error."""
+        if self._items:  # no wait, hence no timeout to arm (nor a timer left on the loop)
+            return self._items.popleft()
         try:
             async with asyncio.timeout(timeout_s):
                 while not self._items:

@@ -15,13 +15,18 @@ tail, which recovery truncates (the CRC catches torn or garbage blocks).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+import struct
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, TypeVar
 
 from kafkasim.storage import disk_faults
 from kafkasim.storage.records.batch import (
+    BATCH_LENGTH_MIN,
+    LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,
+    MAGIC_V2,
+    RECORD_BATCH_OVERHEAD,
     BatchHeader,
     TimestampType,
     decode_batch,
@@ -49,6 +54,46 @@ class TimestampAndOffset(NamedTuple):
     timestamp: int
     offset: int
     leader_epoch: int
+
+
+_SCAN_BLOCK_BYTES = 16 * 1024
+"""Bytes read at once when walking entry headers (a few index intervals of small batches)."""
+# baseOffset, batchLength, (partitionLeaderEpoch), magic, (crc, attributes), lastOffsetDelta
+_V2_BOUNDS = struct.Struct(">qi4xb6xi")
+assert _V2_BOUNDS.size == LAST_OFFSET_DELTA_OFFSET + 4
+
+
+class _Entry(Protocol):
+    @property
+    def size_in_bytes(self) -> int: ...
+
+    @property
+    def last_offset(self) -> int: ...
+
+
+_E = TypeVar("_E", bound=_Entry)
+
+
+class _EntryBounds(NamedTuple):
+    last_offset: int
+    size_in_bytes: int
+
+
+def _entry_header(block: memoryview, at: int) -> LogEntryHeader:
+    """The header of the entry at ``at``, parsed from exactly the bytes a read of the header
+    alone would return (so its checks and messages do not depend on the block around it)."""
+    return parse_entry_header(block[at : at + ENTRY_HEADER_BYTES])
+
+
+def _entry_bounds(block: memoryview, at: int) -> _EntryBounds | LogEntryHeader:
+    """The last offset and size of the entry at ``at``: a well-formed v2 batch header is read
+    for those two fields alone (the offset scan's hot path); anything else goes through
+    ``parse_entry_header``, which judges it (legacy messages, CorruptRecordError)."""
+    if at + RECORD_BATCH_OVERHEAD <= len(block):
+        base_offset, batch_length, magic, delta = _V2_BOUNDS.unpack_from(block, at)
+        if magic == MAGIC_V2 and batch_length >= BATCH_LENGTH_MIN:
+            return _EntryBounds(base_offset + delta, LOG_OVERHEAD + batch_length)
+    return _entry_header(block, at)
 
 
 class FileRecords:
@@ -150,22 +195,39 @@ class FileRecords:
         Raises CorruptRecordError on a header that cannot be an entry; stops quietly at a
         partial entry at the end (only recovery judges tails).
         """
+        return self._scan(start_position, _entry_header)
+
+    def _scan(
+        self, start_position: int, parse: Callable[[memoryview, int], _E]
+    ) -> Iterator[tuple[int, _E]]:
+        """``parse(block, at)`` of each whole entry from ``start_position`` on, ``block`` holding
+        at least the entry's header bytes from ``at`` (fewer only at the end of the file).
+
+        The file is read a block at a time: one ``pread`` for the dozens of small batches an
+        index interval spans, not one per batch.
+        """
         position = start_position
         size = self._size
+        block = memoryview(b"")
+        block_start = position
         while position + MIN_ENTRY_SIZE <= size:
-            header = parse_entry_header(os.pread(self.fd, ENTRY_HEADER_BYTES, position))
-            if position + header.size_in_bytes > size:
+            at = position - block_start
+            if at + ENTRY_HEADER_BYTES > len(block):
+                block = memoryview(os.pread(self.fd, _SCAN_BLOCK_BYTES, position))
+                block_start, at = position, 0
+            entry = parse(block, at)
+            if position + entry.size_in_bytes > size:
                 return
-            yield position, header
-            position += header.size_in_bytes
+            yield position, entry
+            position += entry.size_in_bytes
 
     def search_for_offset_with_size(
         self, target_offset: int, start_position: int
     ) -> LogOffsetPosition | None:
         """The first batch from ``start_position`` whose last offset is ≥ ``target_offset``."""
-        for position, header in self.batch_headers(start_position):
-            if header.last_offset >= target_offset:
-                return LogOffsetPosition(header.last_offset, position, header.size_in_bytes)
+        for position, bounds in self._scan(start_position, _entry_bounds):
+            if bounds.last_offset >= target_offset:
+                return LogOffsetPosition(bounds.last_offset, position, bounds.size_in_bytes)
         return None
 
     def search_for_timestamp(

@@ -1,0 +1,113 @@
+"""FileRecords' header walk: the offset search reads the file a block at a time (one ``pread``
+for many small batches, not one per batch) and finds exactly what a walk of the parsed headers
+finds, across block boundaries, for legacy messages too; a damaged header fails the same way."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kafkasim.common.errors import CorruptRecordError
+from kafkasim.storage import file_records
+from kafkasim.storage.file_records import FileRecords, LogOffsetPosition
+from kafkasim.storage.records.batch import MAGIC_OFFSET, RecordBatchBuilder
+from kafkasim.storage.records.legacy import encode_legacy
+from tests.unit.storage.logtools import T0
+
+
+def _batch(base_offset: int, count: int, value_size: int) -> bytes:
+    builder = RecordBatchBuilder(base_offset=base_offset)
+    for _ in range(count):
+        builder.append(T0, None, b"v" * value_size)
+    return builder.build()
+
+
+def _file(path: Path, entries: list[bytes]) -> FileRecords:
+    records = FileRecords(path / "00000000000000000000.log")
+    for entry in entries:
+        records.append([entry], len(entry))
+    return records
+
+
+def _small_batches(n: int) -> list[bytes]:
+    """``n`` batches of 1-3 records with dense offsets, ~90-200 bytes each."""
+    out: list[bytes] = []
+    offset = 0
+    for i in range(n):
+        count = 1 + i % 3
+        out.append(_batch(offset, count, 20 + i % 7))
+        offset += count
+    return out
+
+
+def _expected(records: FileRecords, target: int, start: int) -> LogOffsetPosition | None:
+    for position, header in records.batch_headers(start):
+        if header.last_offset >= target:
+            return LogOffsetPosition(header.last_offset, position, header.size_in_bytes)
+    return None
+
+
+def test_the_offset_search_agrees_with_the_header_walk_across_block_boundaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_records, "_SCAN_BLOCK_BYTES", 500)  # many boundaries
+    records = _file(tmp_path, _small_batches(60))
+    positions = [position for position, _ in records.batch_headers(0)]
+    last = max(h.last_offset for _, h in records.batch_headers(0))
+    for start in (0, positions[7], positions[31]):
+        for target in range(last + 2):
+            assert records.search_for_offset_with_size(target, start) == _expected(
+                records, target, start
+            )
+    records.close()
+
+
+def test_the_offset_search_reads_a_block_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = _file(tmp_path, _small_batches(100))
+    assert records.size < file_records._SCAN_BLOCK_BYTES
+    reads: list[int] = []
+    real_pread = os.pread
+
+    def counting_pread(fd: int, n: int, offset: int) -> bytes:
+        reads.append(n)
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(file_records.os, "pread", counting_pread)
+    found = records.search_for_offset_with_size(10**6, 0)  # walks every batch, finds none
+    assert found is None
+    assert len(reads) == 1  # one read for 100 batches (the walk used to read each header)
+    records.close()
+
+
+def test_legacy_messages_are_searched_through_their_own_headers(tmp_path: Path) -> None:
+    legacy = [encode_legacy([(T0, None, b"old")], magic=1, base_offset=o) for o in range(5)]
+    records = _file(tmp_path, [*legacy, _batch(5, 2, 10)])
+    assert records.search_for_offset_with_size(3, 0) == _expected(records, 3, 0)
+    assert records.search_for_offset_with_size(6, 0) == _expected(records, 6, 0)
+    assert records.search_for_offset_with_size(6, 0) is not None
+    records.close()
+
+
+def test_a_damaged_header_fails_the_search_as_it_fails_the_walk(tmp_path: Path) -> None:
+    entries = _small_batches(10)
+    damaged = bytearray(entries[4])
+    damaged[MAGIC_OFFSET] = 7
+    entries[4] = bytes(damaged)
+    records = _file(tmp_path, entries)
+    with pytest.raises(CorruptRecordError, match="magic 7") as walk:
+        list(records.batch_headers(0))
+    with pytest.raises(CorruptRecordError, match="magic 7") as search:
+        records.search_for_offset_with_size(10**6, 0)
+    assert str(search.value) == str(walk.value)
+    records.close()
+
+
+def test_a_partial_last_entry_ends_the_search_quietly(tmp_path: Path) -> None:
+    entries = _small_batches(5)
+    records = _file(tmp_path, [*entries, _batch(100, 3, 50)[:70]])  # header whole, body cut
+    assert records.search_for_offset_with_size(10**6, 0) is None
+    records.close()
