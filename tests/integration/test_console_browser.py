@@ -17,6 +17,7 @@ import uvicorn
 
 from kafkasim.cli.console import live_console
 from kafkasim.client.simple import MinimalClient
+from kafkasim.cluster.chaos import LocalBackend
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.console.replay import Replay
@@ -209,6 +210,13 @@ def test_kill_and_restart_the_leader_from_the_page(
         }  # type: ignore[attr-defined]
         assert "isr_expand" in kinds
         driver.save_screenshot(str(tmp_path / "3-restarted.png"))  # type: ignore[attr-defined]
+    # The broker the page restarted is a child of this process ('cluster down' stopped it by
+    # its pid): reap it, or its Popen warns when collected, in whichever test runs next.
+    backend = console.injector.backend
+    assert isinstance(backend, LocalBackend)
+    for broker in backend.cluster.brokers.values():
+        if broker.process is not None:
+            broker.process.wait(timeout=30)
 
 
 def test_replay_of_a_simulated_leader_crash(
