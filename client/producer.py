@@ -92,7 +92,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -104,8 +104,10 @@ from kafkasim.client.accumulator import (
     RecordMetadata,
     SendCallback,
 )
+from kafkasim.client.bulk import SendManyResult
 from kafkasim.client.metadata import ClusterMetadata
 from kafkasim.client.partitioner import PARTITIONERS, FunctionPartitioner, PartitionFunction
+from kafkasim.client.producer_bulk import BulkQueue, build_send
 from kafkasim.client.producer_config import PRODUCER_CONFIG, PRODUCER_KEYS, ProducerConfig
 from kafkasim.client.producer_connection import BrokerConnection
 from kafkasim.client.producer_errors import (
@@ -143,6 +145,7 @@ __all__ = [
     "ProducerConfig",
     "RecordMetadata",
     "SendCallback",
+    "SendManyResult",
 ]
 
 
@@ -205,6 +208,14 @@ class Producer:
             accumulator=self._accumulator,
             metadata=self._metadata,
             wakeup=self._wakeup,
+            transaction_manager=self._txn,
+        )
+        self._bulk = BulkQueue(
+            cfg,
+            accumulator=self._accumulator,
+            sender=self._sender,
+            topics=self._metadata.topics,
+            clock=clock,
             transaction_manager=self._txn,
         )
         # The same dicts and method as the collaborators', bound once for the hot path.
@@ -309,7 +320,7 @@ class Producer:
         accumulator.flushes_in_progress += 1
         self._wakeup.set()
         try:
-            waiting = [p.future for queue in accumulator.waiting.values() for p in queue]
+            waiting = [p.waiter for queue in accumulator.waiting.values() for p in queue]
             if waiting:
                 await asyncio.wait(waiting)
             batches = [batch.done for batch in accumulator.incomplete]
@@ -553,6 +564,51 @@ class Producer:
             self._sender.request_metadata()
             return future
         self._append(topic_metadata, key, value, hdrs, partition, timestamp, upper, future)
+        return future
+
+    def send_many(
+        self,
+        topic: str,
+        values: Sequence[Any],
+        *,
+        keys: Sequence[Any] | None = None,
+        headers: Sequence[Headers] | None = None,
+        partition: int | None = None,
+        timestamps: Sequence[int] | int | None = None,
+        callback: SendCallback | None = None,
+    ) -> asyncio.Future[SendManyResult]:
+        """Queue ``len(values)`` records of ``topic`` at once, in order; one future for all.
+
+        The records go exactly where ``send`` in a loop would put them (``partition``, else
+        the partitioner per record) and into the same batches, but a batch holds one entry
+        per run of these records instead of one future per record
+        (:mod:`client.producer_bulk`). The future resolves, once every record is acknowledged
+        or failed, to a :class:`SendManyResult` (per record: partition, offset, timestamp;
+        and the errors of the records that failed, as ``send`` would fail their futures); it
+        never fails itself. ``callback`` (optional) is still called once per record.
+
+        ``keys`` and ``headers`` (one per value) and ``timestamps`` (one per value, or one
+        int for all; default: now) are optional. Misuse raises before anything is queued:
+        ValueError for columns of different lengths, a negative timestamp or a partition
+        outside the topic; TypeError for a key or value that is not bytes after
+        ``key.serializer``/``value.serializer``; ProducerClosedError after close.
+        """
+        if self._sender_task is None or self._closing:
+            self._ensure_started()
+        future: asyncio.Future[SendManyResult] = self._create_future()
+        send = build_send(
+            topic,
+            values,
+            keys=keys,
+            headers=headers,
+            timestamps=timestamps,
+            key_serializer=self._key_serializer,
+            value_serializer=self._value_serializer,
+            now_ms=self.clock.time_ms(),
+            future=future,
+            callback=callback,
+        )
+        self._bulk.queue(send, partition)
         return future
 
 
