@@ -9,6 +9,12 @@ producer's counters as Kafka's ``Metric Name`` / ``Value`` table. Latency is sen
 acknowledgement, in ms, on the ``SystemClock`` adapter (the command measures real time; it
 reads no wall clock itself). The brokers come from ``--bootstrap-server`` (or ``--dir``),
 which wins over a ``bootstrap.servers`` of ``--producer-props`` or ``--producer.config``.
+
+Records go through ``Producer.send_many``, about one batch's worth per call (Kafka's tool
+calls ``send`` per record; kafkasim's per-record future and callback cost more than the
+records' bytes): a record's latency is its call's. ``--send-mode one`` keeps Kafka's loop,
+one ``send`` and one callback per record, to compare the two in one run
+(``bench/client_bench.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers, security_properties
-from kafkasim.client.producer import Producer, SendManyResult
+from kafkasim.client.producer import Producer, RecordMetadata, SendManyResult
 from kafkasim.common.clock import Clock, SystemClock
 from kafkasim.common.rpc_grpc_client import client_transport
 
@@ -32,6 +38,7 @@ BUFFER_MEMORY_BYTES = 32 * 1024 * 1024
 DEFAULT_BATCH_SIZE = 16_384  # Kafka's batch.size
 RECORD_OVERHEAD_ESTIMATE = 12  # a v2 record's own bytes beside its value, unkeyed
 MAX_CHUNK_RECORDS = 1_000
+YIELD_EVERY_RECORDS = 256  # let the producer's sender run while we send flat out
 
 
 def register(sub: Any) -> None:
@@ -66,6 +73,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--print-metrics", action="store_true", help="print the producer's metrics at the end"
+    )
+    p.add_argument(
+        "--send-mode",
+        choices=("many", "one"),
+        default="many",
+        help="kafkasim's own: 'many' (default) sends a batch's worth of records per "
+        "send_many call; 'one' calls send once per record with a callback (to compare)",
     )
     p.set_defaults(func=run)
 
@@ -229,11 +243,13 @@ async def _perf(
 ) -> int:
     """Kafka's loop, a chunk of records per ``send_many`` call rather than one per ``send``
     (one future and one completion per chunk; no per-record callback). Each record's latency
-    is its chunk's: from the call to the acknowledgement of the chunk's last record."""
+    is its chunk's: from the call to the acknowledgement of the chunk's last record. With
+    ``--send-mode one``: one ``send`` per record and a callback each (Kafka's own loop)."""
     rng = random.Random(0)
     largest = max(len(p) for p in payloads)
     max_unacked = max(1, BUFFER_MEMORY_BYTES // max(largest, 1))
-    chunk = chunk_records(props, largest)
+    one_by_one = getattr(args, "send_mode", "many") == "one"
+    chunk = 1 if one_by_one else chunk_records(props, largest)
     transport = client_transport(props)
     producer = Producer(props, transport=transport, clock=clock)
     stats = Stats(clock)
@@ -256,9 +272,23 @@ async def _perf(
         if sizes:
             stats.record_many(now_ms - send_ms, len(sizes), sum(sizes), max(sizes), now_ms)
 
+    def on_record_done(
+        send_ms: int, size: int, _metadata: RecordMetadata | None, error: BaseException | None
+    ) -> None:
+        nonlocal unacked, errors
+        unacked -= 1
+        room.set()
+        if error is not None:
+            if not errors:
+                print(f"Error when sending message to topic {args.topic}: {error}", file=sys.stderr)
+            errors += 1
+            return
+        now_ms = clock.monotonic_ms()
+        stats.record(now_ms - send_ms, size, now_ms)
+
     try:
         start_ms = clock.monotonic_ms()
-        sent = 0
+        sent = yielded_at = 0
         while sent < args.num_records:
             count = min(chunk, args.num_records - sent)
             if args.throughput > 0:
@@ -274,12 +304,18 @@ async def _perf(
                 values = [rng.choice(payloads) for _ in range(count)]
             send_ms = clock.monotonic_ms()
             unacked += count
-            future = producer.send_many(args.topic, values)
-            sizes = [len(v) for v in values]
-            future.add_done_callback(functools.partial(on_done, send_ms, sizes))
+            if one_by_one:
+                for value in values:
+                    callback = functools.partial(on_record_done, send_ms, len(value))
+                    producer.send(args.topic, value, callback=callback)
+            else:
+                future = producer.send_many(args.topic, values)
+                sizes = [len(v) for v in values]
+                future.add_done_callback(functools.partial(on_done, send_ms, sizes))
             sent += count
-            if args.throughput <= 0:
-                await asyncio.sleep(0)  # let the sender run between chunks
+            if args.throughput <= 0 and sent - yielded_at >= YIELD_EVERY_RECORDS:
+                yielded_at = sent
+                await asyncio.sleep(0)  # let the sender run while we send flat out
             while unacked >= max_unacked:
                 room.clear()
                 await room.wait()

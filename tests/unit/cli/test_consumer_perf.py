@@ -171,11 +171,22 @@ class ScriptedPoll:
         self.step_ms = step_ms
         self.polls = 0
 
-    async def __call__(self, timeout_ms: int) -> Sequence[Rec]:
+    async def __call__(self, timeout_ms: int) -> Sequence[Part]:
         assert timeout_ms == 100  # Kafka's tool polls in 100 ms steps
         self.polls += 1
         self.clock.advance(self.step_ms)
-        return self.batches.pop(0) if self.batches else []
+        if not self.batches:
+            return []
+        records = self.batches.pop(0)  # as poll_batch returns them: one partition's columns
+        return [Part([r.key for r in records], [r.value for r in records])]
+
+
+@dataclass(frozen=True)
+class Part:
+    """The two columns the measurement reads of a poll_batch part."""
+
+    keys: list[bytes | None]
+    values: list[bytes | None]
 
 
 def settings(messages: int, *, timeout_ms: int = 10_000, interval_ms: int = 5_000) -> PerfSettings:
