@@ -288,3 +288,16 @@ def test_consumer_config_file_then_props_then_the_tools_own_settings(tmp_path: P
     assert sized["max.partition.fetch.bytes"] == 2048
     assert sized["client.id"] == "perf-consumer-client"  # Kafka's default for the tool
     assert consumer_config(parse("--topic", "t"), ["b:1"])["max.partition.fetch.bytes"] == 1 << 20
+
+
+def test_a_report_due_in_a_poll_comes_after_its_first_record_as_kafkas() -> None:
+    """Kafka checks the interval per record against the poll's time: a poll of 3 records
+    that crosses the interval reports after its first; the other two count afterwards."""
+    clock = ManualClock()
+    batches = [[Rec(b"k", b"v")] * 3 for _ in range(3)]
+    poll = ScriptedPoll(clock, batches, step_ms=200)
+    reports: list[Progress] = []
+    totals = asyncio.run(consume_loop(poll, clock, settings(9, interval_ms=300), reports.append))
+    assert [(p.messages_read, p.last_messages_read) for p in reports] == [(4, 0)]
+    assert reports[0].bytes_read == 8
+    assert (totals.messages_read, totals.bytes_read) == (9, 18)
