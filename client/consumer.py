@@ -31,6 +31,10 @@ background tasks are a group member's heartbeat and a join that outlasts a poll.
    watermark, so neither does the consumer.
 3. **Returning records.** Returns at most ``max.poll.records``, per partition in offset order,
    and advances each position past the last record it returned; the rest stay buffered.
+   Fetched records are decoded column by column (:mod:`client.record_columns`): ``poll``
+   makes a ``ConsumerRecord`` of each record it returns, ``poll_batch`` returns the columns
+   themselves, one ``RecordColumns`` per partition. Before returning, the next fetches are
+   sent for the partitions whose buffer is empty (Kafka's poll does the same).
 
 Error tree (all from :mod:`common.errors` except the last)::
 

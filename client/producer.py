@@ -4,7 +4,10 @@ Theory of operation
 -------------------
 ``send`` is synchronous and cheap: it picks a partition (:mod:`client.partitioner`), appends
 the record to that partition's open batch in the *accumulator* and returns an
-``asyncio.Future`` of the record's :class:`RecordMetadata`. Everything else happens in one
+``asyncio.Future`` of the record's :class:`RecordMetadata`. ``send_many`` does the same for
+many records at once with one future for all (a :class:`SendManyResult`: every record's
+metadata or error), the batches holding one entry per run of its records instead of a future
+per record (callbacks, when given, still per record). Everything else happens in one
 *sender* task and one connection per broker, all on the caller's event loop:
 
 1. **Batching.** Each partition has a queue of batches; records go into the newest one, encoded
@@ -58,6 +61,8 @@ Where it lives
 :mod:`client.producer_config`      the settings (``PRODUCER_KEYS``), ``ProducerConfig``
 :mod:`client.accumulator`          rule 1: partition queues, ``ProducerBatch``, records
                                    waiting for metadata, ``RecordMetadata``
+:mod:`client.producer_bulk`        rule 1 for ``send_many``: many records per call, one
+                                   future, one entry per batch (:mod:`client.bulk`)
 :mod:`client.sender`               rules 2-5: the sender loop, retries, expiry, producer id
                                    and sequences
 :mod:`client.producer_connection`  rule 2: one broker's pipelined ProduceStream
@@ -85,6 +90,10 @@ filled up to ``batch.size`` *uncompressed* bytes (Kafka estimates the compressio
 partitioner is 2.4-3.2's sticky one (KIP-480), not 3.3's adaptive one (KIP-794).
 
 Not thread-safe: one event loop owns a producer.
+
+(One module, ~645 lines: ``send`` and ``send_many`` share the life of the producer and its
+checks, the transactional calls its sender; what splits off already lives in the modules of
+the table above.)
 """
 
 from __future__ import annotations
