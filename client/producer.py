@@ -91,7 +91,7 @@ partitioner is 2.4-3.2's sticky one (KIP-480), not 3.3's adaptive one (KIP-794).
 
 Not thread-safe: one event loop owns a producer.
 
-(One module, ~645 lines: ``send`` and ``send_many`` share the life of the producer and its
+(One module, ~655 lines: ``send`` and ``send_many`` share the life of the producer and its
 checks, the transactional calls its sender; what splits off already lives in the modules of
 the table above.)
 """
@@ -116,7 +116,7 @@ from kafkasim.client.accumulator import (
 from kafkasim.client.bulk import SendManyResult
 from kafkasim.client.metadata import ClusterMetadata
 from kafkasim.client.partitioner import PARTITIONERS, FunctionPartitioner, PartitionFunction
-from kafkasim.client.producer_bulk import BulkQueue, build_send
+from kafkasim.client.producer_bulk import BulkQueue, arrow_columns
 from kafkasim.client.producer_config import PRODUCER_CONFIG, PRODUCER_KEYS, ProducerConfig
 from kafkasim.client.producer_connection import BrokerConnection
 from kafkasim.client.producer_errors import (
@@ -221,6 +221,7 @@ class Producer:
         )
         self._bulk = BulkQueue(
             cfg,
+            serializers=(self._key_serializer, self._value_serializer),
             accumulator=self._accumulator,
             sender=self._sender,
             topics=self._metadata.topics,
@@ -588,13 +589,10 @@ class Producer:
     ) -> asyncio.Future[SendManyResult]:
         """Queue ``len(values)`` records of ``topic`` at once, in order; one future for all.
 
-        The records go exactly where ``send`` in a loop would put them (``partition``, else
-        the partitioner per record) and into the same batches, but a batch holds one entry
-        per run of these records instead of one future per record
-        (:mod:`client.producer_bulk`). The future resolves, once every record is acknowledged
-        or failed, to a :class:`SendManyResult` (per record: partition, offset, timestamp;
-        and the errors of the records that failed, as ``send`` would fail their futures); it
-        never fails itself. ``callback`` (optional) is still called once per record.
+        Records go where ``send`` in a loop would put them, into the same batches, with one
+        entry per run of records in a batch (:mod:`client.producer_bulk`). The future
+        resolves to a :class:`SendManyResult` (every record's metadata, or its error where
+        ``send`` would fail its future); it never fails. ``callback``: per record, if given.
 
         ``keys`` and ``headers`` (one per value) and ``timestamps`` (one per value, or one
         int for all; default: now) are optional. Misuse raises before anything is queued:
@@ -604,21 +602,32 @@ class Producer:
         """
         if self._sender_task is None or self._closing:
             self._ensure_started()
-        future: asyncio.Future[SendManyResult] = self._create_future()
-        send = build_send(
-            topic,
-            values,
-            keys=keys,
-            headers=headers,
-            timestamps=timestamps,
-            key_serializer=self._key_serializer,
-            value_serializer=self._value_serializer,
-            now_ms=self.clock.time_ms(),
-            future=future,
-            callback=callback,
+        return self._bulk.send(
+            self._create_future(), topic, values, keys, headers, timestamps, partition, callback
         )
-        self._bulk.queue(send, partition)
-        return future
+
+    def send_arrow(
+        self,
+        topic: str,
+        data: Any,
+        value: str = "value",
+        key: str | None = None,
+        timestamp: str | None = None,
+        *,
+        partition: int | None = None,
+        callback: SendCallback | None = None,
+    ) -> asyncio.Future[SendManyResult]:
+        """:meth:`send_many` of the rows of a ``pyarrow.Table`` or ``RecordBatch``: the
+        ``value`` column (binary or string), optionally ``key`` and ``timestamp`` (integer ms
+        or an Arrow timestamp) columns, as bytes (no serializer applies); a bad column raises
+        before anything is queued."""
+        values, keys, stamps = arrow_columns(data, value=value, key=key, timestamp=timestamp)
+        if self._sender_task is None or self._closing:
+            self._ensure_started()
+        return self._bulk.send(
+            self._create_future(), topic, values, keys, None, stamps, partition, callback,
+            serialize=False,
+        )  # fmt: skip
 
 
 def _no_loop() -> asyncio.Future[Any]:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from kafkasim.client.sender import Sender
     from kafkasim.client.transaction_manager import TransactionManager
 
-__all__ = ["BulkQueue", "append_many", "build_send"]
+__all__ = ["BulkQueue", "append_many", "arrow_columns", "build_send"]
 
 
 def _check_lengths(
@@ -135,6 +135,53 @@ def build_send(
     )
 
 
+def arrow_columns(
+    data: Any, *, value: str, key: str | None, timestamp: str | None
+) -> tuple[list[Any], list[Any] | None, list[int] | None]:
+    """The value, key and timestamp columns of a ``pyarrow.Table`` or ``RecordBatch`` as
+    lists for ``send_many``: binary or string columns (strings as UTF-8), nulls as None; the
+    timestamp column integer milliseconds or an Arrow timestamp (converted to ms). KeyError
+    naming a missing column, TypeError naming one of another type, ImportError without
+    pyarrow. Converted by Arrow, column by column."""
+    try:
+        import pyarrow as pa  # noqa: PLC0415 -- optional: only this path needs it
+    except ImportError as e:  # pragma: no cover -- pyarrow is in the dev environment
+        raise ImportError("send_arrow needs pyarrow (pip install pyarrow)") from e
+    if not isinstance(data, (pa.Table, pa.RecordBatch)):
+        raise TypeError(f"send_arrow takes a pyarrow Table or RecordBatch, not {type(data)}")
+
+    def column(name: str) -> Any:
+        if name not in data.column_names:
+            raise KeyError(f"send_arrow: no column {name!r} (columns: {data.column_names})")
+        return data.column(name)
+
+    def as_bytes(name: str) -> list[Any]:
+        array = column(name)
+        kind = array.type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            array = array.cast(pa.large_binary() if pa.types.is_large_string(kind) else pa.binary())
+        elif not (
+            pa.types.is_binary(kind)
+            or pa.types.is_large_binary(kind)
+            or pa.types.is_fixed_size_binary(kind)
+        ):
+            raise TypeError(f"send_arrow: column {name!r} is {kind}, not binary or string")
+        return list(array.to_pylist())
+
+    stamps: list[int] | None = None
+    if timestamp is not None:
+        array = column(timestamp)
+        kind = array.type
+        if pa.types.is_timestamp(kind):
+            array = array.cast(pa.timestamp("ms", tz=kind.tz), safe=False).cast(pa.int64())
+        elif not pa.types.is_integer(kind):
+            raise TypeError(f"send_arrow: column {timestamp!r} is {kind}, not a timestamp")
+        if array.null_count:
+            raise ValueError(f"send_arrow: column {timestamp!r} has nulls")
+        stamps = list(array.to_pylist())
+    return as_bytes(value), None if key is None else as_bytes(key), stamps
+
+
 class BulkQueue:
     """The producer's checks of ``send``, once per ``send_many``, then the accumulator."""
 
@@ -142,6 +189,7 @@ class BulkQueue:
         self,
         config: ProducerConfig,
         *,
+        serializers: tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None],
         accumulator: RecordAccumulator,
         sender: Sender,
         topics: Mapping[str, TopicMetadata],
@@ -149,11 +197,42 @@ class BulkQueue:
         transaction_manager: TransactionManager | None,
     ) -> None:
         self._config = config
+        self._key_serializer, self._value_serializer = serializers
         self._accumulator = accumulator
         self._sender = sender
         self._topics = topics
         self._clock = clock
         self._txn = transaction_manager
+
+    def send(  # noqa: PLR0917 -- send_many's arguments
+        self,
+        future: asyncio.Future[SendManyResult],
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None,
+        headers: Sequence[Headers] | None,
+        timestamps: Sequence[int] | int | None,
+        partition: int | None,
+        callback: SendCallback | None,
+        *,
+        serialize: bool = True,
+    ) -> asyncio.Future[SendManyResult]:
+        """``send_many``: the columns checked (:func:`build_send`, with the serializers
+        unless ``serialize`` is false), then queued; ``future`` resolves at the end."""
+        send = build_send(
+            topic,
+            values,
+            keys=keys,
+            headers=headers,
+            timestamps=timestamps,
+            key_serializer=self._key_serializer if serialize else None,
+            value_serializer=self._value_serializer if serialize else None,
+            now_ms=self._clock.time_ms(),
+            future=future,
+            callback=callback,
+        )
+        self.queue(send, partition)
+        return future
 
     def queue(self, send: BulkSend, partition: int | None) -> None:
         """Append ``send``'s records, or fail those ``send`` would fail: all of them after a

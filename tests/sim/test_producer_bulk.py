@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from kafkasim.client.bulk import SendManyResult
@@ -222,5 +223,39 @@ def test_send_many_applies_the_serializers(tmp_path: Path) -> None:
             result = await producer.send_many(TOPIC, ["a", None], keys=["k", "k"], partition=0)
             assert result.offsets == [0, 1]
         assert stored_values(cluster, TP) == [b"a", b""]
+
+    simulate(tmp_path, scenario)
+
+
+def test_send_arrow_sends_a_tables_rows_in_order(tmp_path: Path) -> None:
+    """Binary or string columns (strings as UTF-8, nulls as None), timestamps from an Arrow
+    timestamp column; a missing or mistyped column raises before anything is queued."""
+    table = pa.table(
+        {
+            "value": pa.array(["a", None, "é"], pa.string()),
+            "key": pa.array([b"k1", b"k2", None], pa.binary()),
+            "at": pa.array([1_000, 2_000, 3_000], pa.timestamp("ms")),
+            "n": pa.array([1, 2, 3], pa.int64()),
+        }
+    )
+
+    async def scenario(cluster: SimCluster) -> None:
+        await create(cluster, TOPIC)
+        config = {"value.serializer": "json"}  # not applied: Arrow columns are bytes
+        async with producing(cluster, config) as producer:
+            with pytest.raises(KeyError, match="no column 'nope'"):
+                producer.send_arrow(TOPIC, table, value="nope")
+            with pytest.raises(TypeError, match="column 'n' is int64, not binary or string"):
+                producer.send_arrow(TOPIC, table, value="n")
+            with pytest.raises(TypeError, match="column 'key' is binary, not a timestamp"):
+                producer.send_arrow(TOPIC, table, timestamp="key")
+            with pytest.raises(TypeError, match="Table or RecordBatch"):
+                producer.send_arrow(TOPIC, [b"x"])
+            batch = table.to_batches()[0]
+            result = await producer.send_arrow(TOPIC, batch, key="key", timestamp="at", partition=0)
+        assert result.offsets == [0, 1, 2] and result.timestamps == [1_000, 2_000, 3_000]
+        ((header, values),) = stored(cluster, TP)
+        assert values == [b"a", b"", "é".encode()]  # stored() shows a null value as b""
+        assert header.first_timestamp == 1_000
 
     simulate(tmp_path, scenario)
