@@ -31,6 +31,7 @@ from kafkasim.client.accumulator import (
 )
 from kafkasim.client.bulk import BulkSend, BulkSlice, SendManyResult
 from kafkasim.client.metadata import TopicMetadata
+from kafkasim.client.partitioner import DefaultPartitioner, UniformStickyPartitioner
 from kafkasim.client.producer_config import ProducerConfig
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkaError, RecordTooLargeError
@@ -336,7 +337,14 @@ def append_many(
         )
     keys, values, uppers, stamps = send.keys, send.values, send.uppers, send.timestamps
     headers = send.headers
-    choose = accumulator.partitioner.partition
+    partitioner = accumulator.partitioner
+    choose = partitioner.partition
+    # Kafka's sticky partitioners give a keyless record the topic's sticky partition, which
+    # moves only on a new batch: within a run there is nothing to ask per record.
+    ask_per_record = partition is None and not (
+        isinstance(partitioner, UniformStickyPartitioner)
+        or (keys is None and isinstance(partitioner, DefaultPartitioner))
+    )
     total = len(values)
     if partition is not None:
         chosen = partition
@@ -365,7 +373,7 @@ def append_many(
             j += 1
             if j == total:
                 break
-            if partition is None:  # once per record, as append() asks
+            if ask_per_record:  # once per record, as append() asks
                 following = choose(
                     name, None if keys is None else keys[j], values[j], count, available
                 )

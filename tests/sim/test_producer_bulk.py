@@ -259,3 +259,16 @@ def test_send_arrow_sends_a_tables_rows_in_order(tmp_path: Path) -> None:
         assert header.first_timestamp == 1_000
 
     simulate(tmp_path, scenario)
+
+
+def test_send_many_asks_a_partitioner_function_per_record(tmp_path: Path) -> None:
+    def by_length(topic: str, key: bytes | None, value: bytes | None, count: int) -> int:
+        return len(value or b"") % count
+
+    async def scenario(cluster: SimCluster) -> list[int]:
+        await create(cluster, TOPIC, partitions=3)
+        async with producing(cluster, partitioner=by_length) as producer:
+            result = await producer.send_many(TOPIC, [b"v" * n for n in range(1, 7)])
+        return result.partitions
+
+    assert simulate(tmp_path, scenario) == [1, 2, 0, 1, 2, 0]
