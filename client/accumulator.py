@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -25,6 +25,7 @@ from kafkasim.client.metadata import ClusterMetadata, TopicMetadata
 from kafkasim.client.partitioner import Partitioner
 from kafkasim.client.producer_config import NEVER_MS, ProducerConfig
 from kafkasim.client.producer_errors import DeliveryTimeoutError
+from kafkasim.client.producer_types import Headers, RecordMetadata, SendCallback
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkasimError, error_for_code, error_for_name
 from kafkasim.common.types import TopicPartition
@@ -62,26 +63,6 @@ _PRODUCER_STATE = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequen
 _CRC = struct.Struct(">I")
 _ATTRIBUTES = struct.Struct(">h")
 
-
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
-    """Where an acknowledged record landed.
-
-    ``offset`` is -1 with acks=0 and for a batch known to be written only because a later one
-    of the same producer was acknowledged (rule 4); ``timestamp`` is the broker's append time
-    for LogAppendTime topics, else the record's own.
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-
-
-SendCallback = Callable[[RecordMetadata | None, BaseException | None], None]
-"""Kafka's ``Callback.onCompletion(metadata, exception)``: exactly one of them is set."""
-
-Headers = Sequence[tuple[str, bytes | None]]
 
 Completion = asyncio.Future[RecordMetadata] | BulkSlice
 """What a batch resolves per entry: one record's future (``send``), or a run of records of a

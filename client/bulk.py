@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from kafkasim.client.accumulator import Headers, RecordMetadata, SendCallback
+from kafkasim.client.producer_errors import logger
+from kafkasim.client.producer_types import Headers, RecordMetadata, SendCallback
 
 __all__ = ["BulkSend", "BulkSlice", "SendManyResult"]
 
@@ -62,8 +61,6 @@ class SendManyResult:
 
     def metadata(self, index: int) -> RecordMetadata:
         """Record ``index``'s metadata, or its error raised."""
-        from kafkasim.client.accumulator import RecordMetadata  # noqa: PLC0415 -- import cycle
-
         error = self.errors.get(index)
         if error is not None:
             raise error
@@ -146,9 +143,6 @@ class BulkSend:
         self._resolved(count)
 
     def _call_back(self, start: int, stop: int, error: BaseException | None) -> None:
-        from kafkasim.client.accumulator import RecordMetadata  # noqa: PLC0415 -- import cycle
-        from kafkasim.client.producer_errors import logger  # noqa: PLC0415 -- import cycle
-
         callback = self.callback
         assert callback is not None
         topic, partitions, offsets, timestamps = (

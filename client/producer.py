@@ -60,7 +60,8 @@ Where it lives
 :mod:`client.producer` (here)      ``Producer``: its life (start, flush, close) and ``send``
 :mod:`client.producer_config`      the settings (``PRODUCER_KEYS``), ``ProducerConfig``
 :mod:`client.accumulator`          rule 1: partition queues, ``ProducerBatch``, records
-                                   waiting for metadata, ``RecordMetadata``
+                                   waiting for metadata
+:mod:`client.producer_types`       ``RecordMetadata``, ``SendCallback``, ``Headers``
 :mod:`client.producer_bulk`        rule 1 for ``send_many``: many records per call, one
                                    future, one entry per batch (:mod:`client.bulk`)
 :mod:`client.sender`               rules 2-5: the sender loop, retries, expiry, producer id
