@@ -1,4 +1,12 @@
-"""Issue 4's performance table: ``kafkasim producer-perf-test`` against a local cluster.
+"""Issue 4's performance table: ``kafkasim producer-perf-test`` against a local cluster;
+issue 19's: the client's bulk paths against its per-record ones on one broker.
+
+First (issue 19), on one broker (acks=1, a topic of one partition): ``producer-perf-test``
+with ``--send-mode many`` (``Producer.send_many``, a batch's worth of records per call, the
+default) and ``--send-mode one`` (one ``send`` and callback per record, the path before), and
+``consumer-perf-test`` with ``--poll-mode batch`` (``poll_batch``: columns, the default) and
+``--poll-mode records`` (``poll``: a ConsumerRecord per record), for 100-byte and 1 KiB
+records, interleaved, ``REPEATS`` times each; it prints the medians and the ratios.
 
 Starts a real 3-broker cluster (``cluster.local.LocalCluster``: a real ZooKeeper and three
 broker processes on loopback), creates a topic with 3 partitions, replication factor 3 and
@@ -46,7 +54,14 @@ def kafkasim(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[st
 
 
 def run_perf(
-    bootstrap: str, topic: str, size: int, records: int, acks: str, *, throughput: int = -1
+    bootstrap: str,
+    topic: str,
+    size: int,
+    records: int,
+    acks: str,
+    *,
+    throughput: int = -1,
+    send_mode: str = "many",
 ) -> dict[str, str]:
     out = kafkasim(
         "producer-perf-test",
@@ -54,6 +69,7 @@ def run_perf(
         "--num-records", str(records),
         "--record-size", str(size),
         "--throughput", str(throughput),
+        "--send-mode", send_mode,
         "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}", "linger.ms=5",
     )  # fmt: skip
     if out.returncode != 0:
@@ -64,11 +80,82 @@ def run_perf(
     return match.groupdict()
 
 
+REPEATS = 3
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def run_consumer_perf(bootstrap: str, topic: str, messages: int, mode: str) -> float:
+    """consumer-perf-test's nMsg.sec for ``messages`` records of ``topic`` read with ``mode``."""
+    out = kafkasim(
+        "consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
+        "--messages", str(messages), "--poll-mode", mode, "--timeout", "20000",
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise RuntimeError(f"consumer-perf-test failed: {out.stderr.strip()}")
+    fields = [f.strip() for f in out.stdout.strip().splitlines()[-1].split(",")]
+    return float(fields[5])
+
+
+def client_paths(scale: int) -> list[str]:
+    """Issue 19's table: the bulk and the per-record client paths on one broker."""
+    sizes = [(100, 200_000 // scale), (1024, 60_000 // scale)]
+    produced: dict[tuple[str, int], list[float]] = {}
+    consumed: dict[tuple[str, int], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="kafkasim-client-paths-") as tmp:
+        cluster = LocalCluster(Path(tmp), brokers=1)
+        cluster.start()
+        try:
+            bootstrap = ",".join(cluster.bootstrap)
+            for size, records in sizes:
+                topic = f"paths-{size}"
+                created = kafkasim(
+                    "topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+                    "--partitions", "1", "--replication-factor", "1",
+                )  # fmt: skip
+                if created.returncode != 0:
+                    raise RuntimeError(created.stderr.strip())
+                for _ in range(REPEATS):  # interleaved: the machine is shared and noisy
+                    for mode in ("one", "many"):
+                        result = run_perf(bootstrap, topic, size, records, "1", send_mode=mode)
+                        produced.setdefault((mode, size), []).append(float(result["rps"]))
+                    for mode in ("records", "batch"):
+                        rate = run_consumer_perf(bootstrap, topic, records, mode)
+                        consumed.setdefault((mode, size), []).append(rate)
+        finally:
+            cluster.stop()
+    lines = [
+        f"client paths, 1 broker, acks=1, 1 partition, linger.ms=5, medians of {REPEATS} "
+        "interleaved runs (records/s):",
+        f"{'record':>7} {'send (one)':>11} {'send_many':>11} {'ratio':>6} "
+        f"{'poll':>11} {'poll_batch':>11} {'ratio':>6}",
+    ]
+    for size, _ in sizes:
+        one, many = _median(produced["one", size]), _median(produced["many", size])
+        rec, col = _median(consumed["records", size]), _median(consumed["batch", size])
+        lines.append(
+            f"{size:>6}B {one:>11.0f} {many:>11.0f} {many / one:>6.2f} "
+            f"{rec:>11.0f} {col:>11.0f} {col / rec:>6.2f}"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer records (a smoke run)")
+    parser.add_argument(
+        "--paths-only", action="store_true", help="only the one-broker client paths table"
+    )
     args = parser.parse_args()
     scale = 10 if args.quick else 1
+    for line in client_paths(scale):
+        print(line, flush=True)
+    print()
+    if args.paths_only:
+        return
     runs = [(100, 200_000 // scale), (1024, 60_000 // scale)]
     with tempfile.TemporaryDirectory(prefix="kafkasim-client-bench-") as tmp:
         cluster = LocalCluster(Path(tmp), brokers=3)

@@ -124,6 +124,13 @@ def register(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="consumer configs over those of --consumer.config",
     )
+    p.add_argument(
+        "--poll-mode",
+        choices=("batch", "records"),
+        default="batch",
+        help="kafkasim's own: 'batch' (default) reads columns with poll_batch; 'records' "
+        "reads one ConsumerRecord per record with poll (to compare)",
+    )
     p.set_defaults(func=run)
 
 
@@ -237,16 +244,22 @@ class PerfSettings:
     show_detailed_stats: bool
     hide_header: bool
     group: str | None
+    poll_records: bool = False  # --poll-mode records: poll() instead of poll_batch()
 
 
-class Record(Protocol):
-    """What the measurement reads of a record (a ``ConsumerRecord`` has it)."""
+class Columns(Protocol):
+    """What the measurement reads of a poll's records: one partition's keys and values as
+    columns (a ``RecordColumns`` of ``Consumer.poll_batch`` has them)."""
 
     @property
-    def key(self) -> bytes | None: ...
+    def keys(self) -> Sequence[bytes | None]: ...
 
     @property
-    def value(self) -> bytes | None: ...
+    def values(self) -> Sequence[bytes | None]: ...
+
+
+def _data_bytes(column: Sequence[bytes | None]) -> int:
+    return sum(map(len, filter(None, column)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,25 +269,29 @@ class Totals:
 
 
 async def consume_loop(
-    poll: Callable[[int], Awaitable[Sequence[Record]]],
+    poll: Callable[[int], Awaitable[Sequence[Columns]]],
     clock: Clock,
     settings: PerfSettings,
     on_progress: Callable[[Progress], None],
 ) -> Totals:
     """Kafka's loop: poll in 100 ms steps until ``messages`` records have come or none came
-    for longer than ``timeout_ms``; every record of a poll counts. ``on_progress`` gets the
-    totals each time a reporting interval has passed (checked per record, as Kafka does)."""
+    for longer than ``timeout_ms``; every record of a poll counts. ``poll`` returns columns
+    (``Consumer.poll_batch``): records are counted per column, not one by one. Kafka checks
+    the reporting interval per record against the poll's time, so a report due in a poll
+    comes after its first record: ``on_progress`` gets those totals, as Kafka prints them."""
     messages_read = bytes_read = last_messages_read = last_bytes_read = 0
     now_ms = last_report_ms = last_consumed_ms = clock.time_ms()
     while messages_read < settings.messages and now_ms - last_consumed_ms <= settings.timeout_ms:
-        records = await poll(POLL_TIMEOUT_MS)
+        parts = await poll(POLL_TIMEOUT_MS)
         now_ms = clock.time_ms()
-        if records:
+        for part in parts:
+            count = len(part.values)
+            if not count:
+                continue
             last_consumed_ms = now_ms
-        for record in records:
-            messages_read += 1
-            bytes_read += len(record.key or b"") + len(record.value or b"")
             if now_ms - last_report_ms >= settings.reporting_interval_ms:
+                messages_read += 1
+                bytes_read += len(part.keys[0] or b"") + len(part.values[0] or b"")
                 on_progress(
                     Progress(
                         bytes_read,
@@ -288,7 +305,27 @@ async def consume_loop(
                 last_report_ms = now_ms
                 last_messages_read = messages_read
                 last_bytes_read = bytes_read
+                count -= 1
+                bytes_read -= len(part.keys[0] or b"") + len(part.values[0] or b"")
+            messages_read += count
+            bytes_read += _data_bytes(part.keys) + _data_bytes(part.values)
     return Totals(messages_read, bytes_read)
+
+
+def _poll_records(consumer: Consumer) -> Callable[[int], Awaitable[Sequence[Columns]]]:
+    """``poll`` (one ConsumerRecord per record) seen as one part of columns."""
+
+    async def poll(timeout_ms: int) -> Sequence[Columns]:
+        records = await consumer.poll(timeout_ms)
+        return [_Part([r.key for r in records], [r.value for r in records])]
+
+    return poll
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    keys: list[bytes | None]
+    values: list[bytes | None]
 
 
 class JoinTimer(ConsumerRebalanceListener):
@@ -346,7 +383,8 @@ async def measure(
             # After the topic is known to exist: bad input gets its one error line only.
             if not settings.hide_header:
                 print(DETAILED_HEADER if settings.show_detailed_stats else SUMMARY_HEADER, file=out)
-            totals = await consume_loop(consumer.poll, clock, settings, report)
+            poll = _poll_records(consumer) if settings.poll_records else consumer.poll_batch
+            totals = await consume_loop(poll, clock, settings, report)
             end_ms = clock.time_ms()
         finally:
             await consumer.close()
@@ -394,6 +432,7 @@ def settings_from(args: argparse.Namespace) -> PerfSettings:
         show_detailed_stats=args.show_detailed_stats,
         hide_header=args.hide_header,
         group=args.group,
+        poll_records=getattr(args, "poll_mode", "batch") == "records",
     )
 
 

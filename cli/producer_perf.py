@@ -9,25 +9,35 @@ producer's counters as Kafka's ``Metric Name`` / ``Value`` table. Latency is sen
 acknowledgement, in ms, on the ``SystemClock`` adapter (the command measures real time; it
 reads no wall clock itself). The brokers come from ``--bootstrap-server`` (or ``--dir``),
 which wins over a ``bootstrap.servers`` of ``--producer-props`` or ``--producer.config``.
+
+Records go through ``Producer.send_many``, about one batch's worth per call (Kafka's tool
+calls ``send`` per record; kafkasim's per-record future and callback cost more than the
+records' bytes): a record's latency is its call's. ``--send-mode one`` keeps Kafka's loop,
+one ``send`` and one callback per record, to compare the two in one run
+(``bench/client_bench.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import random
 import sys
 from pathlib import Path
 from typing import Any
 
 from kafkasim.cli.connect import add_bootstrap_args, bootstrap_servers, security_properties
-from kafkasim.client.producer import Producer, RecordMetadata, SendCallback
+from kafkasim.client.producer import Producer, RecordMetadata, SendManyResult
 from kafkasim.common.clock import Clock, SystemClock
 from kafkasim.common.rpc_grpc_client import client_transport
 
 REPORTING_INTERVAL_MS = 5_000
 # Kafka's send() blocks once buffer.memory (32 MiB) is full; this bounds what is unacknowledged.
 BUFFER_MEMORY_BYTES = 32 * 1024 * 1024
+DEFAULT_BATCH_SIZE = 16_384  # Kafka's batch.size
+RECORD_OVERHEAD_ESTIMATE = 12  # a v2 record's own bytes beside its value, unkeyed
+MAX_CHUNK_RECORDS = 1_000
 YIELD_EVERY_RECORDS = 256  # let the producer's sender run while we send flat out
 
 
@@ -63,6 +73,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--print-metrics", action="store_true", help="print the producer's metrics at the end"
+    )
+    p.add_argument(
+        "--send-mode",
+        choices=("many", "one"),
+        default="many",
+        help="kafkasim's own: 'many' (default) sends a batch's worth of records per "
+        "send_many call; 'one' calls send once per record with a callback (to compare)",
     )
     p.set_defaults(func=run)
 
@@ -122,16 +139,22 @@ class Stats:
         self.size_max = 0
 
     def record(self, latency_ms: int, size: int, now_ms: int) -> None:
-        self.count += 1
-        self.bytes += size
-        self.size_max = max(self.size_max, size)
-        self.latency_total_ms += latency_ms
+        self.record_many(latency_ms, 1, size, size, now_ms)
+
+    def record_many(
+        self, latency_ms: int, count: int, total_size: int, largest: int, now_ms: int
+    ) -> None:
+        """``count`` records acknowledged ``latency_ms`` after they were sent (one chunk)."""
+        self.count += count
+        self.bytes += total_size
+        self.size_max = max(self.size_max, largest)
+        self.latency_total_ms += latency_ms * count
         self.latency_max_ms = max(self.latency_max_ms, latency_ms)
-        self.window_count += 1
-        self.window_bytes += size
-        self.window_latency_total_ms += latency_ms
+        self.window_count += count
+        self.window_bytes += total_size
+        self.window_latency_total_ms += latency_ms * count
         self.window_latency_max_ms = max(self.window_latency_max_ms, latency_ms)
-        self.latencies_ms.append(latency_ms)
+        self.latencies_ms.extend([latency_ms] * count)
         if now_ms - self.window_start_ms >= REPORTING_INTERVAL_MS:
             self.print_window(now_ms)
             self.window_start_ms = now_ms
@@ -208,57 +231,100 @@ def metrics_lines(producer: Producer, stats: Stats, errors: int) -> list[str]:
     return lines
 
 
+def chunk_records(props: dict[str, object], largest: int) -> int:
+    """Records per ``send_many`` call: about one batch's worth (batch.size over a record's
+    encoded size), so that a chunk's acknowledgement is its records' own."""
+    batch_size = int(str(props.get("batch.size", DEFAULT_BATCH_SIZE)))
+    return max(1, min(MAX_CHUNK_RECORDS, batch_size // (largest + RECORD_OVERHEAD_ESTIMATE)))
+
+
 async def _perf(
     args: argparse.Namespace, props: dict[str, object], payloads: list[bytes], clock: Clock
 ) -> int:
+    """Kafka's loop, a chunk of records per ``send_many`` call rather than one per ``send``
+    (one future and one completion per chunk; no per-record callback). Each record's latency
+    is its chunk's: from the call to the acknowledgement of the chunk's last record. With
+    ``--send-mode one``: one ``send`` per record and a callback each (Kafka's own loop)."""
     rng = random.Random(0)
     largest = max(len(p) for p in payloads)
     max_unacked = max(1, BUFFER_MEMORY_BYTES // max(largest, 1))
+    one_by_one = getattr(args, "send_mode", "many") == "one"
+    chunk = 1 if one_by_one else chunk_records(props, largest)
     transport = client_transport(props)
     producer = Producer(props, transport=transport, clock=clock)
     stats = Stats(clock)
-    errors: list[BaseException] = []
+    errors = 0
     unacked = 0
     room = asyncio.Event()
 
-    def completion(send_ms: int, size: int) -> SendCallback:
-        return lambda metadata, error: on_completion(send_ms, size, metadata, error)
+    def on_done(send_ms: int, sizes: list[int], done: asyncio.Future[SendManyResult]) -> None:
+        nonlocal unacked, errors
+        unacked -= len(sizes)
+        room.set()
+        result = done.result()
+        now_ms = clock.monotonic_ms()
+        if result.errors:
+            if not errors:
+                first = result.errors[min(result.errors)]
+                print(f"Error when sending message to topic {args.topic}: {first}", file=sys.stderr)
+            errors += len(result.errors)
+            sizes = [size for i, size in enumerate(sizes) if i not in result.errors]
+        if sizes:
+            stats.record_many(now_ms - send_ms, len(sizes), sum(sizes), max(sizes), now_ms)
 
-    def on_completion(
+    def on_record_done(
         send_ms: int, size: int, _metadata: RecordMetadata | None, error: BaseException | None
     ) -> None:
-        nonlocal unacked
+        nonlocal unacked, errors
         unacked -= 1
         room.set()
-        now_ms = clock.monotonic_ms()
         if error is not None:
             if not errors:
                 print(f"Error when sending message to topic {args.topic}: {error}", file=sys.stderr)
-            errors.append(error)
+            errors += 1
             return
+        now_ms = clock.monotonic_ms()
         stats.record(now_ms - send_ms, size, now_ms)
 
     try:
         start_ms = clock.monotonic_ms()
-        for i in range(args.num_records):
-            send_ms = clock.monotonic_ms()
-            unacked += 1
-            payload = payloads[0] if len(payloads) == 1 else rng.choice(payloads)
-            producer.send(args.topic, payload, callback=completion(send_ms, len(payload)))
+        sent = yielded_at = 0
+        while sent < args.num_records:
+            count = min(chunk, args.num_records - sent)
             if args.throughput > 0:
-                due_ms = start_ms + (i + 1) * 1000.0 / args.throughput
-                if due_ms > clock.monotonic_ms():
-                    await asyncio.sleep((due_ms - clock.monotonic_ms()) / 1000)
-            elif i % YIELD_EVERY_RECORDS == 0:
-                await asyncio.sleep(0)
+                due = int((clock.monotonic_ms() - start_ms) * args.throughput / 1000) + 1
+                if due <= sent:
+                    due_ms = start_ms + (sent * 1000.0 / args.throughput)
+                    await asyncio.sleep(max(due_ms - clock.monotonic_ms(), 0) / 1000)
+                    continue
+                count = min(count, due - sent)
+            if len(payloads) == 1:
+                values = [payloads[0]] * count
+            else:
+                values = [rng.choice(payloads) for _ in range(count)]
+            send_ms = clock.monotonic_ms()
+            unacked += count
+            if one_by_one:
+                for value in values:
+                    callback = functools.partial(on_record_done, send_ms, len(value))
+                    producer.send(args.topic, value, callback=callback)
+            else:
+                future = producer.send_many(args.topic, values)
+                sizes = [len(v) for v in values]
+                future.add_done_callback(functools.partial(on_done, send_ms, sizes))
+            sent += count
+            if args.throughput <= 0 and sent - yielded_at >= YIELD_EVERY_RECORDS:
+                yielded_at = sent
+                await asyncio.sleep(0)  # let the sender run while we send flat out
             while unacked >= max_unacked:
                 room.clear()
                 await room.wait()
         await producer.flush()
+        await asyncio.sleep(0)  # the last chunks' done-callbacks
     finally:
         await producer.close()
         await transport.close()
     print(stats.total_line(), flush=True)
     if args.print_metrics:
-        print("\n".join(metrics_lines(producer, stats, len(errors))), flush=True)
-    return len(errors)
+        print("\n".join(metrics_lines(producer, stats, errors)), flush=True)
+    return errors

@@ -16,14 +16,16 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kafkasim.client.bulk import BulkSlice
 from kafkasim.client.metadata import ClusterMetadata, TopicMetadata
 from kafkasim.client.partitioner import Partitioner
 from kafkasim.client.producer_config import NEVER_MS, ProducerConfig
 from kafkasim.client.producer_errors import DeliveryTimeoutError
+from kafkasim.client.producer_types import Headers, RecordMetadata, SendCallback
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import KafkasimError, error_for_code, error_for_name
 from kafkasim.common.types import TopicPartition
@@ -62,25 +64,9 @@ _CRC = struct.Struct(">I")
 _ATTRIBUTES = struct.Struct(">h")
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
-    """Where an acknowledged record landed.
-
-    ``offset`` is -1 with acks=0 and for a batch known to be written only because a later one
-    of the same producer was acknowledged (rule 4); ``timestamp`` is the broker's append time
-    for LogAppendTime topics, else the record's own.
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-
-
-SendCallback = Callable[[RecordMetadata | None, BaseException | None], None]
-"""Kafka's ``Callback.onCompletion(metadata, exception)``: exactly one of them is set."""
-
-Headers = Sequence[tuple[str, bytes | None]]
+Completion = asyncio.Future[RecordMetadata] | BulkSlice
+"""What a batch resolves per entry: one record's future (``send``), or a run of records of a
+``send_many`` (:class:`~client.bulk.BulkSlice`)."""
 
 
 class ProducerBatch:
@@ -134,7 +120,9 @@ class ProducerBatch:
         self.limit = limit
         self.size = RECORD_BATCH_OVERHEAD
         self.record_count = 0
-        self.futures: list[asyncio.Future[RecordMetadata]] = []
+        # One entry per send() record (its future) or per run of send_many records (a
+        # BulkSlice); timestamps[i] is futures[i]'s record's timestamp (unused for a slice).
+        self.futures: list[Completion] = []
         self.timestamps: list[int] = []
         self.data: bytes | None = None
         self.attempts = 0  # sends so far
@@ -154,7 +142,7 @@ class ProducerBatch:
         value: bytes | None,
         headers: Headers,
         size_upper_bound: int,
-        future: asyncio.Future[RecordMetadata],
+        future: Completion,
     ) -> bool:
         """Append unless closed or the record might not fit (the first record always fits)."""
         builder = self.builder
@@ -217,15 +205,25 @@ class ProducerBatch:
 
     def complete(self, base_offset: int, log_append_time_ms: int) -> None:
         topic, partition = self.tp
+        offset = base_offset
         for i, future in enumerate(self.futures):
+            if isinstance(future, BulkSlice):
+                future.complete(partition, offset, log_append_time_ms)
+                if offset >= 0:
+                    offset += future.count
+                continue
             if not future.done():
-                offset = base_offset + i if base_offset >= 0 else -1
                 timestamp = log_append_time_ms if log_append_time_ms >= 0 else self.timestamps[i]
                 future.set_result(RecordMetadata(topic, partition, offset, timestamp))
+            if offset >= 0:
+                offset += 1
 
     def fail(self, error: BaseException) -> None:
+        partition = self.tp.partition
         for future in self.futures:
-            if not future.done():
+            if isinstance(future, BulkSlice):
+                future.fail(partition, error)
+            elif not future.done():
                 future.set_exception(error)
 
 
@@ -289,8 +287,14 @@ class PendingRecord:
     partition: int | None
     timestamp: int
     size_upper_bound: int
-    future: asyncio.Future[RecordMetadata]
+    future: Completion  # a send_many record's is a BulkSlice of one record
     deadline_ms: int
+
+    @property
+    def waiter(self) -> asyncio.Future[Any]:
+        """What ``flush`` waits on for this record."""
+        future = self.future
+        return future.waiter if isinstance(future, BulkSlice) else future
 
 
 class RecordAccumulator:
@@ -314,9 +318,11 @@ class RecordAccumulator:
     ) -> None:
         self._config = config
         self._partitioner = partitioner
+        self.partitioner = partitioner  # read by client.producer_bulk's append_many
         self._clock = clock
         self._metadata = metadata
         self._wake = wake
+        self.wake = wake  # client.producer_bulk wakes the sender through it
         self.loop: asyncio.AbstractEventLoop | None = None  # set when the producer starts
         self.partitions: dict[TopicPartition, PartitionState] = {}
         # Per topic, its partitions' states by partition number (the hot path's lookup).
@@ -342,7 +348,7 @@ class RecordAccumulator:
         partition: int | None,
         timestamp: int,
         upper: int,
-        future: asyncio.Future[RecordMetadata],
+        future: Completion,
     ) -> None:
         """Append a record of a known topic to its partition's newest batch, or to a new one;
         ValueError for a partition outside the topic."""
@@ -389,6 +395,14 @@ class RecordAccumulator:
                     if batches[-1].is_full:
                         self._wake()
                     return
+        batch = self.new_batch(state, upper)
+        appended = batch.try_append(timestamp, key, value, headers, upper, future)
+        assert appended, "the first record always fits"
+        self._wake()
+
+    def new_batch(self, state: PartitionState, upper: int) -> ProducerBatch:
+        """Open a new batch at the end of ``state``'s queue, big enough for a record of
+        ``upper`` bytes (the newest one before it takes no more appends)."""
         if self.add_partition is not None:
             self.add_partition(state.tp)
         now_ms = self._clock.monotonic_ms()
@@ -403,14 +417,33 @@ class RecordAccumulator:
             done=self.loop.create_future(),
         )
         state.next_batch_index += 1
-        appended = batch.try_append(timestamp, key, value, headers, upper, future)
-        assert appended, "the first record always fits"
+        batches = state.batches
         if batches:
             batches[-1].builder_close()
         batches.append(batch)
         self.queued[state.tp] = state
         self.incomplete[batch] = None
-        self._wake()
+        return batch
+
+    def open_batch(self, state: PartitionState, upper: int) -> ProducerBatch | None:
+        """``state``'s newest batch if it takes a record of ``upper`` bytes now (closed
+        otherwise: the next record opens a new one)."""
+        batches = state.batches
+        if not batches:
+            return None
+        batch = batches[-1]
+        if batch.builder is not None and batch.data is None:
+            if not batch.record_count or batch.size + upper <= batch.limit:
+                return batch
+            batch.builder_close()
+        return None
+
+    def state_of(self, topic: str, partition: int) -> PartitionState:
+        states = self._topic_states.get(topic)
+        state = states.get(partition) if states is not None else None
+        if state is None:
+            state = self.partition_state(TopicPartition(topic, partition))
+        return state
 
     def partition_state(self, tp: TopicPartition) -> PartitionState:
         state = self.partitions.get(tp)
@@ -515,6 +548,6 @@ class RecordAccumulator:
         self.none_waiting.set()
 
 
-def _fail_future(future: asyncio.Future[Any], error: BaseException) -> None:
+def _fail_future(future: Completion, error: BaseException) -> None:
     if not future.done():
         future.set_exception(error)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator
+from typing import Final
 
 from kafkasim.storage.records.batch import (
     BatchHeader,
@@ -34,12 +35,44 @@ from kafkasim.storage.records.batch import (
 )
 from kafkasim.storage.records.entry import LogEntryHeader, decode_entry, iter_entries
 
-__all__ = ["consumed_entries"]
+__all__ = ["CONTROL", "READ", "SKIP", "consumed_entries", "entries_to_read"]
 
 
 def _is_abort_marker(records: list[Record]) -> bool:
     """Kafka's ``containsAbortMarker``: the control batch's first record is an ABORT."""
     return bool(records) and parse_control_key(records[0].key) is ControlRecordType.ABORT
+
+
+READ: Final = 0  # the entry's records are returned (those at or above the fetch offset)
+SKIP: Final = 1  # an aborted transaction's batch (its CRC checked): no record
+CONTROL: Final = 2  # a control batch: decoded (checked), no record
+
+
+def entries_to_read(
+    data: bytes, aborted: Iterable[tuple[int, int]] | None = None
+) -> Iterator[tuple[int, LogEntryHeader, int]]:
+    """Each entry of ``data`` as (position, header, READ / SKIP / CONTROL), by the rules of
+    the module doc; ``aborted`` as for :func:`consumed_entries`."""
+    pending: list[tuple[int, int]] | None = None
+    if aborted is not None:
+        pending = [(first_offset, producer_id) for producer_id, first_offset in aborted]
+        heapq.heapify(pending)
+    aborted_producers: set[int] = set()
+    for pos, header in iter_entries(data):
+        if pending is not None and isinstance(header, BatchHeader) and header.has_producer_id:
+            while pending and pending[0][0] <= header.last_offset:
+                aborted_producers.add(heapq.heappop(pending)[1])
+            if header.is_control:
+                if _is_abort_marker(decode_entry(data, pos, header)):
+                    aborted_producers.discard(header.producer_id)
+                yield pos, header, SKIP
+                continue
+            if header.is_transactional and header.producer_id in aborted_producers:
+                validate_batch(data, pos)
+                yield pos, header, SKIP
+                continue
+        is_control = isinstance(header, BatchHeader) and header.is_control
+        yield pos, header, CONTROL if is_control else READ
 
 
 def consumed_entries(
@@ -53,24 +86,9 @@ def consumed_entries(
     ``aborted``: None for read_uncommitted; for read_committed the answer's aborted
     transactions as (producer id, first offset). CorruptRecordError / InvalidRecordError for
     an entry that does not decode (a control record without a valid key among them)."""
-    pending: list[tuple[int, int]] | None = None
-    if aborted is not None:
-        pending = [(first_offset, producer_id) for producer_id, first_offset in aborted]
-        heapq.heapify(pending)
-    aborted_producers: set[int] = set()
-    for pos, header in iter_entries(data):
-        if pending is not None and isinstance(header, BatchHeader) and header.has_producer_id:
-            while pending and pending[0][0] <= header.last_offset:
-                aborted_producers.add(heapq.heappop(pending)[1])
-            if header.is_control:
-                if _is_abort_marker(decode_entry(data, pos, header)):
-                    aborted_producers.discard(header.producer_id)
-                yield header, []
-                continue
-            if header.is_transactional and header.producer_id in aborted_producers:
-                validate_batch(data, pos)
-                yield header, []
-                continue
+    for pos, header, action in entries_to_read(data, aborted):
+        if action == SKIP:
+            yield header, []
+            continue
         records = decode_entry(data, pos, header, fetch_offset=fetch_offset)
-        is_control = isinstance(header, BatchHeader) and header.is_control
-        yield header, [] if is_control else records
+        yield header, [] if action == CONTROL else records

@@ -31,6 +31,10 @@ background tasks are a group member's heartbeat and a join that outlasts a poll.
    watermark, so neither does the consumer.
 3. **Returning records.** Returns at most ``max.poll.records``, per partition in offset order,
    and advances each position past the last record it returned; the rest stay buffered.
+   Fetched records are decoded column by column (:mod:`client.record_columns`): ``poll``
+   makes a ``ConsumerRecord`` of each record it returns, ``poll_batch`` returns the columns
+   themselves, one ``RecordColumns`` per partition. Before returning, the next fetches are
+   sent for the partitions whose buffer is empty (Kafka's poll does the same).
 
 Error tree (all from :mod:`common.errors` except the last)::
 
@@ -71,6 +75,7 @@ from kafkasim.client.consumer_types import (
 )
 from kafkasim.client.fetcher import Fetcher
 from kafkasim.client.network import NetworkClient, retriable
+from kafkasim.client.record_columns import RecordColumns
 from kafkasim.client.serde import split_serde
 from kafkasim.client.subscription_state import PartitionState, SubscriptionState
 from kafkasim.client.transaction_types import ConsumerGroupMetadata
@@ -100,6 +105,7 @@ __all__ = [
     "ConsumerClosedError",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "RecordColumns",
     "RecordDeserializationError",
 ]
 
@@ -346,6 +352,43 @@ class Consumer:
 
     async def poll(self, timeout_ms: int = 0) -> list[ConsumerRecord]:
         """Up to ``max.poll.records`` records, waiting up to ``timeout_ms`` for some."""
+        if not await self._await_records(timeout_ms):
+            return []
+        records = self._subscriptions.drain(self.config["max.poll.records"])
+        self._fetch_ahead()
+        if self._key_deserializer is None and self._value_deserializer is None:
+            return records
+        return self._deserialize(records)
+
+    async def poll_batch(
+        self, timeout_ms: int = 0, *, max_records: int | None = None
+    ) -> list[RecordColumns]:
+        """As :meth:`poll`, but the records as columns: one :class:`RecordColumns` per
+        partition (offsets, timestamps, timestamp types, keys, values, headers), in the
+        order ``poll`` would return them, up to ``max_records`` (default max.poll.records)
+        in all; no object per record. Positions advance as ``poll`` advances them, and the
+        two may be mixed. ``record_columns.to_arrow`` makes a pyarrow Table of the result.
+        Deserializers apply per column; one that fails stops the answer before the record
+        (RecordDeserializationError when it is the first), as in ``poll``."""
+        limit = self.config["max.poll.records"] if max_records is None else max_records
+        if limit <= 0:
+            raise ValueError(f"max_records must be positive, got {max_records}")
+        if not await self._await_records(timeout_ms):
+            return []
+        parts = self._subscriptions.drain_columns(limit)
+        self._fetch_ahead()
+        if self._key_deserializer is None and self._value_deserializer is None:
+            return parts
+        return self._deserialize_columns(parts)
+
+    def _fetch_ahead(self) -> None:
+        """Kafka's poll sends the next fetches before returning records (the partitions whose
+        buffer it emptied), so that they travel while the caller works."""
+        fetcher = self._fetcher
+        fetcher.send_fetches(self.config["fetch.max.wait.ms"])
+
+    async def _await_records(self, timeout_ms: int) -> bool:
+        """Wait up to ``timeout_ms`` until some partition has buffered records (True)."""
         self._check_open()
         subscriptions = self._subscriptions
         if not subscriptions.assignment and subscriptions.subscription is None:
@@ -358,13 +401,10 @@ class Consumer:
             if subscriptions.subscription is not None:
                 assert self._coordinator is not None
                 if not await self._coordinator.poll(deadline):
-                    return []  # still joining the group: the next poll waits on
+                    return False  # still joining the group: the next poll waits on
             fetcher.raise_error()
-            records = subscriptions.drain(self.config["max.poll.records"])
-            if records:
-                if self._key_deserializer is None and self._value_deserializer is None:
-                    return records
-                return self._deserialize(records)
+            if subscriptions.ready:
+                return True
             await self._resolve_positions()
             await fetcher.maybe_refresh_metadata()
             remaining = deadline - self.clock.monotonic_ms()
@@ -372,7 +412,7 @@ class Consumer:
             # records buffered (poll(0) thus returns what earlier polls fetched).
             fetcher.send_fetches(max(0, min(remaining, self.config["fetch.max.wait.ms"])))
             if remaining <= 0:
-                return []
+                return False
             if fetcher.in_flight:
                 await asyncio.wait(
                     set(fetcher.in_flight),
@@ -428,6 +468,50 @@ class Consumer:
                 )
             )
         return out
+
+    def _deserialize_columns(self, parts: list[RecordColumns]) -> list[RecordColumns]:
+        """``parts`` with keys and values deserialized, column by column; a failure stops
+        the answer at the failing record as :meth:`_deserialize` does."""
+        key_of, value_of = self._key_deserializer, self._value_deserializer
+        out: list[RecordColumns] = []
+        for n, part in enumerate(parts):
+            try:
+                keys = part.keys
+                if key_of is not None:
+                    keys = [None if k is None else key_of(k) for k in keys]
+                values = part.values
+                if value_of is not None:
+                    values = [None if v is None else value_of(v) for v in values]
+            except Exception as e:
+                good = self._deserializable_prefix(part)
+                tp = TopicPartition(part.topic, part.partition)
+                self._subscriptions.set_position(tp, self._state(tp), part.offsets[good])
+                for later in parts[n + 1 :]:
+                    later_tp = TopicPartition(later.topic, later.partition)
+                    self._subscriptions.set_position(
+                        later_tp, self._state(later_tp), later.offsets[0]
+                    )
+                if good:
+                    out.append(self._deserialize_columns([part.slice(0, good)])[0])
+                if out:
+                    return out
+                raise RecordDeserializationError(tp, part.offsets[good]) from e
+            part.keys, part.values = keys, values
+            out.append(part)
+        return out
+
+    def _deserializable_prefix(self, part: RecordColumns) -> int:
+        """How many of ``part``'s first records deserialize (the rare failure path)."""
+        key_of, value_of = self._key_deserializer, self._value_deserializer
+        for i, (key, value) in enumerate(zip(part.keys, part.values, strict=True)):
+            try:
+                if key_of is not None and key is not None:
+                    key_of(key)
+                if value_of is not None and value is not None:
+                    value_of(value)
+            except Exception:
+                return i
+        return len(part)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -30,15 +30,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
 from collections.abc import Iterable
 from typing import Final
 
 from kafkasim import proto
-from kafkasim.client.completed_fetch import consumed_entries
 from kafkasim.client.consumer_config import ISOLATION_LEVELS
-from kafkasim.client.consumer_types import ConsumerRecord
 from kafkasim.client.network import INVALID_METADATA_CODES, NetworkClient
+from kafkasim.client.record_columns import RecordColumns, consumed_columns
 from kafkasim.client.requests import fetch_request
 from kafkasim.client.subscription_state import PartitionState, SubscriptionState
 from kafkasim.common.clock import Clock
@@ -210,27 +208,10 @@ class Fetcher:
         transactions as (producer id, first offset), whose batches are skipped."""
         position = state.position
         assert position is not None
-        records: deque[ConsumerRecord] = deque()
-        next_offset = position
-        for header, entry_records in consumed_entries(data, fetch_offset=position, aborted=aborted):
-            next_offset = max(next_offset, header.next_offset)
-            timestamp_type = header.timestamp_type
-            records.extend(
-                ConsumerRecord(
-                    tp.topic,
-                    tp.partition,
-                    r.offset,
-                    r.timestamp,
-                    timestamp_type,
-                    r.key,
-                    r.value,
-                    tuple((h.key, h.value) for h in r.headers),
-                )
-                for r in entry_records
-            )
-        if records:
-            state.buffered = records
-            self._subscriptions.ready.append(tp)
+        columns = RecordColumns(tp.topic, tp.partition)
+        next_offset = consumed_columns(data, columns, fetch_offset=position, aborted=aborted)
+        if columns:
+            self._subscriptions.buffer(tp, state, columns)
         elif next_offset > position:
             # Only records below the position, or batches emptied by compaction: move on.
             state.position = next_offset

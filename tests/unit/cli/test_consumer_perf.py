@@ -171,11 +171,22 @@ class ScriptedPoll:
         self.step_ms = step_ms
         self.polls = 0
 
-    async def __call__(self, timeout_ms: int) -> Sequence[Rec]:
+    async def __call__(self, timeout_ms: int) -> Sequence[Part]:
         assert timeout_ms == 100  # Kafka's tool polls in 100 ms steps
         self.polls += 1
         self.clock.advance(self.step_ms)
-        return self.batches.pop(0) if self.batches else []
+        if not self.batches:
+            return []
+        records = self.batches.pop(0)  # as poll_batch returns them: one partition's columns
+        return [Part([r.key for r in records], [r.value for r in records])]
+
+
+@dataclass(frozen=True)
+class Part:
+    """The two columns the measurement reads of a poll_batch part."""
+
+    keys: list[bytes | None]
+    values: list[bytes | None]
 
 
 def settings(messages: int, *, timeout_ms: int = 10_000, interval_ms: int = 5_000) -> PerfSettings:
@@ -277,3 +288,16 @@ def test_consumer_config_file_then_props_then_the_tools_own_settings(tmp_path: P
     assert sized["max.partition.fetch.bytes"] == 2048
     assert sized["client.id"] == "perf-consumer-client"  # Kafka's default for the tool
     assert consumer_config(parse("--topic", "t"), ["b:1"])["max.partition.fetch.bytes"] == 1 << 20
+
+
+def test_a_report_due_in_a_poll_comes_after_its_first_record_as_kafkas() -> None:
+    """Kafka checks the interval per record against the poll's time: a poll of 3 records
+    that crosses the interval reports after its first; the other two count afterwards."""
+    clock = ManualClock()
+    batches = [[Rec(b"k", b"v")] * 3 for _ in range(3)]
+    poll = ScriptedPoll(clock, batches, step_ms=200)
+    reports: list[Progress] = []
+    totals = asyncio.run(consume_loop(poll, clock, settings(9, interval_ms=300), reports.append))
+    assert [(p.messages_read, p.last_messages_read) for p in reports] == [(4, 0)]
+    assert reports[0].bytes_read == 8
+    assert (totals.messages_read, totals.bytes_read) == (9, 18)

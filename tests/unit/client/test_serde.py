@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import deque
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from kafkasim.client.admin import AdminClient
 from kafkasim.client.consumer import Consumer, RecordDeserializationError
 from kafkasim.client.consumer_types import ConsumerRecord
 from kafkasim.client.producer import Producer
+from kafkasim.client.record_columns import RecordColumns
 from kafkasim.common.clock import ManualClock, SystemClock
 from kafkasim.common.errors import InvalidConfigError
 from kafkasim.common.rpc_grpc_client import GrpcTransport
@@ -112,8 +112,15 @@ def buffered(consumer: Consumer, records: list[ConsumerRecord]) -> None:
     subscriptions = consumer._subscriptions
     state = subscriptions.state(A0)
     state.position = records[0].offset
-    state.buffered = deque(records)
-    subscriptions.ready.append(A0)
+    columns = RecordColumns(A0.topic, A0.partition)
+    for r in records:
+        columns.offsets.append(r.offset)
+        columns.timestamps.append(r.timestamp)
+        columns.timestamp_types.append(int(r.timestamp_type))
+        columns.keys.append(r.key)
+        columns.values.append(r.value)
+        columns.headers.append(r.headers)
+    subscriptions.buffer(A0, state, columns)
 
 
 def test_poll_deserializes_keys_and_values() -> None:
