@@ -38,9 +38,9 @@ from kafkasim.storage.records.batch import (
     validate_batch,
 )
 from kafkasim.storage.records.compression import CompressionType, decompress
-from kafkasim.storage.records.entry import decode_entry
+from kafkasim.storage.records.entry import LogEntryHeader, decode_entry
 
-__all__ = ["RecordColumns", "consumed_columns", "to_arrow"]
+__all__ = ["RecordColumns", "consumed_columns", "entry_columns", "to_arrow"]
 
 HeaderTuple = tuple[tuple[str, bytes | None], ...]
 
@@ -83,29 +83,57 @@ def consumed_columns(
     *,
     fetch_offset: int,
     aborted: Iterable[tuple[int, int]] | None = None,
+    until: int | None = None,
 ) -> int:
     """Append to ``out`` the records of fetched ``data`` a consumer returns (see the module
-    doc); return the offset after the last entry of ``data`` (at least ``fetch_offset``)."""
+    doc); return the offset after the last entry of ``data`` (at least ``fetch_offset``).
+    With ``until``, only records below it: decoding stops after the entry reaching it, and
+    the offset returned is at most ``until``."""
     next_offset = fetch_offset
+    first = len(out.offsets)
     for pos, header, action in entries_to_read(data, aborted):
         next_offset = max(next_offset, header.next_offset)
-        if action == SKIP:
-            continue
-        if isinstance(header, BatchHeader):
-            if action == READ:
-                _batch_columns(data, pos, header, fetch_offset, out)
-            else:  # a control batch: checked as the record path checks it, never returned
-                decode_entry(data, pos, header)
-            continue
-        timestamp_type = int(header.timestamp_type)
-        for record in decode_entry(data, pos, header, fetch_offset=fetch_offset):
-            out.offsets.append(record.offset)
-            out.timestamps.append(record.timestamp)
-            out.timestamp_types.append(timestamp_type)
-            out.keys.append(record.key)
-            out.values.append(record.value)
-            out.headers.append(())
+        if action != SKIP:
+            entry_columns(data, pos, header, action, out, fetch_offset=fetch_offset)
+        if until is not None and header.next_offset >= until:
+            cut = bisect_left(out.offsets, until, first)
+            if cut < len(out.offsets):
+                for column in _columns(out):
+                    del column[cut:]
+            return max(fetch_offset, min(next_offset, until))
     return next_offset
+
+
+def _columns(out: RecordColumns) -> tuple[list[Any], ...]:
+    return (out.offsets, out.timestamps, out.timestamp_types, out.keys, out.values, out.headers)
+
+
+def entry_columns(
+    data: bytes,
+    pos: int,
+    header: LogEntryHeader,
+    action: int,
+    out: RecordColumns,
+    *,
+    fetch_offset: int,
+) -> None:
+    """Append the records at or above ``fetch_offset`` of the entry at ``pos`` to ``out``:
+    a READ entry's (:func:`~client.completed_fetch.entries_to_read`); a CONTROL batch is
+    decoded (checked) and gives none."""
+    if isinstance(header, BatchHeader):
+        if action == READ:
+            _batch_columns(data, pos, header, fetch_offset, out)
+        else:  # a control batch: checked as the record path checks it, never returned
+            decode_entry(data, pos, header)
+        return
+    timestamp_type = int(header.timestamp_type)
+    for record in decode_entry(data, pos, header, fetch_offset=fetch_offset):
+        out.offsets.append(record.offset)
+        out.timestamps.append(record.timestamp)
+        out.timestamp_types.append(timestamp_type)
+        out.keys.append(record.key)
+        out.values.append(record.value)
+        out.headers.append(())
 
 
 def _batch_columns(

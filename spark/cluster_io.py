@@ -12,7 +12,7 @@ Reading one offset range (:func:`read_range`) fetches from the partition's leade
 as a consumer (``replica_id=-1``, so never at or above the high watermark), one fetch of up to
 ``FETCH_MAX_BYTES`` at a time, decoding whole entries (v2 batches, or v0/v1 messages of a log
 written before Kafka 0.11) and keeping the records inside the range that a consumer returns
-(``client.completed_fetch.consumed_entries``: never control records). With
+(``client.completed_fetch.entries_to_read``: never control records). With
 ``kafka.isolation.level=read_committed`` ListOffsets LATEST answers the last stable offset, so
 planned ranges end at or below it; fetches are read_committed (never past the LSO, with the
 aborted transactions of the answer) and the batches of aborted transactions are dropped.
@@ -33,14 +33,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence, Sized
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
-from kafkasim.client.completed_fetch import consumed_entries
 from kafkasim.client.consumer_config import ISOLATION_LEVELS
 from kafkasim.client.network import INVALID_METADATA_CODES, NetworkClient
+from kafkasim.client.record_columns import RecordColumns, consumed_columns
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.errors import KafkaError, KafkasimError, OffsetOutOfRangeError
 from kafkasim.common.rpc import RpcError
@@ -62,6 +61,10 @@ from kafkasim.spark.planning import OffsetRange
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+C = TypeVar("C", bound=Sized)
+# How a read decodes one fetch answer: (data, position, until, aborted transactions) to the
+# chunk of records in [position, until) and the position after them.
+Decode = Callable[[bytes, int, int, Sequence[tuple[int, int]] | None], tuple[C, int]]
 
 FETCH_MAX_BYTES: Final = 4 * 1024 * 1024
 _OFFSET_OUT_OF_RANGE: Final = OffsetOutOfRangeError.code
@@ -249,21 +252,6 @@ async def resolve_timestamps(
 # -- reading one range ---------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class RecordColumns:
-    """Decoded records of one partition, column by column, in offset order."""
-
-    keys: list[bytes | None] = field(default_factory=list)
-    values: list[bytes | None] = field(default_factory=list)
-    offsets: list[int] = field(default_factory=list)
-    timestamps_ms: list[int] = field(default_factory=list)
-    timestamp_types: list[int] = field(default_factory=list)
-    headers: list[list[tuple[str, bytes | None]]] | None = None
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-
 def _retriable_read(e: BaseException) -> bool:
     if isinstance(e, _NotYetReadableError):
         return True
@@ -273,9 +261,10 @@ def _retriable_read(e: BaseException) -> bool:
 
 
 async def read_range(
-    client: NetworkClient, r: OffsetRange, settings: ReadSettings
-) -> AsyncIterator[RecordColumns]:
-    """The records of ``r``, one chunk per fetch, skipping control batches and, under
+    client: NetworkClient, r: OffsetRange, settings: ReadSettings, decode: Decode[C]
+) -> AsyncIterator[C]:
+    """The records of ``r``, one chunk per fetch decoded by ``decode`` (:func:`decode_columns`,
+    or :class:`spark.arrow_decode.ArrowChunkDecoder`), skipping control batches and, under
     read_committed, aborted transactions' batches (see module doc)."""
     tp = r.topic_partition
     isolation = isolation_level(settings)
@@ -299,18 +288,17 @@ async def read_range(
         if part is None or not part.records:
             position = await _after_missing_records(client, r, position, settings)
             continue
-        chunk = RecordColumns(headers=[] if settings.include_headers else None)
         aborted = (
             [(t.producer_id, t.first_offset) for t in part.aborted_transactions]
             if isolation
             else None
         )
-        position = _decode_into(chunk, part.records, position, r.until_offset, aborted)
-        if chunk:
+        chunk, position = decode(part.records, position, r.until_offset, aborted)
+        if len(chunk):
             yield chunk
 
 
-async def next_chunk(chunks: AsyncIterator[RecordColumns]) -> RecordColumns | None:
+async def next_chunk(chunks: AsyncIterator[C]) -> C | None:
     """The next chunk of :func:`read_range`, None at its end (a coroutine, for ``run``)."""
     return await anext(chunks, None)
 
@@ -338,34 +326,18 @@ async def _after_missing_records(
     return r.until_offset
 
 
-def _decode_into(
-    chunk: RecordColumns,
+def decode_columns(
+    tp: TopicPartition,
     data: bytes,
     position: int,
     until: int,
-    aborted: Iterable[tuple[int, int]] | None = None,
-) -> int:
-    """Append the records in ``[position, until)`` of fetched ``data`` (entries of any message
-    format) that a consumer returns — :func:`client.completed_fetch.consumed_entries`, the
-    consumer's own walk: no control records, and with ``aborted`` (read_committed: the
-    answer's aborted transactions) none of an aborted transaction; the next position."""
-    keys, values, offsets = chunk.keys, chunk.values, chunk.offsets
-    timestamps, types, headers = chunk.timestamps_ms, chunk.timestamp_types, chunk.headers
-    next_position = position
-    for header, records in consumed_entries(data, fetch_offset=position, aborted=aborted):
-        next_position = max(next_position, min(header.next_offset, until))
-        if records:
-            timestamp_type = int(header.timestamp_type)
-            for rec in records:
-                if rec.offset >= until:
-                    break
-                keys.append(rec.key)
-                values.append(rec.value)
-                offsets.append(rec.offset)
-                timestamps.append(rec.timestamp)
-                types.append(timestamp_type)
-                if headers is not None:
-                    headers.append([(h.key, h.value) for h in rec.headers])
-        if header.next_offset >= until:
-            break  # every later entry starts at or past the end of the range
-    return next_position
+    aborted: Sequence[tuple[int, int]] | None = None,
+) -> tuple[RecordColumns, int]:
+    """The records in ``[position, until)`` of fetched ``data`` (entries of any message
+    format) that a consumer returns, as columns of Python values — the consumer's own walk
+    (:func:`client.record_columns.consumed_columns`): no control records, and with
+    ``aborted`` (read_committed: the answer's aborted transactions) none of an aborted
+    transaction; and the next position."""
+    out = RecordColumns(tp.topic, tp.partition)
+    next_position = consumed_columns(data, out, fetch_offset=position, aborted=aborted, until=until)
+    return out, next_position

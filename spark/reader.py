@@ -11,11 +11,13 @@ the tasks *before* it calls ``partitions()``, so nothing may be left on ``self``
 
 Reading (executors, :func:`read_partition`): one connection per task, fetches from the
 partition's leader with failover (:func:`spark.cluster_io.read_range`); the result is Arrow
-record batches or tuples (:mod:`spark.rows`). The same function serves streaming reads.
+record batches (:mod:`spark.arrow_decode`) or tuples (:mod:`spark.rows`). The same function
+serves streaming reads.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,10 +27,11 @@ from typing_extensions import override
 
 from kafkasim.common.types import TopicPartition
 from kafkasim.spark import cluster_io
+from kafkasim.spark.arrow_decode import ArrowChunkDecoder
 from kafkasim.spark.errors import user_facing
 from kafkasim.spark.options import OffsetSpec, ReadSettings, SourceOptions, SparkOptionError
 from kafkasim.spark.planning import OffsetRange, offset_ranges, split_ranges
-from kafkasim.spark.rows import arrow_schema, to_record_batch, to_tuples
+from kafkasim.spark.rows import arrow_schema, to_tuples
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -52,14 +55,18 @@ def read_partition(partition: InputPartition) -> Iterator[pa.RecordBatch | tuple
     if not isinstance(partition, RangePartition):
         return
     r, settings = partition.range, partition.settings
-    schema = arrow_schema(settings.include_headers) if settings.arrow else None
     with cluster_io.ClusterConnection.for_reading(settings) as conn:
-        chunks = cluster_io.read_range(conn.client, r, settings)
-        while (chunk := conn.run(cluster_io.next_chunk(chunks))) is not None:
-            if schema is not None:
-                yield to_record_batch(chunk, r.topic, r.partition, schema)
-            else:
-                yield from to_tuples(chunk, r.topic, r.partition)
+        if settings.arrow:
+            schema = arrow_schema(settings.include_headers)
+            decoder = ArrowChunkDecoder(r.topic, r.partition, schema)
+            batches = cluster_io.read_range(conn.client, r, settings, decoder.decode)
+            while (chunk := conn.run(cluster_io.next_chunk(batches))) is not None:
+                yield from chunk
+        else:
+            decode = functools.partial(cluster_io.decode_columns, r.topic_partition)
+            columns = cluster_io.read_range(conn.client, r, settings, decode)
+            while (part := conn.run(cluster_io.next_chunk(columns))) is not None:
+                yield from to_tuples(part, settings.include_headers)
 
 
 def check_explicit_offsets(

@@ -7,9 +7,10 @@ The schema is exactly Spark's Kafka source schema (``key`` binary, ``value`` bin
 
 Two ways out of a read task, chosen by the internal option ``kafkasim.read.format``:
 
-* ``arrow`` (default): one ``pyarrow.RecordBatch`` per fetched chunk, built column by column.
-  Its Arrow schema is Spark's own mapping of the schema above (``to_arrow_schema``), because
-  Spark ≥ 4.2 rejects a batch whose schema is not exactly that.
+* ``arrow`` (default): one ``pyarrow.RecordBatch`` per fetched chunk, decoded straight into
+  Arrow columns (:mod:`spark.arrow_decode`). Its Arrow schema is Spark's own mapping of the
+  schema above (``to_arrow_schema``), because Spark ≥ 4.2 rejects a batch whose schema is not
+  exactly that.
 * ``tuples``: one tuple per record, which Spark's worker converts to Arrow row by row (kept
   to measure what the Arrow path saves: ``bench/spark_bench.py``).
 """
@@ -33,7 +34,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kafkasim.spark.cluster_io import RecordColumns
+from kafkasim.client.record_columns import RecordColumns
 
 HEADER_TYPE = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 
@@ -58,36 +59,11 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
 
 
-def to_record_batch(
-    chunk: RecordColumns, topic: str, partition: int, schema: pa.Schema
-) -> pa.RecordBatch:
-    """One Arrow batch of ``chunk``'s records, in ``schema`` (from :func:`arrow_schema`)."""
-    n = len(chunk)
-    types = schema.types
-    columns = [
-        pa.array(chunk.keys, type=types[0]),
-        pa.array(chunk.values, type=types[1]),
-        pa.repeat(pa.scalar(topic, type=types[2]), n),
-        pa.repeat(pa.scalar(partition, type=types[3]), n),
-        pa.array(chunk.offsets, type=types[4]),
-        # Milliseconds as Kafka keeps them, widened to Spark's microseconds by Arrow.
-        pa.array(chunk.timestamps_ms, type=pa.timestamp("ms", tz="UTC")).cast(types[5]),
-        pa.array(chunk.timestamp_types, type=types[6]),
-    ]
-    if chunk.headers is not None:
-        columns.append(
-            pa.array(
-                [[{"key": k, "value": v} for k, v in hs] for hs in chunk.headers], type=types[7]
-            )
-        )
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
-def to_tuples(chunk: RecordColumns, topic: str, partition: int) -> Iterator[tuple[Any, ...]]:
+def to_tuples(chunk: RecordColumns, include_headers: bool) -> Iterator[tuple[Any, ...]]:
     """``chunk``'s records as row tuples, in schema order."""
     utc = dt.UTC
     epoch = dt.datetime(1970, 1, 1, tzinfo=utc)
-    headers = chunk.headers
+    topic, partition, headers = chunk.topic, chunk.partition, chunk.headers
     for i in range(len(chunk)):
         row: tuple[Any, ...] = (
             chunk.keys[i],
@@ -95,9 +71,9 @@ def to_tuples(chunk: RecordColumns, topic: str, partition: int) -> Iterator[tupl
             topic,
             partition,
             chunk.offsets[i],
-            epoch + dt.timedelta(milliseconds=chunk.timestamps_ms[i]),
+            epoch + dt.timedelta(milliseconds=chunk.timestamps[i]),
             chunk.timestamp_types[i],
         )
-        if headers is not None:
-            row = (*row, headers[i])
+        if include_headers:
+            row = (*row, list(headers[i]))
         yield row

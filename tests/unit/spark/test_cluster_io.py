@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafkasim.spark.cluster_io import RecordColumns, _decode_into
+from kafkasim.common.types import TopicPartition
+from kafkasim.spark.cluster_io import decode_columns
 from kafkasim.storage.records.batch import TimestampType, encode_batch
 from kafkasim.storage.records.compression import CompressionType
 from kafkasim.storage.records.legacy import encode_legacy
@@ -43,14 +44,14 @@ def _fetched() -> bytes:
 def test_a_range_inside_wrappers_and_batches_reads_exactly_its_records(
     position: int, until: int, next_position: int
 ) -> None:
-    chunk = RecordColumns(headers=[])
-    assert _decode_into(chunk, _fetched(), position, until) == next_position
+    chunk, after = decode_columns(TopicPartition("t", 0), _fetched(), position, until)
+    assert after == next_position
     wanted = range(position, min(until, 9))
     assert chunk.offsets == list(wanted)
     assert chunk.values == [b"v%d" % o for o in wanted]
     assert chunk.keys == [b"k%d" % o for o in wanted]
-    assert chunk.timestamps_ms == [-1 if o < 3 else T0 + o for o in wanted]
+    assert chunk.timestamps == [-1 if o < 3 else T0 + o for o in wanted]
     assert chunk.timestamp_types == [
         int(TimestampType.NO_TIMESTAMP_TYPE if o < 3 else TimestampType.CREATE_TIME) for o in wanted
     ]
-    assert chunk.headers == [[("h", b"x")] if o >= 6 else [] for o in wanted]
+    assert chunk.headers == [(("h", b"x"),) if o >= 6 else () for o in wanted]
