@@ -7,17 +7,17 @@ aborted transactions' batches give no record), and only the records in ``[positi
 are kept, as :func:`client.record_columns.consumed_columns` with ``until`` keeps them.
 
 A v2 batch is decoded with numpy, field by field over all its records at once
-(:func:`_batch_segment`): the only per-record Python step is the jump from one record's length
-to the next (:func:`_record_positions`); every varint after it (timestamp delta, offset delta,
-key and value lengths) is decoded by :func:`_varints` as whole arrays, and keys and values
-become Arrow binary columns by gathering their bytes out of the batch's payload with one mask
-(:func:`_binary_column`), with no Python object per record. The batch is checked as the
-record walk checks it (CRC first, then every record filling its declared length, offset deltas
-increasing and within the header's last offset delta, the batch filled exactly). A batch the
-vectorised walk does not take as it is — records with headers, a varint of Kafka's maximum
-length or more, or any failed check — is decoded by the consumer's walk
+(:func:`_batch_segment`): where each record starts is found by runs of records of equal
+length, each run checked at once (:func:`_record_positions`); every varint after the length
+(timestamp delta, offset delta, key and value lengths) is decoded by :func:`_varints` as
+whole arrays; keys and values become Arrow binary columns by gathering their bytes out of
+the batch's payload with one mask (:func:`_binary_column`): no Python object per record.
+The batch is checked as the consumer's walk checks it (CRC first, then every record filling
+its declared length, offset deltas increasing and within the header's last offset delta,
+the batch filled exactly, varints within Kafka's bounds). A batch the vectorised walk does
+not take as it is (records with headers, or any failed check) is decoded by that walk
 (:func:`client.record_columns.entry_columns`), which raises the exact error
-(InvalidRecordError, CorruptRecordError) or gives the records, headers included; so do
+(InvalidRecordError, CorruptRecordError) or gives the records, headers included; so are
 v0/v1 entries (logs written before Kafka 0.11).
 """
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from kafkasim.client.completed_fetch import SKIP, entries_to_read
 from kafkasim.client.record_columns import RecordColumns, entry_columns
+from kafkasim.common.errors import InvalidRecordError
 from kafkasim.storage.records.batch import (
     RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
@@ -40,11 +41,14 @@ from kafkasim.storage.records.batch import (
     validate_batch,
 )
 from kafkasim.storage.records.compression import CompressionType, decompress
+from kafkasim.storage.records.varint import decode_varint
 
 __all__ = ["ArrowChunkDecoder"]
 
 I64 = npt.NDArray[np.int64]
 _PAD: Final = bytes(16)  # reads past a payload's end see zeros (then fail a check)
+_MAX_RUNS: Final = 16
+_UINT32_MAX: Final = np.uint64(0xFFFFFFFF)
 _CONCAT_LIMIT: Final = 1 << 30  # binary columns have 32-bit offsets: never concatenate past it
 
 
@@ -105,11 +109,11 @@ class ArrowChunkDecoder:
         with memoryview(data) as view, view[pos + RECORDS_OFFSET : pos + header.size_in_bytes] as p:
             ctype = header.compression
             payload = decompress(ctype, p) if ctype != CompressionType.NONE else bytes(p)
-        starts = _record_positions(payload, count)
-        if starts is None:
-            return None
         end = len(payload)
         buf = np.frombuffer(payload + _PAD, dtype=np.uint8)
+        starts = _record_positions(buf, end, count)
+        if starts is None:
+            return None
         size, p0 = _varints(buf, starts, 5)
         if size is None or (size < 0).any():
             return None
@@ -169,7 +173,7 @@ class ArrowChunkDecoder:
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
-def _columns(c: RecordColumns) -> tuple[list[object], ...]:
+def _columns(c: RecordColumns) -> tuple[list[Any], ...]:
     return (c.offsets, c.timestamps, c.timestamp_types, c.keys, c.values, c.headers)
 
 
@@ -209,54 +213,108 @@ def columns_batch(c: RecordColumns, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _record_positions(payload: bytes, count: int) -> I64 | None:
-    """Where each of the ``count`` records of ``payload`` starts, by their length varints
-    (one or two bytes: up to 8,191 bytes a record; longer ones go to the walk). None when
-    they do not lead exactly to the payload's end."""
-    starts = [0] * count
+def _record_positions(buf: npt.NDArray[np.uint8], end: int, count: int) -> I64 | None:
+    """Where each of the ``count`` records of the payload in ``buf`` starts (``end`` long),
+    following their length varints; None when they do not lead exactly to the end.
+
+    Records come in runs of equal length (their deltas' varints grow a byte at 64, 8,192,
+    ...): from each record, the next ones are assumed to have its length, and the
+    assumption is checked for all of them at once; the run ends at the first one that does
+    not. Past ``_MAX_RUNS`` runs (lengths that keep changing), one record at a time."""
+    starts = np.empty(count, dtype=np.int64)
+    done = 0
     pos = 0
+    runs = 0
+    while done < count and runs < _MAX_RUNS:
+        runs += 1
+        size, body = _varints(buf, np.array([pos], dtype=np.int64), 5)
+        if size is None or size[0] < 0 or pos >= end:
+            return None
+        stride = int(body[0] - pos + size[0])
+        if stride <= 0:
+            return None
+        candidates = pos + stride * np.arange(min(count - done, (end - pos - 1) // stride + 1))
+        sizes, bodies = _guessed_varints(buf, candidates)
+        fits = bodies + sizes == candidates + stride
+        run = int(np.argmin(fits)) if not fits.all() else len(fits)
+        run = max(run, 1)  # the first fits: its own length
+        starts[done : done + run] = candidates[:run]
+        done += run
+        pos += stride * run
+    if done < count:
+        pos = _record_positions_one_by_one(buf, starts, done, pos)
+    return starts if pos == end else None
+
+
+def _record_positions_one_by_one(
+    buf: npt.NDArray[np.uint8], starts: I64, done: int, pos: int
+) -> int:
+    """:func:`_record_positions` from record ``done`` at ``pos`` on, by a plain walk; the
+    position after the last record, -1 when a length cannot be read."""
+    data = buf.tobytes()
+    found = [0] * (len(starts) - done)
     try:
-        for i in range(count):
-            starts[i] = pos
-            z = payload[pos]
-            if z >= 0x80:
-                b = payload[pos + 1]
-                if b >= 0x80:
-                    return None
-                z = (z & 0x7F) | (b << 7)
-                pos += 2 + ((z >> 1) ^ -(z & 1))
-            else:
+        for i in range(len(found)):
+            found[i] = pos
+            z = data[pos]
+            if z < 0x80:
                 pos += 1 + ((z >> 1) ^ -(z & 1))
+            else:
+                size, pos = decode_varint(data, pos)
+                pos += size
             if pos < 0:
-                return None
-    except IndexError:
-        return None
-    if pos != len(payload):
-        return None
-    return np.array(starts, dtype=np.int64)
+                return -1
+    except (IndexError, InvalidRecordError):
+        return -1
+    starts[done:] = found
+    return pos
 
 
 def _varints(buf: npt.NDArray[np.uint8], at: I64, max_bytes: int) -> tuple[I64 | None, I64]:
     """The zigzag varints starting at each position ``at`` of ``buf`` and the positions after
-    them; (None, at) when one runs past ``max_bytes`` bytes or past ``buf``."""
+    them; (None, at) when one runs past ``max_bytes`` bytes or past ``buf``, or does not fit
+    in 32 (``max_bytes`` 5) or 64 bits (the walk's decode_varint/varlong name the error)."""
     if at.size and (at.min() < 0 or at.max() + max_bytes > len(buf)):
         return None, at
+    raw, length, unterminated = _raw_varints(buf, at, max_bytes)
+    if unterminated.any():
+        return None, at
+    if max_bytes == 5 and (raw > _UINT32_MAX).any():
+        return None, at
+    if max_bytes == 10 and ((length == 10) & (buf[at + 9] > 1)).any():
+        return None, at
+    return _unzigzag(raw), at + length
+
+
+def _guessed_varints(buf: npt.NDArray[np.uint8], at: I64) -> tuple[I64, I64]:
+    """As :func:`_varints` (32 bits) at positions that are guesses, all within ``buf``: one
+    that does not end within 5 bytes reads as -1."""
+    raw, length, unterminated = _raw_varints(buf, at, 5)
+    raw[unterminated] = 1  # zigzag for -1
+    return _unzigzag(raw), at + length
+
+
+def _raw_varints(
+    buf: npt.NDArray[np.uint8], at: I64, max_bytes: int
+) -> tuple[npt.NDArray[np.uint64], I64, npt.NDArray[np.bool_]]:
+    """Still-zigzagged values, byte lengths, and which ones go on past ``max_bytes``."""
     raw = np.zeros(at.shape, dtype=np.uint64)
     length = np.zeros(at.shape, dtype=np.int64)
     active = np.ones(at.shape, dtype=bool)
     for i in range(max_bytes):
         byte = buf[at + i]
-        raw |= np.where(active, (byte & 0x7F).astype(np.uint64) << np.uint64(7 * i), 0).astype(
-            np.uint64
-        )
+        bits = (byte & 0x7F).astype(np.uint64) << np.uint64(7 * i)
+        raw |= np.where(active, bits, np.uint64(0))
         length += active
         active &= byte >= 0x80
         if not active.any():
             break
-    else:
-        return None, at
-    value = ((raw >> np.uint64(1)) ^ (np.uint64(0) - (raw & np.uint64(1)))).view(np.int64)
-    return value, at + length
+    return raw, length, active
+
+
+def _unzigzag(raw: npt.NDArray[np.uint64]) -> I64:
+    signed: I64 = ((raw >> np.uint64(1)) ^ (np.uint64(0) - (raw & np.uint64(1)))).view(np.int64)
+    return signed
 
 
 def _binary_column(buf: npt.NDArray[np.uint8], start: I64, length: I64) -> pa.Array:

@@ -1,0 +1,181 @@
+"""The read tasks' Arrow decoding (``spark.arrow_decode``): exactly the batch the consumer's
+column walk gives (``spark.cluster_io.decode_columns`` turned into Arrow), whatever the
+message format, compression, record sizes, range or isolation, the same errors for damaged
+batches, and the vectorised walk really taking plain v2 batches (no Spark needed)."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+
+from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.common.types import TopicPartition
+from kafkasim.spark.arrow_decode import ArrowChunkDecoder, columns_batch
+from kafkasim.spark.cluster_io import decode_columns
+from kafkasim.spark.rows import arrow_schema
+from kafkasim.storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, encode_batch
+from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.entry import parse_entry_header
+from tests.txn_records import ABORT, COMMIT, Producer
+from tests.unit.client.test_record_columns import T0, _recrc, mixed
+
+TP = TopicPartition("t", 3)
+
+
+def varied() -> bytes:
+    """12-3011: three v2 batches of 1,000 records whose lengths change all the time (offset
+    deltas past 64, timestamp deltas of one to four varint bytes, values of 0 to 9,000 bytes,
+    null keys and values), the second one compressed."""
+    rng = random.Random(7)
+    parts = []
+    for b, compression in enumerate((CompressionType.NONE, CompressionType.LZ4) * 2):
+        base = 12 + 1000 * b
+        records = [
+            (
+                T0 + i * rng.choice((1, 50, 5000, 10**6)),
+                None if i % 7 == 0 else b"k%d" % i,
+                None if i % 11 == 0 else bytes([i % 256]) * rng.choice((0, 1, 100, 9000)),
+            )
+            for i in range(1000)
+        ]
+        parts.append(encode_batch(records, base_offset=base, compression=compression))
+    return b"".join(parts[:3])
+
+
+def fixed(count: int = 5000, base_offset: int = 0) -> bytes:
+    """``count`` records of 100-byte values, 2,000 a batch, as a producer writes them."""
+    parts = []
+    for first in range(0, count, 2000):
+        n = min(2000, count - first)
+        records = [(T0 + i // 3, None, i.to_bytes(4, "big") * 25) for i in range(first, first + n)]
+        parts.append(encode_batch(records, base_offset=base_offset + first))
+    return b"".join(parts)
+
+
+def decoded(
+    data: bytes,
+    position: int,
+    until: int,
+    aborted: list[tuple[int, int]] | None = None,
+    *,
+    headers: bool = False,
+) -> tuple[pa.Table, int]:
+    schema = arrow_schema(headers)
+    batches, after = ArrowChunkDecoder(TP.topic, TP.partition, schema).decode(
+        data, position, until, aborted
+    )
+    assert all(b.schema.equals(schema) for b in batches)
+    return pa.Table.from_batches(batches, schema=schema), after
+
+
+def walked(
+    data: bytes,
+    position: int,
+    until: int,
+    aborted: list[tuple[int, int]] | None = None,
+    *,
+    headers: bool = False,
+) -> tuple[pa.Table, int]:
+    columns, after = decode_columns(TP, data, position, until, aborted)
+    return pa.Table.from_batches([columns_batch(columns, arrow_schema(headers))]), after
+
+
+def assert_same(data: bytes, position: int, until: int, **kwargs: object) -> pa.Table:
+    got, got_after = decoded(data, position, until, **kwargs)  # type: ignore[arg-type]
+    want, want_after = walked(data, position, until, **kwargs)  # type: ignore[arg-type]
+    assert got_after == want_after
+    assert got.num_rows == want.num_rows
+    assert got.equals(want)
+    return got
+
+
+@pytest.mark.parametrize("headers", [False, True])
+@pytest.mark.parametrize(
+    ("position", "until"), [(0, 12), (4, 9), (3, 4), (8, 100), (0, 3), (11, 12)]
+)
+def test_mixed_formats_give_what_the_column_walk_gives(
+    position: int, until: int, headers: bool
+) -> None:
+    table = assert_same(mixed(), position, until, headers=headers)
+    assert table.column("offset").to_pylist() == list(range(position, min(until, 12)))
+    assert set(table.column("topic").to_pylist()) <= {TP.topic}
+    assert set(table.column("partition").to_pylist()) <= {TP.partition}
+
+
+@pytest.mark.parametrize("headers", [False, True])
+@pytest.mark.parametrize(
+    ("position", "until"), [(12, 3012), (12, 20), (500, 1700), (1011, 1013), (2999, 5000)]
+)
+def test_records_of_changing_lengths_give_what_the_column_walk_gives(
+    position: int, until: int, headers: bool
+) -> None:
+    assert_same(varied(), position, until, headers=headers)
+
+
+@pytest.mark.parametrize(("position", "until"), [(0, 5000), (1, 4999), (1999, 2001)])
+def test_equal_records_give_what_the_column_walk_gives(position: int, until: int) -> None:
+    table = assert_same(fixed(), position, until)
+    assert table.column("value")[0].as_py() == position.to_bytes(4, "big") * 25
+    assert table.column("key").null_count == table.num_rows
+
+
+def test_a_fetch_becomes_one_record_batch() -> None:
+    batches, after = ArrowChunkDecoder(TP.topic, TP.partition, arrow_schema(False)).decode(
+        fixed(), 0, 5000
+    )
+    assert after == 5000
+    assert [b.num_rows for b in batches] == [5000]
+
+
+def test_read_committed_drops_aborted_transactions_and_markers() -> None:
+    p1, p2 = Producer(1), Producer(2)
+    data = b"".join(
+        (
+            p1.batch(2, base_offset=0),
+            p2.batch(base_offset=2),
+            p1.marker(ABORT, base_offset=3),
+            p2.marker(COMMIT, base_offset=4),
+            p1.batch(base_offset=5),
+            p1.marker(COMMIT, base_offset=6),
+        )
+    )
+    for aborted in ([(1, 0)], None):
+        assert_same(data, 0, 7, aborted=aborted)
+    table, after = decoded(data, 0, 7, [(1, 0)])
+    assert table.column("value").to_pylist() == [b"p2-0", b"p1-2"]
+    assert after == 7
+
+
+def test_the_vectorised_walk_takes_plain_batches_and_leaves_headers_to_the_column_walk() -> None:
+    decoder = ArrowChunkDecoder(TP.topic, TP.partition, arrow_schema(True))
+
+    def segment(data: bytes) -> pa.RecordBatch | None:
+        header = parse_entry_header(data, 0)
+        assert isinstance(header, BatchHeader)
+        return decoder._batch_segment(data, 0, header, 0, 10**6)
+
+    assert all(segment(data) is not None for data in (fixed(1000), varied()))
+    assert segment(encode_batch([(T0, b"k", b"v", (("h", b"x"),))])) is None
+
+
+def test_damaged_batches_raise_the_column_walks_errors() -> None:
+    good = encode_batch([(T0, b"k", b"value"), (T0, b"k", b"other")])
+    flipped = bytearray(good)
+    flipped[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        decoded(bytes(flipped), 0, 2)
+    longer = bytearray(good)
+    longer[RECORD_BATCH_OVERHEAD] += 2  # the first record one byte longer than its fields
+    short = bytearray(good)
+    short[RECORD_BATCH_OVERHEAD - 1] = 3  # a record count of 3 where there are 2
+    big_delta = bytearray(good)
+    big_delta[RECORD_BATCH_OVERHEAD + 3] = 4  # offset delta 2 > the batch's last delta 1
+    for damaged in (longer, short, big_delta):
+        data = _recrc(damaged)
+        with pytest.raises(InvalidRecordError) as ours:
+            decoded(data, 0, 3)
+        with pytest.raises(InvalidRecordError) as theirs:
+            walked(data, 0, 3)
+        assert str(ours.value) == str(theirs.value)
