@@ -57,6 +57,7 @@ from kafkasim.spark.options import (
     TimestampSpec,
 )
 from kafkasim.spark.planning import OffsetRange
+from kafkasim.storage.records.entry import iter_entries
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ Decode = Callable[[bytes, int, int, Sequence[tuple[int, int]] | None], tuple[C, 
 
 FETCH_MAX_BYTES: Final = 4 * 1024 * 1024
 _OFFSET_OUT_OF_RANGE: Final = OffsetOutOfRangeError.code
+_SEND_STEPS: Final = 3  # event loop turns a gRPC call takes to be sent
 _BOUND: Final = ("high watermark", "last stable offset")  # a consumer's end, by isolation
 
 
@@ -265,37 +267,78 @@ async def read_range(
 ) -> AsyncIterator[C]:
     """The records of ``r``, one chunk per fetch decoded by ``decode`` (:func:`decode_columns`,
     or :class:`spark.arrow_decode.ArrowChunkDecoder`), skipping control batches and, under
-    read_committed, aborted transactions' batches (see module doc)."""
+    read_committed, aborted transactions' batches (see module doc). The next fetch is sent
+    before a fetch's records are decoded, so that the leader reads while this task decodes."""
+    until = r.until_offset
+    position = r.from_offset
+    ahead: asyncio.Task[pb.FetchPartitionResponse | None] | None = None
+    try:
+        while position < until:
+            if ahead is None:
+                part = await _fetch(client, r, position, settings)
+            else:
+                part, ahead = await ahead, None
+            if part is None or not part.records:
+                position = await _after_missing_records(client, r, position, settings)
+                continue
+            expected = _position_after(part.records, position, until)
+            if expected is not None and expected < until:
+                ahead = asyncio.create_task(_fetch(client, r, expected, settings))
+                for _ in range(_SEND_STEPS):  # let the call reach the wire
+                    await asyncio.sleep(0)
+            aborted = (
+                [(t.producer_id, t.first_offset) for t in part.aborted_transactions]
+                if settings.read_committed
+                else None
+            )
+            chunk, position = decode(part.records, position, until, aborted)
+            if ahead is not None and position != expected:  # cannot be: the same walk
+                ahead.cancel()
+                ahead = None
+            if len(chunk):
+                yield chunk
+    finally:
+        if ahead is not None:
+            ahead.cancel()
+
+
+async def _fetch(
+    client: NetworkClient, r: OffsetRange, position: int, settings: ReadSettings
+) -> pb.FetchPartitionResponse | None:
+    """One fetch of ``r``'s partition at ``position`` from its leader, with failover; None
+    when the records there are gone or not readable by the deadline (see the module doc)."""
     tp = r.topic_partition
     isolation = isolation_level(settings)
-    position = r.from_offset
-    while position < r.until_offset:
-        part: pb.FetchPartitionResponse | None = None
-        try:
-            async for attempt in client.retrying(retry_on=_retriable_read):
-                with attempt:
-                    part = await client.fetch_raw(
-                        tp, position, max_bytes=FETCH_MAX_BYTES, isolation_level=isolation
+    part: pb.FetchPartitionResponse | None = None
+    try:
+        async for attempt in client.retrying(retry_on=_retriable_read):
+            with attempt:
+                part = await client.fetch_raw(
+                    tp, position, max_bytes=FETCH_MAX_BYTES, isolation_level=isolation
+                )
+                readable = part.last_stable_offset if isolation else part.high_watermark
+                if not part.records and readable < r.until_offset:
+                    raise _NotYetReadableError(
+                        f"{tp}: the leader's {_BOUND[isolation]} {readable} is below the "
+                        f"end {r.until_offset} of the range being read"
                     )
-                    readable = part.last_stable_offset if isolation else part.high_watermark
-                    if not part.records and readable < r.until_offset:
-                        raise _NotYetReadableError(
-                            f"{tp}: the leader's {_BOUND[isolation]} {readable} is below the "
-                            f"end {r.until_offset} of the range being read"
-                        )
-        except (_NotYetReadableError, OffsetOutOfRangeError):
-            part = None  # deleted, or still not readable at the deadline
-        if part is None or not part.records:
-            position = await _after_missing_records(client, r, position, settings)
-            continue
-        aborted = (
-            [(t.producer_id, t.first_offset) for t in part.aborted_transactions]
-            if isolation
-            else None
-        )
-        chunk, position = decode(part.records, position, r.until_offset, aborted)
-        if len(chunk):
-            yield chunk
+    except (_NotYetReadableError, OffsetOutOfRangeError):
+        return None  # deleted, or still not readable at the deadline
+    return part
+
+
+def _position_after(data: bytes, position: int, until: int) -> int | None:
+    """Where the fetch after ``data`` starts (the position decoding ``data`` gives), from its
+    entries' headers alone; None when a header is damaged (decoding names the error)."""
+    after = position
+    try:
+        for _, header in iter_entries(data):
+            after = max(after, min(header.next_offset, until))
+            if header.next_offset >= until:
+                break
+    except KafkaError:
+        return None
+    return after
 
 
 async def next_chunk(chunks: AsyncIterator[C]) -> C | None:

@@ -3,10 +3,19 @@ the message format of the entries holding them (no Spark needed)."""
 
 from __future__ import annotations
 
-import pytest
+import asyncio
+from collections.abc import AsyncIterator
+from typing import cast
 
+import pytest
+from tenacity import AsyncRetrying, stop_after_attempt
+
+from kafkasim.client.network import NetworkClient
 from kafkasim.common.types import TopicPartition
-from kafkasim.spark.cluster_io import decode_columns
+from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.spark.cluster_io import decode_columns, read_range
+from kafkasim.spark.options import ReadSettings
+from kafkasim.spark.planning import OffsetRange
 from kafkasim.storage.records.batch import TimestampType, encode_batch
 from kafkasim.storage.records.compression import CompressionType
 from kafkasim.storage.records.legacy import encode_legacy
@@ -55,3 +64,71 @@ def test_a_range_inside_wrappers_and_batches_reads_exactly_its_records(
         int(TimestampType.NO_TIMESTAMP_TYPE if o < 3 else TimestampType.CREATE_TIME) for o in wanted
     ]
     assert chunk.headers == [(("h", b"x"),) if o >= 6 else () for o in wanted]
+
+
+class _FakeLeader:
+    """A partition leader answering each fetch with the one batch at its offset (three
+    records a batch), logging fetches next to the reader's decoding."""
+
+    def __init__(self, log: list[tuple[str, int]], batches: int) -> None:
+        self.log = log
+        self.batches = {
+            3 * b: encode_batch([(T0, None, b"v%d" % o) for o in range(3 * b, 3 * b + 3)],
+                                base_offset=3 * b)
+            for b in range(batches)
+        }  # fmt: skip
+        self.end = 3 * batches
+        self.open = 0  # fetches started and not answered
+
+    def retrying(self, *, retry_on: object) -> AsyncRetrying:
+        return AsyncRetrying(stop=stop_after_attempt(1), reraise=True)
+
+    async def fetch_raw(self, tp: TopicPartition, position: int, **_: object) -> object:
+        self.log.append(("fetch", position))
+        self.open += 1
+        try:
+            await asyncio.sleep(0.01)
+        finally:
+            self.open -= 1
+        return pb.FetchPartitionResponse(
+            records=self.batches[position], high_watermark=self.end, last_stable_offset=self.end
+        )
+
+
+def _read(leader: _FakeLeader, until: int, log: list[tuple[str, int]]) -> AsyncIterator[object]:
+    settings = ReadSettings(("x:1",), include_headers=False, fail_on_data_loss=True, arrow=False)
+
+    def decode(data: bytes, position: int, until: int, aborted: object) -> tuple[object, int]:
+        log.append(("decode", position))
+        return decode_columns(TopicPartition("t", 0), data, position, until)
+
+    client = cast(NetworkClient, leader)
+    return read_range(client, OffsetRange("t", 0, 0, until), settings, decode)
+
+
+def test_the_next_fetch_is_sent_before_a_fetch_is_decoded() -> None:
+    log: list[tuple[str, int]] = []
+    leader = _FakeLeader(log, 3)
+
+    async def main() -> list[int]:
+        return [o for chunk in [c async for c in _read(leader, 9, log)] for o in chunk.offsets]  # type: ignore[attr-defined]
+
+    assert asyncio.run(main()) == list(range(9))
+    assert log == [
+        ("fetch", 0), ("fetch", 3), ("decode", 0), ("fetch", 6), ("decode", 3), ("decode", 6)
+    ]  # fmt: skip
+
+
+def test_a_read_closed_early_cancels_its_fetch_ahead() -> None:
+    log: list[tuple[str, int]] = []
+    leader = _FakeLeader(log, 3)
+
+    async def main() -> None:
+        chunks = _read(leader, 9, log)
+        await anext(chunks)
+        assert leader.open == 1  # the fetch at offset 3
+        await chunks.aclose()  # type: ignore[attr-defined]
+        await asyncio.sleep(0)
+        assert leader.open == 0
+
+    asyncio.run(main())
