@@ -97,9 +97,11 @@ def test_a_log_append_time_batch_gives_the_broker_time_to_every_record() -> None
     ] * 2
 
 
-def test_read_committed_columns_skip_aborted_transactions_and_markers() -> None:
+def transactions() -> bytes:
+    """0-1 producer 1's aborted transaction, 2 producer 2's committed one, 5 producer 1's
+    committed one, with their markers (3, 4, 6)."""
     p1, p2 = Producer(1), Producer(2)
-    data = b"".join(
+    return b"".join(
         (
             p1.batch(2, base_offset=0),
             p2.batch(base_offset=2),
@@ -109,6 +111,10 @@ def test_read_committed_columns_skip_aborted_transactions_and_markers() -> None:
             p1.marker(COMMIT, base_offset=6),
         )
     )
+
+
+def test_read_committed_columns_skip_aborted_transactions_and_markers() -> None:
+    data = transactions()
     for aborted in ([(1, 0)], None):
         assert by_columns(data, 0, aborted) == by_records(data, 0, aborted)
     assert [row[4] for row in by_columns(data, 0, [(1, 0)])] == [b"p2-0", b"p1-2"]

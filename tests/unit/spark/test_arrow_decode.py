@@ -18,8 +18,7 @@ from kafkasim.spark.rows import arrow_schema
 from kafkasim.storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, encode_batch
 from kafkasim.storage.records.compression import CompressionType
 from kafkasim.storage.records.entry import parse_entry_header
-from tests.txn_records import ABORT, COMMIT, Producer
-from tests.unit.client.test_record_columns import T0, _recrc, mixed
+from tests.unit.client.test_record_columns import T0, _recrc, mixed, transactions
 
 TP = TopicPartition("t", 3)
 
@@ -61,8 +60,13 @@ def decoded(
     aborted: list[tuple[int, int]] | None = None,
     *,
     headers: bool = False,
+    walk: bool = False,
 ) -> tuple[pa.Table, int]:
+    """The Arrow decoding of ``data`` as a table, or with ``walk`` the column walk's."""
     schema = arrow_schema(headers)
+    if walk:
+        columns, after = decode_columns(TP, data, position, until, aborted)
+        return pa.Table.from_batches([columns_batch(columns, schema)]), after
     batches, after = ArrowChunkDecoder(TP.topic, TP.partition, schema).decode(
         data, position, until, aborted
     )
@@ -70,21 +74,9 @@ def decoded(
     return pa.Table.from_batches(batches, schema=schema), after
 
 
-def walked(
-    data: bytes,
-    position: int,
-    until: int,
-    aborted: list[tuple[int, int]] | None = None,
-    *,
-    headers: bool = False,
-) -> tuple[pa.Table, int]:
-    columns, after = decode_columns(TP, data, position, until, aborted)
-    return pa.Table.from_batches([columns_batch(columns, arrow_schema(headers))]), after
-
-
 def assert_same(data: bytes, position: int, until: int, **kwargs: object) -> pa.Table:
     got, got_after = decoded(data, position, until, **kwargs)  # type: ignore[arg-type]
-    want, want_after = walked(data, position, until, **kwargs)  # type: ignore[arg-type]
+    want, want_after = decoded(data, position, until, walk=True, **kwargs)  # type: ignore[arg-type]
     assert got_after == want_after
     assert got.num_rows == want.num_rows
     assert got.equals(want)
@@ -130,17 +122,7 @@ def test_a_fetch_becomes_one_record_batch() -> None:
 
 
 def test_read_committed_drops_aborted_transactions_and_markers() -> None:
-    p1, p2 = Producer(1), Producer(2)
-    data = b"".join(
-        (
-            p1.batch(2, base_offset=0),
-            p2.batch(base_offset=2),
-            p1.marker(ABORT, base_offset=3),
-            p2.marker(COMMIT, base_offset=4),
-            p1.batch(base_offset=5),
-            p1.marker(COMMIT, base_offset=6),
-        )
-    )
+    data = transactions()
     for aborted in ([(1, 0)], None):
         assert_same(data, 0, 7, aborted=aborted)
     table, after = decoded(data, 0, 7, [(1, 0)])
@@ -177,5 +159,5 @@ def test_damaged_batches_raise_the_column_walks_errors() -> None:
         with pytest.raises(InvalidRecordError) as ours:
             decoded(data, 0, 3)
         with pytest.raises(InvalidRecordError) as theirs:
-            walked(data, 0, 3)
+            decoded(data, 0, 3, walk=True)
         assert str(ours.value) == str(theirs.value)
