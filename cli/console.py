@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,7 +23,7 @@ import uvicorn
 
 from kafkasim.cli.pipes import say
 from kafkasim.cluster.chaos import LocalBackend
-from kafkasim.cluster.compose_secure import STATE_FILE
+from kafkasim.cluster.compose_secure import STATE_FILE, save_state
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc_grpc_client import client_transport
@@ -75,10 +76,21 @@ def live_console(root: Path) -> LiveConsole:
     state = json.loads(path.read_text())
     cluster = LocalCluster.attach(state)
     target = LocalTarget(cluster, state["zookeeper"]["connect"], state.get("client_properties", {}))
-    return _console(target, LocalBackend.over(cluster))
+
+    def record_pids(broker_id: int) -> None:
+        # A broker the page restarts goes on the cluster's record, as 'cluster start' puts
+        # it: 'cluster down' stops it by that pid.
+        del broker_id
+        save_state(root, {**cluster.state(), "zookeeper": state["zookeeper"]})
+
+    return _console(target, LocalBackend.over(cluster), on_started=record_pids)
 
 
-def _console(target: Target, backend: LocalBackend | None) -> LiveConsole:
+def _console(
+    target: Target,
+    backend: LocalBackend | None,
+    on_started: Callable[[int], None] | None = None,
+) -> LiveConsole:
     clock = SystemClock()
     holder: list[LiveConsole] = []
 
@@ -93,7 +105,7 @@ def _console(target: Target, backend: LocalBackend | None) -> LiveConsole:
             return cluster.brokers[broker_id].paused
 
         paused = paused_now
-    injector = Injector(backend, note, is_paused=paused)
+    injector = Injector(backend, note, is_paused=paused, on_started=on_started)
     properties = target.client_properties
 
     def answering() -> list[str]:  # the console exists by the time the workload asks

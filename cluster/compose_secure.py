@@ -40,7 +40,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from kafkasim.cluster.certs import (
     ORGANIZATIONAL_UNIT,
@@ -89,6 +89,12 @@ AUTHORIZER_CLASS: Final = "kafka.security.authorizer.AclAuthorizer"
 LISTENERS: Final = ("INTERNAL", "EXTERNAL", "KAFKA_INTERNAL", "KAFKA_EXTERNAL")
 # The base file's published host ports (its ${VAR:-default}s), by broker id.
 _DEFAULT_BASES: Final = {"PORT": 19091, "KAFKA_PORT": 29091, "METRICS_PORT": 39091}
+
+
+def save_state(root: Path, state: dict[str, Any]) -> None:
+    """Write a cluster's state file (``STATE_FILE``: pids, ports, client properties) in
+    ``root``, which the --dir tools and 'cluster down' read."""
+    (root / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
 
 
 def broker_principal(broker_id: int) -> str:

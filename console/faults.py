@@ -62,9 +62,11 @@ class Injector:
         on_event: Callable[[str, str], None],
         *,
         is_paused: Callable[[int], bool] | None = None,
+        on_started: Callable[[int], None] | None = None,
         serving_limit_s: float = 60.0,
     ) -> None:
         self.backend = backend
+        self._on_started = on_started
         self.on_event = on_event
         self._is_paused = is_paused
         self._paused: set[int] = set()
@@ -142,6 +144,8 @@ class Injector:
                 self._isolated.discard(n)
             else:
                 await asyncio.to_thread(backend.start_broker, n)
+                if self._on_started is not None:  # e.g. the new pid on the cluster's record
+                    self._on_started(n)
                 task = asyncio.get_running_loop().create_task(self._wait_serving(backend, n))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
