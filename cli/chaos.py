@@ -7,10 +7,13 @@
   files in D, which must be new or empty; otherwise they go to a temporary directory removed
   afterwards.
 * ``--backend local`` (the default): local processes (the files are the broker logs, data and
-  ZooKeeper). ``--backend compose``: the containers of compose/docker-compose.yml, a compose
-  project of the run's own, taken down (``down -v``) at the end (the files are the generated
-  compose override and the project's logs); it needs a Docker engine and the images built by
-  compose/build-offline.sh, and without them fails in one line saying which is missing.
+  ZooKeeper). ``--backend local-root``: local processes with the faults that need root
+  (``disk_full``: each log dir a tmpfs, filled by a ballast file; ``cluster.root_backend``);
+  without root those faults are refused in one line. ``--backend compose``: the containers
+  of compose/docker-compose.yml, a compose project of the run's own, taken down (``down -v``)
+  at the end (the files are the generated compose override and the project's logs); it needs
+  a Docker engine and the images built by compose/build-offline.sh, and without them fails in
+  one line saying which is missing.
   ``--backend sim``: the deterministic simulation on virtual time, with ``--seed N``
   (default 1): the same run as ``kafkasim sim run SCENARIO --seed N``.
 * ``--client confluent-kafka``: the workload's producers and consumers are librdkafka's
@@ -36,6 +39,7 @@ from typing import Any
 
 from kafkasim.cli.sim import run_and_report
 from kafkasim.cluster import chaos, compose
+from kafkasim.cluster.root_backend import LOCAL_ROOT
 from kafkasim.faults.backend import BackendSpec, check_supported
 from kafkasim.faults.reading import find, load
 from kafkasim.faults.real_client import require
@@ -43,7 +47,12 @@ from kafkasim.faults.scenario import CLIENT_KAFKASIM, CLIENTS, Scenario
 from kafkasim.faults.validation import check
 from kafkasim.sim.backend import SIM
 
-BACKENDS: dict[str, BackendSpec] = {"local": chaos.LOCAL, "compose": compose.COMPOSE, "sim": SIM}
+BACKENDS: dict[str, BackendSpec] = {
+    "local": chaos.LOCAL,
+    "local-root": LOCAL_ROOT,
+    "compose": compose.COMPOSE,
+    "sim": SIM,
+}
 
 
 def register(sub: Any) -> None:
@@ -57,7 +66,8 @@ def register(sub: Any) -> None:
         "--backend",
         choices=sorted(BACKENDS),
         default="local",
-        help="local processes (default), the compose cluster's containers, or the simulation",
+        help="local processes (default), local processes with root's faults (a full disk on "
+        "a tmpfs log dir), the compose cluster's containers, or the simulation",
     )
     one.add_argument(
         "--client",

@@ -75,6 +75,10 @@ _NO_NETNS: Final = (
     "processes on one loopback interface share one network: cutting links needs network "
     "namespaces or iptables, which this runner does not set up"
 )
+_NO_TMPFS: Final = (
+    "a full disk needs a size-limited filesystem mounted under each log dir (the root "
+    "backend, local-root, mounts one)"
+)
 NOT_INJECTABLE: Final[Mapping[str, str]] = MappingProxyType(
     {
         "isolate": _NO_NETNS,
@@ -83,7 +87,7 @@ NOT_INJECTABLE: Final[Mapping[str, str]] = MappingProxyType(
         "slow_network": "delaying loopback traffic needs tc netem (root), which this runner "
         "does not use",
         "expire_session": "a broker's ZooKeeper session id and password never leave its process",
-        "disk_full": "a full disk needs a size-limited filesystem mounted under each log dir",
+        "disk_full": _NO_TMPFS,
         "clock_jump": "stepping one process's wall clock needs libfaketime or a time namespace",
         "partition_one_way": "one-way faults need network namespaces: not supported on local "
         "processes (they share one loopback interface)",
@@ -170,6 +174,12 @@ class ChaosBackend(Protocol):
 
     def reconnect(self, broker_id: int) -> None:
         """Undo ``isolate``."""
+
+    def fill_disk(self, broker_id: int) -> None:
+        """Fill the filesystem of the broker's log dir (where ``disk_full`` is injectable)."""
+
+    def free_disk(self, broker_id: int) -> None:
+        """Undo ``fill_disk``."""
 
     async def controller_id(self) -> int:
         """The active controller (-1: none right now)."""
@@ -330,10 +340,14 @@ class ProcessBackend:
         raise self._refused("torn_write")
 
     async def fill_disk(self, broker_id: int) -> None:
-        raise self._refused("disk_full")
+        if "disk_full" not in self.spec.injectable:
+            raise self._refused("disk_full")
+        await asyncio.to_thread(self.cluster.fill_disk, broker_id)
 
     async def free_disk(self, broker_id: int) -> None:
-        raise self._refused("disk_full")
+        if "disk_full" not in self.spec.injectable:
+            raise self._refused("disk_full")
+        await asyncio.to_thread(self.cluster.free_disk, broker_id)
 
     async def heal_network(self) -> None:
         pass  # every cut this backend makes is undone by the runner, one by one
@@ -511,6 +525,12 @@ class LocalBackend:
 
     def reconnect(self, broker_id: int) -> None:
         raise ChaosError(f"{RUNTIME} cannot isolate broker {broker_id}: {_NO_NETNS}")
+
+    def fill_disk(self, broker_id: int) -> None:
+        raise ChaosError(f"{RUNTIME} cannot fill broker {broker_id}'s disk: {_NO_TMPFS}")
+
+    def free_disk(self, broker_id: int) -> None:
+        raise ChaosError(f"{RUNTIME} cannot fill broker {broker_id}'s disk: {_NO_TMPFS}")
 
     async def controller_id(self) -> int:
         zk = KazooCoordination(self.cluster.zookeeper.connect_string, 6000)

@@ -107,6 +107,7 @@ STOP_TIMEOUT_S: Final = 40  # as stop_grace_period in the compose file
 _START_POLL_S: Final = 1.0
 
 RUNTIME: Final = "the compose cluster"
+_NO_DISK_LIMIT: Final = "a full disk needs a size-limited filesystem as each broker's volume"
 
 INJECTABLE: Final = frozenset(
     {"crash", "restart", "pause", "controlled_shutdown", "rolling_restart", "isolate"}
@@ -122,7 +123,7 @@ NOT_INJECTABLE: Final[Mapping[str, str]] = MappingProxyType(
         "slow_network": "delaying a container's traffic needs tc netem in the broker image, "
         "which it does not have",
         "expire_session": "a broker's ZooKeeper session id and password never leave its container",
-        "disk_full": "a full disk needs a size-limited filesystem as each broker's volume",
+        "disk_full": _NO_DISK_LIMIT,
         "clock_jump": "containers share the host kernel's clock: stepping one needs "
         "libfaketime or a time namespace",
         "partition_one_way": "one-way faults need packet filtering inside the containers, "
@@ -668,6 +669,12 @@ class ComposeBackend:
 
     def reconnect(self, broker_id: int) -> None:
         self.cluster.connect(broker_id)
+
+    def fill_disk(self, broker_id: int) -> None:
+        raise ChaosError(f"{RUNTIME} cannot fill broker {broker_id}'s disk: {_NO_DISK_LIMIT}")
+
+    def free_disk(self, broker_id: int) -> None:
+        raise ChaosError(f"{RUNTIME} cannot fill broker {broker_id}'s disk: {_NO_DISK_LIMIT}")
 
     async def controller_id(self) -> int:
         """The controller as the answering brokers' metadata names it (ZooKeeper is on the
