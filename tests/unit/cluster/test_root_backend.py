@@ -1,0 +1,65 @@
+"""The root backend's spec (``cluster.root_backend``) and when ``cluster.tmpfs`` may mount:
+``disk_full`` is injectable only where this process may mount a tmpfs, else refused before
+anything starts in one line saying why; everything else as on ``LOCAL``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafkasim.cluster import chaos
+from kafkasim.cluster.root_backend import ROOT_RUNTIME, RootLocalBackend, local_root_spec
+from kafkasim.cluster.tmpfs import CAP_SYS_ADMIN, mount_points, mount_refusal
+from kafkasim.faults.backend import UnsupportedFaultError, check_supported
+from kafkasim.faults.reading import find, load
+
+NOT_ROOT = mount_refusal(euid=1000)
+
+
+def test_mounting_needs_root_and_cap_sys_admin() -> None:
+    assert NOT_ROOT == "mounting a tmpfs needs root, and this process runs as uid 1000"
+    assert mount_refusal(euid=0, cap_eff=0) == (
+        "mounting a tmpfs needs CAP_SYS_ADMIN, which this root process lacks"
+    )
+    everything_but_sys_admin = ((1 << 41) - 1) & ~(1 << CAP_SYS_ADMIN)
+    assert mount_refusal(euid=0, cap_eff=everything_but_sys_admin) is not None
+    assert mount_refusal(euid=0, cap_eff=1 << CAP_SYS_ADMIN) is None
+
+
+def test_without_root_a_full_disk_is_refused_in_one_line() -> None:
+    spec = local_root_spec(NOT_ROOT)
+    assert spec.injectable == chaos.INJECTABLE
+    with pytest.raises(UnsupportedFaultError) as caught:
+        check_supported(load(find("leader-disk-full")), spec)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"scenario leader-disk-full: {ROOT_RUNTIME} cannot inject")
+    assert "disk_full (faults[0])" in message
+    assert "needs root, and this process runs as uid 1000" in message
+    check_supported(load(find("leader-crash")), spec)  # what LOCAL injects, it injects
+
+
+def test_as_root_a_full_disk_is_injectable_and_the_rest_as_on_local() -> None:
+    spec = local_root_spec(None)
+    assert spec.name == "local-root" and spec.runtime == ROOT_RUNTIME
+    assert spec.injectable == chaos.INJECTABLE | {"disk_full"}
+    assert dict(spec.not_injectable) == {
+        a: why for a, why in chaos.NOT_INJECTABLE.items() if a != "disk_full"
+    }
+    check_supported(load(find("leader-disk-full")), spec)
+
+
+def test_local_refuses_a_full_disk_naming_the_root_backend() -> None:
+    """``LOCAL`` is unchanged: it never mounts, even as root, and says where it can be done."""
+    assert "disk_full" not in chaos.LOCAL.injectable
+    assert "local-root" in chaos.NOT_INJECTABLE["disk_full"]
+    with pytest.raises(chaos.ChaosError, match="cannot fill broker 1's disk"):
+        chaos.LocalBackend(load(find("leader-disk-full")), Path("/nonexistent")).fill_disk(1)
+
+
+def test_closing_a_backend_that_never_started_mounts_nothing(tmp_path: Path) -> None:
+    backend = RootLocalBackend(load(find("leader-disk-full")), tmp_path / "run")
+    before = mount_points()
+    backend.close()
+    assert backend.mounts == () and mount_points() == before
