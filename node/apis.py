@@ -28,7 +28,6 @@ controller entry points; what it needs of the cluster requests it reads from the
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -83,10 +82,6 @@ class BrokerServices(Protocol):
 
     def forget_topic_config(self, topic: str) -> None: ...
 
-
-# Requests of one ProduceStream appended ahead of their answers (the producer's
-# max.in.flight.requests.per.connection is 5 by default; this only bounds a client's excess).
-PRODUCE_STREAM_PIPELINE = 16
 
 logger = logging.getLogger(__name__)
 
@@ -169,41 +164,10 @@ class KafkaApis:
         return replica.produce_response(results, request.correlation_id)
 
     async def handle_produce_stream(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        """A producer's pipelined connection, answered in request order.
-
-        Each request is appended as soon as it arrives, in arrival order (its task's first
-        step appends, and tasks start in the order they are made), while the ones before it
-        may still wait in the produce purgatory for the HW: an acks=all stream keeps the
-        followers' fetches full instead of giving them one request per replication round
-        trip. Appends and answers keep the order a Kafka connection gives; at most
-        ``PRODUCE_STREAM_PIPELINE`` requests are taken ahead of their answers."""
-        answers: asyncio.Queue[asyncio.Future[Any] | None] = asyncio.Queue()
-        room = asyncio.Semaphore(PRODUCE_STREAM_PIPELINE)
-
-        async def take() -> None:
-            try:
-                async for request in requests:
-                    await room.acquire()
-                    answers.put_nowait(asyncio.ensure_future(self.handle_produce(request)))
-            finally:
-                answers.put_nowait(None)
-
-        reader = asyncio.ensure_future(take())
-        try:
-            while (answer := await answers.get()) is not None:
-                response = await answer
-                room.release()
-                yield response
-            await reader  # an undecodable request's error, or the client having gone away
-        finally:
-            reader.cancel()
-            await asyncio.wait([reader])
-            if not reader.cancelled():
-                reader.exception()  # retrieved: it was raised above, or the answers failed
-            while not answers.empty():
-                left = answers.get_nowait()
-                if left is not None:
-                    left.cancel()
+        """A producer's pipelined connection: one request at a time, answered in order (as
+        Kafka handles a connection); the client keeps several in flight to fill the pipe."""
+        async for request in requests:
+            yield await self.handle_produce(request)
 
     async def handle_fetch(self, request: pb.FetchRequest) -> pb.FetchResponse:
         results = await authz_replica.fetch_messages(self.broker, replica.fetch_params(request))

@@ -5,7 +5,6 @@ Each test is one scenario from issue 3; they name the invariant they check (ARCH
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from kafkasim.common.types import TopicPartition
@@ -322,49 +321,6 @@ def test_produce_stream_answers_in_request_order(tmp_path: Path) -> None:
             await stream.close()
         assert answers == [(100 + i, i, 0) for i in range(10)]
         assert [r.value for r in await client.read_all(TP)] == [b"p%d" % i for i in range(10)]
-
-    simulate(tmp_path, scenario)
-
-
-def test_produce_stream_appends_the_next_requests_while_acks_all_waits(tmp_path: Path) -> None:
-    """While an acks=all request waits for the HW, the stream's next requests are appended
-    already (in order), so one replication round trip carries them all; the answers still
-    come one by one in request order, each once the HW passed its own append."""
-    from kafkasim import proto
-    from kafkasim.proto import kafkasim_pb2 as pb
-    from kafkasim.storage.records.batch import encode_batch
-
-    async def scenario(cluster: SimCluster) -> None:
-        client = await create(cluster, "events")
-        leader = leader_of(cluster, TP)
-        followers = [b for b in cluster.brokers if b != leader]
-        address = await client.leader_address(TP)
-        cluster.network.partition(
-            [{f"broker-{leader}", "client"}, {f"broker-{f}" for f in followers}]
-        )
-        stream = client.transport.open_stream(address, proto.METHOD_PRODUCE_STREAM)
-        try:
-            for i in range(3):
-                request = pb.ProduceRequest(acks=-1, timeout_ms=60_000, correlation_id=i)
-                request.partitions.add(
-                    topic="events", partition=0, records=encode_batch([(0, None, b"q%d" % i)])
-                )
-                await stream.send(request)
-            await asyncio.sleep(1)
-            # All three appended while the first still waits for followers it cannot reach.
-            assert partition_on(cluster, leader, TP).log_end_offset == 3
-            assert partition_on(cluster, leader, TP).high_watermark == 0
-            cluster.network.heal_all()
-            answers = []
-            for _ in range(3):
-                response = await stream.recv(60)
-                assert isinstance(response, pb.ProduceResponse)
-                part = response.partitions[0]
-                answers.append((response.correlation_id, part.base_offset, part.error_code))
-        finally:
-            await stream.close()
-        assert answers == [(0, 0, 0), (1, 1, 0), (2, 2, 0)]
-        assert [r.value for r in await client.read_all(TP)] == [b"q0", b"q1", b"q2"]
 
     simulate(tmp_path, scenario)
 
