@@ -29,6 +29,10 @@ records, measured side by side)."""
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _PAD = 16  # zero bytes after the records: reads past the end decode, then fail the checks
+# The smallest record: its length, attributes, timestamp, offset, key and value lengths and
+# header count take a byte each. ``count`` comes from the batch header, so it is bounded by
+# this before anything is sized by it.
+_MIN_RECORD_BYTES = 7
 
 Positions = npt.NDArray[np.int64]
 
@@ -94,6 +98,8 @@ def walk_records(
 ) -> int | None:
     """The largest timestamp delta of ``count`` records filling ``data``, if every record
     passes the record-by-record walk's checks (same arguments); None to let that walk judge."""
+    if count > len(data) // _MIN_RECORD_BYTES:
+        return None  # the header claims more records than the area can hold: the walk says so
     rec_end = _record_ends(data, count)
     if rec_end is None:
         return None

@@ -116,6 +116,15 @@ def test_damaged_record_areas_never_pass_in_bulk_what_the_walk_refuses(seed: int
     _agree(bytes(area), count, _checks(batch))
 
 
+@pytest.mark.parametrize("claimed", [MIN_RECORDS, 100_000, 2**31 - 1])
+def test_a_header_claiming_more_records_than_the_area_holds_is_declined_at_once(
+    claimed: int,
+) -> None:
+    """The count is the client's: nothing is sized by it before it is bounded by the area."""
+    area = _area(_batch(random.Random(5), 20))
+    assert walk_records(area, claimed, **_checks(_batch(random.Random(5), 20))) is None  # type: ignore[arg-type]
+
+
 def test_a_fault_in_a_large_batch_is_named_as_the_walk_names_it() -> None:
     """Above MIN_RECORDS the bulk walk runs first; the error still names the record."""
     records = [record(i) for i in range(300)]
