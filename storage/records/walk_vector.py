@@ -111,6 +111,8 @@ def walk_records(
     if ts is None:
         return None
     ts_delta, pos = _unzigzag(ts[0]), ts[1]
+    if bool(np.any(pos > rec_end)):  # every read starts inside the area: _PAD covers the rest
+        return None
     # Bounds held to int64 (numpy's); a delta has under 56 bits, so no outcome changes.
     lo = min(max(low, _INT64_MIN), _INT64_MAX)
     hi = min(max(high, _INT64_MIN), _INT64_MAX)
@@ -121,6 +123,8 @@ def walk_records(
     if offsets is None:
         return None
     z, pos = offsets
+    if bool(np.any(pos > rec_end)):
+        return None
     if dense:
         if not np.array_equal(z, np.arange(0, 2 * count, 2, dtype=np.int64)):
             return None

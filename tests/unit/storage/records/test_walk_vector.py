@@ -125,6 +125,18 @@ def test_a_header_claiming_more_records_than_the_area_holds_is_declined_at_once(
     assert walk_records(area, claimed, **_checks(_batch(random.Random(5), 20))) is None  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_garbage_at_the_end_of_the_area_is_declined_not_read_past(seed: int) -> None:
+    """Varints that start in the last bytes and run on are read into the padding, never out
+    of it (no IndexError: the walk then names the fault)."""
+    rng = random.Random(seed)
+    batch = _batch(rng, 200)
+    area = bytearray(_area(batch))
+    tail = rng.randrange(1, 12)
+    area[-tail:] = bytes([0x80 | rng.randrange(128) for _ in range(tail)])
+    assert walk_records(bytes(area), 200, **_checks(batch)) is None  # type: ignore[arg-type]
+
+
 def test_a_fault_in_a_large_batch_is_named_as_the_walk_names_it() -> None:
     """Above MIN_RECORDS the bulk walk runs first; the error still names the record."""
     records = [record(i) for i in range(300)]
