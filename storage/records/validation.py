@@ -154,8 +154,9 @@ def validate_batch_records(
     try:
         # In bulk when it can vouch for every record; else (and for every fault, so that the
         # message names the record) one record at a time.
-        max_delta = (
-            walk_records(
+        walks = (walk_records, _walk) if count >= MIN_RECORDS else (_walk,)
+        for walk in walks:
+            found = walk(
                 data,
                 count,
                 last_delta=last_delta,
@@ -165,23 +166,12 @@ def validate_batch_records(
                 low=low,
                 high=high,
             )
-            if count >= MIN_RECORDS
-            else None
-        )
-        if max_delta is None:
-            max_delta = _walk(
-                data,
-                count,
-                last_delta=last_delta,
-                dense=dense_offsets,
-                compacted=compacted,
-                base_ts=base_ts,
-                low=low,
-                high=high,
-            )
+            if found is not None:
+                break
     except (InvalidRecordError, InvalidTimestampError) as e:
         raise type(e)(f"{where} ({codec.kafka_name}, {count} records): {e.message}") from None
-    return header.max_timestamp if log_append_time else max(NO_TIMESTAMP, base_ts + max_delta)
+    assert found is not None  # the record-by-record walk answers or raises
+    return header.max_timestamp if log_append_time else max(NO_TIMESTAMP, base_ts + found)
 
 
 def validate_leader_batch(
