@@ -37,6 +37,9 @@ class FakeCluster:
     def running(self, broker_id: int) -> bool:
         return self.up[broker_id]
 
+    def refresh(self) -> None:
+        pass  # running() is current
+
     def kill(self, broker_id: int, sig: signal.Signals) -> None:
         self.calls.append((sig.name, broker_id))
         self.up[broker_id] = False
