@@ -53,7 +53,7 @@ def mount_refusal(euid: int | None = None, cap_eff: int | None = None) -> str | 
     euid = os.geteuid() if euid is None else euid
     if euid != 0:
         return f"mounting a tmpfs needs root, and this process runs as uid {euid}"
-    caps = _effective_capabilities() if cap_eff is None else cap_eff
+    caps = effective_capabilities() if cap_eff is None else cap_eff
     if not caps >> CAP_SYS_ADMIN & 1:
         return "mounting a tmpfs needs CAP_SYS_ADMIN, which this root process lacks"
     missing = [tool for tool in ("mount", "umount") if shutil.which(tool) is None]
@@ -62,7 +62,8 @@ def mount_refusal(euid: int | None = None, cap_eff: int | None = None) -> str | 
     return None
 
 
-def _effective_capabilities() -> int:
+def effective_capabilities() -> int:
+    """This process's effective capabilities (CapEff of /proc/self/status; 0 if unreadable)."""
     try:
         status = Path("/proc/self/status").read_text()
     except OSError:
