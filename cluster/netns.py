@@ -187,6 +187,10 @@ class BrokerNetwork:
         run: Runner = run_command,
     ) -> None:
         self.broker_ids = tuple(sorted(broker_ids))
+        if subnet is not None and not 1 <= subnet <= 254:
+            raise ValueError(f"subnet must be 1..254 (10.231.X.0/24), got {subnet}")
+        if any(not 1 <= b <= 254 - BROKER_HOST_BASE for b in self.broker_ids):
+            raise ValueError(f"broker ids must be 1..{254 - BROKER_HOST_BASE} in a namespace")
         self.prefix = prefix or _new_prefix()
         self.subnet = subnet
         self._run = run
