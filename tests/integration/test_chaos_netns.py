@@ -37,8 +37,10 @@ def needs_namespaces() -> None:
 
 def leftovers(prefix: str) -> list[str]:
     """Namespaces and host links whose name starts with ``prefix``."""
-    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    namespaces = subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True, check=False
+    ).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=False).stdout
     names = [line.split()[0] for line in namespaces.splitlines() if line.strip()]
     names += [m.group(1) for m in re.finditer(r"^\d+: ([^:@]+)", links, re.MULTILINE)]
     return sorted(n for n in names if n.startswith(prefix))
@@ -78,7 +80,7 @@ def test_brokers_reach_each_other_and_the_host_until_a_cut(tmp_path: Path) -> No
                 address,
                 str(port),
             ]
-            return subprocess.run(argv, capture_output=True).returncode == 0
+            return subprocess.run(argv, capture_output=True, check=False).returncode == 0
 
         to_2 = (network.address(2), 9092)
         assert reaches(1, *to_2) and reaches(1, network.host_address, host_port)
@@ -113,7 +115,7 @@ def test_a_failed_creation_leaves_nothing_behind() -> None:
     needs_namespaces()
     # The hub namespace is made, then the host's link is refused: its name is too long.
     network = BrokerNetwork((1, 2), prefix=f"kslong{'x' * 12}")
-    with pytest.raises(NetnsError, match="ip link add kslongx+-h"):
+    with pytest.raises(NetnsError, match=r"ip link add kslongx+-h"):
         network.create()
     assert leftovers(network.prefix) == [] and network.namespaces == []
 

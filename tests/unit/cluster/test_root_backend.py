@@ -1,6 +1,8 @@
 """The root backend's spec (``cluster.root_backend``) and when ``cluster.tmpfs`` may mount:
-``disk_full`` is injectable only where this process may mount a tmpfs, else refused before
-anything starts in one line saying why; everything else as on ``LOCAL``."""
+``disk_full`` is injectable only where this process may mount a tmpfs, the network faults only
+where it may create network namespaces (``slow_network`` only where netem is there too), else
+each is refused before anything starts in one line saying why; everything else as on
+``LOCAL``."""
 
 from __future__ import annotations
 
@@ -9,12 +11,20 @@ from pathlib import Path
 import pytest
 
 from kafkasim.cluster import chaos
-from kafkasim.cluster.root_backend import ROOT_RUNTIME, RootLocalBackend, local_root_spec
+from kafkasim.cluster.netns import netns_refusal
+from kafkasim.cluster.root_backend import (
+    NETWORK_ACTIONS,
+    ROOT_RUNTIME,
+    RootLocalBackend,
+    local_root_spec,
+)
 from kafkasim.cluster.tmpfs import CAP_SYS_ADMIN, mount_points, mount_refusal
 from kafkasim.faults.backend import UnsupportedFaultError, check_supported
 from kafkasim.faults.reading import find, load
 
 NOT_ROOT = mount_refusal(euid=1000)
+NO_NETNS = netns_refusal(euid=1000)
+NO_NETEM = "delaying packets needs tc netem, which this kernel lacks (tc: unknown qdisc)"
 
 
 def test_mounting_needs_root_and_cap_sys_admin() -> None:
@@ -28,7 +38,7 @@ def test_mounting_needs_root_and_cap_sys_admin() -> None:
 
 
 def test_without_root_a_full_disk_is_refused_in_one_line() -> None:
-    spec = local_root_spec(NOT_ROOT)
+    spec = local_root_spec(NOT_ROOT, NO_NETNS)
     assert spec.injectable == chaos.INJECTABLE
     with pytest.raises(UnsupportedFaultError) as caught:
         check_supported(load(find("leader-disk-full")), spec)
@@ -40,14 +50,31 @@ def test_without_root_a_full_disk_is_refused_in_one_line() -> None:
     check_supported(load(find("leader-crash")), spec)  # what LOCAL injects, it injects
 
 
-def test_as_root_a_full_disk_is_injectable_and_the_rest_as_on_local() -> None:
-    spec = local_root_spec(None)
+def test_as_root_a_full_disk_and_cut_links_are_injectable_and_the_rest_as_on_local() -> None:
+    spec = local_root_spec(None, None, NO_NETEM)
     assert spec.name == "local-root" and spec.runtime == ROOT_RUNTIME
-    assert spec.injectable == chaos.INJECTABLE | {"disk_full"}
+    root_actions = NETWORK_ACTIONS | {"disk_full"}
+    assert spec.injectable == chaos.INJECTABLE | root_actions
     assert dict(spec.not_injectable) == {
-        a: why for a, why in chaos.NOT_INJECTABLE.items() if a != "disk_full"
-    }
-    check_supported(load(find("leader-disk-full")), spec)
+        a: why for a, why in chaos.NOT_INJECTABLE.items() if a not in root_actions
+    } | {"slow_network": f"delaying links needs tc netem: {NO_NETEM}"}
+    for name in ("leader-disk-full", "leader-isolation", "leader-partition"):
+        check_supported(load(find(name)), spec)
+    with pytest.raises(UnsupportedFaultError) as caught:
+        check_supported(load(find("slow-network")), spec)
+    assert "\n" not in str(caught.value) and "this kernel lacks" in str(caught.value)
+    assert "slow_network" in local_root_spec(None, None, None).injectable
+
+
+def test_without_namespaces_the_network_faults_are_refused_saying_why() -> None:
+    spec = local_root_spec(None, NO_NETNS, None)
+    assert spec.injectable == chaos.INJECTABLE | {"disk_full"}
+    with pytest.raises(UnsupportedFaultError) as caught:
+        check_supported(load(find("leader-isolation")), spec)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "needs each broker in a network namespace: network namespaces need root" in message
+    assert spec.not_injectable["slow_network"].endswith("this process runs as uid 1000")
 
 
 def test_local_refuses_a_full_disk_naming_the_root_backend() -> None:
