@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kafkasim.cluster import chaos
-from kafkasim.cluster.netns import netns_refusal
+from kafkasim.cluster import chaos, root_backend
+from kafkasim.cluster.netns import BrokerNetwork, netns_refusal
 from kafkasim.cluster.root_backend import (
     NETWORK_ACTIONS,
     ROOT_RUNTIME,
+    NetnsCluster,
     RootLocalBackend,
     local_root_spec,
 )
@@ -90,3 +91,37 @@ def test_closing_a_backend_that_never_started_mounts_nothing(tmp_path: Path) -> 
     before = mount_points()
     backend.close()
     assert backend.mounts == () and mount_points() == before
+
+
+def test_brokers_in_namespaces_run_under_ip_netns_exec_on_their_namespace_address(
+    tmp_path: Path,
+) -> None:
+    """What ``RootLocalBackend`` sets up once the namespaces exist (here recorded, not made):
+    each broker's command runs in its namespace, its listeners bind and advertise the
+    namespace's address, and ZooKeeper listens on the host's end of the bridge."""
+    backend = RootLocalBackend(load(find("leader-isolation")), tmp_path / "run")
+    commands: list[str] = []
+
+    def record(argv: list[str]) -> str:
+        commands.append(" ".join(argv))
+        return ""
+
+    network = BrokerNetwork(backend.broker_ids, prefix="ks0a0b0c", subnet=9, run=record)
+    cluster = backend.cluster
+    assert isinstance(cluster, NetnsCluster)
+    assert cluster.broker_argv(cluster.brokers[2])[:3] != ["ip", "netns", "exec"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(root_backend, "BrokerNetwork", lambda _ids: network)
+        backend._create_network()
+    broker = cluster.brokers[2]
+    assert cluster.broker_argv(broker)[:4] == ["ip", "netns", "exec", "ks0a0b0c-b2"]
+    assert broker.address == f"10.231.9.12:{broker.port}"
+    assert cluster.zookeeper.connect_string == f"10.231.9.1:{cluster.zookeeper.port}"
+    cluster._write_config(broker)
+    config = broker.config_path.read_text()
+    assert f"listeners=PLAINTEXT://10.231.9.12:{broker.port},KAFKA://10.231.9.12:" in config
+    assert "zookeeper.connect=10.231.9.1:" in config
+    assert backend.network is network and "ip netns add ks0a0b0c-b3" in commands
+    backend.close()  # nothing started: only the namespaces recorded above are removed
+    assert backend.network is None
+    assert commands[-1] == "ip netns del ks0a0b0c-hub"
