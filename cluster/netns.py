@@ -39,13 +39,13 @@ import os
 import re
 import secrets
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from kafkasim.cluster.host_tools import ToolError, run_tool
 from kafkasim.cluster.tmpfs import CAP_SYS_ADMIN, effective_capabilities
 from kafkasim.common.errors import KafkasimError
 
@@ -82,15 +82,9 @@ class NetnsError(KafkasimError):
 def run_command(argv: list[str]) -> str:
     """Run ``argv``; its stdout, or ``NetnsError`` naming the command and its error."""
     try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=_COMMAND_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise NetnsError(f"`{' '.join(argv)}` failed: {e}") from e
-    if done.returncode != 0:
-        error = " ".join((done.stderr or done.stdout).split()) or f"status {done.returncode}"
-        raise NetnsError(f"`{' '.join(argv)}` failed: {error}")
-    return done.stdout
+        return run_tool(argv, _COMMAND_TIMEOUT_S)
+    except ToolError as e:
+        raise NetnsError(str(e)) from e
 
 
 def netns_refusal(euid: int | None = None, cap_eff: int | None = None) -> str | None:
@@ -127,8 +121,8 @@ def netem_refusal() -> str | None:
     try:
         run_command(["ip", "netns", "exec", probe, *netem_argv("lo", 1.0, 0.0)])
     except NetnsError as e:
-        answer = str(e).rpartition("failed: ")[2]
-        return f"delaying packets needs tc netem, which this kernel lacks (tc: {answer})"
+        answer = e.__cause__.error if isinstance(e.__cause__, ToolError) else str(e)
+        return f"tc netem is missing from this kernel (tc: {answer})"
     finally:
         run_command(["ip", "netns", "del", probe])
     return None

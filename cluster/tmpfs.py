@@ -22,10 +22,10 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Final
 
+from kafkasim.cluster.host_tools import ToolError, run_tool
 from kafkasim.common.errors import KafkasimError
 
 logger = logging.getLogger(__name__)
@@ -188,14 +188,9 @@ def _unmount(path: Path) -> None:
 
 def _run(command: list[str], path: Path, what: str) -> None:
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=_MOUNT_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise TmpfsError(f"cannot {what} a tmpfs on {path}: {e}") from e
-    if done.returncode != 0:
-        error = " ".join((done.stderr or done.stdout).split()) or f"status {done.returncode}"
-        raise TmpfsError(f"cannot {what} a tmpfs on {path}: {error}")
+        run_tool(command, _MOUNT_TIMEOUT_S)
+    except ToolError as e:
+        raise TmpfsError(f"cannot {what} a tmpfs on {path}: {e.error}") from e
 
 
 @atexit.register

@@ -5,9 +5,11 @@ that a fault's rules are deleted exactly as they were added."""
 from __future__ import annotations
 
 import shutil
+import sys
 
 import pytest
 
+from kafkasim.cluster.host_tools import ToolError
 from kafkasim.cluster.netns import (
     CAP_NET_ADMIN,
     BrokerNetwork,
@@ -16,6 +18,7 @@ from kafkasim.cluster.netns import (
     choose_subnet,
     netem_argv,
     netns_refusal,
+    run_command,
 )
 from kafkasim.cluster.tmpfs import CAP_SYS_ADMIN
 
@@ -221,3 +224,15 @@ def test_namespaces_need_root_and_both_capabilities() -> None:
     missing = [tool for tool in ("ip", "iptables") if shutil.which(tool) is None]
     expected = f"network namespaces need {' and '.join(missing)}, not installed here"
     assert netns_refusal(euid=0, cap_eff=both) == (expected if missing else None)
+
+
+def test_a_failing_command_is_named_with_its_own_error_on_one_line() -> None:
+    assert run_command([sys.executable, "-c", "print('out')"]) == "out\n"
+    failing = [sys.executable, "-c", "import sys; sys.exit('first\\nsecond')"]
+    with pytest.raises(NetnsError) as caught:
+        run_command(failing)
+    assert str(caught.value).endswith("failed: first second")
+    assert isinstance(caught.value.__cause__, ToolError)
+    assert caught.value.__cause__.error == "first second"
+    with pytest.raises(NetnsError, match="No such file"):
+        run_command(["/nonexistent/tool"])

@@ -25,7 +25,7 @@ from kafkasim.faults.reading import find, load
 
 NOT_ROOT = mount_refusal(euid=1000)
 NO_NETNS = netns_refusal(euid=1000)
-NO_NETEM = "delaying packets needs tc netem, which this kernel lacks (tc: unknown qdisc)"
+NO_NETEM = "tc netem is missing from this kernel (tc: unknown qdisc)"
 
 
 def test_mounting_needs_root_and_cap_sys_admin() -> None:
@@ -63,7 +63,7 @@ def test_as_root_a_full_disk_and_cut_links_are_injectable_and_the_rest_as_on_loc
         check_supported(load(find(name)), spec)
     with pytest.raises(UnsupportedFaultError) as caught:
         check_supported(load(find("slow-network")), spec)
-    assert "\n" not in str(caught.value) and "this kernel lacks" in str(caught.value)
+    assert "\n" not in str(caught.value) and "missing from this kernel" in str(caught.value)
     assert "slow_network" in local_root_spec(None, None, None).injectable
 
 
