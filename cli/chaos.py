@@ -8,8 +8,10 @@
   afterwards.
 * ``--backend local`` (the default): local processes (the files are the broker logs, data and
   ZooKeeper). ``--backend local-root``: local processes with the faults that need root
-  (``disk_full``: each log dir a tmpfs, filled by a ballast file; ``cluster.root_backend``);
-  without root those faults are refused in one line. ``--backend compose``: the containers
+  (``disk_full``: each log dir a tmpfs, filled by a ballast file; ``isolate``, ``split``,
+  ``isolate_zk``: each broker in a network namespace of its own, links cut by iptables in
+  them; ``slow_network`` where the kernel has tc netem; ``cluster.root_backend``); without
+  root those faults are refused in one line. ``--backend compose``: the containers
   of compose/docker-compose.yml, a compose project of the run's own, taken down (``down -v``)
   at the end (the files are the generated compose override and the project's logs); it needs
   a Docker engine and the images built by compose/build-offline.sh, and without them fails in
@@ -34,12 +36,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kafkasim.cli.sim import run_and_report
 from kafkasim.cluster import chaos, compose
-from kafkasim.cluster.root_backend import LOCAL_ROOT
+from kafkasim.cluster.root_backend import local_root
 from kafkasim.faults.backend import BackendSpec, check_supported
 from kafkasim.faults.reading import find, load
 from kafkasim.faults.real_client import require
@@ -47,11 +50,12 @@ from kafkasim.faults.scenario import CLIENT_KAFKASIM, CLIENTS, Scenario
 from kafkasim.faults.validation import check
 from kafkasim.sim.backend import SIM
 
-BACKENDS: dict[str, BackendSpec] = {
-    "local": chaos.LOCAL,
-    "local-root": LOCAL_ROOT,
-    "compose": compose.COMPOSE,
-    "sim": SIM,
+# Each backend's spec, built when chosen (local-root's probes what this machine allows).
+BACKENDS: dict[str, Callable[[], BackendSpec]] = {
+    "local": lambda: chaos.LOCAL,
+    "local-root": local_root,
+    "compose": lambda: compose.COMPOSE,
+    "sim": lambda: SIM,
 }
 
 
@@ -67,7 +71,8 @@ def register(sub: Any) -> None:
         choices=sorted(BACKENDS),
         default="local",
         help="local processes (default), local processes with root's faults (a full disk on "
-        "a tmpfs log dir), the compose cluster's containers, or the simulation",
+        "a tmpfs log dir, links cut between network namespaces), the compose cluster's "
+        "containers, or the simulation",
     )
     one.add_argument(
         "--client",
@@ -87,7 +92,7 @@ def register(sub: Any) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     chosen = with_client(load(find(args.scenario)), args.client)
-    spec = BACKENDS[args.backend]
+    spec = BACKENDS[args.backend]()
     if args.seed is not None and spec is not SIM:
         raise ValueError(f"--seed is for --backend sim: a {spec.runtime} run is not replayable")
     seed = (1 if args.seed is None else args.seed) if spec is SIM else None

@@ -27,7 +27,7 @@ import signal
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 from kafkasim import proto
 from kafkasim.cluster.local import LocalCluster
@@ -56,6 +56,7 @@ __all__ = [
     "ChaosBackend",
     "ChaosError",
     "LocalBackend",
+    "NetworkFaults",
     "ProcessBackend",
     "process_backend",
     "read_replica_log",
@@ -188,6 +189,25 @@ class ChaosBackend(Protocol):
         """The broker's log directory on this host, after ``stop`` (None: unreadable)."""
 
 
+@runtime_checkable
+class NetworkFaults(Protocol):
+    """The network faults beyond ``isolate`` a ``ChaosBackend`` may also inject (blocking,
+    each where its action is injectable): the root backend's namespaces do."""
+
+    def isolate_zk(self, broker_id: int) -> None: ...
+
+    def reconnect_zk(self, broker_id: int) -> None: ...
+
+    def split(self, groups: list[list[int]]) -> None: ...
+
+    def heal_split(self) -> None: ...
+
+    def slow_network(self, broker_ids: list[int], latency_ms: float, jitter_ms: float) -> None:
+        """Delay the brokers' traffic (none given: every broker's)."""
+
+    def normal_network(self) -> None: ...
+
+
 def process_backend(
     create: Callable[[Scenario, Path], ChaosBackend],
 ) -> Callable[[Scenario, int | None, Path], Backend]:
@@ -295,17 +315,23 @@ class ProcessBackend:
         reason = self.spec.not_injectable.get(action, "not injectable")
         return UnsupportedFaultError(f"{self.spec.runtime} cannot inject {action}: {reason}")
 
+    def _network(self, action: str) -> NetworkFaults:
+        """The cluster's network faults, when ``action`` is injectable (else refused)."""
+        if action not in self.spec.injectable or not isinstance(self.cluster, NetworkFaults):
+            raise self._refused(action)
+        return self.cluster
+
     async def isolate_zk(self, broker_id: int) -> None:
-        raise self._refused("isolate_zk")
+        await asyncio.to_thread(self._network("isolate_zk").isolate_zk, broker_id)
 
     async def reconnect_zk(self, broker_id: int) -> None:
-        raise self._refused("isolate_zk")
+        await asyncio.to_thread(self._network("isolate_zk").reconnect_zk, broker_id)
 
     async def split(self, groups: list[list[int]]) -> None:
-        raise self._refused("split")
+        await asyncio.to_thread(self._network("split").split, groups)
 
     async def heal_split(self) -> None:
-        raise self._refused("split")
+        await asyncio.to_thread(self._network("split").heal_split)
 
     async def expire_session(self, broker_id: int) -> None:
         raise self._refused("expire_session")
@@ -313,10 +339,11 @@ class ProcessBackend:
     async def slow_network(
         self, broker_ids: list[int], latency_ms: float, jitter_ms: float
     ) -> None:
-        raise self._refused("slow_network")
+        network = self._network("slow_network")
+        await asyncio.to_thread(network.slow_network, broker_ids, latency_ms, jitter_ms)
 
     async def normal_network(self) -> None:
-        raise self._refused("slow_network")
+        await asyncio.to_thread(self._network("slow_network").normal_network)
 
     async def clock_jump(self, broker_ids: list[int], seconds: float) -> None:
         raise self._refused("clock_jump")

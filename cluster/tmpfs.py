@@ -22,10 +22,10 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Final
 
+from kafkasim.cluster.host_tools import ToolError, run_tool
 from kafkasim.common.errors import KafkasimError
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def mount_refusal(euid: int | None = None, cap_eff: int | None = None) -> str | 
     euid = os.geteuid() if euid is None else euid
     if euid != 0:
         return f"mounting a tmpfs needs root, and this process runs as uid {euid}"
-    caps = _effective_capabilities() if cap_eff is None else cap_eff
+    caps = effective_capabilities() if cap_eff is None else cap_eff
     if not caps >> CAP_SYS_ADMIN & 1:
         return "mounting a tmpfs needs CAP_SYS_ADMIN, which this root process lacks"
     missing = [tool for tool in ("mount", "umount") if shutil.which(tool) is None]
@@ -62,7 +62,8 @@ def mount_refusal(euid: int | None = None, cap_eff: int | None = None) -> str | 
     return None
 
 
-def _effective_capabilities() -> int:
+def effective_capabilities() -> int:
+    """This process's effective capabilities (CapEff of /proc/self/status; 0 if unreadable)."""
     try:
         status = Path("/proc/self/status").read_text()
     except OSError:
@@ -187,14 +188,9 @@ def _unmount(path: Path) -> None:
 
 def _run(command: list[str], path: Path, what: str) -> None:
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=_MOUNT_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise TmpfsError(f"cannot {what} a tmpfs on {path}: {e}") from e
-    if done.returncode != 0:
-        error = " ".join((done.stderr or done.stdout).split()) or f"status {done.returncode}"
-        raise TmpfsError(f"cannot {what} a tmpfs on {path}: {error}")
+        run_tool(command, _MOUNT_TIMEOUT_S)
+    except ToolError as e:
+        raise TmpfsError(f"cannot {what} a tmpfs on {path}: {e.error}") from e
 
 
 @atexit.register
