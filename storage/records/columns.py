@@ -31,18 +31,29 @@ LogAppendTime batch's readers substitute its maxTimestamp, per batch). Pure; no 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kafkasim.common.errors import InvalidRecordError
 from kafkasim.storage.records.varint import decode_varint, raw_varint
 
-if TYPE_CHECKING:
-    from kafkasim.storage.records.batch import BatchHeader
-
-__all__ = ["BatchColumns", "HeaderPairs", "decode_headers", "walk_records"]
+__all__ = ["BatchColumns", "HeaderPairs", "RecordsHeader", "decode_headers", "walk_records"]
 
 HeaderPairs = tuple[tuple[str, bytes | None], ...]
 """A record's headers as (UTF-8 key, value or None) pairs; ``()`` when it has none."""
+
+
+class RecordsHeader(Protocol):
+    """The fields of a batch header the walk reads (``storage.records.batch.BatchHeader``
+    has them; batch.py imports this module, so it is not imported here)."""
+
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def first_timestamp(self) -> int: ...
+    @property
+    def last_offset_delta(self) -> int: ...
+    @property
+    def records_count(self) -> int: ...
 
 
 @dataclass(slots=True)
@@ -60,7 +71,7 @@ class BatchColumns:
     sizes: list[int] = field(default_factory=list)
 
 
-def walk_records(data: bytes, header: BatchHeader, batch_pos: int, out: BatchColumns) -> None:
+def walk_records(data: bytes, header: RecordsHeader, batch_pos: int, out: BatchColumns) -> None:
     """Append to ``out`` the ``header.records_count`` records that must fill ``data`` exactly
     (the record area of the batch at ``batch_pos``, decompressed); InvalidRecordError
     otherwise (see the module doc)."""
