@@ -24,13 +24,12 @@ from typing import Any
 from kafkasim.client.completed_fetch import READ, SKIP, entries_to_read
 from kafkasim.common.errors import InvalidRecordError
 from kafkasim.storage.records.batch import (
-    RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    record_area,
     validate_batch,
 )
 from kafkasim.storage.records.columns import BatchColumns, HeaderPairs, walk_records
-from kafkasim.storage.records.compression import CompressionType, decompress
 from kafkasim.storage.records.entry import decode_entry
 
 __all__ = ["RecordColumns", "consumed_columns", "to_arrow"]
@@ -111,12 +110,9 @@ def _batch_columns(
         raise InvalidRecordError(f"record batch at position {pos} has record count {count}")
     if count == 0:
         return
-    with memoryview(data) as view, view[pos + RECORDS_OFFSET : pos + header.size_in_bytes] as p:
-        ctype = header.compression
-        payload = decompress(ctype, p) if ctype != CompressionType.NONE else bytes(p)
     first = len(out.offsets)
     into = BatchColumns(out.offsets, out.timestamps, out.keys, out.values, out.headers)
-    walk_records(payload, header, pos, into)  # sizes: into's own list, not kept
+    walk_records(record_area(data, pos, header), header, pos, into)  # sizes: not kept
     if header.base_offset < fetch_offset:  # drop what precedes the position, per batch
         skip = bisect_left(out.offsets, fetch_offset, first) - first
         if skip:

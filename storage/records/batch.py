@@ -828,15 +828,20 @@ def decode_batch(
     if count == 0:
         # Kafka does not look past the header of an empty batch either.
         return header, []
+    return header, _decode_records(record_area(buf, pos, header), header, pos)
+
+
+def record_area(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes:
+    """The records of the batch at ``pos`` (``header`` parsed there), decompressed: bytes, so
+    that slices of it are the records' immutable keys and values. CorruptRecordError for a
+    payload that does not decompress."""
     ctype = header.compression
     # Views released on every path, so that a caller's bytearray can grow again afterwards.
     with (
         memoryview(buf) as view,
         view[pos + RECORDS_OFFSET : pos + header.size_in_bytes] as payload,
     ):
-        # bytes, so that slices of it are the records' immutable keys and values.
-        data = decompress(ctype, payload) if ctype != CompressionType.NONE else bytes(payload)
-    return header, _decode_records(data, header, pos)
+        return decompress(ctype, payload) if ctype != CompressionType.NONE else bytes(payload)
 
 
 def _decode_records(data: bytes, header: BatchHeader, batch_pos: int) -> list[Record]:
