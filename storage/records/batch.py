@@ -1,8 +1,9 @@
 """RecordBatch v2 (magic 2): Kafka's on-disk and on-wire record format since 0.11.
 
-(One module, ~1,100 lines: the layout, the builder, the decoder and control batches share the
+(One module, ~950 lines: the layout, the builder, the decoder and control batches share the
 byte offsets and the inlined varint fast paths, measured hot; a third of it is the layout's
-documentation.)
+documentation. The record walk the decoder and the consumer's columns share is
+:mod:`storage.records.columns`.)
 
 Byte layout of one batch (all integers big-endian; offsets are the ``*_OFFSET`` constants)::
 
