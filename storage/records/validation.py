@@ -51,11 +51,11 @@ from kafkasim.storage.records.batch import (
     RECORDS_OFFSET,
     BatchHeader,
     TimestampType,
-    decode_headers,
-    raw_varint,
     set_max_timestamp,
 )
+from kafkasim.storage.records.columns import decode_headers
 from kafkasim.storage.records.compression import CompressionType, decompress
+from kafkasim.storage.records.varint import raw_varint
 from kafkasim.storage.records.walk_vector import MIN_RECORDS, walk_records
 
 _UNBOUNDED = 1 << 70
@@ -267,7 +267,7 @@ def _walk(
 ) -> int:
     """Check ``count`` records fill ``data`` exactly; return the largest timestamp delta.
 
-    The decoder's loop (:func:`~storage.records.batch._decode_records`) without building
+    The decoder's loop (:func:`~storage.records.columns.walk_records`) without building
     records: one- and two-byte varints inlined, longer ones through ``raw_varint``; a read past
     the end raises IndexError, turned into "premature end" once, outside the loop. Timestamp
     deltas are compared with ``[low, high]`` (the bounds minus firstTimestamp).
