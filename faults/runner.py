@@ -37,7 +37,6 @@ run on the simulation replays byte for byte.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import signal
@@ -112,7 +111,7 @@ class _Run:
     _locks: dict[int, asyncio.Lock] = field(default_factory=dict)
     _injecting: list[asyncio.Task[None]] = field(default_factory=list)
     _one_injection: asyncio.Lock = field(default_factory=asyncio.Lock)  # FIFO: schedule order
-    _wake: asyncio.Event = field(default_factory=asyncio.Event)  # an injection ended
+    _wake: asyncio.Future[None] | None = None  # the schedule loop's sleep, while it sleeps
 
     def __post_init__(self) -> None:
         s = self.scenario
@@ -267,9 +266,19 @@ class _Run:
             if now >= duration_s:
                 return
             upcoming = [duration_s, *(f.at_s for f in pending), *(u.due_s for u in self._undo)]
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):  # woken early by an injection's end
-                await asyncio.wait_for(self._wake.wait(), max(min(upcoming) - now, 0.01))
+            await self._sleep(max(min(upcoming) - now, 0.01))
+
+    async def _sleep(self, delay_s: float) -> None:
+        """``asyncio.sleep(delay_s)`` (the same steps of the loop, so that the simulation's runs
+        do not move), which the end of an injection cuts short."""
+        loop = asyncio.get_running_loop()
+        self._wake = loop.create_future()
+        timer = loop.call_later(delay_s, _wake_up, self._wake)
+        try:
+            await self._wake
+        finally:
+            timer.cancel()
+            self._wake = None
 
     async def _injected(self, fault: Fault) -> None:
         """Inject ``fault`` once every injection scheduled before it has ended (asyncio's lock
@@ -278,7 +287,8 @@ class _Run:
             async with self._one_injection:
                 await self._inject(fault)
         finally:
-            self._wake.set()
+            if self._wake is not None:
+                _wake_up(self._wake)
 
     async def _inject(self, fault: Fault) -> None:
         targets = resolve(fault, await self._view(fault), self.rng)
@@ -635,6 +645,11 @@ def _describe_topics(s: Scenario) -> list[str]:
         f"min ISR {t.min_insync_replicas})"
         for t in s.cluster.topics
     ]
+
+
+def _wake_up(sleeping: asyncio.Future[None]) -> None:
+    if not sleeping.done():
+        sleeping.set_result(None)
 
 
 def _forget(task: asyncio.Task[None]) -> None:
