@@ -9,6 +9,13 @@
 3. Leader failover after SIGKILL: time until produces succeed again, split into detection
    plus election (until the controller has written the new leader to ZooKeeper) and the
    client's recovery (until its next produce succeeds).
+4. Broker-bound, 100 B records (issue 19): ready-made batches of 1,000 records on one
+   ProduceStream, so that the client costs little and the brokers set the pace. One broker
+   acks=1 and three brokers RF=3 acks=all (min ISR 2) run side by side, interleaved,
+   medians of the repetitions; the ratio is the aim's (>= 0.6). Then the latency of
+   one-record acks=all unary requests at 200/s: at 1,000 unary calls/s the four Python
+   processes on two cores saturate and the figure measures the queue, not the path (the
+   producer at 1,000 records/s batches under load: ``producer-perf-test --throughput 1000``).
 
 Real processes on loopback (Debian's ZooKeeper, ``kafkasim broker`` processes); every
 process started here is stopped here. Run: ``python -m bench.cluster_bench [--quick]``.
@@ -20,6 +27,7 @@ import argparse
 import asyncio
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,6 +50,9 @@ from kafkasim.storage.records.batch import RecordBatchBuilder
 
 RECORD = b"r" * 1024
 PER_BATCH = 16
+SMALL_RECORD = b"r" * 100
+SMALL_PER_BATCH = 1000
+LATENCY_RATE = 200.0  # one-record requests a second (see section 4 above)
 SINK_METHOD = "/bench.Sink/Stream"
 _OPTIONS = [
     ("grpc.max_send_message_length", 64 << 20),
@@ -287,15 +298,77 @@ async def run(quick: bool) -> None:
         finally:
             await client.transport.close()
             cluster.stop()
+    await _broker_bound(quick)
+
+
+async def _broker_bound(quick: bool) -> None:
+    """Section 4: both clusters up at once, runs interleaved, medians."""
+    builder = RecordBatchBuilder()
+    for _ in range(SMALL_PER_BATCH):
+        builder.append(1_700_000_000_000, None, SMALL_RECORD)
+    batch = builder.build()
+    single_record = RecordBatchBuilder()
+    single_record.append(1_700_000_000_000, None, SMALL_RECORD)
+    one = single_record.build()
+    count, reps = (100, 3) if quick else (600, 5)
+    tp = TopicPartition("bench", 0)
+    with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
+        c1, k1 = await _cluster(Path(tmp) / "one", 1, "bench", 1, {})
+        try:
+            c3, k3 = await _cluster(
+                Path(tmp) / "three", 3, "bench", 3, {"min.insync.replicas": "2"}
+            )
+            try:
+                await _produce_load(k1, tp, batch, count=20, window=8, acks=1)  # warm up
+                await _produce_load(k3, tp, batch, count=20, window=8, acks=-1)
+                singles: list[float] = []
+                replicated: list[float] = []
+                for _ in range(reps):
+                    singles.append(
+                        await _produce_load(k1, tp, batch, count=count, window=8, acks=1)
+                    )
+                    replicated.append(
+                        await _produce_load(k3, tp, batch, count=count, window=8, acks=-1)
+                    )
+                p50, p99 = await _latency_at_rate(
+                    k3, tp, one, rate=LATENCY_RATE, seconds=2 if quick else 10
+                )
+            finally:
+                await k3.transport.close()
+                c3.stop()
+        finally:
+            await k1.transport.close()
+            c1.stop()
+    per_mb = SMALL_PER_BATCH * 1e6 / len(batch)  # records per MB of batches
+    single, three = statistics.median(singles), statistics.median(replicated)
+    print(
+        f"\n4. broker-bound: {SMALL_PER_BATCH} x {len(SMALL_RECORD)} B records a request "
+        f"({len(batch)} bytes), 8 in flight on one ProduceStream, medians of {reps} interleaved"
+    )
+    print(f"   one broker, acks=1            {single * per_mb:10,.0f} records/s")
+    print(
+        f"   three brokers, RF=3, acks=all {three * per_mb:10,.0f} records/s   ratio "
+        f"{three / single:.2f} (aim >= 0.6; Kafka's own benchmark 0.51)"
+    )
+    print(
+        f"   latency, 1-record acks=all unary requests at {LATENCY_RATE:.0f}/s: p50 {p50:.1f} ms, "
+        f"p99 {p99:.1f} ms"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--broker-bound", action="store_true", help="run section 4 only (issue 19's figures)"
+    )
     parser.add_argument("--sink", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.sink is not None:
         asyncio.run(_sink(args.sink))
+        return 0
+    if args.broker_bound:
+        asyncio.run(_broker_bound(args.quick))
         return 0
     asyncio.run(run(args.quick))
     return 0

@@ -7,6 +7,7 @@ and noisy, so only ratios and growth are meaningful, never absolute targets).
    1b. The cost of record-level validation (Kafka's LogValidator, one walk over every record):
    the same appends with it and with it replaced by a pass-through, for small and large
    records, uncompressed and lz4.
+   1c. The record walk alone: one record at a time against the bulk walk (numpy), per batch.
 2. Lookups by offset and by timestamp in logs of 1e5 and 1e7 records: p50/p99 and the growth
    from the small log to the large one (it must stay logarithmic: a small factor, not
    a hundredfold).
@@ -37,8 +38,15 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.storage import log_append as log_module
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log import Log
-from kafkasim.storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, RecordBatchBuilder
+from kafkasim.storage.records import validation
+from kafkasim.storage.records.batch import (
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_OFFSET,
+    BatchHeader,
+    RecordBatchBuilder,
+)
 from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.walk_vector import MIN_RECORDS, walk_records
 
 TP = TopicPartition("bench", 0)
 T0 = 1_700_000_000_000
@@ -91,6 +99,7 @@ def bench_validation(root: Path, total_bytes: int) -> list[tuple[str, float, flo
         ("16 KiB, 100 B records, none", 16 * 1024, 100, CompressionType.NONE),
         ("16 KiB, 1 KiB records, none", 16 * 1024, 1024, CompressionType.NONE),
         ("256 KiB, 1 KiB records, none", 256 * 1024, 1024, CompressionType.NONE),
+        ("128 KiB, 100 B records, none", 128 * 1024, 100, CompressionType.NONE),
         ("16 KiB, 100 B records, lz4", 16 * 1024, 100, CompressionType.LZ4),
         ("16 KiB, 1 KiB records, lz4", 16 * 1024, 1024, CompressionType.LZ4),
     ]
@@ -110,6 +119,38 @@ def bench_validation(root: Path, total_bytes: int) -> list[tuple[str, float, flo
                 log_module.validate_leader_batch = real
         mb = count * len(batch) / 1e6
         rows.append((label, mb / min(on), mb / min(off), min(off) / min(on)))
+    return rows
+
+
+def bench_walk(record_counts: tuple[int, ...]) -> list[tuple[int, float, float]]:
+    """The record walk alone: microseconds a batch one record at a time and in bulk
+    (``walk_vector``), 100 B keyless records, interleaved, best of 7 rounds each."""
+    rows = []
+    for n in record_counts:
+        builder = RecordBatchBuilder()
+        for i in range(n):
+            builder.append(T0 + i, None, b"x" * 100)
+        batch = builder.build()
+        area = bytes(batch[RECORDS_OFFSET:])
+        header = BatchHeader.parse(memoryview(batch))
+        checks = {
+            "last_delta": header.last_offset_delta,
+            "dense": True,
+            "compacted": False,
+            "base_ts": header.first_timestamp,
+            "low": -(1 << 62),
+            "high": 1 << 62,
+        }
+        one: list[float] = []
+        bulk: list[float] = []
+        rounds = 50
+        for _ in range(7):
+            for walk, times in ((validation._walk, one), (walk_records, bulk)):
+                start = time.perf_counter()
+                for _ in range(rounds):
+                    walk(area, n, **checks)  # type: ignore[arg-type, operator]
+                times.append((time.perf_counter() - start) / rounds * 1e6)
+        rows.append((n, min(one), min(bulk)))
     return rows
 
 
@@ -277,6 +318,13 @@ def main(argv: list[str] | None = None) -> int:
         print("\n1b. leader append with record-level validation vs without it (MB/s)")
         for label, on, off, ratio in bench_validation(root, total // 4):
             print(f"   {label:<30} with {on:8.1f}, without {off:8.1f}, ratio {ratio:.2f}")
+
+        print("\n1c. the record walk alone, one record at a time vs in bulk (µs a batch)")
+        for n, one, bulk in bench_walk((64, 192, 1000)):
+            print(
+                f"   {n:>5} x 100 B records: one at a time {one:8.1f}, in bulk {bulk:8.1f}, "
+                f"ratio {one / bulk:.2f} (bulk from {MIN_RECORDS} records)"
+            )
 
         print("\n2. lookups (p50 / p99, microseconds)")
         sizes = (10**4, 10**5) if quick else (10**5, 10**7)

@@ -7,10 +7,15 @@
   files in D, which must be new or empty; otherwise they go to a temporary directory removed
   afterwards.
 * ``--backend local`` (the default): local processes (the files are the broker logs, data and
-  ZooKeeper). ``--backend compose``: the containers of compose/docker-compose.yml, a compose
-  project of the run's own, taken down (``down -v``) at the end (the files are the generated
-  compose override and the project's logs); it needs a Docker engine and the images built by
-  compose/build-offline.sh, and without them fails in one line saying which is missing.
+  ZooKeeper). ``--backend local-root``: local processes with the faults that need root
+  (``disk_full``: each log dir a tmpfs, filled by a ballast file; ``isolate``, ``split``,
+  ``isolate_zk``: each broker in a network namespace of its own, links cut by iptables in
+  them; ``slow_network`` where the kernel has tc netem; ``cluster.root_backend``); without
+  root those faults are refused in one line. ``--backend compose``: the containers
+  of compose/docker-compose.yml, a compose project of the run's own, taken down (``down -v``)
+  at the end (the files are the generated compose override and the project's logs); it needs
+  a Docker engine and the images built by compose/build-offline.sh, and without them fails in
+  one line saying which is missing.
   ``--backend sim``: the deterministic simulation on virtual time, with ``--seed N``
   (default 1): the same run as ``kafkasim sim run SCENARIO --seed N``.
 * ``--client confluent-kafka``: the workload's producers and consumers are librdkafka's
@@ -31,11 +36,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kafkasim.cli.sim import run_and_report
 from kafkasim.cluster import chaos, compose
+from kafkasim.cluster.root_backend import local_root
 from kafkasim.faults.backend import BackendSpec, check_supported
 from kafkasim.faults.reading import find, load
 from kafkasim.faults.real_client import require
@@ -43,7 +50,13 @@ from kafkasim.faults.scenario import CLIENT_KAFKASIM, CLIENTS, Scenario
 from kafkasim.faults.validation import check
 from kafkasim.sim.backend import SIM
 
-BACKENDS: dict[str, BackendSpec] = {"local": chaos.LOCAL, "compose": compose.COMPOSE, "sim": SIM}
+# Each backend's spec, built when chosen (local-root's probes what this machine allows).
+BACKENDS: dict[str, Callable[[], BackendSpec]] = {
+    "local": lambda: chaos.LOCAL,
+    "local-root": local_root,
+    "compose": lambda: compose.COMPOSE,
+    "sim": lambda: SIM,
+}
 
 
 def register(sub: Any) -> None:
@@ -57,7 +70,9 @@ def register(sub: Any) -> None:
         "--backend",
         choices=sorted(BACKENDS),
         default="local",
-        help="local processes (default), the compose cluster's containers, or the simulation",
+        help="local processes (default), local processes with root's faults (a full disk on "
+        "a tmpfs log dir, links cut between network namespaces), the compose cluster's "
+        "containers, or the simulation",
     )
     one.add_argument(
         "--client",
@@ -77,7 +92,7 @@ def register(sub: Any) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     chosen = with_client(load(find(args.scenario)), args.client)
-    spec = BACKENDS[args.backend]
+    spec = BACKENDS[args.backend]()
     if args.seed is not None and spec is not SIM:
         raise ValueError(f"--seed is for --backend sim: a {spec.runtime} run is not replayable")
     seed = (1 if args.seed is None else args.seed) if spec is SIM else None

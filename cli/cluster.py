@@ -175,7 +175,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise
     state = cluster.state()
     cluster.zookeeper.release()
-    _save_state(root, state)
+    compose_secure.save_state(root, state)
     print(f"kafkasim cluster up in {root}")
     print(f"  zookeeper.connect  {cluster.zookeeper.connect_string}")
     print(f"  bootstrap.servers (kafkasim tools, gRPC)  {','.join(cluster.bootstrap)}")
@@ -282,10 +282,6 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def _save_state(root: Path, state: dict[str, Any]) -> None:
-    (root / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
-
-
 def _attached(args: argparse.Namespace) -> tuple[dict[str, Any], LocalCluster, BrokerProcess]:
     """The state, the cluster and ``--broker``'s broker; a clear error when there is none."""
     state = _load_state(args.dir.resolve())
@@ -309,7 +305,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
             raise ValueError(f"broker {n} is already running (pid {broker.pid})")
         backend.start_broker(n)
         # The new pid goes on record before the wait: `down` stops it whatever happens next.
-        _save_state(cluster.root, {**cluster.state(), "zookeeper": state["zookeeper"]})
+        compose_secure.save_state(
+            cluster.root, {**cluster.state(), "zookeeper": state["zookeeper"]}
+        )
         waited_s = _wait_serving(backend, n, _session_timeout_s(cluster))
         print(f"broker {n} started (pid {broker.pid}), serving after {waited_s:.1f} s")
         return 0

@@ -1,7 +1,11 @@
 """``kafkasim console``: the live web console (``console/``) on 127.0.0.1 by default.
 
 * ``--dir DIR``: the local cluster of ``kafkasim cluster up`` (its processes, ZooKeeper and
-  metrics known from its state file; the fault buttons work);
+  metrics known from its state file; the fault buttons work), or a compose cluster's directory
+  (``kafkasim certs compose``: its state says ``"backend": "compose"``): the brokers on their
+  published ports, the fault buttons through ``ComposeBackend.over`` on the running project
+  (docker kill/stop/start/pause/unpause, network disconnect/connect); ZooKeeper is not
+  published by compose/docker-compose.yml, so partitions come from the brokers' metadata;
 * ``--bootstrap HOST:PORT,...`` (and ``--zookeeper HOST:PORT`` for the registrations, the
   partition states and the watches of the timeline): any brokers, watched only;
 * ``--replay FILE``: a recorded history (``chaos``/``sim run --history``) with a time slider.
@@ -15,25 +19,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import uvicorn
 
 from kafkasim.cli.pipes import say
-from kafkasim.cluster.chaos import LocalBackend
-from kafkasim.cluster.compose_secure import STATE_FILE
+from kafkasim.cluster.chaos import ChaosBackend, LocalBackend
+from kafkasim.cluster.compose import ComposeBackend, Runner, compose_command, run_command
+from kafkasim.cluster.compose_secure import BACKEND, STATE_FILE, attached_cluster, save_state
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc_grpc_client import client_transport
 from kafkasim.console.faults import Injector
-from kafkasim.console.live import LocalTarget, Poller, StaticTarget, Target
+from kafkasim.console.live import ComposeTarget, LocalTarget, Poller, StaticTarget, Target
 from kafkasim.console.replay import Replay
 from kafkasim.console.server import LiveConsole, ReplayConsole, allowed_hosts_for, create_app
 from kafkasim.console.workload import ConsoleWorkload
 from kafkasim.faults.history import History
 
-__all__ = ["DEFAULT_BIND", "live_console", "parse_bind", "register", "serve"]
+__all__ = ["DEFAULT_BIND", "compose_console", "live_console", "parse_bind", "register", "serve"]
 
 DEFAULT_BIND: Final = "127.0.0.1:9021"
 
@@ -52,7 +58,11 @@ def register(sub: Any) -> None:
         "console", help="a live web console: brokers, partitions, faults, replay"
     )
     where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--dir", type=Path, help="the local cluster of 'kafkasim cluster up'")
+    where.add_argument(
+        "--dir",
+        type=Path,
+        help="the cluster of 'kafkasim cluster up', or a compose cluster's (certs compose)",
+    )
     where.add_argument("--bootstrap", help="brokers' gRPC addresses, HOST:PORT,...")
     where.add_argument("--replay", type=Path, metavar="FILE", help="a recorded history")
     p.add_argument("--zookeeper", help="ZooKeeper's HOST:PORT (with --bootstrap)")
@@ -67,25 +77,65 @@ def parse_bind(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def live_console(root: Path) -> LiveConsole:
-    """The live console over the local cluster in ``root``."""
+def live_console(root: Path, runner: Runner = run_command) -> LiveConsole:
+    """The live console over the cluster in ``root``: a local one, or a compose one
+    (``runner``: how its docker commands run)."""
     path = root / STATE_FILE
     if not path.is_file():
         raise ValueError(f"no cluster in {root} (run 'kafkasim cluster up' first)")
     state = json.loads(path.read_text())
+    if not isinstance(state, dict):
+        raise ValueError(f"{path} is not a cluster's state (a JSON object)")
+    if state.get("backend") == BACKEND:
+        return compose_console(root, state, runner)
     cluster = LocalCluster.attach(state)
     target = LocalTarget(cluster, state["zookeeper"]["connect"], state.get("client_properties", {}))
-    return _console(target, LocalBackend.over(cluster))
+
+    def record_pids(broker_id: int) -> None:
+        # A broker the page restarts goes on the cluster's record, as 'cluster start' puts
+        # it: 'cluster down' stops it by that pid.
+        del broker_id
+        save_state(root, {**cluster.state(), "zookeeper": state["zookeeper"]})
+
+    return _console(target, LocalBackend.over(cluster), on_started=record_pids)
 
 
-def _console(target: Target, backend: LocalBackend | None) -> LiveConsole:
+def compose_console(root: Path, state: dict[str, Any], runner: Runner = run_command) -> LiveConsole:
+    """The live console over the running compose project ``state`` describes."""
+    command = compose_command(runner)
+    if command is None:
+        raise ValueError(
+            f"{root} holds a compose cluster's state, and neither `docker compose` nor "
+            "`docker-compose` works here"
+        )
+    cluster = attached_cluster(state, command, runner)
+    backend = ComposeBackend.over(cluster, root)
+    zookeeper = state.get("zookeeper")  # compose/docker-compose.yml does not publish it
+    target = ComposeTarget(
+        backend,
+        zookeeper.get("connect") if isinstance(zookeeper, dict) else None,
+        cluster.client_properties,
+    )
+
+    def paused_now(broker_id: int) -> bool:
+        return backend.status(broker_id) == "paused"
+
+    return _console(target, backend, is_paused=paused_now)
+
+
+def _console(
+    target: Target,
+    backend: ChaosBackend | None,
+    on_started: Callable[[int], None] | None = None,
+    is_paused: Callable[[int], bool] | None = None,
+) -> LiveConsole:
     clock = SystemClock()
     holder: list[LiveConsole] = []
 
     def note(kind: str, text: str) -> None:
         holder[0].note(kind, text)
 
-    paused = None
+    paused = is_paused
     if isinstance(target, LocalTarget):
         cluster = target.cluster
 
@@ -93,7 +143,7 @@ def _console(target: Target, backend: LocalBackend | None) -> LiveConsole:
             return cluster.brokers[broker_id].paused
 
         paused = paused_now
-    injector = Injector(backend, note, is_paused=paused)
+    injector = Injector(backend, note, is_paused=paused, on_started=on_started)
     properties = target.client_properties
 
     def answering() -> list[str]:  # the console exists by the time the workload asks

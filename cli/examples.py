@@ -184,6 +184,20 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("kafkasim sim show leader-crash", "a scenario's file"),
         ("kafkasim sim run leader-crash --seed 7 --report report.html", "one run and its report"),
         ("kafkasim sim sweep leader-crash --seeds 1..50", "random faults from 50 seeds"),
+        (
+            "kafkasim sim sweep all --seeds 1..1000 --spark --summary sweep.html "
+            "--resume sweep.state",
+            "the whole catalog on Spark, resumable, with a summary page",
+        ),
+        ("kafkasim sim run leader-crash --seed 7 --console", "step through the run in a browser"),
+    ),
+    "console": (
+        ("kafkasim console --dir cluster", "watch a local cluster live; fault buttons"),
+        (
+            "kafkasim console --bootstrap 127.0.0.1:9093 --zookeeper 127.0.0.1:2181",
+            "any brokers by their gRPC addresses",
+        ),
+        ("kafkasim console --replay history.jsonl", "replay a recorded run with a time slider"),
     ),
     "chaos": (
         ("kafkasim chaos run leader-crash", "the same scenario on real processes"),

@@ -4,18 +4,12 @@
 entries read and skipped: control batches, aborted transactions, records below the fetch
 offset) with the records of each v2 batch appended straight into the lists of a
 :class:`RecordColumns` (offsets, timestamps, keys, values, headers) by one walk over the
-batch, without a ``Record`` or ``ConsumerRecord`` object per record. The walk keeps every
-check of ``storage.records.batch.decode_batch`` (CRC, sizes, offset deltas, a record's fields
-filling its declared length, the batch filled exactly) and raises the same errors
-(CorruptRecordError, InvalidRecordError). Entries of message formats v0/v1 (rare: logs
+batch, without a ``Record`` or ``ConsumerRecord`` object per record. That walk is storage's
+own (:func:`~storage.records.columns.walk_records`, the one ``decode_batch`` builds its
+records from), so the columns keep every check of the record path (CRC, sizes, offset deltas,
+a record's fields filling its declared length, the batch filled exactly) and raise the same
+errors (CorruptRecordError, InvalidRecordError). Entries of message formats v0/v1 (rare: logs
 written before Kafka 0.11) go through ``decode_entry`` and are appended record by record.
-
-Rationale for the repetitive shape of :func:`_walk_v2`: as in the storage decoder, the
-one- and two-byte cases of every varint are inlined (a call per field doubles the cost);
-longer varints go through ``raw_varint``. It mirrors ``storage.records.batch._decode_records``
-field by field, check by check (``tests/unit/client/test_record_columns.py`` holds the two to
-the same answers); the storage one could become this walk plus a Record per row, leaving one
-copy, when storage is changed next (it was another branch's during issue 19).
 
 :func:`to_arrow` turns columns into a ``pyarrow.Table`` when pyarrow is installed.
 """
@@ -30,19 +24,17 @@ from typing import Any
 from kafkasim.client.completed_fetch import READ, SKIP, entries_to_read
 from kafkasim.common.errors import InvalidRecordError
 from kafkasim.storage.records.batch import (
-    RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
-    decode_headers,
-    raw_varint,
+    record_area,
     validate_batch,
 )
-from kafkasim.storage.records.compression import CompressionType, decompress
+from kafkasim.storage.records.columns import BatchColumns, HeaderPairs, walk_records
 from kafkasim.storage.records.entry import LogEntryHeader, decode_entry
 
 __all__ = ["RecordColumns", "consumed_columns", "entry_columns", "to_arrow"]
 
-HeaderTuple = tuple[tuple[str, bytes | None], ...]
+HeaderTuple = HeaderPairs  # the consumer's name for a record's (key, value) header pairs
 
 
 @dataclass(slots=True)
@@ -146,11 +138,9 @@ def _batch_columns(
         raise InvalidRecordError(f"record batch at position {pos} has record count {count}")
     if count == 0:
         return
-    with memoryview(data) as view, view[pos + RECORDS_OFFSET : pos + header.size_in_bytes] as p:
-        ctype = header.compression
-        payload = decompress(ctype, p) if ctype != CompressionType.NONE else bytes(p)
     first = len(out.offsets)
-    _walk_v2(payload, header, pos, out)
+    into = BatchColumns(out.offsets, out.timestamps, out.keys, out.values, out.headers)
+    walk_records(record_area(data, pos, header), header, pos, into)  # sizes: not kept
     if header.base_offset < fetch_offset:  # drop what precedes the position, per batch
         skip = bisect_left(out.offsets, fetch_offset, first) - first
         if skip:
@@ -160,112 +150,6 @@ def _batch_columns(
     out.timestamp_types.extend([int(header.timestamp_type)] * added)
     if header.attributes & TIMESTAMP_TYPE_MASK:  # LogAppendTime: the batch's time for all
         out.timestamps[first:] = [header.max_timestamp] * added
-
-
-def _walk_v2(data: bytes, header: BatchHeader, batch_pos: int, out: RecordColumns) -> None:
-    """Parse exactly ``header.records_count`` records filling ``data`` into ``out``."""
-    base_offset = header.base_offset
-    base_ts = header.first_timestamp
-    last_delta = header.last_offset_delta
-    offsets, timestamps = out.offsets, out.timestamps
-    keys, values, headers = out.keys, out.values, out.headers
-    end = len(data)
-    prev_delta = -1
-    pos = 0
-    read = 0
-    try:
-        for read in range(header.records_count):  # noqa: B007 -- reported on failure
-            start = pos
-            z = data[pos]  # record length
-            if z < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                z = (z & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                z, pos = raw_varint(data, pos, 5)
-            size = (z >> 1) ^ -(z & 1)
-            body_start = pos
-            rec_end = pos + size
-            if size < 0 or rec_end > end:
-                raise InvalidRecordError(
-                    f"record at byte {start} declares {size} bytes, {end - pos} remain"
-                )
-            pos += 1  # attributes: unused in v2
-            z = data[pos]  # timestamp delta (varlong)
-            if z < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                z = (z & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                z, pos = raw_varint(data, pos, 10)
-            timestamps.append(base_ts + ((z >> 1) ^ -(z & 1)))
-            z = data[pos]  # offset delta
-            if z < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                z = (z & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                z, pos = raw_varint(data, pos, 5)
-            delta = (z >> 1) ^ -(z & 1)
-            if delta <= prev_delta or delta > last_delta:
-                raise InvalidRecordError(
-                    f"record offset delta {delta} after {prev_delta} "
-                    f"(batch last offset delta {last_delta})"
-                )
-            prev_delta = delta
-            offsets.append(base_offset + delta)
-            z = data[pos]  # key
-            if z < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                z = (z & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                z, pos = raw_varint(data, pos, 5)
-            if z & 1:
-                keys.append(None)  # Kafka reads any negative length as null
-            else:
-                z >>= 1
-                keys.append(data[pos : pos + z])
-                pos += z
-            z = data[pos]  # value
-            if z < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                z = (z & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                z, pos = raw_varint(data, pos, 5)
-            if z & 1:
-                values.append(None)
-            else:
-                z >>= 1
-                values.append(data[pos : pos + z])
-                pos += z
-            if data[pos] == 0:  # headers
-                headers.append(())
-                pos += 1
-            else:
-                decoded, pos = decode_headers(data, pos, rec_end)
-                headers.append(tuple((h.key, h.value) for h in decoded))
-            if pos != rec_end:
-                raise InvalidRecordError(
-                    f"record at byte {start} declares {size} bytes but its fields take "
-                    f"{pos - body_start}"
-                )
-    except IndexError:
-        raise InvalidRecordError(
-            f"record batch at position {batch_pos}: premature end of records "
-            f"({read} of {header.records_count} read)"
-        ) from None
-    if pos != end:
-        raise InvalidRecordError(
-            f"record batch at position {batch_pos}: {end - pos} bytes remain after "
-            f"its {header.records_count} records"
-        )
 
 
 def to_arrow(columns: Iterable[RecordColumns]) -> Any:

@@ -16,6 +16,10 @@ broker's controlled shutdown) and a wait for the exit, ``rolling_restart`` does 
 start for each broker in turn. A started broker serves only once its previous ZooKeeper
 registration is gone (up to ``zookeeper.session.timeout.ms`` after a kill -9): its log says
 when. Everything started here is stopped here, by pid (``LocalCluster.stop``).
+
+(One module, ~640 lines: ``ChaosBackend``, its process implementation and the spec checks
+that refuse what a backend cannot inject are one contract; the root-only parts live in
+``cluster.root_backend``, ``cluster.netns`` and ``cluster.tmpfs``.)
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import signal
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 from kafkasim import proto
 from kafkasim.cluster.local import LocalCluster
@@ -56,6 +60,7 @@ __all__ = [
     "ChaosBackend",
     "ChaosError",
     "LocalBackend",
+    "NetworkFaults",
     "ProcessBackend",
     "process_backend",
     "read_replica_log",
@@ -75,6 +80,10 @@ _NO_NETNS: Final = (
     "processes on one loopback interface share one network: cutting links needs network "
     "namespaces or iptables, which this runner does not set up"
 )
+_NO_TMPFS: Final = (
+    "a full disk needs a size-limited filesystem mounted under each log dir (the root "
+    "backend, local-root, mounts one)"
+)
 NOT_INJECTABLE: Final[Mapping[str, str]] = MappingProxyType(
     {
         "isolate": _NO_NETNS,
@@ -83,7 +92,7 @@ NOT_INJECTABLE: Final[Mapping[str, str]] = MappingProxyType(
         "slow_network": "delaying loopback traffic needs tc netem (root), which this runner "
         "does not use",
         "expire_session": "a broker's ZooKeeper session id and password never leave its process",
-        "disk_full": "a full disk needs a size-limited filesystem mounted under each log dir",
+        "disk_full": _NO_TMPFS,
         "clock_jump": "stepping one process's wall clock needs libfaketime or a time namespace",
         "partition_one_way": "one-way faults need network namespaces: not supported on local "
         "processes (they share one loopback interface)",
@@ -171,11 +180,36 @@ class ChaosBackend(Protocol):
     def reconnect(self, broker_id: int) -> None:
         """Undo ``isolate``."""
 
+    def fill_disk(self, broker_id: int) -> None:
+        """Fill the filesystem of the broker's log dir (where ``disk_full`` is injectable)."""
+
+    def free_disk(self, broker_id: int) -> None:
+        """Undo ``fill_disk``."""
+
     async def controller_id(self) -> int:
         """The active controller (-1: none right now)."""
 
     def log_dir(self, broker_id: int) -> Path | None:
         """The broker's log directory on this host, after ``stop`` (None: unreadable)."""
+
+
+@runtime_checkable
+class NetworkFaults(Protocol):
+    """The network faults beyond ``isolate`` a ``ChaosBackend`` may also inject (blocking,
+    each where its action is injectable): the root backend's namespaces do."""
+
+    def isolate_zk(self, broker_id: int) -> None: ...
+
+    def reconnect_zk(self, broker_id: int) -> None: ...
+
+    def split(self, groups: list[list[int]]) -> None: ...
+
+    def heal_split(self) -> None: ...
+
+    def slow_network(self, broker_ids: list[int], latency_ms: float, jitter_ms: float) -> None:
+        """Delay the brokers' traffic (none given: every broker's)."""
+
+    def normal_network(self) -> None: ...
 
 
 def process_backend(
@@ -285,17 +319,23 @@ class ProcessBackend:
         reason = self.spec.not_injectable.get(action, "not injectable")
         return UnsupportedFaultError(f"{self.spec.runtime} cannot inject {action}: {reason}")
 
+    def _network(self, action: str) -> NetworkFaults:
+        """The cluster's network faults, when ``action`` is injectable (else refused)."""
+        if action not in self.spec.injectable or not isinstance(self.cluster, NetworkFaults):
+            raise self._refused(action)
+        return self.cluster
+
     async def isolate_zk(self, broker_id: int) -> None:
-        raise self._refused("isolate_zk")
+        await asyncio.to_thread(self._network("isolate_zk").isolate_zk, broker_id)
 
     async def reconnect_zk(self, broker_id: int) -> None:
-        raise self._refused("isolate_zk")
+        await asyncio.to_thread(self._network("isolate_zk").reconnect_zk, broker_id)
 
     async def split(self, groups: list[list[int]]) -> None:
-        raise self._refused("split")
+        await asyncio.to_thread(self._network("split").split, groups)
 
     async def heal_split(self) -> None:
-        raise self._refused("split")
+        await asyncio.to_thread(self._network("split").heal_split)
 
     async def expire_session(self, broker_id: int) -> None:
         raise self._refused("expire_session")
@@ -303,10 +343,11 @@ class ProcessBackend:
     async def slow_network(
         self, broker_ids: list[int], latency_ms: float, jitter_ms: float
     ) -> None:
-        raise self._refused("slow_network")
+        network = self._network("slow_network")
+        await asyncio.to_thread(network.slow_network, broker_ids, latency_ms, jitter_ms)
 
     async def normal_network(self) -> None:
-        raise self._refused("slow_network")
+        await asyncio.to_thread(self._network("slow_network").normal_network)
 
     async def clock_jump(self, broker_ids: list[int], seconds: float) -> None:
         raise self._refused("clock_jump")
@@ -330,10 +371,14 @@ class ProcessBackend:
         raise self._refused("torn_write")
 
     async def fill_disk(self, broker_id: int) -> None:
-        raise self._refused("disk_full")
+        if "disk_full" not in self.spec.injectable:
+            raise self._refused("disk_full")
+        await asyncio.to_thread(self.cluster.fill_disk, broker_id)
 
     async def free_disk(self, broker_id: int) -> None:
-        raise self._refused("disk_full")
+        if "disk_full" not in self.spec.injectable:
+            raise self._refused("disk_full")
+        await asyncio.to_thread(self.cluster.free_disk, broker_id)
 
     async def heal_network(self) -> None:
         pass  # every cut this backend makes is undone by the runner, one by one
@@ -511,6 +556,12 @@ class LocalBackend:
 
     def reconnect(self, broker_id: int) -> None:
         raise ChaosError(f"{RUNTIME} cannot isolate broker {broker_id}: {_NO_NETNS}")
+
+    def fill_disk(self, broker_id: int) -> None:
+        raise ChaosError(f"{RUNTIME} cannot fill broker {broker_id}'s disk: {_NO_TMPFS}")
+
+    def free_disk(self, broker_id: int) -> None:
+        raise ChaosError(f"{RUNTIME} cannot fill broker {broker_id}'s disk: {_NO_TMPFS}")
 
     async def controller_id(self) -> int:
         zk = KazooCoordination(self.cluster.zookeeper.connect_string, 6000)

@@ -53,7 +53,7 @@ import shutil
 import signal
 import subprocess
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -107,6 +107,7 @@ STOP_TIMEOUT_S: Final = 40  # as stop_grace_period in the compose file
 _START_POLL_S: Final = 1.0
 
 RUNTIME: Final = "the compose cluster"
+_NO_DISK_LIMIT: Final = "a full disk needs a size-limited filesystem as each broker's volume"
 
 INJECTABLE: Final = frozenset(
     {"crash", "restart", "pause", "controlled_shutdown", "rolling_restart", "isolate"}
@@ -122,7 +123,7 @@ NOT_INJECTABLE: Final[Mapping[str, str]] = MappingProxyType(
         "slow_network": "delaying a container's traffic needs tc netem in the broker image, "
         "which it does not have",
         "expire_session": "a broker's ZooKeeper session id and password never leave its container",
-        "disk_full": "a full disk needs a size-limited filesystem as each broker's volume",
+        "disk_full": _NO_DISK_LIMIT,
         "clock_jump": "containers share the host kernel's clock: stepping one needs "
         "libfaketime or a time namespace",
         "partition_one_way": "one-way faults need packet filtering inside the containers, "
@@ -163,14 +164,18 @@ def run_command(
     )
 
 
+Runner = Callable[[list[str], float, Mapping[str, str] | None], "subprocess.CompletedProcess[str]"]
+"""How docker and compose commands run (``run_command``; a test's fake records them)."""
+
+
 def _engine_address() -> str:
     return os.environ.get("DOCKER_HOST") or "/var/run/docker.sock"
 
 
-def compose_command() -> str | None:
+def compose_command(runner: Runner = run_command) -> str | None:
     """``docker compose`` if the plugin answers, else ``docker-compose`` if installed."""
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        if run_command(["docker", "compose", "version"]).returncode == 0:
+        if runner(["docker", "compose", "version"], 30.0, None).returncode == 0:
             return "docker compose"
     if shutil.which("docker-compose") is not None:
         return "docker-compose"
@@ -252,7 +257,8 @@ class ComposeCluster:
     endpoints, the file's defaults when empty). ``remember_containers``: look each
     broker's container up once (for a user that never has compose re-create one).
     ``client_properties``: how the host's clients reach the brokers (the TLS keys of the
-    secured mode, cluster.compose_secure; none for the plaintext file)."""
+    secured mode, cluster.compose_secure; none for the plaintext file). ``runner``: how the
+    commands run."""
 
     command: str
     files: list[str]
@@ -262,6 +268,7 @@ class ComposeCluster:
     metrics_ports: dict[int, int] = field(default_factory=dict)
     remember_containers: bool = False
     client_properties: dict[str, str] = field(default_factory=dict)
+    runner: Runner = field(default=run_command, repr=False)
     _containers: dict[int, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -285,7 +292,7 @@ class ComposeCluster:
         return f"{self.project}_broker-{broker_id}-data"
 
     def docker(self, *args: str, timeout_s: float = DOCKER_COMMAND_TIMEOUT_S) -> str:
-        result = run_command(["docker", *args], timeout_s)
+        result = self.runner(["docker", *args], timeout_s, None)
         if result.returncode != 0:
             raise RuntimeError(f"docker {' '.join(args)} failed: {result.stderr.strip()}")
         return result.stdout
@@ -297,7 +304,7 @@ class ComposeCluster:
             **os.environ,
             **port_environment(self.ports, self.kafka_ports, self.metrics_ports),
         }
-        result = run_command(argv, timeout_s, env)
+        result = self.runner(argv, timeout_s, env)
         if result.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} failed: {result.stderr.strip()}")
         return result.stdout
@@ -322,6 +329,10 @@ class ComposeCluster:
         if self.remember_containers:
             self._containers[broker_id] = found[0]
         return found[0]
+
+    def forget_containers(self) -> None:
+        """Look each container up again on next use (compose may have re-created one)."""
+        self._containers.clear()
 
     def kill(self, broker_id: int, sig: int = signal.SIGKILL) -> None:
         self.docker("kill", "--signal", signal.Signals(sig).name, self.container(broker_id))
@@ -386,7 +397,7 @@ class ComposeCluster:
         """Copy the broker's directory of one partition to ``dest`` (None if it has none)."""
         dest.mkdir(parents=True, exist_ok=True)
         source = f"{self.container(broker_id)}:{DATA_DIR}/{topic}-{partition}"
-        result = run_command(["docker", "cp", source, str(dest)], DOCKER_COMMAND_TIMEOUT_S)
+        result = self.runner(["docker", "cp", source, str(dest)], DOCKER_COMMAND_TIMEOUT_S, None)
         if result.returncode != 0:
             return None
         return dest / f"{topic}-{partition}"
@@ -395,12 +406,12 @@ class ComposeCluster:
         """Copy the broker's whole log directory to ``dest``/logs (None if that fails)."""
         dest.mkdir(parents=True, exist_ok=True)
         source = f"{self.container(broker_id)}:{DATA_DIR}"
-        result = run_command(["docker", "cp", source, str(dest)], DOCKER_COMMAND_TIMEOUT_S)
+        result = self.runner(["docker", "cp", source, str(dest)], DOCKER_COMMAND_TIMEOUT_S, None)
         return dest / Path(DATA_DIR).name if result.returncode == 0 else None
 
     def logs(self, broker_id: int, since: str | None = None) -> str:
         args = ["docker", "logs", *(["--since", since] if since else []), self.container(broker_id)]
-        result = run_command(args, DOCKER_COMMAND_TIMEOUT_S)
+        result = self.runner(args, DOCKER_COMMAND_TIMEOUT_S, None)
         return result.stdout + result.stderr
 
     async def describe(self, transport: GrpcTransport, broker_id: int) -> list[pb.ReplicaState]:
@@ -505,24 +516,35 @@ class ComposeBackend:
     """``cluster.chaos.ChaosBackend`` on a compose project of its own (see the module's
     docstring for what each fault is)."""
 
-    def __init__(self, scenario: Scenario, root: Path) -> None:
+    def __init__(
+        self, scenario: Scenario | None, root: Path, cluster: ComposeCluster | None = None
+    ) -> None:
         self.scenario = scenario
         self.root = root
-        command = compose_command()
-        if command is None:
-            raise ChaosError("neither `docker compose` nor `docker-compose` works here")
         self.override = root / "compose-override.yml"
-        self.cluster = ComposeCluster(
-            command,
-            [str(COMPOSE_FILE), str(self.override)],
-            f"kafkasim-chaos-{os.getpid()}-{uuid.uuid4().hex[:8]}",
-            *free_broker_ports(),
-            remember_containers=True,  # the run starts and stops them, never re-creates one
-        )
-        self._status: dict[int, str] = dict.fromkeys(BROKER_IDS, "created")
+        if cluster is None:
+            command = compose_command()
+            if command is None:
+                raise ChaosError("neither `docker compose` nor `docker-compose` works here")
+            cluster = ComposeCluster(
+                command,
+                [str(COMPOSE_FILE), str(self.override)],
+                f"kafkasim-chaos-{os.getpid()}-{uuid.uuid4().hex[:8]}",
+                *free_broker_ports(),
+                remember_containers=True,  # the run starts and stops them, never re-creates one
+            )
+        self.cluster = cluster
+        self._status: dict[int, str] = dict.fromkeys(sorted(cluster.ports), "created")
         self._started_at: dict[int, str] = {}
         self._up = False
         self._stopped = False
+
+    @classmethod
+    def over(cls, cluster: ComposeCluster, root: Path) -> ComposeBackend:
+        """The same faults on a project that runs already (the console's buttons on a compose
+        cluster; ``root``: its directory). Each broker's state is the engine's, as the last
+        ``refresh`` found it; ``stop`` and ``close`` leave the project alone (not ours)."""
+        return cls(None, root, cluster)
 
     @property
     def spec(self) -> BackendSpec:
@@ -530,7 +552,11 @@ class ComposeBackend:
 
     @property
     def broker_ids(self) -> tuple[int, ...]:
-        return BROKER_IDS
+        return tuple(sorted(self.cluster.ports))
+
+    def status(self, broker_id: int) -> str:
+        """The broker's container state as last known (running, paused, exited, ...)."""
+        return self._status.get(broker_id, "missing")
 
     @property
     def bootstrap(self) -> list[str]:
@@ -542,6 +568,7 @@ class ComposeBackend:
         return self.cluster.kafka_bootstrap.split(",")
 
     def start(self) -> None:
+        assert self.scenario is not None, "a backend over a running project has started already"
         self.root.mkdir(parents=True, exist_ok=True)
         # The brokers' settings may carry passwords (ssl.*.password, sasl.jaas.config).
         write_private(
@@ -650,10 +677,10 @@ class ComposeBackend:
             code = self.cluster.inspect(broker_id, "{{.State.ExitCode}}")
         except (RuntimeError, subprocess.TimeoutExpired):
             code = "?"
-        return (
-            f"exit code {code}; log: docker logs {self.cluster.container(broker_id)[:12]}, "
-            f"saved to {self._logs_path} at the end"
-        )
+        log = f"docker logs {self.cluster.container(broker_id)[:12]}"
+        if self.scenario is None:  # a project of someone else's: nothing saved at the end
+            return f"exit code {code}; log: {log}"
+        return f"exit code {code}; log: {log}, saved to {self._logs_path} at the end"
 
     def pause(self, broker_id: int) -> None:
         self.cluster.pause(broker_id)
@@ -668,6 +695,12 @@ class ComposeBackend:
 
     def reconnect(self, broker_id: int) -> None:
         self.cluster.connect(broker_id)
+
+    def fill_disk(self, broker_id: int) -> None:
+        raise ChaosError(f"{RUNTIME} cannot fill broker {broker_id}'s disk: {_NO_DISK_LIMIT}")
+
+    def free_disk(self, broker_id: int) -> None:
+        raise ChaosError(f"{RUNTIME} cannot fill broker {broker_id}'s disk: {_NO_DISK_LIMIT}")
 
     async def controller_id(self) -> int:
         """The controller as the answering brokers' metadata names it (ZooKeeper is on the

@@ -35,12 +35,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from kafkasim.cluster.certs import (
     ORGANIZATIONAL_UNIT,
@@ -48,7 +49,14 @@ from kafkasim.cluster.certs import (
     broker_name,
     load_or_create_ca,
 )
-from kafkasim.cluster.compose import BROKER_IDS, config_environment
+from kafkasim.cluster.compose import (
+    BROKER_IDS,
+    COMPOSE_FILE,
+    ComposeCluster,
+    Runner,
+    config_environment,
+    run_command,
+)
 from kafkasim.common.private_files import write_private
 from kafkasim.common.zk_acl import jaas_client_text
 from kafkasim.controller.zk_kazoo import secure_root
@@ -63,8 +71,10 @@ __all__ = [
     "SECRETS_DIR",
     "SECRETS_MOUNT",
     "SecuredCompose",
+    "attached_cluster",
     "broker_principal",
     "default_ports",
+    "default_project",
     "lock_zookeeper_root",
     "prepare",
     "secured_override",
@@ -89,6 +99,12 @@ AUTHORIZER_CLASS: Final = "kafka.security.authorizer.AclAuthorizer"
 LISTENERS: Final = ("INTERNAL", "EXTERNAL", "KAFKA_INTERNAL", "KAFKA_EXTERNAL")
 # The base file's published host ports (its ${VAR:-default}s), by broker id.
 _DEFAULT_BASES: Final = {"PORT": 19091, "KAFKA_PORT": 29091, "METRICS_PORT": 39091}
+
+
+def save_state(root: Path, state: dict[str, Any]) -> None:
+    """Write a cluster's state file (``STATE_FILE``: pids, ports, client properties) in
+    ``root``, which the --dir tools and 'cluster down' read."""
+    (root / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
 
 
 def broker_principal(broker_id: int) -> str:
@@ -261,6 +277,74 @@ def state(
             for b in sorted(ports)
         ],
     }
+
+
+def default_project(env: Mapping[str, str] | None = None) -> str:
+    """The project name compose gives ``compose/docker-compose.yml`` without ``-p``:
+    COMPOSE_PROJECT_NAME, else the name of the first file's directory (lower case, only
+    letters, digits, ``_`` and ``-``)."""
+    values = os.environ if env is None else env
+    named = values.get("COMPOSE_PROJECT_NAME")
+    if named:
+        return named
+    return re.sub(r"[^a-z0-9_-]", "", COMPOSE_FILE.parent.name.lower())
+
+
+def _port(broker: Mapping[str, Any], key: str) -> int | None:
+    address = broker.get(key)
+    if address is None:
+        return None
+    text = str(address).removeprefix("http://").removesuffix("/metrics")
+    _, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"broker {broker.get('id')}: {key} {address!r} is not HOST:PORT")
+    return int(port)
+
+
+def attached_cluster(
+    recorded: Mapping[str, Any], command: str, runner: Runner = run_command
+) -> ComposeCluster:
+    """The running project a compose cluster's state describes (``state``): its name (as
+    compose gave it when the state has none), its files, the brokers' published ports and
+    the client properties. ValueError naming what is wrong with the state."""
+    if recorded.get("backend") != BACKEND:
+        raise ValueError(f"not a compose cluster's state (backend {recorded.get('backend')!r})")
+    brokers = recorded.get("brokers")
+    if not isinstance(brokers, list) or not brokers:
+        raise ValueError("a compose cluster's state names no brokers")
+    ports: dict[int, int] = {}
+    kafka_ports: dict[int, int] = {}
+    metrics_ports: dict[int, int] = {}
+    for broker in brokers:
+        broker_id = broker.get("id") if isinstance(broker, dict) else None
+        if not isinstance(broker_id, int) or isinstance(broker_id, bool) or broker_id in ports:
+            raise ValueError(f"a compose cluster's state has a bad broker entry: {broker!r}")
+        for key, found in (
+            ("address", ports),
+            ("kafka_address", kafka_ports),
+            ("metrics", metrics_ports),
+        ):
+            port = _port(broker, key)
+            if port is not None:
+                found[broker_id] = port
+        if broker_id not in ports:
+            raise ValueError(f"broker {broker_id}: no address in the compose cluster's state")
+    override = recorded.get("compose_override")
+    files = [str(COMPOSE_FILE), *([str(override)] if override else [])]
+    project = recorded.get("project") or default_project()
+    properties = {str(k): str(v) for k, v in (recorded.get("client_properties") or {}).items()}
+    return ComposeCluster(
+        command,
+        files,
+        str(project),
+        ports,
+        kafka_ports,
+        metrics_ports,
+        # Each container looked up once: a refresh looks them up again if one was re-created.
+        remember_containers=True,
+        client_properties=properties,
+        runner=runner,
+    )
 
 
 def write_state(secured: SecuredCompose, recorded: Mapping[str, object]) -> Path:

@@ -83,18 +83,20 @@ class BrokerProcess:
     # A broker process this object did not start (a cluster attached from its state file):
     # known by pid only, and told from a reused pid by its command line.
     adopted_pid: int | None = None
+    # The address its listeners bind and advertise (its network namespace's, ``cluster.netns``).
+    host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         self.log_path = self.data_dir / "broker.log"
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def kafka_address(self) -> str:
         """Where Kafka's own clients connect (``bootstrap.servers``)."""
-        return f"127.0.0.1:{self.kafka_port}"
+        return f"{self.host}:{self.kafka_port}"
 
     @property
     def metrics_url(self) -> str | None:
@@ -167,6 +169,7 @@ class LocalCluster:
         zookeeper: ZooKeeperProcess | None = None,
         detached: bool = False,
         tls: bool = False,
+        zookeeper_host: str = "127.0.0.1",
     ) -> None:
         self.root = root
         self.detached = detached
@@ -175,7 +178,9 @@ class LocalCluster:
         self.tls = tls
         self.root.mkdir(parents=True, exist_ok=True)
         self._own_zookeeper = zookeeper is None
-        self.zookeeper = zookeeper or ZooKeeperProcess(root / "zookeeper", detached=detached)
+        self.zookeeper = zookeeper or ZooKeeperProcess(
+            root / "zookeeper", detached=detached, host=zookeeper_host
+        )
         self.broker_props = dict(broker_props or {})
         self._make_zookeeper_credentials()
         # metrics.port is per broker here: 0 (or unset) a free port each, -1 none, and a
@@ -339,8 +344,7 @@ class LocalCluster:
         props: dict[str, object] = {
             "broker.id": broker.broker_id,
             # gRPC (kafkasim's own clients, replication) and Kafka's protocol side by side.
-            "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},"
-            f"KAFKA://127.0.0.1:{broker.kafka_port}",
+            "listeners": f"PLAINTEXT://{broker.address},KAFKA://{broker.kafka_address}",
             "log.dirs": str(broker.data_dir / "logs"),
             "zookeeper.connect": self.zookeeper.connect_string,
             "zookeeper.session.timeout.ms": 6000,
@@ -413,15 +417,7 @@ class LocalCluster:
         broker.log_start = log.tell()
         try:
             broker.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "kafkasim.cli",
-                    "-v",
-                    "broker",
-                    "--config",
-                    str(broker.config_path),
-                ],
+                self.broker_argv(broker),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -434,6 +430,19 @@ class LocalCluster:
             "started broker %d (pid %d) on %s", broker_id, broker.process.pid, broker.address
         )
         return broker
+
+    def broker_argv(self, broker: BrokerProcess) -> list[str]:
+        """The command line that runs ``broker`` (a subclass may run it elsewhere, e.g. in a
+        network namespace: the command must exec the broker, keeping its pid)."""
+        return [
+            sys.executable,
+            "-m",
+            "kafkasim.cli",
+            "-v",
+            "broker",
+            "--config",
+            str(broker.config_path),
+        ]
 
     def wait_serving(self, broker_id: int, timeout_s: float = 60.0) -> None:
         """Until the broker prints that it serves (it has registered in ZooKeeper)."""

@@ -35,10 +35,12 @@ SUITE=bookworm
 # Packages of each base; debootstrap adds their dependencies (not their recommendations).
 PYTHON_PACKAGES=python3,python3-venv
 ZOOKEEPER_PACKAGES=libzookeeper-java,default-jre-headless
-# kafkasim's importable packages (as [tool.setuptools.packages.find] lists them) and other
-# files of its wheel: what the source hash covers.
+# kafkasim's importable packages (as [tool.setuptools.packages.find] lists them: kafkasim/ and
+# the folders its links point to, read from the links so that a new package cannot be left out)
+# and other files of its wheel: what the source hash covers.
 SOURCE_FILES=(pyproject.toml README.md)
-SOURCE_DIRS=(kafkasim common storage cli proto node controller client sim faults cluster spark)
+mapfile -t LINKED < <(cd "$REPO/kafkasim" && find . -maxdepth 1 -type l -printf '%f\n' | sort)
+SOURCE_DIRS=(kafkasim "${LINKED[@]}")
 
 say() { printf 'build-offline: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
@@ -115,8 +117,7 @@ ensure_base() {
 source_hash() {
     (
         cd "$REPO"
-        find "${SOURCE_DIRS[@]}" -type f \( -name '*.py' -o -name '*.pyi' -o -name '*.toml' \
-            -o -name '*.proto' -o -name 'py.typed' \) -not -path '*/__pycache__/*' -print0 \
+        find "${SOURCE_DIRS[@]}" -type f -not -path '*/__pycache__/*' -not -name '*.pyc' -print0 \
             | sort -z | xargs -0 sha256sum
         sha256sum "${SOURCE_FILES[@]}"
     ) | sha

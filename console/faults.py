@@ -1,6 +1,6 @@
 """The console's fault buttons, through the same backends as ``kafkasim chaos`` and
 ``kafkasim cluster kill|pause|...`` (``cluster.chaos.ChaosBackend``: ``LocalBackend`` for the
-processes of ``cluster up``).
+processes of ``cluster up``, ``ComposeBackend.over`` for a compose project that runs).
 
 Each request is checked before anything happens, and a refused one injects nothing: an
 unknown action or broker, a broker in the wrong state for it (kill a broker that is down,
@@ -9,9 +9,12 @@ processes: the backend's own reason, ``BackendSpec.not_injectable``), or a conso
 backend at all (brokers reached by address only). The buttons map onto the chaos actions as
 the runner applies them: ``kill`` is ``crash`` (SIGKILL), ``shutdown`` is
 ``controlled_shutdown`` (SIGTERM and a wait for the exit), ``pause``/``resume`` are SIGSTOP and
-SIGCONT, ``restart`` starts a broker that is down and reports when it serves again (after its
-old registration is gone, up to the ZooKeeper session timeout), ``isolate``/``reconnect`` cut
-and restore its links where the backend can.
+SIGCONT (``docker pause``/``unpause``, the cgroup freezer, on a compose cluster), ``restart``
+starts a broker that is down and reports when it serves again (after its old registration is
+gone, up to the ZooKeeper session timeout), ``isolate``/``reconnect`` cut and restore its
+links where the backend can. The brokers' states are the backend's as they are when the
+request is checked (``refresh`` first: for a compose cluster, the engine's). A backend step
+that fails (a docker command refused) answers 502 with its reason, also on the timeline.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import subprocess
 from collections.abc import Callable
 from typing import Final
 
-from kafkasim.cluster.chaos import ChaosBackend
+from kafkasim.cluster.chaos import ChaosBackend, ChaosError
 from kafkasim.common.errors import KafkasimError
 
 __all__ = ["BUTTONS", "FaultRefusedError", "Injector"]
@@ -43,9 +47,9 @@ _SERVING_POLL_S: Final = 0.5
 
 
 class FaultRefusedError(KafkasimError):
-    """A fault request that was refused before anything was injected; ``status`` is the HTTP
-    status it answers with (400 malformed, 404 unknown, 409 wrong state, 422 not injectable
-    here)."""
+    """A fault request that was refused before anything was injected, or that the backend
+    failed to inject; ``status`` is the HTTP status it answers with (400 malformed, 404
+    unknown, 409 wrong state, 422 not injectable here, 502 the backend's step failed)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -62,9 +66,11 @@ class Injector:
         on_event: Callable[[str, str], None],
         *,
         is_paused: Callable[[int], bool] | None = None,
+        on_started: Callable[[int], None] | None = None,
         serving_limit_s: float = 60.0,
     ) -> None:
         self.backend = backend
+        self._on_started = on_started
         self.on_event = on_event
         self._is_paused = is_paused
         self._paused: set[int] = set()
@@ -80,6 +86,11 @@ class Injector:
 
     def check(self, action: object, broker: object) -> tuple[str, int, ChaosBackend]:
         """The validated request (or FaultRefusedError saying what is wrong)."""
+        name, n, backend = self._request(action, broker)
+        return self._in_state(name, n, backend)
+
+    def _request(self, action: object, broker: object) -> tuple[str, int, ChaosBackend]:
+        """What can be checked without asking the backend for its brokers' states."""
         if not isinstance(action, str) or action not in BUTTONS:
             raise FaultRefusedError(
                 400, f"unknown action {action!r}; known: {', '.join(sorted(BUTTONS))}"
@@ -102,6 +113,12 @@ class Injector:
             raise FaultRefusedError(
                 422, f"{backend.spec.runtime} cannot {action} broker {broker}: {reason}"
             )
+        return action, broker, backend
+
+    def _in_state(
+        self, action: str, broker: int, backend: ChaosBackend
+    ) -> tuple[str, int, ChaosBackend]:
+        """The request checked against the brokers' states as the backend knows them."""
         running = backend.running(broker)
         if action == "restart" and running:
             raise FaultRefusedError(409, f"broker {broker} is already running")
@@ -118,43 +135,64 @@ class Injector:
     async def apply(self, action: object, broker: object) -> str:
         """Inject the fault once checked; what was done (also written on the timeline)."""
         async with self.lock:  # one fault at a time: each is checked against the state it finds
-            name, n, backend = self.check(action, broker)
+            name, n, backend = self._request(action, broker)
+            # The states as they are now (a compose cluster's: the engine's, in one call).
+            await self._step(f"{name} broker {n}", backend.refresh)
+            self._in_state(name, n, backend)
             self.on_event("fault", f"console: {name} broker {n}")
-            if name == "kill":
-                await asyncio.to_thread(backend.kill, n, signal.SIGKILL)
-                self._paused.discard(n)
-            elif name == "shutdown":
-                if self.paused(n):  # a stopped process holds SIGTERM until it runs
-                    await asyncio.to_thread(backend.resume, n)
-                    self._paused.discard(n)
-                await asyncio.to_thread(backend.kill, n, signal.SIGTERM)
-            elif name == "pause":
-                await asyncio.to_thread(backend.pause, n)
-                self._paused.add(n)
-            elif name == "resume":
-                await asyncio.to_thread(backend.resume, n)
-                self._paused.discard(n)
-            elif name == "isolate":
-                await asyncio.to_thread(backend.isolate, n)
-                self._isolated.add(n)
-            elif name == "reconnect":
-                await asyncio.to_thread(backend.reconnect, n)
-                self._isolated.discard(n)
-            else:
-                await asyncio.to_thread(backend.start_broker, n)
-                task = asyncio.get_running_loop().create_task(self._wait_serving(backend, n))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            try:
+                await self._inject(name, n, backend)
+            except FaultRefusedError as e:
+                self.on_event("fault", f"console: {e}")
+                raise
         done = {
             "kill": "killed (SIGKILL)",
             "shutdown": "shut down (controlled)",
-            "pause": "paused (SIGSTOP)",
-            "resume": "resumed (SIGCONT)",
+            "pause": "paused",
+            "resume": "resumed",
             "isolate": "isolated",
             "reconnect": "reconnected",
             "restart": "started; waiting for it to serve",
         }[name]
         return f"broker {n} {done}"
+
+    async def _step(self, what: str, step: Callable[..., None], *args: object) -> None:
+        """One backend call in a thread; its failure (a docker command refused, a process
+        gone) answers as 502 naming it, instead of an error page."""
+        try:
+            await asyncio.to_thread(step, *args)
+        except (ChaosError, RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+            raise FaultRefusedError(502, f"{what} failed: {e}") from e
+
+    async def _inject(self, name: str, n: int, backend: ChaosBackend) -> None:
+        what = f"{name} broker {n}"
+        if name == "kill":
+            await self._step(what, backend.kill, n, signal.SIGKILL)
+            self._paused.discard(n)
+        elif name == "shutdown":
+            if self.paused(n):  # a stopped process holds SIGTERM until it runs
+                await self._step(what, backend.resume, n)
+                self._paused.discard(n)
+            await self._step(what, backend.kill, n, signal.SIGTERM)
+        elif name == "pause":
+            await self._step(what, backend.pause, n)
+            self._paused.add(n)
+        elif name == "resume":
+            await self._step(what, backend.resume, n)
+            self._paused.discard(n)
+        elif name == "isolate":
+            await self._step(what, backend.isolate, n)
+            self._isolated.add(n)
+        elif name == "reconnect":
+            await self._step(what, backend.reconnect, n)
+            self._isolated.discard(n)
+        else:
+            await self._step(what, backend.start_broker, n)
+            if self._on_started is not None:  # e.g. the new pid on the cluster's record
+                self._on_started(n)
+            task = asyncio.get_running_loop().create_task(self._wait_serving(backend, n))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def _wait_serving(self, backend: ChaosBackend, broker_id: int) -> None:
         waited = 0.0

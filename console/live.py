@@ -13,13 +13,15 @@ Where things come from, each once per poll (once a second):
 * Consumer groups (ListGroups, DescribeGroups, OffsetFetch and ListOffsets) every
   ``GROUPS_EVERY`` polls: they cost a request to every broker and a few to each coordinator.
 
-A ``Target`` says where the brokers are and, for a local cluster, the state of each process.
+A ``Target`` says where the brokers are and, for a local cluster, the state of each process
+(for a compose cluster, of each container: one ``docker inspect`` per poll, in a thread).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kafkasim import proto
 from kafkasim.client.admin import AdminClient
+from kafkasim.cluster.compose import ComposeBackend
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import Clock, SystemClock
 from kafkasim.common.coordination import NoNodeError, WatchEvent
@@ -52,7 +55,15 @@ from kafkasim.controller.zk_kazoo import KazooCoordination
 from kafkasim.faults.history import ReplicaSample
 from kafkasim.proto import kafkasim_pb2 as pb
 
-__all__ = ["GROUPS_EVERY", "LocalTarget", "Poller", "StaticTarget", "Target", "parse_metrics"]
+__all__ = [
+    "GROUPS_EVERY",
+    "ComposeTarget",
+    "LocalTarget",
+    "Poller",
+    "StaticTarget",
+    "Target",
+    "parse_metrics",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +85,9 @@ class Target:
     def bootstrap(self) -> list[str]:
         return [b.address for b in self.brokers()]
 
+    async def refresh(self) -> None:
+        """Learn the processes' states again, before each poll (nothing to do by default)."""
+
 
 @dataclass
 class LocalTarget(Target):
@@ -89,6 +103,65 @@ class LocalTarget(Target):
             process = (PAUSED if b.paused else UP) if b.running else DOWN
             out.append(BrokerState(b.broker_id, b.address, b.kafka_address, b.metrics_url, process))
         return out
+
+
+# A container's state (docker inspect's .State.Status) as the console shows the broker.
+_CONTAINER_STATES: Final = {
+    "running": UP,
+    "restarting": UP,
+    "paused": PAUSED,
+    "created": DOWN,
+    "exited": DOWN,
+    "dead": DOWN,
+    "removing": DOWN,
+}
+
+
+@dataclass
+class ComposeTarget(Target):
+    """A compose cluster (its state file): brokers on their published ports, each
+    container's state as the backend's last ``refresh`` found it (unknown when the engine
+    does not answer)."""
+
+    backend: ComposeBackend
+    zookeeper: str | None = None
+    client_properties: Mapping[str, object] = field(default_factory=dict)
+    engine_error: str | None = None
+
+    def brokers(self) -> list[BrokerState]:
+        cluster = self.backend.cluster
+        out = []
+        for b in self.backend.broker_ids:
+            metrics = cluster.metrics_ports.get(b)
+            kafka = cluster.kafka_ports.get(b)
+            out.append(
+                BrokerState(
+                    b,
+                    cluster.address(b),
+                    None if kafka is None else f"127.0.0.1:{kafka}",
+                    None if metrics is None else f"http://127.0.0.1:{metrics}/metrics",
+                    UNKNOWN
+                    if self.engine_error is not None
+                    else _CONTAINER_STATES.get(self.backend.status(b), UNKNOWN),
+                )
+            )
+        return out
+
+    async def refresh(self) -> None:
+        try:
+            await asyncio.to_thread(self._refresh)
+            self.engine_error = None
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+            if self.engine_error is None:
+                logger.warning("compose project %s: %s", self.backend.cluster.project, e)
+            self.engine_error = str(e)
+
+    def _refresh(self) -> None:
+        try:
+            self.backend.refresh()
+        except RuntimeError:  # a container compose re-created has a new id: look them up again
+            self.backend.cluster.forget_containers()
+            self.backend.refresh()
 
 
 @dataclass
@@ -185,6 +258,7 @@ class Poller:
     async def snapshot(self) -> Snapshot:
         """One poll of everything (see the module doc)."""
         self._polls += 1
+        await self.target.refresh()
         if isinstance(self.target, StaticTarget) and not self.target.known:
             await self._learn_brokers(self.target)
         brokers = self.target.brokers()

@@ -2,8 +2,8 @@
 
 Used by ``kafkasim cluster up`` and by tests that need a real server. The server runs
 ``org.apache.zookeeper.server.ZooKeeperServerMain`` on a generated ``zoo.cfg``: bound to
-127.0.0.1 only, admin server off, four-letter words limited to ``srvr`` and ``ruok``. Its
-files live under ``data_dir``::
+127.0.0.1 only (or the one address given as ``host``), admin server off, four-letter words
+limited to ``srvr`` and ``ruok``. Its files live under ``data_dir``::
 
     data_dir/zoo.cfg          the generated configuration
     data_dir/zookeeper.log    the JVM's stdout and stderr
@@ -105,9 +105,9 @@ def free_loopback_port() -> int:
         return port
 
 
-def four_letter_word(port: int, word: str, timeout_s: float = 1.0) -> str:
-    """Send a four-letter-word command to the server on ``127.0.0.1:port``; its answer."""
-    with socket.create_connection((LOOPBACK, port), timeout=timeout_s) as s:
+def four_letter_word(port: int, word: str, timeout_s: float = 1.0, *, host: str = LOOPBACK) -> str:
+    """Send a four-letter-word command to the server on ``host:port``; its answer."""
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
         s.sendall(word.encode("ascii"))
         s.shutdown(socket.SHUT_WR)
         chunks = []
@@ -151,12 +151,16 @@ class ZooKeeperProcess:
         start_timeout_s: float = 30.0,
         stop_timeout_s: float = 10.0,
         detached: bool = False,
+        host: str = LOOPBACK,
     ) -> None:
         if not 0 <= port < 65536:
             raise ValueError(f"port must be 0..65535, got {port}")
         self.data_dir = Path(data_dir)
         self._requested_port = port
         self._port = port
+        # The one address it listens on (loopback unless brokers in network namespaces must
+        # reach it through a bridge: ``cluster.netns``).
+        self.host = host
         self._tick_time_ms = tick_time_ms
         self._max_session_timeout_ms = max_session_timeout_ms
         self._force_sync = force_sync
@@ -178,7 +182,7 @@ class ZooKeeperProcess:
 
     @property
     def connect_string(self) -> str:
-        return f"{LOOPBACK}:{self._port}"
+        return f"{self.host}:{self._port}"
 
     @property
     def pid(self) -> int | None:
@@ -251,7 +255,7 @@ class ZooKeeperProcess:
                     f"tickTime={self._tick_time_ms}",
                     f"dataDir={(self.data_dir / 'data').resolve()}",
                     f"clientPort={self._port}",
-                    f"clientPortAddress={LOOPBACK}",
+                    f"clientPortAddress={self.host}",
                     f"maxSessionTimeout={self._max_session_timeout_ms}",
                     "maxClientCnxns=0",
                     "admin.enableServer=false",
@@ -318,7 +322,7 @@ class ZooKeeperProcess:
                 f"ZooKeeper exited with code {code} while starting; log tail:\n{self._log_tail()}"
             )
         try:
-            answer = four_letter_word(self._port, "srvr")
+            answer = four_letter_word(self._port, "srvr", host=self.host)
         except OSError as e:
             raise _NotServingYetError from e
         # Before it serves, the server answers "not currently serving requests".

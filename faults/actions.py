@@ -84,6 +84,27 @@ _PEER: Final = ParamSpec(
 )
 
 
+_DELAY: Final = (
+    ParamSpec(
+        "latency_ms",
+        ParamKind.NUMBER,
+        "Added one-way delay.",
+        required=True,
+        low=POSITIVE,
+        high=LATENCY_MS_MAX,
+    ),
+    ParamSpec(
+        "jitter_ms",
+        ParamKind.NUMBER,
+        "Up to this much more, uniformly.",
+        default=0.0,
+        low=0.0,
+        high=LATENCY_MS_MAX,
+    ),
+)
+"""The delay parameters of slow_network and slow_one_way."""
+
+
 _ACTION_LIST: Final = (
     ActionSpec(
         "crash",
@@ -160,24 +181,7 @@ _ACTION_LIST: Final = (
         "0..jitter_ms for duration_s (all: every link).",
         _ANY,
         Duration.REQUIRED,
-        (
-            ParamSpec(
-                "latency_ms",
-                ParamKind.NUMBER,
-                "Added one-way delay.",
-                required=True,
-                low=POSITIVE,
-                high=LATENCY_MS_MAX,
-            ),
-            ParamSpec(
-                "jitter_ms",
-                ParamKind.NUMBER,
-                "Up to this much more, uniformly.",
-                default=0.0,
-                low=0.0,
-                high=LATENCY_MS_MAX,
-            ),
-        ),
+        _DELAY,
     ),
     ActionSpec(
         "disk_full",
@@ -261,22 +265,7 @@ _ACTION_LIST: Final = (
         _BROKER_LIKE,
         Duration.REQUIRED,
         (
-            ParamSpec(
-                "latency_ms",
-                ParamKind.NUMBER,
-                "Added one-way delay.",
-                required=True,
-                low=POSITIVE,
-                high=LATENCY_MS_MAX,
-            ),
-            ParamSpec(
-                "jitter_ms",
-                ParamKind.NUMBER,
-                "Up to this much more, uniformly.",
-                default=0.0,
-                low=0.0,
-                high=LATENCY_MS_MAX,
-            ),
+            *_DELAY,
             _PEER,
             ParamSpec(
                 "inbound",

@@ -48,6 +48,14 @@ The invariants of ARCHITECTURE.md checked from samples and final logs (each a ``
   epoch sets its HW to min(its log end, the leader's HW), lowering it if need be
   (ReplicaFetcherThread.processPartitionData); from then on it is judged. Samples that do not
   say (histories written before they carried it) are judged as before.
+  "Within one leader epoch" means within one registration of its leader too (the sample's
+  ``broker_epoch``, KIP-380): a leader that restarts while no controller watches it die (every
+  broker down at once, back after their sessions expired) is handed its partitions again at
+  the same leader epoch by the next controller's failover, which resends the leadership in
+  ZooKeeper unchanged; the restarted broker starts from its checkpointed HW (0 if it never
+  wrote one) and only moves it forward, so it announces less than before. Followers are not
+  judged in an epoch once its leader has restarted in it: their HW may come from the
+  leader's earlier registration, as a follower's from an earlier epoch's leader.
 * 3 — read beyond HW (rule 7).
 * 4 — in every leader's sample: it names itself leader, leader ∈ ISR ⊆ replicas; no two
   brokers lead one leader epoch; no broker's view of the leader epoch ever decreases. (A
@@ -432,10 +440,12 @@ def _check_samples(samples: Sequence[ReplicaSample], violation: Report) -> None:
 
     epoch_seen: dict[int, tuple[int, int]] = {}  # broker -> (highest epoch, when)
     epoch_leader: dict[int, int] = {}  # leader epoch -> the broker that led it
-    leader_hw: dict[tuple[int, int], tuple[int, int]] = {}  # (broker, epoch) -> (max HW, when)
-    # leader epoch -> the times and HWs of its leader's samples, in time order
+    # (broker, its broker epoch, leader epoch) -> (max HW, when)
+    leader_hw: dict[tuple[int, int | None, int], tuple[int, int]] = {}
+    # leader epoch -> the times, HWs and broker epochs of its leader's samples, in time order
     leader_times: dict[int, list[int]] = {}
     leader_hws: dict[int, list[int]] = {}
+    leader_registrations: dict[int, list[int | None]] = {}
     for s in samples:
         seen = epoch_seen.get(s.broker)
         if seen is not None and s.leader_epoch < seen[0]:
@@ -468,7 +478,8 @@ def _check_samples(samples: Sequence[ReplicaSample], violation: Report) -> None:
                 f"brokers {other} and {s.broker} both led leader epoch {s.leader_epoch} "
                 f"(broker {s.broker} first at {s.time_ms} ms)",
             )
-        best = leader_hw.get((s.broker, s.leader_epoch))
+        incarnation = (s.broker, s.broker_epoch, s.leader_epoch)
+        best = leader_hw.get(incarnation)
         if best is not None and s.high_watermark < best[0]:
             once(
                 ("hw", s.broker, s.leader_epoch, best[0]),
@@ -477,9 +488,10 @@ def _check_samples(samples: Sequence[ReplicaSample], violation: Report) -> None:
                 f"{s.high_watermark} ({s.time_ms} ms) within leader epoch {s.leader_epoch}",
             )
         if best is None or s.high_watermark > best[0]:
-            leader_hw[(s.broker, s.leader_epoch)] = (s.high_watermark, s.time_ms)
+            leader_hw[incarnation] = (s.high_watermark, s.time_ms)
         leader_times.setdefault(s.leader_epoch, []).append(s.time_ms)
         leader_hws.setdefault(s.leader_epoch, []).append(s.high_watermark)
+        leader_registrations.setdefault(s.leader_epoch, []).append(s.broker_epoch)
 
     # A follower's HW against its leader's: brokers are rarely sampled at one instant, so each
     # follower sample meets the leader's next sample of the same epoch (at the same time or
@@ -490,8 +502,9 @@ def _check_samples(samples: Sequence[ReplicaSample], violation: Report) -> None:
         if s.is_leader or times is None or _not_fetched_yet(s):
             continue
         index = bisect.bisect_left(times, s.time_ms)
-        if index == len(times):
-            continue
+        registrations = leader_registrations[s.leader_epoch]
+        if index == len(times) or registrations[index] != registrations[0]:
+            continue  # no later leader sample, or the leader restarted within the epoch
         leader_hw_then = leader_hws[s.leader_epoch][index]
         if s.high_watermark > leader_hw_then:
             once(

@@ -135,12 +135,16 @@ class ReplicaSample:
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
     fetched_leader_epoch: int | None = None
+    # The broker's epoch (its registration, KIP-380) when it answered; a restart gives a new
+    # one. None: the history does not say (written before it was sampled; then not written).
+    broker_epoch: int | None = None
 
     def record(self) -> dict[str, Any]:
         """The JSON object of this sample (without ``kind``)."""
         record = _fields(self)
-        if self.fetched_leader_epoch is None:
-            del record["fetched_leader_epoch"]
+        for name in ("fetched_leader_epoch", "broker_epoch"):
+            if record[name] is None:
+                del record[name]
         return record
 
     @classmethod
@@ -159,6 +163,7 @@ class ReplicaSample:
             isr=tuple(sorted(r.isr)),
             replicas=tuple(r.replicas),
             fetched_leader_epoch=r.fetched_leader_epoch,
+            broker_epoch=r.broker_epoch,
         )
 
 

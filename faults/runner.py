@@ -11,8 +11,11 @@ backend (the deterministic simulation, processes, containers):
 3. Each fault fires at ``at_s`` seconds after the workload started: its target is resolved
    from what the cluster shows then (``resolve``), it is applied through the backend, and it is
    undone ``duration_s`` later in the background, so that the schedule never slips behind a
-   broker that takes its time to come back. The actions are a table keyed by the names of
-   ``ACTIONS`` (``APPLY``): each applies its fault and returns how to undo it, if it can be.
+   broker that takes its time to come back. Injections run in the background too, one at a
+   time in schedule order: a slow one (a controlled shutdown whose requests time out) delays
+   the injections after it, never a heal; the heal of a fault still being injected comes as
+   soon as its injection ends. The actions are a table keyed by the names of ``ACTIONS``
+   (``APPLY``): each applies its fault and returns how to undo it, if it can be.
 4. ``rolling_restart`` runs in the background too, on every backend: each running broker in
    turn, lowest id first, gets a controlled shutdown, is started again and waited for until
    it serves; the next begins ``interval_s`` after the previous one began (or as soon as the
@@ -29,6 +32,10 @@ is down, as a Kafka broker whose start-up failed, and is started again at the ne
 
 Everything random comes from the seed (or, for a run without one, the scenario's name), so a
 run on the simulation replays byte for byte.
+
+(One module, ~660 lines: the schedule loop, the per-broker lifecycle locks and the action
+functions all work on one run's private state (``_Run``); split, the actions would import the
+runner and the runner the actions, which the layering test forbids.)
 """
 
 from __future__ import annotations
@@ -106,6 +113,9 @@ class _Run:
     _background: set[asyncio.Task[None]] = field(default_factory=set)
     _serving: dict[int, asyncio.Task[None]] = field(default_factory=dict)
     _locks: dict[int, asyncio.Lock] = field(default_factory=dict)
+    _injecting: list[asyncio.Task[None]] = field(default_factory=list)
+    _one_injection: asyncio.Lock = field(default_factory=asyncio.Lock)  # FIFO: schedule order
+    _wake: asyncio.Future[None] | None = None  # the schedule loop's sleep, while it sleeps
 
     def __post_init__(self) -> None:
         s = self.scenario
@@ -190,7 +200,7 @@ class _Run:
         finally:
             if workload is not None:
                 await workload.stop()
-            waiting = [*self._serving.values(), *self._background]
+            waiting = [*self._injecting, *self._serving.values(), *self._background]
             for task in waiting:
                 task.cancel()
             # Retrieved here: the run is ending on another error, if any, which matters more.
@@ -238,19 +248,51 @@ class _Run:
     # -- the schedule -------------------------------------------------------------------------
 
     async def _run_faults(self, duration_s: float) -> None:
+        """Start each fault's injection when it falls due and each heal when its window ends,
+        until ``duration_s``. Injections run in the background one at a time (``_injected``),
+        so that one that takes long holds back the injections after it but no heal; the loop
+        wakes when an injection ends, to heal at once a fault whose window ended meanwhile."""
         pending = sorted(self.scenario.faults, key=lambda f: f.at_s)
+        loop = asyncio.get_running_loop()
         while True:
+            for task in [t for t in self._injecting if t.done()]:
+                self._injecting.remove(task)
+                task.result()  # a failed injection ends the run, as soon as it fails
             for item in [u for u in self._undo if u.due_s <= self._elapsed_s()]:
                 self._undo.remove(item)
                 self._in_background(self._heal(item), f"heal {item.label}")
-            # Time is read again after every injection: what fell due meanwhile fires next.
             while pending and pending[0].at_s <= self._elapsed_s():
-                await self._inject(pending.pop(0))
+                fault = pending.pop(0)
+                self._injecting.append(
+                    loop.create_task(self._injected(fault), name=f"inject {fault.action}")
+                )
             now = self._elapsed_s()
             if now >= duration_s:
                 return
             upcoming = [duration_s, *(f.at_s for f in pending), *(u.due_s for u in self._undo)]
-            await asyncio.sleep(max(min(upcoming) - now, 0.01))
+            await self._sleep(max(min(upcoming) - now, 0.01))
+
+    async def _sleep(self, delay_s: float) -> None:
+        """``asyncio.sleep(delay_s)`` (the same steps of the loop, so that the simulation's runs
+        do not move), which the end of an injection cuts short."""
+        loop = asyncio.get_running_loop()
+        self._wake = loop.create_future()
+        timer = loop.call_later(delay_s, _wake_up, self._wake)
+        try:
+            await self._wake
+        finally:
+            timer.cancel()
+            self._wake = None
+
+    async def _injected(self, fault: Fault) -> None:
+        """Inject ``fault`` once every injection scheduled before it has ended (asyncio's lock
+        serves its waiters in order), then wake the schedule loop."""
+        try:
+            async with self._one_injection:
+                await self._inject(fault)
+        finally:
+            if self._wake is not None:
+                _wake_up(self._wake)
 
     async def _inject(self, fault: Fault) -> None:
         targets = resolve(fault, await self._view(fault), self.rng)
@@ -277,6 +319,9 @@ class _Run:
         await item.undo()
 
     async def _heal_everything(self) -> None:
+        injecting, self._injecting = self._injecting, []
+        for task in injecting:  # injections still under way (or queued) end first
+            await task
         while self._background:  # heals and rolling restarts under way, and what they start
             done = list(self._background)
             self._background.clear()
@@ -604,6 +649,11 @@ def _describe_topics(s: Scenario) -> list[str]:
         f"min ISR {t.min_insync_replicas})"
         for t in s.cluster.topics
     ]
+
+
+def _wake_up(sleeping: asyncio.Future[None]) -> None:
+    if not sleeping.done():
+        sleeping.set_result(None)
 
 
 def _forget(task: asyncio.Task[None]) -> None:

@@ -214,14 +214,16 @@ class KafkaApis:
         """A caller's DescribeReplicas, authorized (``node.authz_replica``)."""
         wanted = replica.describe_replicas_params(request)
         return replica.describe_replicas_response(
-            authz_replica.described_replicas(self.broker, wanted)
+            authz_replica.described_replicas(self.broker, wanted), self.broker.broker_epoch
         )
 
     def describe_replicas(self, request: pb.DescribeReplicasRequest) -> pb.DescribeReplicasResponse:
         """DescribeReplicas at once, unauthorized: for in-process callers (the simulation's
         sampler)."""
         wanted = replica.describe_replicas_params(request)
-        return replica.describe_replicas_response(self.replica_manager.describe_replicas(wanted))
+        return replica.describe_replicas_response(
+            self.replica_manager.describe_replicas(wanted), self.broker.broker_epoch
+        )
 
     def _known_partition(self, tp: TopicPartition) -> bool:
         """Whether the metadata cache knows ``tp`` (OffsetDelete refuses the others)."""

@@ -248,7 +248,10 @@ def describe_replicas_params(request: pb.DescribeReplicasRequest) -> frozenset[T
     return frozenset(TopicPartition(p.topic, p.partition) for p in request.partitions)
 
 
-def describe_replicas_response(result: DescribeReplicasResult) -> pb.DescribeReplicasResponse:
+def describe_replicas_response(
+    result: DescribeReplicasResult, broker_epoch: int
+) -> pb.DescribeReplicasResponse:
+    """The answer; each replica names ``broker_epoch``, the answering broker's registration."""
     return pb.DescribeReplicasResponse(
         monotonic_ms=result.monotonic_ms,
         replicas=[
@@ -266,6 +269,7 @@ def describe_replicas_response(result: DescribeReplicasResult) -> pb.DescribeRep
                 size_bytes=r.size_bytes,
                 replicas=list(r.replicas),
                 fetched_leader_epoch=r.fetched_leader_epoch,
+                broker_epoch=broker_epoch,
             )
             for r in result.replicas
         ],

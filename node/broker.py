@@ -538,9 +538,11 @@ class Broker:
         logger.info("broker %d stopped (%s)", self.broker_id, "clean" if clean else "crash")
 
     async def _controlled_shutdown(self) -> None:
+        # Kafka makes controlled.shutdown.max.retries attempts in all (not one plus that many
+        # retries: KafkaServer.controlledShutdown counts them down from the setting).
         retries = self.config["controlled.shutdown.max.retries"]
         backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
-        for attempt in range(retries + 1):
+        for attempt in range(retries):
             try:
                 remaining = await self._request_controlled_shutdown()
             except (RpcError, KafkaError, CoordinationError) as e:
@@ -557,7 +559,7 @@ class Broker:
                 logger.info(
                     "broker %d: %d partitions still led here", self.broker_id, len(remaining)
                 )
-            if attempt < retries:
+            if attempt < retries - 1:
                 await asyncio.sleep(backoff_s)
         logger.warning(
             "broker %d: controlled shutdown did not complete; stopping anyway", self.broker_id

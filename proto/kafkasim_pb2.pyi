@@ -1134,6 +1134,7 @@ class ReplicaState(_message.Message):
     SIZE_BYTES_FIELD_NUMBER: _builtins.int
     REPLICAS_FIELD_NUMBER: _builtins.int
     FETCHED_LEADER_EPOCH_FIELD_NUMBER: _builtins.int
+    BROKER_EPOCH_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     broker_id: _builtins.int
@@ -1149,6 +1150,11 @@ class ReplicaState(_message.Message):
     none since the broker started). Below leader_epoch, the follower has not fetched from its
     current leader yet and still carries the HW an earlier epoch gave it (Kafka's makeFollower
     keeps the HW), which may be above the new leader's. Leaders: -1 unless they followed before.
+    """
+    broker_epoch: _builtins.int
+    """The answering broker's epoch (its registration's czxid, KIP-380; -1 before it registered):
+    a restart gives a new one. A leader restarted before the controller saw it die keeps its
+    leader epoch but starts from its checkpointed HW, which may be below what it announced.
     """
     @_builtins.property
     def isr(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
@@ -1174,10 +1180,11 @@ class ReplicaState(_message.Message):
         size_bytes: _builtins.int = ...,
         replicas: _abc.Iterable[_builtins.int] | None = ...,
         fetched_leader_epoch: _builtins.int = ...,
+        broker_epoch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "fetched_leader_epoch", b"fetched_leader_epoch", "high_watermark", b"high_watermark", "is_leader", b"is_leader", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "replicas", b"replicas", "size_bytes", b"size_bytes", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "fetched_leader_epoch", b"fetched_leader_epoch", "high_watermark", b"high_watermark", "is_leader", b"is_leader", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "replicas", b"replicas", "size_bytes", b"size_bytes", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

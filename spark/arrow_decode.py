@@ -35,12 +35,11 @@ from kafkasim.client.completed_fetch import SKIP, entries_to_read
 from kafkasim.client.record_columns import RecordColumns, entry_columns
 from kafkasim.common.errors import InvalidRecordError
 from kafkasim.storage.records.batch import (
-    RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    record_area,
     validate_batch,
 )
-from kafkasim.storage.records.compression import CompressionType, decompress
 from kafkasim.storage.records.varint import decode_varint
 
 __all__ = ["ArrowChunkDecoder"]
@@ -106,9 +105,7 @@ class ArrowChunkDecoder:
         if count <= 0 or header.next_offset <= position or header.base_offset >= until:
             return None  # nothing to read, or a count for the walk to reject
         validate_batch(data, pos)
-        with memoryview(data) as view, view[pos + RECORDS_OFFSET : pos + header.size_in_bytes] as p:
-            ctype = header.compression
-            payload = decompress(ctype, p) if ctype != CompressionType.NONE else bytes(p)
+        payload = record_area(data, pos, header)
         end = len(payload)
         buf = np.frombuffer(payload + _PAD, dtype=np.uint8)
         starts = _record_positions(buf, end, count)

@@ -72,7 +72,6 @@ class LogManagerSettings:
     retention_check_interval_ms: int = 300_000
     flush_offset_checkpoint_interval_ms: int = 60_000
     flush_start_offset_checkpoint_interval_ms: int = 60_000
-    high_watermark_checkpoint_interval_ms: int = 5_000
     cleaner_enable: bool = True
     cleaner_backoff_ms: int = 15_000
     dedupe_buffer_size: int = 128 * 1024 * 1024
@@ -127,7 +126,6 @@ class LogManager:
             "retention": now,
             "recovery": now,
             "start": now,
-            "hw": now,
             "cleaner": now,
         }
         self._started = False
@@ -315,7 +313,10 @@ class LogManager:
         return False
 
     def tick(self) -> None:
-        """Run whichever periodic tasks are due; cheap when none is."""
+        """Run whichever periodic tasks are due; cheap when none is. The high watermarks are
+        not among them: their owner, the replica manager, checkpoints them every
+        ``replica.high.watermark.checkpoint.interval.ms`` (Kafka's ReplicaManager task); a
+        second writer here fsynced the same file again on the event loop every 5 s."""
         s = self.settings
         for log in self._logs.values():
             log.flush_if_due()
@@ -326,8 +327,6 @@ class LogManager:
             self.checkpoint_recovery_points()
         if self._due("start", s.flush_start_offset_checkpoint_interval_ms):
             self.checkpoint_log_start_offsets()
-        if self._due("hw", s.high_watermark_checkpoint_interval_ms):
-            self.checkpoint_high_watermarks()
         if s.cleaner_enable and self._due("cleaner", s.cleaner_backoff_ms):
             self.run_cleaner()
 

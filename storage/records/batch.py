@@ -1,8 +1,9 @@
 """RecordBatch v2 (magic 2): Kafka's on-disk and on-wire record format since 0.11.
 
-(One module, ~1,100 lines: the layout, the builder, the decoder and control batches share the
+(One module, ~950 lines: the layout, the builder, the decoder and control batches share the
 byte offsets and the inlined varint fast paths, measured hot; a third of it is the layout's
-documentation.)
+documentation. The record walk the decoder and the consumer's columns share is
+:mod:`storage.records.columns`.)
 
 Byte layout of one batch (all integers big-endian; offsets are the ``*_OFFSET`` constants)::
 
@@ -55,6 +56,7 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from itertools import repeat, starmap
 from typing import Final
 
 import crc32c as _crc32c
@@ -69,13 +71,12 @@ from kafkasim.common.sentinels import (
     INT64_MIN,
     NO_TIMESTAMP,
 )
+from kafkasim.storage.records.columns import BatchColumns, walk_records
 from kafkasim.storage.records.compression import CompressionType, compress, decompress
 from kafkasim.storage.records.varint import (
     NULL_VARINT,
     SMALL_VARINT_LIMIT,
     SMALL_VARINTS,
-    decode_varint,
-    decode_varlong,
     encode_varint,
     encode_varlong,
 )
@@ -828,183 +829,44 @@ def decode_batch(
     if count == 0:
         # Kafka does not look past the header of an empty batch either.
         return header, []
+    return header, _decode_records(record_area(buf, pos, header), header, pos)
+
+
+def record_area(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes:
+    """The records of the batch at ``pos`` (``header`` parsed there), decompressed: bytes, so
+    that slices of it are the records' immutable keys and values. CorruptRecordError for a
+    payload that does not decompress."""
     ctype = header.compression
     # Views released on every path, so that a caller's bytearray can grow again afterwards.
     with (
         memoryview(buf) as view,
         view[pos + RECORDS_OFFSET : pos + header.size_in_bytes] as payload,
     ):
-        # bytes, so that slices of it are the records' immutable keys and values.
-        data = decompress(ctype, payload) if ctype != CompressionType.NONE else bytes(payload)
-    return header, _decode_records(data, header, pos)
+        return decompress(ctype, payload) if ctype != CompressionType.NONE else bytes(payload)
 
 
 def _decode_records(data: bytes, header: BatchHeader, batch_pos: int) -> list[Record]:
-    """Parse exactly ``header.records_count`` records filling ``data``.
-
-    Rationale for the repetitive shape: this loop is the consumer's per-record cost. Every
-    varint's one- and two-byte cases (values below 8192: lengths, offset and timestamp deltas)
-    are inlined, because a function call per field doubled the decode time; longer varints go
-    through :mod:`storage.records.varint`. Reading past ``data`` raises IndexError, which is
-    turned into InvalidRecordError once, outside the loop, instead of a bounds check per field;
-    slices never raise, so each record's end is checked against its declared length.
-    """
-    base_offset = header.base_offset
-    base_ts = header.first_timestamp
-    log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+    """Parse exactly ``header.records_count`` records filling ``data``: the one record walk
+    (:func:`~storage.records.columns.walk_records`, its checks and errors), then one
+    ``Record`` per row built by ``map`` over the columns; the batch's LogAppendTime, producer
+    sequences and headers applied per batch, not per field."""
+    cols = BatchColumns()
+    walk_records(data, header, batch_pos, cols)
+    timestamps: Iterable[int] = cols.timestamps
+    if header.attributes & TIMESTAMP_TYPE_MASK:  # LogAppendTime: the batch's time for all
+        timestamps = repeat(header.max_timestamp)
+    sequences: Iterable[int] = repeat(NO_SEQUENCE)
     base_seq = header.base_sequence
-    last_delta = header.last_offset_delta
-    end = len(data)
-    records: list[Record] = []
-    add = records.append
-    prev_delta = -1
-    pos = 0
-    try:
-        for _ in range(header.records_count):
-            start = pos
-            # record length
-            z = data[pos]
-            if z < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                z = (z & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                z, pos = raw_varint(data, pos, 5)
-            size = (z >> 1) ^ -(z & 1)
-            body_start = pos
-            rec_end = pos + size
-            if size < 0 or rec_end > end:
-                raise InvalidRecordError(
-                    f"record at byte {start} declares {size} bytes, {end - pos} remain"
-                )
-            pos += 1  # attributes: unused in v2
-            # timestamp delta (varlong)
-            z = data[pos]
-            if z < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                z = (z & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                z, pos = raw_varint(data, pos, 10)
-            ts_delta = (z >> 1) ^ -(z & 1)
-            # offset delta
-            z = data[pos]
-            if z < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                z = (z & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                z, pos = raw_varint(data, pos, 5)
-            delta = (z >> 1) ^ -(z & 1)
-            if delta <= prev_delta or delta > last_delta:
-                raise InvalidRecordError(
-                    f"record offset delta {delta} after {prev_delta} "
-                    f"(batch last offset delta {last_delta})"
-                )
-            prev_delta = delta
-            # key
-            z = data[pos]
-            if z < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                z = (z & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                z, pos = raw_varint(data, pos, 5)
-            if z & 1:
-                key: bytes | None = None  # Kafka reads any negative length as null
-            else:
-                z >>= 1
-                key = data[pos : pos + z]
-                pos += z
-            # value
-            z = data[pos]
-            if z < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                z = (z & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                z, pos = raw_varint(data, pos, 5)
-            if z & 1:
-                value: bytes | None = None
-            else:
-                z >>= 1
-                value = data[pos : pos + z]
-                pos += z
-            # headers
-            if data[pos] == 0:
-                headers: tuple[Header, ...] = ()
-                pos += 1
-            else:
-                headers, pos = decode_headers(data, pos, rec_end)
-            if pos != rec_end:
-                raise InvalidRecordError(
-                    f"record at byte {start} declares {size} bytes but its fields take "
-                    f"{pos - body_start}"
-                )
-            add(
-                Record(
-                    base_offset + delta,
-                    base_ts + ts_delta if log_append_time is None else log_append_time,
-                    key,
-                    value,
-                    headers,
-                    increment_sequence(base_seq, delta) if base_seq >= 0 else NO_SEQUENCE,
-                    rec_end - start,
-                )
-            )
-    except IndexError:
-        raise InvalidRecordError(
-            f"record batch at position {batch_pos}: premature end of records "
-            f"({len(records)} of {header.records_count} read)"
-        ) from None
-    if pos != end:
-        raise InvalidRecordError(
-            f"record batch at position {batch_pos}: {end - pos} bytes remain after "
-            f"its {header.records_count} records"
-        )
-    return records
-
-
-def raw_varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
-    """The still zig-zagged value of a varint of 3+ bytes (the decoder's slow path)."""
-    if max_bytes == 5:
-        value, pos = decode_varint(data, pos)
-    else:
-        value, pos = decode_varlong(data, pos)
-    return (value << 1) ^ (value >> 63), pos
-
-
-def decode_headers(data: bytes, pos: int, rec_end: int) -> tuple[tuple[Header, ...], int]:
-    """The headers of a record at ``pos`` (count varint, then each key and value), none of
-    them running past ``rec_end``; InvalidRecordError for a bad count, size or non-UTF-8 key."""
-    count, pos = decode_varint(data, pos)
-    if count < 0 or count > rec_end - pos:
-        raise InvalidRecordError(f"invalid number of record headers {count}")
-    headers = []
-    for _ in range(count):
-        n, pos = decode_varint(data, pos)
-        if n < 0 or pos + n > rec_end:
-            raise InvalidRecordError(f"invalid record header key size {n}")
-        try:
-            hkey = data[pos : pos + n].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidRecordError(f"record header key is not UTF-8: {exc}") from None
-        pos += n
-        n, pos = decode_varint(data, pos)
-        if n >= 0:
-            if pos + n > rec_end:
-                raise InvalidRecordError(f"invalid record header value size {n}")
-            hvalue: bytes | None = data[pos : pos + n]
-            pos += n
-        else:
-            hvalue = None
-        headers.append(Header(hkey, hvalue))
-    return tuple(headers), pos
+    if base_seq >= 0:
+        base_offset = header.base_offset
+        sequences = [increment_sequence(base_seq, o - base_offset) for o in cols.offsets]
+    headers: Iterable[tuple[Header, ...]] = repeat(())  # no record has any (the usual case)
+    if any(cols.headers):
+        headers = [tuple(starmap(Header, pairs)) for pairs in cols.headers]
+    rows = map(
+        Record, cols.offsets, timestamps, cols.keys, cols.values, headers, sequences, cols.sizes
+    )
+    return list(rows)
 
 
 # --- control batches --------------------------------------------------------------------------

@@ -51,11 +51,12 @@ from kafkasim.storage.records.batch import (
     RECORDS_OFFSET,
     BatchHeader,
     TimestampType,
-    decode_headers,
-    raw_varint,
     set_max_timestamp,
 )
+from kafkasim.storage.records.columns import decode_headers
 from kafkasim.storage.records.compression import CompressionType, decompress
+from kafkasim.storage.records.varint import raw_varint
+from kafkasim.storage.records.walk_vector import MIN_RECORDS, walk_records
 
 _UNBOUNDED = 1 << 70
 """Farther than any int64 timestamp delta can reach: a bound that never trips."""
@@ -149,20 +150,28 @@ def validate_batch_records(
         low, high = -_UNBOUNDED, _UNBOUNDED
     else:
         low, high = timestamp_range[0] - base_ts, timestamp_range[1] - base_ts
+    last_delta = header.last_offset_delta
     try:
-        max_delta = _walk(
-            data,
-            count,
-            last_delta=header.last_offset_delta,
-            dense=dense_offsets,
-            compacted=compacted,
-            base_ts=base_ts,
-            low=low,
-            high=high,
-        )
+        # In bulk when it can vouch for every record; else (and for every fault, so that the
+        # message names the record) one record at a time.
+        walks = (walk_records, _walk) if count >= MIN_RECORDS else (_walk,)
+        for walk in walks:
+            found = walk(
+                data,
+                count,
+                last_delta=last_delta,
+                dense=dense_offsets,
+                compacted=compacted,
+                base_ts=base_ts,
+                low=low,
+                high=high,
+            )
+            if found is not None:
+                break
     except (InvalidRecordError, InvalidTimestampError) as e:
         raise type(e)(f"{where} ({codec.kafka_name}, {count} records): {e.message}") from None
-    return header.max_timestamp if log_append_time else max(NO_TIMESTAMP, base_ts + max_delta)
+    assert found is not None  # the record-by-record walk answers or raises
+    return header.max_timestamp if log_append_time else max(NO_TIMESTAMP, base_ts + found)
 
 
 def validate_leader_batch(
@@ -258,7 +267,7 @@ def _walk(
 ) -> int:
     """Check ``count`` records fill ``data`` exactly; return the largest timestamp delta.
 
-    The decoder's loop (:func:`~storage.records.batch._decode_records`) without building
+    The decoder's loop (:func:`~storage.records.columns.walk_records`) without building
     records: one- and two-byte varints inlined, longer ones through ``raw_varint``; a read past
     the end raises IndexError, turned into "premature end" once, outside the loop. Timestamp
     deltas are compared with ``[low, high]`` (the bounds minus firstTimestamp).

@@ -143,3 +143,13 @@ def decode_unsigned_varint(buf: bytes | bytearray | memoryview, pos: int = 0) ->
     if raw > UINT32_MAX:
         raise InvalidRecordError(f"unsigned varint value {raw:#x} does not fit in 32 bits")
     return raw, pos
+
+
+def raw_varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+    """The still zig-zagged value of a varint (``max_bytes`` 5) or varlong (10) at ``pos``:
+    the record walks' slow path, for varints of three bytes or more (they inline the rest)."""
+    if max_bytes == 5:
+        value, pos = decode_varint(data, pos)
+    else:
+        value, pos = decode_varlong(data, pos)
+    return (value << 1) ^ (value >> 63), pos

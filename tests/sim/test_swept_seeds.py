@@ -11,6 +11,20 @@ Broker 2 had not fetched in epoch 1 yet; its first fetch there lowers its HW to 
 now waits for the follower's first fetch in the epoch (``ReplicaSample.fetched_leader_epoch``).
 The test also asserts the window is still in the run, so that it cannot pass by no longer
 reaching it.
+
+short follower-slow-fetch, seed 50 (issue 17; ``tests.sweep_scenarios.short``): broker 1, the
+leader of epoch 0, crashes at 1.919 s, brokers 2 and 3 at 2.09 s; all three restart within a
+second and 1.6 s, before their 3 s sessions expire, and wait for their old registrations to go
+(Kafka's broker cannot register over a live node of an older session). No controller was
+left to see anyone die, so no leader epoch moved. Broker 1 registers first (6.0 s), becomes
+controller, and its failover resends the leadership found in ZooKeeper unchanged (leader 1,
+epoch 0): Kafka's ``onControllerFailover`` does the same (the replica state machine's startup
+sends each live replica its partition's current LeaderAndIsr; only offline replicas leave the
+ISR, which bumps the epoch). Its bounced-broker handling (KIP-380) needs a controller that saw
+the old registration. Broker 1 restarted from its checkpointed HW, 0 (it crashed before the
+first checkpoint), after announcing 76: Kafka's restarted leader does the same. The checker
+once called that invariant 2; it now judges a leader's HW per registration of the leader
+(``ReplicaSample.broker_epoch``).
 """
 
 from __future__ import annotations
@@ -25,6 +39,7 @@ from kafkasim.faults import checker, runner, schedules
 from kafkasim.faults.history import History
 from kafkasim.faults.reading import find, load
 from kafkasim.sim.backend import SIM
+from tests.sweep_scenarios import short
 
 
 @pytest.fixture(autouse=True)
@@ -64,6 +79,30 @@ def test_leader_crash_seed_141_a_deposed_leaders_hw_above_the_new_leaders_is_saf
     first = history.faults[0]
     assert (first.action, first.start_ms) == ("expire_session", 2989), history.faults
     assert followers_above_a_leader_before_fetching(history) == [(3047, 2, 299)]
+    report = checker.check(history)
+    assert report.verdict_lines()[0].startswith("VERDICT: SAFE"), report.verdict_lines()
+    assert report.ok and report.lost == 0 and report.acknowledged > 0
+
+
+def test_short_follower_slow_fetch_seed_50_a_leader_restarted_in_its_epoch_is_safe(
+    tmp_path: Path,
+) -> None:
+    chosen = schedules.randomize(short("follower-slow-fetch"), random.Random(50))
+    history = runner.run(chosen, SIM, tmp_path, seed=50)
+    assert [(f.action, f.start_ms) for f in history.faults[:2]] == [
+        ("crash", 1919),
+        ("crash", 2090),
+    ], history.faults
+    leader_1 = [
+        (s.broker_epoch, s.high_watermark)
+        for s in history.samples
+        if s.is_leader and s.broker == 1 and s.leader_epoch == 0 and s.topic == "events"
+    ]
+    registrations = sorted({epoch for epoch, _ in leader_1 if epoch is not None})
+    assert len(registrations) == 2, leader_1  # epoch 0 led by two registrations of broker 1
+    before = max(hw for epoch, hw in leader_1 if epoch == registrations[0])
+    after = min(hw for epoch, hw in leader_1 if epoch == registrations[1])
+    assert after < before, leader_1  # the restarted leader's checkpointed HW is lower
     report = checker.check(history)
     assert report.verdict_lines()[0].startswith("VERDICT: SAFE"), report.verdict_lines()
     assert report.ok and report.lost == 0 and report.acknowledged > 0

@@ -37,6 +37,9 @@ class FakeCluster:
     def running(self, broker_id: int) -> bool:
         return self.up[broker_id]
 
+    def refresh(self) -> None:
+        pass  # running() is current
+
     def kill(self, broker_id: int, sig: signal.Signals) -> None:
         self.calls.append((sig.name, broker_id))
         self.up[broker_id] = False
@@ -319,3 +322,20 @@ def test_the_hosts_a_console_answers_follow_its_bind_address() -> None:
     assert local is not None and {"127.0.0.1", "localhost"} <= local
     lan = allowed_hosts_for("10.1.2.3")
     assert lan is not None and "10.1.2.3" in lan and "rebound.example" not in lan
+
+
+def test_a_restarted_broker_is_reported_so_its_pid_goes_on_record(cluster: FakeCluster) -> None:
+    """The page's restart starts a new process: the console reports it (the CLI writes its pid
+    to the cluster's state file, which 'cluster down' stops by)."""
+    started: list[int] = []
+    injector = Injector(cluster, lambda kind, text: None, on_started=started.append)
+
+    async def main() -> None:
+        await injector.apply("kill", 3)
+        assert started == []
+        await injector.apply("restart", 3)
+        await injector.close()
+
+    asyncio.run(main())
+    assert started == [3]
+    assert cluster.calls[-1] == ("start", 3)

@@ -60,6 +60,7 @@ def sample(
     isr: tuple[int, ...] = BROKERS,
     is_leader: bool | None = None,
     fetched: int | None = None,
+    registration: int | None = None,
 ) -> ReplicaSample:
     return ReplicaSample(
         time_ms=time_ms,
@@ -74,6 +75,7 @@ def sample(
         isr=isr,
         replicas=BROKERS,
         fetched_leader_epoch=fetched,
+        broker_epoch=registration,
     )
 
 
@@ -351,6 +353,30 @@ def test_a_deposed_leader_is_not_judged_before_its_first_fetch_in_the_new_epoch(
     assert invariants(check(epoch_2(None, None))) == [2, 2]
 
 
+def test_a_leader_restarted_within_its_epoch_may_announce_a_lower_hw() -> None:
+    """Seed 50 of the short follower-slow-fetch sweep: every broker crashed at once and came
+    back after its session expired, so no controller saw leader 1 die; the next controller's
+    failover handed it epoch 1 again, and it restarted from its checkpointed HW (0). Its new
+    registration (broker epoch) makes that a new series; within one registration the HW must
+    still grow. Followers sampled before the restart, above what the restarted leader says,
+    are not judged (their HW came from its earlier registration)."""
+    h = history()
+    h.samples[:] = [replace(s, broker_epoch=10 * s.broker) for s in h.samples]  # up to 500 ms
+    h.samples.append(sample(900, 1, 0, registration=99))
+    h.samples.append(sample(1000, 1, 2, registration=99))
+    h.samples.append(sample(1000, 2, 5, registration=20))  # not fetched from it since
+    assert check(h).ok
+    h.samples.append(sample(1100, 1, 1, registration=99))
+    report = check(h)
+    assert invariants(report) == [2]
+    assert "HW went back from 2 (1000 ms) to 1 (1100 ms) within leader epoch 1" in (
+        report.invariant_violations[0].detail
+    )
+    same_registration = history()
+    same_registration.samples.append(sample(900, 1, 0))
+    assert invariants(check(same_registration)) == [2]
+
+
 def test_a_follower_sample_after_the_leaders_last_one_is_not_judged() -> None:
     h = history()
     h.samples.append(sample(900, 2, 6))  # the leader may well have reached 6 by then
@@ -584,11 +610,13 @@ def test_violation_reads_as_a_sentence() -> None:
 
 def test_a_samples_fetched_epoch_is_written_and_read_back_and_old_samples_as_before() -> None:
     h = History(meta={"scenario": "hand-made"})
-    h.samples.append(sample(950, 2, 5, leader=1, epoch=2, fetched=-1))
+    h.samples.append(sample(950, 2, 5, leader=1, epoch=2, fetched=-1, registration=37))
     h.samples.append(sample(960, 2, 5, leader=1, epoch=2))  # a sample that does not say
     lines = list(h.lines())
     assert '"fetched_leader_epoch": -1' in lines[1]
+    assert '"broker_epoch": 37' in lines[1]
     assert "fetched_leader_epoch" not in lines[2]  # written as before the field existed
+    assert "broker_epoch" not in lines[2]
     again = History.parse(lines)
     assert again.samples == h.samples
     assert list(again.lines()) == lines

@@ -92,3 +92,36 @@ def test_a_broker_whose_start_up_fails_is_down_until_the_next_heal(tmp_path: Pat
     report = checker.check(history)
     assert report.ok, report.verdict_lines()
     assert {broker for _, _, broker in history.final_logs} == {1, 2, 3}
+
+
+def test_a_slow_injection_holds_back_no_heal(tmp_path: Path) -> None:
+    """The follower-one-way sweep's seed 10 (short profile): the leader's outgoing messages
+    are cut, then it gets a controlled shutdown, whose ControlledShutdown request the cut
+    swallows (30 s to time out). The heal of the cut still comes at its window's end, while the
+    shutdown is under way, so that the shutdown's next attempt gets through; the producers stop
+    at the workload's end. Injected inline, the heal and the workload's end both waited for
+    every attempt of the shutdown to time out (the producers stopped at 123 s)."""
+    base = load(find("follower-one-way"))
+    chosen = replace(
+        base,
+        workload=replace(base.workload, duration_s=6.0, settle_s=3.0),
+        faults=(
+            Fault(2.756, "partition_one_way", "leader:events-0", 1.188, {"inbound": False}),
+            Fault(3.676, "controlled_shutdown", "leader:events-0", 1.86),
+        ),
+        seed_faults=None,
+    )
+    events: list[str] = []
+    history = runner.run(chosen, SIM, tmp_path, seed=10, on_event=events.append)
+
+    def at_s(text: str) -> float:
+        line = next(line for line in events if text in line)
+        return float(line.split(" s ", 1)[0])
+
+    assert at_s("healed: partition_one_way") == 3.9, events  # due at 2.756 + 1.188
+    assert at_s("controlled_shutdown leader:events-0") == 3.7
+    assert at_s("producers stopped") == 6.0, events
+    # The shutdown ends after its first attempt's timeout, its second one answered: not a
+    # shutdown that gave up after every attempt timed out.
+    assert at_s("healed: controlled_shutdown") < 3.676 + 30 + 1, events
+    assert checker.check(history).ok

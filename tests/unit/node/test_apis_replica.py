@@ -277,9 +277,10 @@ def test_describe_replicas_round_trip() -> None:
         replicas=(1, 2, 3),
         fetched_leader_epoch=1,
     )
-    response = apis.describe_replicas_response(DescribeReplicasResult(1234, (described,)))
+    response = apis.describe_replicas_response(DescribeReplicasResult(1234, (described,)), 77)
     assert response.monotonic_ms == 1234
     [r] = response.replicas
+    assert r.broker_epoch == 77  # the answering broker's registration
     assert (r.topic, r.partition, r.broker_id, r.is_leader, r.leader) == ("a", 0, 1, True, 1)
     assert (r.high_watermark, r.log_end_offset, r.log_start_offset) == (5, 6, 1)
     assert (list(r.isr), list(r.replicas), r.size_bytes, r.leader_epoch) == (

@@ -423,6 +423,30 @@ def test_tick_runs_retention_once_per_interval(
     manager.shutdown()
 
 
+def test_tick_leaves_the_high_watermark_checkpoint_to_the_replica_manager(
+    tmp_path: Path, make_manager: MakeManager, clock: ManualClock
+) -> None:
+    """Only the replica manager's task writes replication-offset-checkpoint (at
+    replica.high.watermark.checkpoint.interval.ms): tick() never does, however long it
+    waited, so the broker does not fsync that file a second time on its event loop."""
+    settings = LogManagerSettings(cleaner_enable=False)
+    manager = make_manager([tmp_path / "d0"], settings=settings)
+    manager.startup()
+    log = manager.get_or_create_log(TopicPartition("orders", 0))
+    log.append_as_leader(one_record(), leader_epoch=0)
+    log.update_high_watermark(1)
+    hw_file = tmp_path / "d0" / REPLICATION_OFFSET_CHECKPOINT_FILE
+    before = hw_file.read_text() if hw_file.exists() else None
+
+    clock.advance(10 * 60_000)
+    manager.tick()
+
+    assert (hw_file.read_text() if hw_file.exists() else None) == before
+    manager.checkpoint_high_watermarks()
+    assert hw_file.read_text() == "0\n1\norders 0 1\n"
+    manager.shutdown()
+
+
 # -- deleting logs ------------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from kafkasim.storage.records.varint import (
     encode_unsigned_varint,
     encode_varint,
     encode_varlong,
+    raw_varint,
     size_of_unsigned_varint,
     size_of_varint,
     size_of_varlong,
@@ -129,3 +130,17 @@ def test_decoders_reject_malformed_varints_with_invalid_record(
     # Inside a record a bad varint is Kafka's InvalidRecordException, never an IndexError.
     with pytest.raises(InvalidRecordError, match=why):
         decoder(data)  # type: ignore[operator]
+
+
+@given(st.integers(INT64_MIN, INT64_MAX))
+def test_raw_varint_is_the_still_zigzagged_value(value: int) -> None:
+    buf = encode_varlong(value)
+    raw, pos = raw_varint(buf, 0, 10)
+    assert ((raw >> 1) ^ -(raw & 1), pos) == (value, len(buf))
+    if INT32_MIN <= value <= INT32_MAX:
+        assert raw_varint(encode_varint(value), 0, 5) == (raw, len(buf))
+
+
+def test_raw_varint_keeps_the_width_of_a_varint() -> None:
+    with pytest.raises(InvalidRecordError, match="longer than 5 bytes"):
+        raw_varint(encode_varlong(2**40), 0, 5)
