@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple, Protocol, TypeVar
+from typing import NamedTuple
 
 from kafkasim.storage import disk_faults
 from kafkasim.storage.records.batch import (
@@ -63,37 +63,10 @@ _V2_BOUNDS = struct.Struct(">qi4xb6xi")
 assert _V2_BOUNDS.size == LAST_OFFSET_DELTA_OFFSET + 4
 
 
-class _Entry(Protocol):
-    @property
-    def size_in_bytes(self) -> int: ...
-
-    @property
-    def last_offset(self) -> int: ...
-
-
-_E = TypeVar("_E", bound=_Entry)
-
-
-class _EntryBounds(NamedTuple):
-    last_offset: int
-    size_in_bytes: int
-
-
 def _entry_header(block: memoryview, at: int) -> LogEntryHeader:
     """The header of the entry at ``at``, parsed from exactly the bytes a read of the header
     alone would return (so its checks and messages do not depend on the block around it)."""
     return parse_entry_header(block[at : at + ENTRY_HEADER_BYTES])
-
-
-def _entry_bounds(block: memoryview, at: int) -> _EntryBounds | LogEntryHeader:
-    """The last offset and size of the entry at ``at``: a well-formed v2 batch header is read
-    for those two fields alone (the offset scan's hot path); anything else goes through
-    ``parse_entry_header``, which judges it (legacy messages, CorruptRecordError)."""
-    if at + RECORD_BATCH_OVERHEAD <= len(block):
-        base_offset, batch_length, magic, delta = _V2_BOUNDS.unpack_from(block, at)
-        if magic == MAGIC_V2 and batch_length >= BATCH_LENGTH_MIN:
-            return _EntryBounds(base_offset + delta, LOG_OVERHEAD + batch_length)
-    return _entry_header(block, at)
 
 
 class FileRecords:
@@ -195,17 +168,6 @@ class FileRecords:
         Raises CorruptRecordError on a header that cannot be an entry; stops quietly at a
         partial entry at the end (only recovery judges tails).
         """
-        return self._scan(start_position, _entry_header)
-
-    def _scan(
-        self, start_position: int, parse: Callable[[memoryview, int], _E]
-    ) -> Iterator[tuple[int, _E]]:
-        """``parse(block, at)`` of each whole entry from ``start_position`` on, ``block`` holding
-        at least the entry's header bytes from ``at`` (fewer only at the end of the file).
-
-        The file is read a block at a time: one ``pread`` for the dozens of small batches an
-        index interval spans, not one per batch.
-        """
         position = start_position
         size = self._size
         block = memoryview(b"")
@@ -215,7 +177,7 @@ class FileRecords:
             if at + ENTRY_HEADER_BYTES > len(block):
                 block = memoryview(os.pread(self.fd, _SCAN_BLOCK_BYTES, position))
                 block_start, at = position, 0
-            entry = parse(block, at)
+            entry = _entry_header(block, at)
             if position + entry.size_in_bytes > size:
                 return
             yield position, entry
@@ -224,10 +186,39 @@ class FileRecords:
     def search_for_offset_with_size(
         self, target_offset: int, start_position: int
     ) -> LogOffsetPosition | None:
-        """The first batch from ``start_position`` whose last offset is ≥ ``target_offset``."""
-        for position, bounds in self._scan(start_position, _entry_bounds):
-            if bounds.last_offset >= target_offset:
-                return LogOffsetPosition(bounds.last_offset, position, bounds.size_in_bytes)
+        """The first batch from ``start_position`` whose last offset is ≥ ``target_offset``.
+
+        The offset scan's hot path (every fetch walks up to an index interval of batches): the
+        same walk as ``batch_headers``, one ``pread`` per block, but a well-formed v2 header is
+        read for its last offset and size alone, inline; anything else goes through
+        ``parse_entry_header``, which judges it (legacy messages, CorruptRecordError).
+        """
+        position = start_position
+        size = self._size
+        block = memoryview(b"")
+        block_len = 0
+        block_start = position
+        unpack_from = _V2_BOUNDS.unpack_from
+        while position + MIN_ENTRY_SIZE <= size:
+            at = position - block_start
+            if at + ENTRY_HEADER_BYTES > block_len:
+                block = memoryview(os.pread(self.fd, _SCAN_BLOCK_BYTES, position))
+                block_len = len(block)
+                block_start, at = position, 0
+            is_v2 = False
+            if at + RECORD_BATCH_OVERHEAD <= block_len:
+                base_offset, batch_length, magic, delta = unpack_from(block, at)
+                is_v2 = magic == MAGIC_V2 and batch_length >= BATCH_LENGTH_MIN
+            if is_v2:
+                last_offset, entry_size = base_offset + delta, LOG_OVERHEAD + batch_length
+            else:
+                header = _entry_header(block, at)
+                last_offset, entry_size = header.last_offset, header.size_in_bytes
+            if position + entry_size > size:
+                return None
+            if last_offset >= target_offset:
+                return LogOffsetPosition(last_offset, position, entry_size)
+            position += entry_size
         return None
 
     def search_for_timestamp(
