@@ -19,11 +19,12 @@ test. The short profile packs the faults closer together, which is what these bu
   leader's, is elected before it fetches that record again.
 * ``isr_admits_lagging_followers`` is found by ``lagging-follower-leader-crash`` at seed 6: a
   follower whose fetch answers come 1.2 s late leaves the ISR (replica.lag.time.max.ms is
-  500 ms there), the leader takes it back at its next fetch, four records behind, and is
+  500 ms there), the leader takes it back at its next fetch, a few records behind, and is
   killed (it is also the controller): when its session expires, the lagging follower, first
-  in replica order, is elected without the records acks=all had acknowledged. The catalog's other scenarios keep Kafka's 30 s lag time: a follower
-  leaves the ISR only after a long fault, and short sweeps of leader-crash (1..60),
-  follower-one-way (1..30) and follower-slow-fetch (1..80) found no seed for this switch.
+  in replica order, is elected without records acks=all had acknowledged. The catalog's
+  other scenarios keep Kafka's 30 s lag time, so a follower leaves the ISR only after a long
+  fault: short sweeps of leader-crash (1..60), follower-one-way (1..30) and
+  follower-slow-fetch (1..80) found no seed for this switch.
 
 The sweep stops at the first failing seed; the seeds before it are judged safe with the bug,
 so that a change that makes the sweep find it earlier or later shows here.
