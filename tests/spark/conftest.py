@@ -32,6 +32,7 @@ from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller.zk_process import zookeeper_available
+from tests.cli_run import TEST_BROKER_PROPS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,7 +47,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     reason = zookeeper_available()
     if reason is not None:
         pytest.skip(f"real ZooKeeper unavailable: {reason}")
-    local = LocalCluster(Path(tmp_path_factory.mktemp("spark-cluster")), brokers=3)
+    local = LocalCluster(
+        Path(tmp_path_factory.mktemp("spark-cluster")),
+        brokers=3,
+        broker_props=dict(TEST_BROKER_PROPS),
+    )
     try:
         local.start()
         yield local
