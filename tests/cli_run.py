@@ -24,6 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # stops as a whole cannot hand their partitions to anyone and retry their controlled shutdown,
 # which at the default 5 s backoff made every cluster's stop take ~12 s.
 TEST_BROKER_PROPS: Mapping[str, object] = {"controlled.shutdown.retry.backoff.ms": 200}
+TEST_OVERRIDES: tuple[str, ...] = tuple(
+    arg for key, value in TEST_BROKER_PROPS.items() for arg in ("--override", f"{key}={value}")
+)
+"""``TEST_BROKER_PROPS`` as ``kafkasim cluster up`` flags."""
 
 
 def kafkasim(

@@ -16,6 +16,7 @@ from kafkasim.client.simple import MinimalClient
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.controller.zk_process import zookeeper_available
+from tests.cli_run import TEST_OVERRIDES
 from tests.cli_run import kafkasim as run_kafkasim
 
 kafkasim = functools.partial(run_kafkasim, timeout=60)
@@ -43,7 +44,9 @@ def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if reason is not None:
         pytest.skip(f"real ZooKeeper unavailable: {reason}")
     root = tmp_path_factory.mktemp("console") / "c"
-    up = kafkasim("cluster", "up", "--brokers", "3", "--dir", str(root), timeout=120)
+    up = kafkasim(
+        "cluster", "up", *TEST_OVERRIDES, "--brokers", "3", "--dir", str(root), timeout=120
+    )
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         state = json.loads((root / "cluster.json").read_text())

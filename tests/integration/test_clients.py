@@ -20,6 +20,7 @@ from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller.zk_process import zookeeper_available
+from tests.cli_run import TEST_BROKER_PROPS
 from tests.unit.client.test_partitioner import MURMUR2_VECTORS
 
 
@@ -28,7 +29,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     reason = zookeeper_available()
     if reason is not None:
         pytest.skip(f"real ZooKeeper unavailable: {reason}")
-    local = LocalCluster(Path(tmp_path_factory.mktemp("clients")), brokers=3)
+    root = Path(tmp_path_factory.mktemp("clients"))
+    local = LocalCluster(root, brokers=3, broker_props=dict(TEST_BROKER_PROPS))
     try:
         local.start()
         yield local
