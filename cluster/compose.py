@@ -1,5 +1,5 @@
 """The compose cluster (compose/docker-compose.yml) as a library, and the chaos runner's
-compose backend. (One module, ~700 lines: the backend is a thin layer over the library, and
+compose backend. (One module, ~745 lines: the backend is a thin layer over the library, and
 both go through the same docker CLI calls.)
 
 ``ComposeCluster`` drives one compose project: ZooKeeper and brokers 1-3 in containers, the

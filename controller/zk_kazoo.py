@@ -42,7 +42,7 @@ Retries: none for operations (a write that failed with ConnectionLossError is re
 re-sent behind the caller's back). Connection attempts are retried by kazoo's connection
 retry policy, and ``start`` is bounded by ``connect_timeout_ms``.
 
-(One module, ~670 lines: the thread hand-off, the watch tables, the session states and the
+(One module, ~705 lines: the thread hand-off, the watch tables, the session states and the
 ACL-aware writes all go through the same funnel to the event loop; split, each part would need
 the others' private state. The ACL rules themselves are in ``common.zk_acl``.)
 """
