@@ -1,7 +1,8 @@
 """The live console's cost (issue 16), measured side by side in one run.
 
 A 3-broker local cluster (RF=3, acks=all, min.insync.replicas=2, 1 KiB records batched 16 to
-a request, 8 requests in flight: ``cluster_bench``'s produce load). Repetitions alternate
+a request, 8 requests in flight: ``cluster_bench``'s produce load; 6,000 requests, ~4 s, a
+repetition, so that each spans several of the console's one-second polls). Repetitions alternate
 "without a console" and "with a console attached": ``kafkasim console --dir`` in its own
 process polling the cluster, and a page (another process) reading its event stream. Printed:
 
@@ -145,7 +146,7 @@ def _idle_rate(cluster: LocalCluster, seconds: float) -> float:
 
 async def run(quick: bool) -> None:
     batch = _batch()
-    count = 400 if quick else 2000
+    count = 400 if quick else 6000
     reps = 3 if quick else 5
     idle_s = 3.0 if quick else 6.0
     tp = TopicPartition(TOPIC, 0)
