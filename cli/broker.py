@@ -25,6 +25,7 @@ from kafkasim.node.config import BrokerConfig
 from kafkasim.node.loop_idle import idle_timing_loop
 from kafkasim.node.rpc_grpc import GrpcBrokerTransport
 from kafkasim.node.zk_security import zk_security_for
+from kafkasim.storage.checkpoint_writer import BackgroundCheckpointWriter
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +92,9 @@ async def serve(config: BrokerConfig) -> None:
         clock=SystemClock(),
         controller_factory=controller_factory(lambda _broker_id: random.Random()),
         halt=_halt,
+        # Checkpoint files are fsync'd off the event loop, as Kafka's scheduler threads write
+        # them: a write held every request up to 65 ms on a slow disk (storage.checkpoint_writer).
+        checkpoint_writer=BackgroundCheckpointWriter(f"broker-{config.broker_id}-checkpoints"),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

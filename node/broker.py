@@ -77,6 +77,7 @@ from kafkasim.node.txn_log import TRANSACTION_STATE_TOPIC
 from kafkasim.node.txn_marker_sender import rpc_marker_sender
 from kafkasim.node.txn_markers import MarkerSender
 from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.storage.checkpoint_writer import CheckpointWriter
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log_manager import LogManager, LogManagerSettings
 
@@ -150,6 +151,7 @@ class Broker:
         halt: Callable[[str], None] | None = None,
         rules: ReplicationRules = KAFKA_RULES,
         marker_sender_factory: MarkerSenderFactory = rpc_marker_sender,
+        checkpoint_writer: CheckpointWriter | None = None,
     ) -> None:
         self.config = config
         # What a fatal storage failure does (Kafka's Exit.halt(1)): the broker process exits at
@@ -176,6 +178,9 @@ class Broker:
             settings=LogManagerSettings.from_broker(config.config),
             broker_id=self.broker_id,
             topic_config=self.topic_config,
+            # Inline unless given one (the simulation's brokers: a thread runs outside virtual
+            # time); a broker process writes its checkpoints from a thread (cli.broker).
+            checkpoint_writer=checkpoint_writer,
         )
         self.log_manager.on_dir_failure = self._on_log_dir_failure
         self.replica_manager = ReplicaManager(

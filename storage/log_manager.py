@@ -4,7 +4,9 @@ Per log dir it keeps Kafka's files — ``meta.properties``, ``recovery-point-off
 ``replication-offset-checkpoint``, ``log-start-offset-checkpoint``, ``cleaner-offset-checkpoint``
 and the clean-shutdown marker — and it places a new partition in the dir holding the fewest.
 
-It starts no threads. The owner calls :meth:`tick` (or the individual tasks) on its schedule;
+It starts no threads of its own. The owner calls :meth:`tick` (or the individual tasks) on its
+schedule; the checkpoint files' I/O goes through a ``CheckpointWriter`` (inline by default; a
+broker process hands it to a thread of its own, as Kafka's scheduler threads write them);
 each task runs when its interval (``log.retention.check.interval.ms``,
 ``log.flush.offset.checkpoint.interval.ms``, ``log.cleaner.backoff.ms`` …) has passed on the
 injected clock. Crash story: the marker is removed at startup and written at clean shutdown
@@ -27,6 +29,7 @@ from kafkasim.common.clock import Clock
 from kafkasim.common.config import Config
 from kafkasim.common.errors import KafkaStorageError
 from kafkasim.common.types import TopicPartition
+from kafkasim.storage.checkpoint_writer import CheckpointWriter, InlineCheckpointWriter
 from kafkasim.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
@@ -101,8 +104,10 @@ class LogManager:
         broker_id: int | None = None,
         cluster_id: str | None = None,
         topic_config: Callable[[str], LogConfig] | None = None,
+        checkpoint_writer: CheckpointWriter | None = None,
     ) -> None:
         self.dirs = [Path(d) for d in dirs]
+        self._checkpoint_writer: CheckpointWriter = checkpoint_writer or InlineCheckpointWriter()
         if not self.dirs:
             raise KafkaStorageError("a log manager needs at least one log dir")
         if len(set(self.dirs)) != len(self.dirs):
@@ -212,7 +217,9 @@ class LogManager:
         remove_clean_shutdown_marker(d)
 
     def shutdown(self) -> None:
-        """Clean shutdown: close logs, write every checkpoint, then the marker."""
+        """Clean shutdown: close logs, write every checkpoint, then the marker (after every
+        checkpoint write asked for before: they are older)."""
+        self._checkpoint_writer.close()
         for log in self._logs.values():
             log.close()
         self.checkpoint_recovery_points()
@@ -356,9 +363,18 @@ class LogManager:
     # -- checkpoints ------------------------------------------------------------------------
 
     def _write_per_dir(self, file_name: str, value: Callable[[Log], int]) -> None:
-        for d in self.dirs:
-            entries = {tp: value(log) for tp, log in self._logs.items() if self._dir_of[tp] == d}
-            OffsetCheckpointFile(d / file_name).write(entries)
+        """Every dir's ``file_name`` from one snapshot of ``value`` taken now; the files are
+        written by the checkpoint writer (see storage.checkpoint_writer)."""
+        snapshot = [
+            (d, {tp: value(log) for tp, log in self._logs.items() if self._dir_of[tp] == d})
+            for d in self.dirs
+        ]
+
+        def write() -> None:
+            for d, entries in snapshot:
+                OffsetCheckpointFile(d / file_name).write(entries)
+
+        self._checkpoint_writer.submit(file_name, write)
 
     def checkpoint_recovery_points(self) -> None:
         self._write_per_dir(RECOVERY_POINT_CHECKPOINT_FILE, lambda log: log.recovery_point)
