@@ -13,7 +13,6 @@ import pytest
 
 from kafkasim.common.clock import ManualClock
 from kafkasim.common.types import TopicPartition
-from kafkasim.storage import log_manager as log_manager_module
 from kafkasim.storage.checkpoint_writer import BackgroundCheckpointWriter, InlineCheckpointWriter
 from kafkasim.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from kafkasim.storage.config import LogConfig
@@ -47,7 +46,7 @@ class HeldWrites:
             assert self.release.wait(WAIT_S)
             real(file, entries)
 
-        monkeypatch.setattr(log_manager_module.OffsetCheckpointFile, "write", held)
+        monkeypatch.setattr(OffsetCheckpointFile, "write", held)
 
 
 def manager_with(root: Path, writer: BackgroundCheckpointWriter) -> LogManager:
@@ -142,7 +141,7 @@ def test_a_failed_background_write_is_logged_and_the_next_one_goes_through(
             raise OSError(5, "Input/output error")
         real(file, entries)
 
-    monkeypatch.setattr(log_manager_module.OffsetCheckpointFile, "write", flaky)
+    monkeypatch.setattr(OffsetCheckpointFile, "write", flaky)
     caplog.set_level(logging.ERROR, logger="kafkasim.storage.checkpoint_writer")
     manager.checkpoint_high_watermarks()
     writer.drain()
