@@ -5,7 +5,9 @@ cannot give; ``docker network disconnect`` from the ``cluster`` network cuts the
 the other brokers and ZooKeeper, while the producer on the host still reaches it). The checker
 must judge it SAFE, the isolation must have happened (a fault event on a broker, a new leader
 epoch), the simulation must judge the same scenario the same way, and the run's compose
-project must be gone afterwards.
+project must be gone afterwards. The catalog's ``split`` itself, as DROP rules inside the
+brokers' namespaces (``cluster.container_net``, root only), is judged as the simulation judges
+it too.
 
 One run takes a few minutes on a slow engine: the project starts (containers under vfs),
 25 s of workload, 15 s of settling, a clean stop of every broker, ``down -v``. No assertion
@@ -115,6 +117,57 @@ def test_an_isolated_leader_loses_nothing_acknowledged_and_agrees_with_the_simul
     assert project_leftovers(project) == []
     override = (tmp_path / "real" / "compose-override.yml").read_text()
     assert 'KAFKASIM_CFG_REPLICA_LAG_TIME_MAX_MS: "5000"' in override
+
+
+def shortened(name: str, action: str) -> Scenario:
+    base = load(find(name))
+    (fault,) = base.faults
+    assert fault.action == action
+    chosen = dataclasses.replace(
+        base,
+        workload=dataclasses.replace(base.workload, duration_s=25.0, settle_s=15.0),
+        faults=(dataclasses.replace(fault, at_s=FAULT_AT_S, duration_s=FAULT_FOR_S),),
+        seed_faults=None,
+    )
+    check(chosen)
+    return chosen
+
+
+@pytest.mark.skipif(
+    "split" not in compose.COMPOSE.injectable,
+    reason=compose.COMPOSE.not_injectable.get("split", ""),
+)
+def test_a_split_off_leader_loses_nothing_acknowledged_and_agrees_with_the_simulation(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """leader-partition: the leader keeps ZooKeeper and its clients, its followers cannot fetch;
+    the ISR shrinks to the leader, acks=all writes are refused until the split heals."""
+    caplog.set_level(logging.ERROR)
+    chosen = shortened("leader-partition", "split")
+    events: list[str] = []
+    try:
+        history = runner.run(chosen, compose.COMPOSE, tmp_path / "real", on_event=events.append)
+    finally:
+        print("\n".join(events))  # shown when the test fails
+    real = checker.check(history)
+    simulated = checker.check(runner.run(chosen, SIM, tmp_path / "sim", seed=1))
+
+    assert real.ok, real.verdict_lines()
+    assert real.verdict == simulated.verdict == "SAFE"
+    assert (real.lost, simulated.lost) == (0, 0)
+    assert real.acknowledged > 500 and real.read >= real.acknowledged
+    (fault,) = history.faults
+    assert fault.action == "split" and fault.end_ms is not None
+    split_off = int(fault.target.split(" → ")[1])
+    # The leader stayed leader (ZooKeeper reached it) and led an ISR of itself alone meanwhile.
+    assert any(
+        s.is_leader and s.leader == split_off and s.isr == (split_off,) for s in history.samples
+    ), "the split-off leader's ISR never shrank to itself"
+    for phase in ("cluster up", "split leader:events-0 → ", "healed: split", "final read"):
+        assert any(phase in line for line in events), (phase, events)
+    (up,) = [line for line in events if "cluster up" in line]
+    project = up.split("compose project ", 1)[1].split(" ", 1)[0]
+    assert project_leftovers(project) == []
 
 
 def test_librdkafka_on_the_host_across_a_container_leader_kill_is_judged_safe(
