@@ -1,5 +1,5 @@
 """The compose cluster (compose/docker-compose.yml) as a library, and the chaos runner's
-compose backend. (One module, ~745 lines: the backend is a thin layer over the library, and
+compose backend. (One module, ~775 lines: the backend is a thin layer over the library, and
 both go through the same docker CLI calls.)
 
 ``ComposeCluster`` drives one compose project: ZooKeeper and brokers 1-3 in containers, the
@@ -28,13 +28,9 @@ whatever happened. How each fault maps onto containers:
   too: this is the case where an isolated leader, still written to, must stop acknowledging
   acks=all writes (its ZooKeeper session expires, the controller elects another leader, and
   the old one truncates when it returns).
-
 * ``split``, ``isolate_zk``, ``partition_one_way``: iptables DROP rules inside the brokers'
-  containers' own network namespaces, added from the host with nsenter
-  (``cluster.container_net``), keyed by the peers' addresses on the ``cluster`` network:
-  clients on the published listeners still reach every broker. A broker started again gets
-  the rules of the faults still in force. Needs root on the host (``filtering_refusal``;
-  refused in one line without).
+  own network namespaces, added from the host (``cluster.container_net``; root only): clients
+  still reach every broker, and a broker started again gets the rules still in force.
 
 Refused, before any container starts (``compose_spec``): a slow network or a slow one-way link
 (delaying a container's traffic needs tc netem in the host's kernel: ``netem_refusal`` probes
