@@ -61,6 +61,7 @@ __all__ = [
     "ChaosError",
     "LocalBackend",
     "NetworkFaults",
+    "OneWayFaults",
     "ProcessBackend",
     "process_backend",
     "read_replica_log",
@@ -212,6 +213,16 @@ class NetworkFaults(Protocol):
     def normal_network(self) -> None: ...
 
 
+@runtime_checkable
+class OneWayFaults(Protocol):
+    """One-way cuts a ``ChaosBackend`` may inject (where ``partition_one_way`` is injectable):
+    what ``src`` sends ``dst`` is lost, ``dst`` to ``src`` flows (the compose backend's)."""
+
+    def cut_one_way(self, src: int, dst: int) -> None: ...
+
+    def heal_one_way(self, src: int, dst: int) -> None: ...
+
+
 def process_backend(
     create: Callable[[Scenario, Path], ChaosBackend],
 ) -> Callable[[Scenario, int | None, Path], Backend]:
@@ -352,11 +363,18 @@ class ProcessBackend:
     async def clock_jump(self, broker_ids: list[int], seconds: float) -> None:
         raise self._refused("clock_jump")
 
+    def _one_way(self) -> OneWayFaults:
+        if "partition_one_way" not in self.spec.injectable or not isinstance(
+            self.cluster, OneWayFaults
+        ):
+            raise self._refused("partition_one_way")
+        return self.cluster
+
     async def cut_one_way(self, src: int, dst: int) -> None:
-        raise self._refused("partition_one_way")
+        await asyncio.to_thread(self._one_way().cut_one_way, src, dst)
 
     async def heal_one_way(self, src: int, dst: int) -> None:
-        raise self._refused("partition_one_way")
+        await asyncio.to_thread(self._one_way().heal_one_way, src, dst)
 
     async def slow_link(self, src: int, dst: int, latency_ms: float, jitter_ms: float) -> None:
         raise self._refused("slow_one_way")

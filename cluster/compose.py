@@ -1,5 +1,5 @@
 """The compose cluster (compose/docker-compose.yml) as a library, and the chaos runner's
-compose backend. (One module, ~745 lines: the backend is a thin layer over the library, and
+compose backend. (One module, ~775 lines: the backend is a thin layer over the library, and
 both go through the same docker CLI calls.)
 
 ``ComposeCluster`` drives one compose project: ZooKeeper and brokers 1-3 in containers, the
@@ -28,13 +28,15 @@ whatever happened. How each fault maps onto containers:
   too: this is the case where an isolated leader, still written to, must stop acknowledging
   acks=all writes (its ZooKeeper session expires, the controller elects another leader, and
   the old one truncates when it returns).
+* ``split``, ``isolate_zk``, ``partition_one_way``: iptables DROP rules inside the brokers'
+  own network namespaces, added from the host (``cluster.container_net``; root only): clients
+  still reach every broker, and a broker started again gets the rules still in force.
 
-Refused, before any container starts (``NOT_INJECTABLE``): a split of the brokers that leaves
-ZooKeeper to every side, or losing ZooKeeper alone (both share the ``cluster`` network: they
-need per-link filtering inside the containers), a slow network (tc netem is not in the
-image), a ZooKeeper session expiry, a full disk, a clock jump or drift, one-way cuts and
-delays, a crash that loses unflushed data or tears a write, and any scenario whose broker
-count is not 3 (the compose file has brokers 1-3).
+Refused, before any container starts (``compose_spec``): a slow network or a slow one-way link
+(delaying a container's traffic needs tc netem in the host's kernel: ``netem_refusal`` probes
+it), a ZooKeeper session expiry, a full disk, a clock jump or drift, a crash that loses
+unflushed data or tears a write, and any scenario whose broker count is not 3 (the compose
+file has brokers 1-3).
 
 The final logs are read after every broker stopped cleanly (``docker stop``), before
 ``down -v``: from the brokers' volumes on this host (``docker volume inspect``'s Mountpoint,
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -62,6 +65,16 @@ from typing import Final
 from kafkasim import proto
 from kafkasim.client.simple import MinimalClient
 from kafkasim.cluster.chaos import ZK_SESSION_TIMEOUT_MS_DEFAULT, ChaosError, process_backend
+from kafkasim.cluster.container_net import (
+    LINK_FAULTS,
+    ContainerLinkFaults,
+    ContainerNetwork,
+    delay_refusal,
+    filtering_refusal,
+    link_refusals,
+    locate,
+)
+from kafkasim.cluster.netns import NetnsError
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.private_files import write_private
 from kafkasim.common.rpc import RpcError
@@ -74,7 +87,6 @@ from kafkasim.proto import kafkasim_pb2 as pb
 
 __all__ = [
     "BROKER_IDS",
-    "COMPOSE",
     "COMPOSE_FILE",
     "IMAGES",
     "INJECTABLE",
@@ -83,6 +95,8 @@ __all__ = [
     "ComposeBackend",
     "ComposeCluster",
     "compose_command",
+    "compose_spec",
+    "compose_spec_for",
     "compose_unavailable",
     "config_environment",
     "free_broker_ports",
@@ -112,31 +126,21 @@ _NO_DISK_LIMIT: Final = "a full disk needs a size-limited filesystem as each bro
 INJECTABLE: Final = frozenset(
     {"crash", "restart", "pause", "controlled_shutdown", "rolling_restart", "isolate"}
 )
-_SHARED_NETWORK: Final = (
-    "ZooKeeper and the brokers share the one `cluster` network: cutting some links and not "
-    "others needs packet filtering inside the containers, which the images do not have"
-)
+"""What the compose backend injects on any host with an engine."""
 NOT_INJECTABLE: Final[Mapping[str, str]] = MappingProxyType(
     {
-        "split": _SHARED_NETWORK,
-        "isolate_zk": _SHARED_NETWORK,
-        "slow_network": "delaying a container's traffic needs tc netem in the broker image, "
-        "which it does not have",
         "expire_session": "a broker's ZooKeeper session id and password never leave its container",
         "disk_full": _NO_DISK_LIMIT,
         "clock_jump": "containers share the host kernel's clock: stepping one needs "
         "libfaketime or a time namespace",
-        "partition_one_way": "one-way faults need packet filtering inside the containers, "
-        "which the broker image does not have",
-        "slow_one_way": "delaying one direction of a link needs tc netem in the broker "
-        "image, which it does not have",
         "clock_drift": "containers share the host kernel's clock: making one run fast or slow "
         "needs libfaketime",
         "torn_write": "tearing a write needs a power cut: after docker kill the host's page "
         "cache still holds every write",
     }
 )
-"""Every action the compose backend cannot inject, with the reason (one clause)."""
+"""What the compose backend never injects, with the reason (one clause); ``compose_spec``
+adds the link faults and delays this host refuses."""
 
 LOSE_UNFLUSHED_REASON: Final = (
     "losing unflushed data needs a power cut: after docker kill the host's page cache still "
@@ -512,7 +516,7 @@ def chaos_broker_props(scenario: Scenario) -> dict[str, object]:
 # -- the chaos backend ---------------------------------------------------------------------------
 
 
-class ComposeBackend:
+class ComposeBackend(ContainerLinkFaults):
     """``cluster.chaos.ChaosBackend`` on a compose project of its own (see the module's
     docstring for what each fault is)."""
 
@@ -534,6 +538,7 @@ class ComposeBackend:
                 remember_containers=True,  # the run starts and stops them, never re-creates one
             )
         self.cluster = cluster
+        self.network = ContainerNetwork(functools.partial(locate, cluster))
         self._status: dict[int, str] = dict.fromkeys(sorted(cluster.ports), "created")
         self._started_at: dict[int, str] = {}
         self._up = False
@@ -548,7 +553,7 @@ class ComposeBackend:
 
     @property
     def spec(self) -> BackendSpec:
-        return COMPOSE
+        return compose_spec()
 
     @property
     def broker_ids(self) -> tuple[int, ...]:
@@ -621,6 +626,8 @@ class ComposeBackend:
     def close(self) -> None:
         """Save the project's logs to compose-logs.txt, then ``down -v`` (this project's
         containers, networks and volumes)."""
+        with contextlib.suppress(NetnsError, RuntimeError, subprocess.TimeoutExpired):
+            self.network.remove()  # a project not ours keeps running: no rule of ours stays
         if not self._up:
             return
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired, OSError):
@@ -660,6 +667,7 @@ class ComposeBackend:
 
     def start_broker(self, broker_id: int) -> None:
         self.cluster.start(broker_id)
+        self.network.refresh()  # its new namespace gets the rules of the faults in force
         self._started_at[broker_id] = self.cluster.inspect(broker_id, "{{.State.StartedAt}}")
         self._status[broker_id] = "running"
 
@@ -695,6 +703,7 @@ class ComposeBackend:
 
     def reconnect(self, broker_id: int) -> None:
         self.cluster.connect(broker_id)
+        self.network.refresh()  # it may come back with another address
 
     def fill_disk(self, broker_id: int) -> None:
         raise ChaosError(f"{RUNTIME} cannot fill broker {broker_id}'s disk: {_NO_DISK_LIMIT}")
@@ -728,17 +737,36 @@ class ComposeBackend:
         return None
 
 
-COMPOSE: Final = BackendSpec(
-    name="compose",
-    runtime=RUNTIME,
-    injectable=INJECTABLE,
-    not_injectable=NOT_INJECTABLE,
-    lose_unflushed=LOSE_UNFLUSHED_REASON,
-    create=process_backend(ComposeBackend),
-    brokers=len(BROKER_IDS),
-    brokers_reason="the compose file has brokers 1, 2 and 3",
-    # Containers start slowly on a loaded machine (vfs); the logs are read through the engine.
-    serving_grace_s=180.0,
-    serving_poll_s=1.0,
-)
-"""The compose cluster (``ComposeBackend``)."""
+def compose_spec_for(filtering: str | None, delay: str) -> BackendSpec:
+    """The compose backend's spec: the link faults injectable when ``filtering`` is None (this
+    process may filter inside the containers), else refused saying why; the delays refused
+    with ``delay``."""
+    refused = link_refusals(filtering, delay)
+    return BackendSpec(
+        name="compose",
+        runtime=RUNTIME,
+        injectable=INJECTABLE | (LINK_FAULTS - set(refused)),
+        not_injectable=MappingProxyType({**NOT_INJECTABLE, **refused}),
+        lose_unflushed=LOSE_UNFLUSHED_REASON,
+        create=process_backend(ComposeBackend),
+        brokers=len(BROKER_IDS),
+        brokers_reason="the compose file has brokers 1, 2 and 3",
+        # Containers start slowly on a loaded machine (vfs); the logs are read through the engine.
+        serving_grace_s=180.0,
+        serving_poll_s=1.0,
+    )
+
+
+@functools.cache
+def compose_spec() -> BackendSpec:
+    """The compose cluster (``ComposeBackend``), as far as this process may inject; built on
+    first use (whether the kernel has netem is probed once, in a scratch namespace)."""
+    return compose_spec_for(filtering_refusal(), delay_refusal())
+
+
+def __getattr__(name: str) -> BackendSpec:
+    """``COMPOSE``: ``compose_spec()``, built when first asked for (not at import: the probe
+    runs commands)."""
+    if name == "COMPOSE":
+        return compose_spec()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

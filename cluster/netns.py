@@ -52,10 +52,14 @@ from kafkasim.common.errors import KafkasimError
 __all__ = [
     "BrokerNetwork",
     "DropRule",
+    "DropRules",
     "NetnsError",
     "choose_subnet",
     "netem_refusal",
+    "netns_enter",
     "netns_refusal",
+    "split_rules",
+    "zookeeper_rules",
 ]
 
 logger = logging.getLogger(__name__)
@@ -151,20 +155,88 @@ def _new_prefix() -> str:
     return f"ks{secrets.token_hex(3)}"
 
 
+def netns_enter(namespace: str) -> tuple[str, ...]:
+    """The prefix that runs a command in the named namespace (``ip netns exec`` execs it: the
+    command keeps the pid it was started with)."""
+    return ("ip", "netns", "exec", namespace)
+
+
 @dataclass(frozen=True, slots=True)
 class DropRule:
-    """One iptables DROP rule in a namespace's filter table."""
+    """One iptables DROP rule in a namespace's filter table; ``enter``: the command prefix that
+    runs a command in that namespace (``netns_enter``, or ``nsenter --net=...`` for a
+    container's: ``cluster.container_net``)."""
 
-    namespace: str
+    enter: tuple[str, ...]
     chain: str  # INPUT or OUTPUT
     match: tuple[str, ...]
 
     def argv(self, op: str) -> list[str]:
         """The command that appends (``-A``) or deletes (``-D``) this rule."""
-        return [
-            "ip", "netns", "exec", self.namespace,
-            "iptables", "-w", op, self.chain, *self.match, "-j", "DROP",
-        ]  # fmt: skip
+        return [*self.enter, "iptables", "-w", op, self.chain, *self.match, "-j", "DROP"]
+
+
+class DropRules:
+    """The DROP rules added, by fault, each recorded once added (so that ``undrop`` deletes
+    exactly those); ``run``: how commands run."""
+
+    def __init__(self, run: Runner) -> None:
+        self._run = run
+        self.by_fault: dict[str, list[DropRule]] = {}
+
+    def drop(self, fault: str, rules: Iterable[DropRule]) -> None:
+        """Add ``rules`` under ``fault`` (recorded one by one)."""
+        added = self.by_fault.setdefault(fault, [])
+        for rule in rules:
+            self._run(rule.argv("-A"))
+            added.append(rule)
+
+    def undrop(self, fault: str) -> None:
+        """Delete the rules added under ``fault``, newest first (none: nothing)."""
+        added = self.by_fault.get(fault, [])
+        while added:
+            self._run(added[-1].argv("-D"))
+            added.pop()
+        self.by_fault.pop(fault, None)
+
+    def forget(self, gone: Callable[[DropRule], bool]) -> None:
+        """Unrecord, running nothing, the rules that ``gone`` says went with their namespace."""
+        for added in self.by_fault.values():
+            added[:] = [rule for rule in added if not gone(rule)]
+
+    def clear(self) -> None:
+        self.by_fault.clear()
+
+
+def zookeeper_rules(enter: tuple[str, ...], zookeeper: str, port: int) -> tuple[DropRule, ...]:
+    """What cuts one namespace off ZooKeeper at ``zookeeper``:``port``, both directions."""
+    return (
+        DropRule(enter, "OUTPUT", ("-d", zookeeper, "-p", "tcp", "--dport", str(port))),
+        DropRule(enter, "INPUT", ("-s", zookeeper, "-p", "tcp", "--sport", str(port))),
+    )
+
+
+def split_rules(
+    groups: list[list[int]],
+    enter: Callable[[int], tuple[str, ...] | None],
+    address: Callable[[int], str | None],
+) -> Iterator[DropRule]:
+    """What keeps brokers of different groups apart: in each broker's namespace (``enter``),
+    packets to and from every broker of the other groups (by ``address``). A broker with no
+    namespace or no address now (None: a stopped container) is left out."""
+    for group in groups:
+        for broker_id in group:
+            where = enter(broker_id)
+            if where is None:
+                continue
+            for other in groups:
+                if other is group:
+                    continue
+                for peer in other:
+                    peer_address = address(peer)
+                    if peer_address is not None:
+                        yield DropRule(where, "OUTPUT", ("-d", peer_address))
+                        yield DropRule(where, "INPUT", ("-s", peer_address))
 
 
 class BrokerNetwork:
@@ -190,7 +262,7 @@ class BrokerNetwork:
         self._run = run
         self.namespaces: list[str] = []  # created, in order
         self.host_links: list[str] = []  # created on the host, in order
-        self.rules: dict[str, list[DropRule]] = {}  # by fault
+        self._rules = DropRules(run)
         self.delayed: list[str] = []  # namespaces with a netem qdisc on eth0
 
     @property
@@ -217,10 +289,14 @@ class BrokerNetwork:
             raise NetnsError("the brokers' network is not created yet")
         return str(ipaddress.IPv4Address(f"{SUBNET_PREFIX}.{self.subnet}.{host}"))
 
+    @property
+    def rules(self) -> dict[str, list[DropRule]]:
+        """The DROP rules in force, by fault."""
+        return self._rules.by_fault
+
     def exec_argv(self, broker_id: int) -> list[str]:
-        """The prefix that runs a command in the broker's namespace (``ip netns exec`` execs
-        it: the command keeps the pid it was started with)."""
-        return ["ip", "netns", "exec", self.namespace(broker_id)]
+        """The prefix that runs a command in the broker's namespace (``netns_enter``)."""
+        return list(netns_enter(self.namespace(broker_id)))
 
     def create(self) -> None:
         """Create the namespaces, the bridge and the links; on a failure, remove what was
@@ -287,7 +363,7 @@ class BrokerNetwork:
                 errors.append(e)
             else:
                 self.namespaces.remove(namespace)
-        self.rules.clear()
+        self._rules.clear()
         self.delayed.clear()
         if not (self.namespaces or self.host_links):
             _live.discard(self)
@@ -297,40 +373,29 @@ class BrokerNetwork:
     # -- faults -------------------------------------------------------------------------------
 
     def drop(self, fault: str, rules: Iterable[DropRule]) -> None:
-        """Add ``rules`` under ``fault`` (recorded one by one, so ``undrop`` removes exactly
-        those added)."""
-        added = self.rules.setdefault(fault, [])
-        for rule in rules:
-            self._run(rule.argv("-A"))
-            added.append(rule)
+        """Add ``rules`` under ``fault`` (``undrop`` removes exactly those added)."""
+        self._rules.drop(fault, rules)
 
     def undrop(self, fault: str) -> None:
         """Delete the rules added under ``fault`` (none: nothing)."""
-        added = self.rules.get(fault, [])
-        while added:
-            self._run(added[-1].argv("-D"))
-            added.pop()
-        self.rules.pop(fault, None)
+        self._rules.undrop(fault)
 
     def isolate(self, broker_id: int) -> None:
-        ns = self.namespace(broker_id)
+        enter = netns_enter(self.namespace(broker_id))
         self.drop(
             f"isolate:{broker_id}",
-            (DropRule(ns, "INPUT", ("-i", _BROKER_IF)), DropRule(ns, "OUTPUT", ("-o", _BROKER_IF))),
+            (
+                DropRule(enter, "INPUT", ("-i", _BROKER_IF)),
+                DropRule(enter, "OUTPUT", ("-o", _BROKER_IF)),
+            ),
         )
 
     def reconnect(self, broker_id: int) -> None:
         self.undrop(f"isolate:{broker_id}")
 
     def isolate_zk(self, broker_id: int, zk_port: int) -> None:
-        ns, zk, port = self.namespace(broker_id), self.host_address, str(zk_port)
-        self.drop(
-            f"isolate_zk:{broker_id}",
-            (
-                DropRule(ns, "OUTPUT", ("-d", zk, "-p", "tcp", "--dport", port)),
-                DropRule(ns, "INPUT", ("-s", zk, "-p", "tcp", "--sport", port)),
-            ),
-        )
+        enter = netns_enter(self.namespace(broker_id))
+        self.drop(f"isolate_zk:{broker_id}", zookeeper_rules(enter, self.host_address, zk_port))
 
     def reconnect_zk(self, broker_id: int) -> None:
         self.undrop(f"isolate_zk:{broker_id}")
@@ -338,19 +403,10 @@ class BrokerNetwork:
     def split(self, groups: list[list[int]]) -> None:
         """No packet between brokers of different groups (a split in force is replaced)."""
         self.undrop("split")
-        self.drop("split", self._split_rules(groups))
-
-    def _split_rules(self, groups: list[list[int]]) -> Iterator[DropRule]:
-        for group in groups:
-            for broker_id in group:
-                ns = self.namespace(broker_id)
-                for other in groups:
-                    if other is group:
-                        continue
-                    for peer in other:
-                        peer_address = self.address(peer)
-                        yield DropRule(ns, "OUTPUT", ("-d", peer_address))
-                        yield DropRule(ns, "INPUT", ("-s", peer_address))
+        self.drop(
+            "split",
+            split_rules(groups, lambda b: netns_enter(self.namespace(b)), self.address),
+        )
 
     def heal_split(self) -> None:
         self.undrop("split")

@@ -5,7 +5,9 @@ cannot give; ``docker network disconnect`` from the ``cluster`` network cuts the
 the other brokers and ZooKeeper, while the producer on the host still reaches it). The checker
 must judge it SAFE, the isolation must have happened (a fault event on a broker, a new leader
 epoch), the simulation must judge the same scenario the same way, and the run's compose
-project must be gone afterwards.
+project must be gone afterwards. The catalog's ``split`` itself, as DROP rules inside the
+brokers' namespaces (``cluster.container_net``, root only), is judged as the simulation judges
+it too.
 
 One run takes a few minutes on a slow engine: the project starts (containers under vfs),
 25 s of workload, 15 s of settling, a clean stop of every broker, ``down -v``. No assertion
@@ -40,23 +42,42 @@ FAULT_AT_S = 6.0
 FAULT_FOR_S = 15.0  # past the 6 s ZooKeeper session timeout: another leader is elected
 
 
-def leader_isolation() -> Scenario:
-    """leader-partition with its fault an isolate of the same target, in less time."""
+def shortened(action: str) -> Scenario:
+    """leader-partition in less time, its fault (a split of the leader) made ``action`` on the
+    same target."""
     base = load(find("leader-partition"))
     (fault,) = base.faults
     assert (fault.action, fault.target) == ("split", "leader:events-0")
+    params = fault.params if action == fault.action else {}
     chosen = dataclasses.replace(
         base,
         workload=dataclasses.replace(base.workload, duration_s=25.0, settle_s=15.0),
         faults=(
             dataclasses.replace(
-                fault, action="isolate", at_s=FAULT_AT_S, duration_s=FAULT_FOR_S, params={}
+                fault, action=action, at_s=FAULT_AT_S, duration_s=FAULT_FOR_S, params=params
             ),
         ),
         seed_faults=None,
     )
     check(chosen)
     return chosen
+
+
+def run_both(chosen: Scenario, root: Path) -> tuple[History, list[str]]:
+    """``chosen`` on the compose backend, then the simulation: both judged SAFE with nothing
+    acknowledged lost; the real run's history and its event lines."""
+    events: list[str] = []
+    try:
+        history = runner.run(chosen, compose.COMPOSE, root / "real", on_event=events.append)
+    finally:
+        print("\n".join(events))  # shown when the test fails
+    real = checker.check(history)
+    simulated = checker.check(runner.run(chosen, SIM, root / "sim", seed=1))
+    assert real.ok, real.verdict_lines()
+    assert real.verdict == simulated.verdict == "SAFE"
+    assert (real.lost, simulated.lost) == (0, 0)
+    assert real.acknowledged > 500 and real.read >= real.acknowledged
+    return history, events
 
 
 def leader_epochs(history: History, before_ms: int | None = None) -> set[int]:
@@ -80,19 +101,7 @@ def test_an_isolated_leader_loses_nothing_acknowledged_and_agrees_with_the_simul
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.ERROR)
-    chosen = leader_isolation()
-    events: list[str] = []
-    try:
-        history = runner.run(chosen, compose.COMPOSE, tmp_path / "real", on_event=events.append)
-    finally:
-        print("\n".join(events))  # shown when the test fails
-    real = checker.check(history)
-    simulated = checker.check(runner.run(chosen, SIM, tmp_path / "sim", seed=1))
-
-    assert real.ok, real.verdict_lines()
-    assert real.verdict == simulated.verdict == "SAFE"
-    assert (real.lost, simulated.lost) == (0, 0)
-    assert real.acknowledged > 500 and real.read >= real.acknowledged
+    history, events = run_both(shortened("isolate"), tmp_path)
     # The isolation happened, to the leader, and another leader was elected meanwhile.
     (fault,) = history.faults
     assert fault.action == "isolate" and fault.end_ms is not None
@@ -115,6 +124,31 @@ def test_an_isolated_leader_loses_nothing_acknowledged_and_agrees_with_the_simul
     assert project_leftovers(project) == []
     override = (tmp_path / "real" / "compose-override.yml").read_text()
     assert 'KAFKASIM_CFG_REPLICA_LAG_TIME_MAX_MS: "5000"' in override
+
+
+@pytest.mark.skipif(
+    "split" not in compose.COMPOSE.injectable,
+    reason=compose.COMPOSE.not_injectable.get("split", ""),
+)
+def test_a_split_off_leader_loses_nothing_acknowledged_and_agrees_with_the_simulation(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """leader-partition: the leader keeps ZooKeeper and its clients, its followers cannot fetch;
+    the ISR shrinks to the leader, acks=all writes are refused until the split heals."""
+    caplog.set_level(logging.ERROR)
+    history, events = run_both(shortened("split"), tmp_path)
+    (fault,) = history.faults
+    assert fault.action == "split" and fault.end_ms is not None
+    split_off = int(fault.target.split(" → ")[1])
+    # The leader stayed leader (ZooKeeper reached it) and led an ISR of itself alone meanwhile.
+    assert any(
+        s.is_leader and s.leader == split_off and s.isr == (split_off,) for s in history.samples
+    ), "the split-off leader's ISR never shrank to itself"
+    for phase in ("cluster up", "split leader:events-0 → ", "healed: split", "final read"):
+        assert any(phase in line for line in events), (phase, events)
+    (up,) = [line for line in events if "cluster up" in line]
+    project = up.split("compose project ", 1)[1].split(" ", 1)[0]
+    assert project_leftovers(project) == []
 
 
 def test_librdkafka_on_the_host_across_a_container_leader_kill_is_judged_safe(

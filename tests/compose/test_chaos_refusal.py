@@ -26,17 +26,17 @@ SCENARIO = (
     ("faults", "named"),
     [
         (
-            '[[faults]]\nat_s = 1.0\naction = "split"\ntarget = "leader:events-0"\n'
-            "duration_s = 1.0\n",
-            "split (faults[0]): ZooKeeper and the brokers share the one `cluster` network",
+            '[[faults]]\nat_s = 1.0\naction = "expire_session"\ntarget = "leader:events-0"\n',
+            "expire_session (faults[0]): a broker's ZooKeeper session id and password never "
+            "leave its container",
         ),
         (
             '[[faults]]\nat_s = 1.0\naction = "slow_network"\ntarget = "broker:1"\n'
             "duration_s = 1.0\nparams = { latency_ms = 50.0 }\n",
-            "slow_network (faults[0]): delaying a container's traffic needs tc netem",
+            "slow_network (faults[0]): delaying a container's traffic ",
         ),
     ],
-    ids=["split", "slow-network"],
+    ids=["expire-session", "slow-network"],
 )
 def test_a_fault_the_compose_cluster_cannot_inject_is_refused_in_one_line(
     faults: str, named: str, tmp_path: Path

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from kafkasim.cluster import chaos, compose
+from kafkasim.cluster.container_net import filtering_refusal
 from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.backend import UnsupportedFaultError, check_supported, unsupported_faults
 from kafkasim.faults.reading import catalog, find, load
@@ -26,7 +27,17 @@ RUNNABLE = {
     "kip101-case1",
     "unsafe-unclean-election",  # an isolated follower, then the leader crashed
     "txn-zombie-fenced",  # a paused follower; a producer stalls (the workload does it)
+    # As root on the host, the link faults (DROP rules inside the containers) too:
+    "leader-partition",
+    "follower-one-way",
+    "unsafe-acks1-leader-crash",
 }
+# The spec as root (the link faults injected) and without (refused), on any machine.
+AS_ROOT = compose.compose_spec_for(None, "delaying needs tc netem in the host's kernel")
+NOT_ROOT = compose.compose_spec_for(
+    "network namespaces need root, and this process runs as uid 1000",
+    "delaying needs tc netem in the host's kernel",
+)
 
 
 def test_every_action_is_either_injected_or_refused_with_a_reason() -> None:
@@ -35,26 +46,27 @@ def test_every_action_is_either_injected_or_refused_with_a_reason() -> None:
     assert spec.injectable | set(spec.not_injectable) == set(ACTIONS)
     assert all(reason and "\n" not in reason for reason in spec.not_injectable.values())
     assert "isolate" in spec.injectable
-    assert {"split", "isolate_zk", "slow_network", "expire_session"} <= set(spec.not_injectable)
+    assert {"slow_network", "slow_one_way", "expire_session"} <= set(spec.not_injectable)
+    assert ("split" in spec.injectable) == (filtering_refusal() is None)
     assert {"disk_full", "clock_jump"} <= set(spec.not_injectable)
 
 
 @pytest.mark.parametrize("name", sorted(catalog()))
 def test_the_catalog_runs_or_is_refused_naming_the_compose_cluster(name: str) -> None:
     chosen = load(find(name))
-    clauses = unsupported_faults(chosen, compose.COMPOSE)
+    clauses = unsupported_faults(chosen, AS_ROOT)
     assert (name in RUNNABLE) == (not clauses), clauses
     if not clauses:
-        check_supported(chosen, compose.COMPOSE)
+        check_supported(chosen, AS_ROOT)
         return
     with pytest.raises(UnsupportedFaultError) as caught:
-        check_supported(chosen, compose.COMPOSE)
+        check_supported(chosen, AS_ROOT)
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(f"scenario {name}: the compose cluster cannot inject ")
 
 
-def test_isolate_is_injected_but_split_and_a_power_cut_are_refused() -> None:
+def test_without_root_isolate_is_injected_but_split_and_a_power_cut_are_refused() -> None:
     base = load(find("leader-crash"))
     faults = (
         Fault(1.0, "isolate", "leader:events-0", 5.0),
@@ -62,13 +74,17 @@ def test_isolate_is_injected_but_split_and_a_power_cut_are_refused() -> None:
         Fault(3.0, "crash", "broker:3", 1.0, {"lose_unflushed": True}),
         Fault(4.0, "isolate_zk", "broker:2", 1.0),
     )
-    clauses = unsupported_faults(replace(base, faults=faults), compose.COMPOSE)
+    clauses = unsupported_faults(replace(base, faults=faults), NOT_ROOT)
     assert [c.split(":", 1)[0] for c in clauses] == [
         "split (faults[1])",
         "crash with lose_unflushed (faults[2])",
         "isolate_zk (faults[3])",
     ]
     assert "docker kill" in clauses[1]
+    assert "needs nsenter and iptables: network namespaces need root" in clauses[0]
+    # As root, only the power cut.
+    (clause,) = unsupported_faults(replace(base, faults=faults), AS_ROOT)
+    assert clause.startswith("crash with lose_unflushed (faults[2])")
     # The same scenario on local processes refuses the isolation too.
     assert unsupported_faults(replace(base, faults=faults), chaos.LOCAL)[0].startswith("isolate")
 

@@ -17,6 +17,7 @@ from kafkasim.cluster.netns import (
     NetnsError,
     choose_subnet,
     netem_argv,
+    netns_enter,
     netns_refusal,
     run_command,
 )
@@ -149,10 +150,10 @@ def test_split_drops_the_other_groups_addresses_on_both_sides_and_heals() -> Non
     network.split([[1], [2, 3]])
     rules = network.rules["split"]
     assert rules[:2] == [
-        DropRule("ks0a0b0c-b1", "OUTPUT", ("-d", "10.231.7.12")),
-        DropRule("ks0a0b0c-b1", "INPUT", ("-s", "10.231.7.12")),
+        DropRule(netns_enter("ks0a0b0c-b1"), "OUTPUT", ("-d", "10.231.7.12")),
+        DropRule(netns_enter("ks0a0b0c-b1"), "INPUT", ("-s", "10.231.7.12")),
     ]
-    pairs = {(r.namespace[-1], r.match[1][-1]) for r in rules}
+    pairs = {(r.enter[-1][-1], r.match[1][-1]) for r in rules}
     assert pairs == {("1", "2"), ("1", "3"), ("2", "1"), ("3", "1")}
     assert len(rules) == 8
     # A second split replaces the first: its rules deleted before the new ones are added.
