@@ -24,9 +24,11 @@ from kafkasim.common.sentinels import NO_TIMESTAMP
 from kafkasim.storage.records import validation
 from kafkasim.storage.records.batch import RECORDS_OFFSET, BatchHeader, RecordBatchBuilder
 from kafkasim.storage.records.compression import CompressionType
-from kafkasim.storage.records.validation import _walk, validate_batch_records
+from kafkasim.storage.records.validation import validate_batch_records
 from kafkasim.storage.records.varint import encode_varint, encode_varlong
-from tests.unit.storage.records.crafted import T0, batch_of, record
+from tests.unit.storage.records.crafted import T0, Checks, batch_of, record, walk_answer
+from tests.unit.storage.records.crafted import records_area as area_of
+from tests.unit.storage.records.crafted import walk_checks as checks_of
 
 try:
     from kafkasim.storage.records._cwalk import walk_records as cwalk
@@ -37,7 +39,6 @@ ROOT = Path(__file__).resolve().parents[4]
 needs_cwalk = pytest.mark.skipif(
     cwalk is None, reason="kafkasim.storage.records._cwalk is not built in this environment"
 )
-Checks = dict[str, int | bool]
 UNBOUNDED = 1 << 70
 
 
@@ -53,31 +54,6 @@ def make_batch(
             extra = [("h", b"x"), ("ключ", None), ("", rng.randbytes(200))][: rng.randint(1, 3)]
         builder.append(T0 + rng.randint(-spread, spread), key, value, extra)
     return builder.build()
-
-
-def area_of(batch: bytes) -> bytes:
-    return bytes(batch[RECORDS_OFFSET:])
-
-
-def checks_of(batch: bytes, **overrides: int | bool) -> Checks:
-    header = BatchHeader.parse(memoryview(batch))
-    checks: Checks = {
-        "last_delta": header.last_offset_delta,
-        "dense": True,
-        "compacted": False,
-        "base_ts": header.first_timestamp,
-        "low": -UNBOUNDED,
-        "high": UNBOUNDED,
-    }
-    checks.update(overrides)
-    return checks
-
-
-def walk_answer(area: bytes, count: int, checks: Checks) -> int | None:
-    try:
-        return _walk(area, count, **checks)  # type: ignore[arg-type]
-    except (InvalidRecordError, InvalidTimestampError):
-        return None
 
 
 def same(area: bytes, count: int, checks: Checks) -> int | None:
@@ -321,7 +297,8 @@ def sample_batches() -> list[bytes]:
 def test_validation_uses_the_compiled_walk_on_the_records_in_place(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert validation.COMPILED_WALK is cwalk
+    if os.environ.get("KAFKASIM_PURE_PYTHON", "") in ("", "0"):
+        assert validation.COMPILED_WALK is cwalk  # built: in use
     seen: list[type] = []
 
     def spy(data: bytes, count: int, **checks: int | bool) -> int | None:

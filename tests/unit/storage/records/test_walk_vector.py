@@ -13,18 +13,19 @@ import random
 
 import pytest
 
-from kafkasim.common.errors import InvalidRecordError, InvalidTimestampError
-from kafkasim.storage.records.batch import RECORDS_OFFSET, BatchHeader, RecordBatchBuilder
-from kafkasim.storage.records.validation import _walk, validate_batch_records
+from kafkasim.common.errors import InvalidRecordError
+from kafkasim.storage.records.batch import BatchHeader, RecordBatchBuilder
+from kafkasim.storage.records.validation import validate_batch_records
 from kafkasim.storage.records.walk_vector import MIN_RECORDS, walk_records
-from tests.unit.storage.records.crafted import T0, batch_of, record
+from tests.unit.storage.records.crafted import T0, Checks, batch_of, record
+from tests.unit.storage.records.crafted import records_area as _area
+from tests.unit.storage.records.crafted import walk_answer as _walk_result
+from tests.unit.storage.records.crafted import walk_checks as _checks
 
 try:
     from kafkasim.storage.records._cwalk import walk_records as cwalk
 except ImportError:  # not built here: the bulk walk is still compared
     cwalk = None
-
-Checks = dict[str, int | bool]
 
 
 def _batch(rng: random.Random, n: int, *, headers: bool = False) -> bytes:
@@ -35,31 +36,6 @@ def _batch(rng: random.Random, n: int, *, headers: bool = False) -> bytes:
         extra = [("h", b"x")] if headers and i == n // 2 else []
         builder.append(T0 + rng.randint(-5_000, 5_000), key, value, extra)
     return builder.build()
-
-
-def _area(batch: bytes) -> bytes:
-    return bytes(batch[RECORDS_OFFSET:])
-
-
-def _checks(batch: bytes, **overrides: int | bool) -> Checks:
-    header = BatchHeader.parse(memoryview(batch))
-    checks: Checks = {
-        "last_delta": header.last_offset_delta,
-        "dense": True,
-        "compacted": False,
-        "base_ts": header.first_timestamp,
-        "low": -(1 << 70),
-        "high": 1 << 70,
-    }
-    checks.update(overrides)
-    return checks
-
-
-def _walk_result(area: bytes, count: int, checks: Checks) -> int | None:
-    try:
-        return _walk(area, count, **checks)  # type: ignore[arg-type]
-    except (InvalidRecordError, InvalidTimestampError):
-        return None
 
 
 def _agree(area: bytes, count: int, checks: Checks) -> int | None:
