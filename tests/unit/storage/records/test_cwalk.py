@@ -262,7 +262,8 @@ def test_random_mutations_of_valid_batches_get_the_walks_answer(
         elif kind == "truncate":
             del area[at:]
     checks = checks_of(batch, dense=dense, compacted=compacted)
-    same(bytes(area), n + count_shift, checks)
+    # At least one record: validation never walks an empty batch (test_no_records_...).
+    same(bytes(area), max(1, n + count_shift), checks)
 
 
 # -- validation: compiled when built, the Python walks otherwise --------------------------------
