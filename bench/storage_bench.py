@@ -7,7 +7,8 @@ and noisy, so only ratios and growth are meaningful, never absolute targets).
    1b. The cost of record-level validation (Kafka's LogValidator, one walk over every record):
    the same appends with it and with it replaced by a pass-through, for small and large
    records, uncompressed and lz4.
-   1c. The record walk alone: one record at a time against the bulk walk (numpy), per batch.
+   1c. The record walk alone: one record at a time against the bulk walk (numpy) and the
+   compiled walk (``_cwalk``, when built), per batch.
 2. Lookups by offset and by timestamp in logs of 1e5 and 1e7 records: p50/p99 and the growth
    from the small log to the large one (it must stay logarithmic: a small factor, not
    a hundredfold).
@@ -122,9 +123,10 @@ def bench_validation(root: Path, total_bytes: int) -> list[tuple[str, float, flo
     return rows
 
 
-def bench_walk(record_counts: tuple[int, ...]) -> list[tuple[int, float, float]]:
-    """The record walk alone: microseconds a batch one record at a time and in bulk
-    (``walk_vector``), 100 B keyless records, interleaved, best of 7 rounds each."""
+def bench_walk(record_counts: tuple[int, ...]) -> list[tuple[int, float, float, float | None]]:
+    """The record walk alone: microseconds a batch one record at a time, in bulk
+    (``walk_vector``) and compiled (``_cwalk``; None where it is not built), 100 B keyless
+    records, interleaved, best of 7 rounds each."""
     rows = []
     for n in record_counts:
         builder = RecordBatchBuilder()
@@ -143,14 +145,21 @@ def bench_walk(record_counts: tuple[int, ...]) -> list[tuple[int, float, float]]
         }
         one: list[float] = []
         bulk: list[float] = []
+        compiled: list[float] = []
+        walks: list[tuple[validation.Walk, list[float]]] = [
+            (validation._walk, one),
+            (walk_records, bulk),
+        ]
+        if validation.COMPILED_WALK is not None:
+            walks.append((validation.COMPILED_WALK, compiled))
         rounds = 50
         for _ in range(7):
-            for walk, times in ((validation._walk, one), (walk_records, bulk)):
+            for walk, times in walks:
                 start = time.perf_counter()
                 for _ in range(rounds):
-                    walk(area, n, **checks)  # type: ignore[arg-type, operator]
+                    walk(area, n, **checks)
                 times.append((time.perf_counter() - start) / rounds * 1e6)
-        rows.append((n, min(one), min(bulk)))
+        rows.append((n, min(one), min(bulk), min(compiled) if compiled else None))
     return rows
 
 
@@ -319,11 +328,16 @@ def main(argv: list[str] | None = None) -> int:
         for label, on, off, ratio in bench_validation(root, total // 4):
             print(f"   {label:<30} with {on:8.1f}, without {off:8.1f}, ratio {ratio:.2f}")
 
-        print("\n1c. the record walk alone, one record at a time vs in bulk (µs a batch)")
-        for n, one, bulk in bench_walk((64, 192, 1000)):
+        print(
+            "\n1c. the record walk alone, one record at a time vs in bulk vs compiled (µs a batch)"
+        )
+        for n, one, bulk, compiled in bench_walk((15, 64, 192, 1000)):
+            c_text = "not built" if compiled is None else f"{compiled:8.1f}"
+            c_ratio = "" if compiled is None else f", one/compiled {one / compiled:.1f}"
             print(
                 f"   {n:>5} x 100 B records: one at a time {one:8.1f}, in bulk {bulk:8.1f}, "
-                f"ratio {one / bulk:.2f} (bulk from {MIN_RECORDS} records)"
+                f"compiled {c_text}; one/bulk {one / bulk:.2f} (bulk from {MIN_RECORDS} "
+                f"records){c_ratio}"
             )
 
         print("\n2. lookups (p50 / p99, microseconds)")

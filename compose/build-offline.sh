@@ -38,7 +38,7 @@ ZOOKEEPER_PACKAGES=libzookeeper-java,default-jre-headless
 # kafkasim's importable packages (as [tool.setuptools.packages.find] lists them: kafkasim/ and
 # the folders its links point to, read from the links so that a new package cannot be left out)
 # and other files of its wheel: what the source hash covers.
-SOURCE_FILES=(pyproject.toml README.md)
+SOURCE_FILES=(pyproject.toml setup.py README.md)
 mapfile -t LINKED < <(cd "$REPO/kafkasim" && find . -maxdepth 1 -type l -printf '%f\n' | sort)
 SOURCE_DIRS=(kafkasim "${LINKED[@]}")
 

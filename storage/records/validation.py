@@ -31,12 +31,19 @@ offset deltas and its 3.x compressed path rebuilds a batch with wrong ones; we r
 INVALID_RECORD as Kafka 2.x's compressed path does ("inner record offsets"), because the
 decoder (:func:`~storage.records.batch.decode_batch`) refuses them on every read.
 
-Cost: one pass over the records per batch, without building :class:`Record` objects; varints
-of one and two bytes are inlined as in the decoder. Every error names the batch's position and
-the record (its index in the batch) and what was wrong.
+Cost: one pass over the records per batch, without building :class:`Record` objects: in C
+(``_cwalk.c``, built by ``pip install -e``) when it is built, else in bulk with numpy
+(:mod:`~storage.records.walk_vector`) from ``MIN_RECORDS`` records and record by record below.
+Either vouches for a sound batch only; on any fault the record-by-record walk runs and names
+the batch's position, the record (its index in the batch) and what was wrong.
+``KAFKASIM_PURE_PYTHON=1`` in the environment leaves the compiled walk unused (tests of the
+fallback); a build that does not load (another interpreter's) falls back the same way.
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Callable
 
 from kafkasim.common.errors import (
     CorruptRecordError,
@@ -60,6 +67,25 @@ from kafkasim.storage.records.walk_vector import MIN_RECORDS, walk_records
 
 _UNBOUNDED = 1 << 70
 """Farther than any int64 timestamp delta can reach: a bound that never trips."""
+
+Walk = Callable[..., int | None]
+"""A record walk: ``(data, count, *, last_delta, dense, compacted, base_ts, low, high)``."""
+
+
+def _compiled_walk() -> Walk | None:
+    """The compiled walk, unless it is not built, does not load here, or the environment asks
+    for pure Python (``KAFKASIM_PURE_PYTHON`` set to anything but ``0`` or empty)."""
+    if os.environ.get("KAFKASIM_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from kafkasim.storage.records._cwalk import walk_records as compiled  # noqa: PLC0415
+    except ImportError:
+        return None
+    return compiled
+
+
+COMPILED_WALK = _compiled_walk()
+"""The compiled record walk in use, or None (the numpy and Python walks then run)."""
 
 __all__ = [
     "check_produce_records",
@@ -136,40 +162,49 @@ def validate_batch_records(
                 "record data"
             )
         return NO_TIMESTAMP
-    with memoryview(buf) as view, view[pos + RECORDS_OFFSET : pos + size] as payload:
-        if codec == CompressionType.NONE:
-            data = bytes(payload)
-        else:
-            try:
-                data = decompress(codec, payload)
-            except CorruptRecordError as e:
-                raise CorruptRecordError(f"{where}: {e.message}") from None
     base_ts = header.first_timestamp
     log_append_time = header.timestamp_type is TimestampType.LOG_APPEND_TIME
     if timestamp_range is None or log_append_time:
         low, high = -_UNBOUNDED, _UNBOUNDED
     else:
         low, high = timestamp_range[0] - base_ts, timestamp_range[1] - base_ts
-    last_delta = header.last_offset_delta
-    try:
-        # In bulk when it can vouch for every record; else (and for every fault, so that the
-        # message names the record) one record at a time.
-        walks = (walk_records, _walk) if count >= MIN_RECORDS else (_walk,)
-        for walk in walks:
-            found = walk(
-                data,
-                count,
-                last_delta=last_delta,
-                dense=dense_offsets,
-                compacted=compacted,
-                base_ts=base_ts,
-                low=low,
-                high=high,
-            )
-            if found is not None:
-                break
-    except (InvalidRecordError, InvalidTimestampError) as e:
-        raise type(e)(f"{where} ({codec.kafka_name}, {count} records): {e.message}") from None
+    checks = {
+        "last_delta": header.last_offset_delta,
+        "dense": dense_offsets,
+        "compacted": compacted,
+        "base_ts": base_ts,
+        "low": low,
+        "high": high,
+    }
+    found: int | None = None
+    with memoryview(buf) as view, view[pos + RECORDS_OFFSET : pos + size] as payload:
+        if codec == CompressionType.NONE:
+            # The compiled walk reads the records where they are; the others need bytes.
+            if COMPILED_WALK is not None:
+                found = COMPILED_WALK(payload, count, **checks)
+            data = b"" if found is not None else bytes(payload)
+        else:
+            try:
+                data = decompress(codec, payload)
+            except CorruptRecordError as e:
+                raise CorruptRecordError(f"{where}: {e.message}") from None
+    if found is None:
+        # Compiled, or in bulk, when it can vouch for every record; else (and for every
+        # fault, so that the message names the record) one record at a time.
+        walks: tuple[Walk, ...]
+        if COMPILED_WALK is not None:
+            walks = (_walk,) if codec == CompressionType.NONE else (COMPILED_WALK, _walk)
+        elif count >= MIN_RECORDS:
+            walks = (walk_records, _walk)
+        else:
+            walks = (_walk,)
+        try:
+            for walk in walks:
+                found = walk(data, count, **checks)
+                if found is not None:
+                    break
+        except (InvalidRecordError, InvalidTimestampError) as e:
+            raise type(e)(f"{where} ({codec.kafka_name}, {count} records): {e.message}") from None
     assert found is not None  # the record-by-record walk answers or raises
     return header.max_timestamp if log_append_time else max(NO_TIMESTAMP, base_ts + found)
 

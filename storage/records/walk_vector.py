@@ -9,7 +9,9 @@ It only vouches for a batch: :func:`walk_records` returns the largest timestamp 
 every check the record-by-record walk makes holds, and None otherwise — for a batch it cannot
 judge in bulk (headers, a varint longer than the bulk decoder reads) and for any batch with a
 fault, so that the record-by-record walk runs and names the record and what was wrong, with the
-same message as before. Accepting exactly what that walk accepts is what the tests check
+same message as before. Where the compiled walk (``_cwalk.c``) is built, validation uses that
+instead; this is its fallback (no compiler, another interpreter, ``KAFKASIM_PURE_PYTHON=1``).
+Accepting exactly what that walk accepts is what the tests check
 (``tests/unit/storage/records/test_walk_vector.py`` compares the two on valid and broken
 batches).
 """

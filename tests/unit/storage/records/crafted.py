@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+from kafkasim.common.errors import InvalidRecordError, InvalidTimestampError
 from kafkasim.storage.records.batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -19,10 +20,12 @@ from kafkasim.storage.records.batch import (
     MAX_TIMESTAMP_OFFSET,
     RECORDS_COUNT_OFFSET,
     RECORDS_OFFSET,
+    BatchHeader,
     RecordBatchBuilder,
     compute_crc,
 )
 from kafkasim.storage.records.compression import CompressionType, compress
+from kafkasim.storage.records.validation import _walk
 from kafkasim.storage.records.varint import encode_varint, encode_varlong
 
 T0 = 1_700_000_000_000
@@ -170,3 +173,37 @@ CORRUPTIONS: list[tuple[str, bytes, str, str]] = [
     ),
 ]
 """Damage a client could send, as the leader must refuse it."""
+
+
+# -- the record walks' arguments and the record-by-record walk's answer ------------------------
+
+Checks = dict[str, int | bool]
+
+
+def records_area(batch: bytes) -> bytes:
+    """The (uncompressed) record area of ``batch``."""
+    return bytes(batch[RECORDS_OFFSET:])
+
+
+def walk_checks(batch: bytes, **overrides: int | bool) -> Checks:
+    """The record walks' keyword arguments for ``batch``: dense offsets, no key rule, no
+    timestamp bounds, unless overridden."""
+    header = BatchHeader.parse(memoryview(batch))
+    checks: Checks = {
+        "last_delta": header.last_offset_delta,
+        "dense": True,
+        "compacted": False,
+        "base_ts": header.first_timestamp,
+        "low": -(1 << 70),
+        "high": 1 << 70,
+    }
+    checks.update(overrides)
+    return checks
+
+
+def walk_answer(area: bytes, count: int, checks: Checks) -> int | None:
+    """The record-by-record walk's largest timestamp delta, or None where it refuses."""
+    try:
+        return _walk(area, count, **checks)  # type: ignore[arg-type]
+    except (InvalidRecordError, InvalidTimestampError):
+        return None

@@ -1,0 +1,314 @@
+/* The record walk of storage/records/validation.py, compiled: one C loop over a batch's records.
+ *
+ * Kafka's leader walks every record of a batch before it appends it (LogValidator); in Python
+ * that walk is sequential over varints and is the top frame of a produce. walk_records here has
+ * exactly the contract of storage/records/walk_vector.py's: it returns the largest timestamp
+ * delta when every check of the record-by-record walk (validation._walk) holds, and None
+ * otherwise, so that _walk runs and names the record and what was wrong. It decides nothing the
+ * Python walk would not: tests/unit/storage/records/test_cwalk.py compares the two on valid,
+ * broken and fuzzed batches.
+ *
+ * Every read is bounded: by the record area for a record's length, by the record's declared end
+ * for its fields. A field read past the record's end is refused at once; the Python walk refuses
+ * the same record later (positions only grow and a record must end exactly at its declared
+ * end), so the answers agree. No copy: the area is read through the buffer protocol.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+/* A varint of at most max_bytes bytes (5 for an int32, 10 for an int64) at *pos, not running
+ * past limit; its raw (still zig-zagged) value in *raw. 0 when it runs past limit, is longer
+ * than max_bytes or does not fit its type (raw above 2**32-1, or above 2**64-1), as
+ * varint.decode_varint/decode_varlong refuse it. */
+static inline int
+read_varint(const uint8_t *data, Py_ssize_t *pos, Py_ssize_t limit, int max_bytes,
+            uint64_t *raw)
+{
+    Py_ssize_t p = *pos;
+    uint64_t value = 0;
+    int k;
+    for (k = 0; k < max_bytes; k++) {
+        uint8_t b;
+        if (p >= limit) {
+            return 0;
+        }
+        b = data[p++];
+        if (k == max_bytes - 1) {
+            /* The last byte allowed: it must end the varint and keep the value in range. */
+            if (b >= 0x80 || (max_bytes == 5 && b > 0x0F) || (max_bytes == 10 && b > 0x01)) {
+                return 0;
+            }
+        }
+        value |= (uint64_t)(b & 0x7F) << (7 * k);
+        if (b < 0x80) {
+            *pos = p;
+            *raw = value;
+            return 1;
+        }
+    }
+    return 0; /* unreachable: the last byte returns above */
+}
+
+static inline int64_t
+unzigzag(uint64_t z)
+{
+    return (int64_t)((z >> 1) ^ (~(z & 1) + 1));
+}
+
+/* A Python int held to int64, with the side it overflowed on (-1, 0 or 1); -1 with an error
+ * set when it is not an int. */
+static int
+clamped_int64(PyObject *obj, const char *name, int64_t *value, int *overflow)
+{
+    long long v;
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    v = PyLong_AsLongLongAndOverflow(obj, overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (*overflow > 0) {
+        v = INT64_MAX;
+    }
+    else if (*overflow < 0) {
+        v = INT64_MIN;
+    }
+    *value = (int64_t)v;
+    return 0;
+}
+
+/* Whether the n bytes at p are UTF-8 as Python's strict decoder reads it (a header key). */
+static int
+is_utf8(const uint8_t *p, Py_ssize_t n)
+{
+    Py_ssize_t i;
+    PyObject *text;
+    for (i = 0; i < n; i++) {
+        if (p[i] >= 0x80) {
+            break;
+        }
+    }
+    if (i == n) {
+        return 1;
+    }
+    text = PyUnicode_DecodeUTF8((const char *)p, n, "strict");
+    if (text == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(text);
+    return 1;
+}
+
+/* The headers of a record at *pos (validation's columns.decode_headers): a count, then each
+ * key (UTF-8, not null) and value (null or fitting). 0 for any fault. */
+static int
+walk_headers(const uint8_t *data, Py_ssize_t *pos, Py_ssize_t rec_end)
+{
+    Py_ssize_t p = *pos;
+    uint64_t z;
+    int64_t count, n, i;
+    if (!read_varint(data, &p, rec_end, 5, &z)) {
+        return 0;
+    }
+    count = unzigzag(z);
+    if (count < 0 || count > rec_end - p) {
+        return 0;
+    }
+    for (i = 0; i < count; i++) {
+        if (!read_varint(data, &p, rec_end, 5, &z)) {
+            return 0;
+        }
+        n = unzigzag(z);
+        if (n < 0 || n > rec_end - p || !is_utf8(data + p, (Py_ssize_t)n)) {
+            return 0;
+        }
+        p += (Py_ssize_t)n;
+        if (!read_varint(data, &p, rec_end, 5, &z)) {
+            return 0;
+        }
+        n = unzigzag(z);
+        if (n >= 0) {
+            if (n > rec_end - p) {
+                return 0;
+            }
+            p += (Py_ssize_t)n;
+        }
+    }
+    *pos = p;
+    return 1;
+}
+
+typedef struct {
+    int64_t last_delta;
+    int dense;
+    int compacted;
+    int64_t low, high;   /* the timestamp delta bounds, held to int64 ... */
+    int low_ovf, high_ovf; /* ... and the side each overflowed on */
+    int64_t unset;       /* the delta of a record without timestamp (-1 - base_ts) */
+    int has_unset;       /* 0 when base_ts lies outside int64: no delta reaches -1 */
+} Checks;
+
+/* The walk; 1 with the largest timestamp delta in *max_delta when every record passes. */
+static int
+walk(const uint8_t *data, Py_ssize_t end, Py_ssize_t count, const Checks *c, int64_t *max_delta)
+{
+    Py_ssize_t pos = 0, index;
+    int64_t prev = -1, best = INT64_MIN;
+    uint64_t z;
+    for (index = 0; index < count; index++) {
+        Py_ssize_t rec_end;
+        int64_t length, ts_delta;
+        if (!read_varint(data, &pos, end, 5, &z)) {
+            return 0;
+        }
+        length = unzigzag(z);
+        if (length <= 0 || length > end - pos) {
+            return 0;
+        }
+        rec_end = pos + (Py_ssize_t)length;
+        pos += 1; /* attributes: unused in v2 */
+        if (!read_varint(data, &pos, rec_end, 10, &z)) {
+            return 0;
+        }
+        ts_delta = unzigzag(z);
+        if (ts_delta > best) {
+            best = ts_delta;
+        }
+        if ((c->low_ovf > 0 || c->high_ovf < 0 || (c->low_ovf == 0 && ts_delta < c->low) ||
+             (c->high_ovf == 0 && ts_delta > c->high)) &&
+            !(c->has_unset && ts_delta == c->unset)) {
+            return 0;
+        }
+        if (!read_varint(data, &pos, rec_end, 5, &z)) {
+            return 0;
+        }
+        if (c->dense) {
+            if (z != (uint64_t)index << 1) {
+                return 0;
+            }
+        }
+        else {
+            int64_t delta = unzigzag(z);
+            if (delta <= prev || delta > c->last_delta) {
+                return 0;
+            }
+            prev = delta;
+        }
+        if (!read_varint(data, &pos, rec_end, 5, &z)) { /* key length */
+            return 0;
+        }
+        if (z & 1) {
+            if (c->compacted) {
+                return 0;
+            }
+        }
+        else {
+            if ((int64_t)(z >> 1) > rec_end - pos) {
+                return 0;
+            }
+            pos += (Py_ssize_t)(z >> 1);
+        }
+        if (!read_varint(data, &pos, rec_end, 5, &z)) { /* value length */
+            return 0;
+        }
+        if (!(z & 1)) {
+            if ((int64_t)(z >> 1) > rec_end - pos) {
+                return 0;
+            }
+            pos += (Py_ssize_t)(z >> 1);
+        }
+        if (pos >= rec_end) {
+            return 0; /* no room for the header count */
+        }
+        if (data[pos] == 0) {
+            pos += 1;
+        }
+        else if (!walk_headers(data, &pos, rec_end)) {
+            return 0;
+        }
+        if (pos != rec_end) {
+            return 0;
+        }
+    }
+    if (pos != end) {
+        return 0;
+    }
+    *max_delta = best;
+    return 1;
+}
+
+static PyObject *
+cwalk_walk_records(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"data", "count", "last_delta", "dense", "compacted",
+                               "base_ts", "low", "high", NULL};
+    Py_buffer view;
+    PyObject *count_obj, *last_obj, *base_obj, *low_obj, *high_obj;
+    int dense, compacted, ovf, found;
+    int64_t count, base_ts, max_delta = 0;
+    Checks c;
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*O$OppOOO:walk_records", keywords, &view,
+                                     &count_obj, &last_obj, &dense, &compacted, &base_obj,
+                                     &low_obj, &high_obj)) {
+        return NULL;
+    }
+    c.dense = dense;
+    c.compacted = compacted;
+    if (clamped_int64(count_obj, "count", &count, &ovf) < 0 ||
+        clamped_int64(last_obj, "last_delta", &c.last_delta, &ovf) < 0 ||
+        clamped_int64(base_obj, "base_ts", &base_ts, &ovf) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    /* -1 - base_ts stays within int64 for every int64 base_ts; outside it, no int64 delta
+     * gives a timestamp of -1. */
+    c.has_unset = ovf == 0;
+    c.unset = -1 - base_ts;
+    if (clamped_int64(low_obj, "low", &c.low, &c.low_ovf) < 0 ||
+        clamped_int64(high_obj, "high", &c.high, &c.high_ovf) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    /* Every record takes at least one byte, so a count above the area's size fails anyway;
+     * no record count (the walk answers) for an empty batch. */
+    found = count > 0 && count <= view.len &&
+            walk((const uint8_t *)view.buf, view.len, (Py_ssize_t)count, &c, &max_delta);
+    PyBuffer_Release(&view);
+    if (!found) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromLongLong((long long)max_delta);
+}
+
+static PyMethodDef cwalk_methods[] = {
+    {"walk_records", (PyCFunction)(void (*)(void))cwalk_walk_records,
+     METH_VARARGS | METH_KEYWORDS,
+     "walk_records(data, count, *, last_delta, dense, compacted, base_ts, low, high)\n--\n\n"
+     "The largest timestamp delta of count records filling data, if every record passes the "
+     "record-by-record walk's checks; None to let that walk judge."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef cwalk_module = {
+    PyModuleDef_HEAD_INIT,
+    "_cwalk",
+    "The record walk of storage.records.validation, compiled (see _cwalk.c).",
+    -1,
+    cwalk_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__cwalk(void)
+{
+    return PyModule_Create(&cwalk_module);
+}
