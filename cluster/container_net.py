@@ -29,7 +29,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from kafkasim.cluster.chaos import ChaosError
 from kafkasim.cluster.netns import (
@@ -43,8 +43,21 @@ from kafkasim.cluster.netns import (
     zookeeper_rules,
 )
 
-if TYPE_CHECKING:
-    from kafkasim.cluster.compose import ComposeCluster
+
+class ComposeProject(Protocol):
+    """What :func:`locate` reads of a ``cluster.compose.ComposeCluster`` (a protocol here:
+    compose imports this module, and no two modules import each other)."""
+
+    project: str
+    ports: dict[int, int]
+
+    @property
+    def network(self) -> str: ...
+
+    def docker(self, *args: str, timeout_s: float = ...) -> str: ...
+
+    def container(self, broker_id: int) -> str: ...
+
 
 __all__ = [
     "DELAYS",
@@ -125,7 +138,7 @@ def _inspect_line(network: str) -> str:
     return "{{.Id}} {{.State.Pid}} " + address
 
 
-def locate(cluster: ComposeCluster) -> Where:
+def locate(cluster: ComposeProject) -> Where:
     """Where ``cluster``'s brokers and ZooKeeper are now (two docker calls)."""
     zookeeper = cluster.docker(
         "ps",
