@@ -191,6 +191,7 @@ def test_transaction_markers_are_not_data_and_are_read_apart(tmp_path: Path) -> 
         ("slow_one_way", {"latency_ms": 100.0}, "needs network namespaces and tc netem"),
         ("clock_drift", {"rate": 2.0}, "needs libfaketime"),
         ("torn_write", {}, "needs a power cut"),
+        ("slow_disk", {"write_latency_ms": 50.0}, "needs device-mapper's dm-delay"),
     ],
 )
 def test_the_new_fault_kinds_are_refused_on_processes_and_containers_in_one_line(

@@ -366,6 +366,39 @@ BAD: list[tuple[str, str, str, str]] = [
         "faults[2].target",
         "only: all, broker",
     ),
+    (
+        SLOW,
+        'action = "slow_disk"\ntarget = "broker:2"\nduration_s = 5.0',
+        "faults[2].params",
+        "slows nothing",
+    ),
+    (
+        SLOW,
+        'action = "slow_disk"\ntarget = "broker:2"\nduration_s = 5.0\n'
+        "params = { write_latency_ms = 0, fsync_latency_ms = 0 }",
+        "faults[2].params",
+        "write_latency_ms or fsync_latency_ms",
+    ),
+    (
+        SLOW,
+        'action = "slow_disk"\ntarget = "broker:2"\nduration_s = 5.0\n'
+        "params = { write_latency_ms = -5 }",
+        "faults[2].params.write_latency_ms",
+        "out of range",
+    ),
+    (
+        SLOW,
+        'action = "slow_disk"\ntarget = "broker:2"\nduration_s = 5.0\n'
+        'params = { fsync_latency_ms = "1s" }',
+        "faults[2].params.fsync_latency_ms",
+        "expected a number",
+    ),
+    (
+        SLOW,
+        'action = "slow_disk"\ntarget = "broker:2"\nparams = { write_latency_ms = 50 }',
+        "faults[2].duration_s",
+        "missing",
+    ),
     ('["crash", "pause"]', '["crash", "boom"]', "seed_faults.actions[1]", "unknown action"),
     ('["crash", "pause"]', '["crash", "crash"]', "seed_faults.actions[1]", "twice"),
     ("window_s = [2.0, 25.0]", "window_s = [2.0, 45.0]", "seed_faults.window_s", "within"),
