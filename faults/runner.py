@@ -577,20 +577,6 @@ async def _disk_full(run: _Run, fault: Fault, targets: list[int]) -> Undo:
     return undo
 
 
-async def _slow_disk(run: _Run, fault: Fault, targets: list[int]) -> Undo:
-    """The targets' disks slow down (each its own); undo: their normal speed again."""
-    write_ms = float(fault.params.get("write_latency_ms", 0.0))
-    fsync_ms = float(fault.params.get("fsync_latency_ms", 0.0))
-    for broker_id in targets:
-        await run.backend.slow_disk(broker_id, write_ms, fsync_ms)
-
-    async def undo() -> None:
-        for broker_id in targets:
-            await run.backend.normal_disk(broker_id)
-
-    return undo
-
-
 async def _rolling_restart(run: _Run, fault: Fault, targets: list[int]) -> None:
     run._in_background(_restart_in_turn(run, targets, float(fault.params["interval_s"])), "roll")
 
@@ -626,7 +612,7 @@ APPLY: Final[Mapping[str, Apply]] = MappingProxyType(
         "slow_one_way": link_faults.slow_one_way,
         "clock_drift": link_faults.clock_drift,
         "torn_write": _torn_write,
-        "slow_disk": _slow_disk,
+        "slow_disk": link_faults.slow_disk,
     }
 )
 """How the runner applies each action of ``ACTIONS`` (every one, and no other)."""
