@@ -38,7 +38,7 @@ from kafkasim.faults.scenario import (
 )
 from kafkasim.faults.validation import check
 
-__all__ = ["DRIFT_RATES", "randomize", "shrink"]
+__all__ = ["DRIFT_RATES", "SLOW_WRITE_MS_MAX", "randomize", "shrink"]
 
 DRIFT_RATES = (0.25, 0.5, 2.0, 4.0)  # a random clock_drift's rate: slow or fast, never exact
 SLOW_WRITE_MS_MAX = 15_000  # a random slow_disk's longest write

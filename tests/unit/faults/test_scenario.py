@@ -33,7 +33,7 @@ from kafkasim.faults.scenario import (
     WorkloadSpec,
     parse_target,
 )
-from kafkasim.faults.schedules import randomize, shrink
+from kafkasim.faults.schedules import SLOW_WRITE_MS_MAX, randomize, shrink
 from kafkasim.faults.validation import check
 from kafkasim.faults.writing import dump
 
@@ -569,6 +569,19 @@ def test_randomize_draws_every_action_and_target_kind_it_may() -> None:
     kinds = set(TargetKind) - {TargetKind.TXN_COORDINATOR}
     assert {parse_target(f.target).kind for f in faults if f.target} == kinds
     assert any("groups" in f.params for f in faults)
+
+
+def test_randomize_draws_slow_disks_that_slow_and_some_beyond_the_replica_lag_limit() -> None:
+    scenario = load(CATALOG["slow-disk"])
+    scenario = replace(scenario, seed_faults=RandomFaults(100, ("slow_disk",), (0.0, 29.0), 10.0))
+    drawn = randomize(scenario, random.Random(3))
+    check(drawn)
+    writes = [f.params["write_latency_ms"] for f in drawn.faults]
+    assert all(0 < w <= SLOW_WRITE_MS_MAX for w in writes)
+    assert all(
+        0 <= f.params["fsync_latency_ms"] <= f.params["write_latency_ms"] for f in drawn.faults
+    )
+    assert any(w > 10_000 for w in writes)  # the simulation's replica.lag.time.max.ms
 
 
 def test_randomize_draws_the_coordinator_of_a_transactional_id_the_workload_uses() -> None:
