@@ -7,7 +7,8 @@ slow disk therefore answers a leader's produce late and makes a follower fall be
 the ISR after ``replica.lag.time.max.ms``). kafkasim's storage is synchronous, so the wait is
 taken at the async callers that append (``ReplicaManager.append_records``, the replica fetcher):
 the write's before the append (the records are not in the log until the write is done), the
-fsync's after it.
+fsync's after it (Kafka's ``UnifiedLog.append`` moves the log end first, then flushes when
+``flush.messages`` is reached, still on the appending thread).
 
 A broker holds one ``DiskSlot``; its ``delay`` is None unless someone slows the disk (the
 simulation's ``slow_disk`` fault, ``sim.disk``). None costs nothing: the callers test it and
