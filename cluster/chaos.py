@@ -85,6 +85,10 @@ _NO_TMPFS: Final = (
     "a full disk needs a size-limited filesystem mounted under each log dir (the root "
     "backend, local-root, mounts one)"
 )
+_NO_DM_DELAY: Final = (
+    "delaying a real disk needs device-mapper's dm-delay under each log dir, which this "
+    "runner does not set up"
+)
 NOT_INJECTABLE: Final[Mapping[str, str]] = MappingProxyType(
     {
         "isolate": _NO_NETNS,
@@ -103,6 +107,7 @@ NOT_INJECTABLE: Final[Mapping[str, str]] = MappingProxyType(
         "supported on local processes",
         "torn_write": "tearing a write needs a power cut: after kill -9 the page cache still "
         "holds every write",
+        "slow_disk": _NO_DM_DELAY,
     }
 )
 """Every action local processes cannot inject, with the reason (one clause)."""
@@ -397,6 +402,12 @@ class ProcessBackend:
         if "disk_full" not in self.spec.injectable:
             raise self._refused("disk_full")
         await asyncio.to_thread(self.cluster.free_disk, broker_id)
+
+    async def slow_disk(self, broker_id: int, write_ms: float, fsync_ms: float) -> None:
+        raise self._refused("slow_disk")
+
+    async def normal_disk(self, broker_id: int) -> None:
+        raise self._refused("slow_disk")
 
     async def heal_network(self) -> None:
         pass  # every cut this backend makes is undone by the runner, one by one

@@ -137,6 +137,8 @@ NOT_INJECTABLE: Final[Mapping[str, str]] = MappingProxyType(
         "needs libfaketime",
         "torn_write": "tearing a write needs a power cut: after docker kill the host's page "
         "cache still holds every write",
+        "slow_disk": "delaying a container's disk needs device-mapper's dm-delay under its "
+        "volume, which this runner does not set up",
     }
 )
 """What the compose backend never injects, with the reason (one clause); ``compose_spec``

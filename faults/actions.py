@@ -306,6 +306,35 @@ _ACTION_LIST: Final = (
         _ANY,
         Duration.OPTIONAL,
     ),
+    ActionSpec(
+        "slow_disk",
+        "The broker's disk is slow for duration_s: each log write (a leader's append of a "
+        "produce, a follower's append of what it fetched) waits write_latency_ms and each "
+        "fsync (flush.messages, a segment roll) fsync_latency_ms, one at a time on the "
+        "broker's one disk, blocking whoever appends: a slowed leader answers produces late, "
+        "a slowed follower falls behind and leaves the ISR after replica.lag.time.max.ms. "
+        "all: every broker, each its own disk.",
+        _ANY,
+        Duration.REQUIRED,
+        (
+            ParamSpec(
+                "write_latency_ms",
+                ParamKind.NUMBER,
+                "How long each log write takes.",
+                default=0.0,
+                low=0.0,
+                high=LATENCY_MS_MAX,
+            ),
+            ParamSpec(
+                "fsync_latency_ms",
+                ParamKind.NUMBER,
+                "How long each fsync takes.",
+                default=0.0,
+                low=0.0,
+                high=LATENCY_MS_MAX,
+            ),
+        ),
+    ),
 )
 ACTIONS: Final[Mapping[str, ActionSpec]] = MappingProxyType({a.name: a for a in _ACTION_LIST})
 """Every fault action by name, in the order of the docs."""

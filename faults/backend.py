@@ -196,6 +196,12 @@ class Backend(Protocol):
 
     async def free_disk(self, broker_id: int) -> None: ...
 
+    async def slow_disk(self, broker_id: int, write_ms: float, fsync_ms: float) -> None:
+        """Each log write on the broker takes ``write_ms`` and each fsync ``fsync_ms``, one at
+        a time, blocking whoever appends, until ``normal_disk``."""
+
+    async def normal_disk(self, broker_id: int) -> None: ...
+
     async def heal_network(self) -> None:
         """At the end of the schedule: every link and ZooKeeper connection as at the start."""
 

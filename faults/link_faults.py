@@ -1,7 +1,7 @@
-"""How the runner applies the one-way network faults and clock drift (``partition_one_way``,
-``slow_one_way``, ``clock_drift``; part of ``faults.runner.APPLY``, which applies
-``torn_write`` beside ``crash``). They need only the run's backend (``LinkRun``), so this module
-does not import the runner.
+"""How the runner applies the one-way network faults, clock drift and a slow disk
+(``partition_one_way``, ``slow_one_way``, ``clock_drift``, ``slow_disk``; part of
+``faults.runner.APPLY``, which applies ``torn_write`` beside ``crash``). They need only the
+run's backend (``LinkRun``), so this module does not import the runner.
 
 A one-way fault names its target and, in ``peer``, the broker at the other end (0: every other
 broker); ``inbound`` turns the direction round. It becomes a list of directed broker pairs
@@ -28,7 +28,14 @@ class LinkRun(Protocol):
     def backend(self) -> Backend: ...
 
 
-__all__ = ["LinkRun", "clock_drift", "directed_pairs", "partition_one_way", "slow_one_way"]
+__all__ = [
+    "LinkRun",
+    "clock_drift",
+    "directed_pairs",
+    "partition_one_way",
+    "slow_disk",
+    "slow_one_way",
+]
 
 
 def directed_pairs(
@@ -80,5 +87,19 @@ async def clock_drift(run: LinkRun, fault: Fault, targets: list[int]) -> Undo:
     async def undo() -> None:
         for broker_id in targets:
             await run.backend.clock_drift(broker_id, 1.0)
+
+    return undo
+
+
+async def slow_disk(run: LinkRun, fault: Fault, targets: list[int]) -> Undo:
+    """The targets' disks slow down (each its own); undo: their normal speed again."""
+    write_ms = float(fault.params.get("write_latency_ms", 0.0))
+    fsync_ms = float(fault.params.get("fsync_latency_ms", 0.0))
+    for broker_id in targets:
+        await run.backend.slow_disk(broker_id, write_ms, fsync_ms)
+
+    async def undo() -> None:
+        for broker_id in targets:
+            await run.backend.normal_disk(broker_id)
 
     return undo

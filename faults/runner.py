@@ -612,6 +612,7 @@ APPLY: Final[Mapping[str, Apply]] = MappingProxyType(
         "slow_one_way": link_faults.slow_one_way,
         "clock_drift": link_faults.clock_drift,
         "torn_write": _torn_write,
+        "slow_disk": link_faults.slow_disk,
     }
 )
 """How the runner applies each action of ``ACTIONS`` (every one, and no other)."""

@@ -38,9 +38,10 @@ from kafkasim.faults.scenario import (
 )
 from kafkasim.faults.validation import check
 
-__all__ = ["DRIFT_RATES", "randomize", "shrink"]
+__all__ = ["DRIFT_RATES", "SLOW_WRITE_MS_MAX", "randomize", "shrink"]
 
 DRIFT_RATES = (0.25, 0.5, 2.0, 4.0)  # a random clock_drift's rate: slow or fast, never exact
+SLOW_WRITE_MS_MAX = 15_000  # a random slow_disk's longest write
 
 # -- random schedules ------------------------------------------------------------------------
 
@@ -85,6 +86,12 @@ def _random_fault(scenario: Scenario, spec: RandomFaults, rng: random.Random) ->
         params.update(_random_one_way(action.name, rng))
     elif action.name == "clock_drift":
         params["rate"] = rng.choice(DRIFT_RATES)
+    elif action.name == "slow_disk":
+        # Up to beyond replica.lag.time.max.ms (10 s in the simulation): a slowed follower
+        # may leave the ISR; fsyncs up to as slow as the writes, or not slowed.
+        write_ms = rng.randint(1, SLOW_WRITE_MS_MAX)
+        params["write_latency_ms"] = float(write_ms)
+        params["fsync_latency_ms"] = float(rng.randint(0, write_ms))
     elif action.name == "rolling_restart":
         brokers = scenario.cluster.brokers
         interval_ms = max(1, min(span_ms, (run_ms - at_ms) // brokers))

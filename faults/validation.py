@@ -480,6 +480,13 @@ class _Checker:
                     self.peer(value, where)
             else:
                 self.groups(value, where)
+        if spec.name == "slow_disk" and not any(
+            f.params.get(name, 0) for name in ("write_latency_ms", "fsync_latency_ms")
+        ):
+            self.fail(
+                f"{path}.params",
+                "slow_disk slows nothing: give write_latency_ms or fsync_latency_ms above 0",
+            )
 
     def peer(self, value: float, where: str) -> None:
         brokers = self.s.cluster.brokers

@@ -58,6 +58,7 @@ from kafkasim.node.apis import KafkaApis
 from kafkasim.node.broker_config_admin import load_dynamic_config
 from kafkasim.node.config import WIRE_KAFKA, BrokerConfig
 from kafkasim.node.config_changes import TopicConfigChangeListener
+from kafkasim.node.disk_delay import DiskSlot
 from kafkasim.node.fetcher import ReplicaFetcherManager
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_records import OFFSETS_TOPIC
@@ -183,6 +184,8 @@ class Broker:
             checkpoint_writer=checkpoint_writer,
         )
         self.log_manager.on_dir_failure = self._on_log_dir_failure
+        # How slow its disk is: not slowed unless the simulation's slow_disk sets a delay.
+        self.disk = DiskSlot()
         self.replica_manager = ReplicaManager(
             self.broker_id,
             config,
@@ -191,9 +194,16 @@ class Broker:
             self.zk,
             topic_config=self.topic_config,
             rules=rules,
+            disk=self.disk,
         )
         self.fetchers = ReplicaFetcherManager(
-            self.broker_id, self.metadata.address_of, transport, config, clock, rules=rules
+            self.broker_id,
+            self.metadata.address_of,
+            transport,
+            config,
+            clock,
+            rules=rules,
+            disk=self.disk,
         )
         self.replica_manager.on_become_follower = self._follow
         self.replica_manager.on_stop_following = self.fetchers.remove

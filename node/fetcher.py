@@ -44,6 +44,7 @@ from kafkasim.common.errors import (
 from kafkasim.common.rpc import BidiStream, RpcError, RpcStatus, Transport
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.config import BrokerConfig
+from kafkasim.node.disk_delay import DiskSlot
 from kafkasim.node.partition import Partition
 from kafkasim.node.replication import follower_high_watermark, truncation_decision
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
@@ -97,10 +98,12 @@ class ReplicaFetcher:
         config: BrokerConfig,
         clock: Clock,
         rules: ReplicationRules = KAFKA_RULES,
+        disk: DiskSlot | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
         self.rules = rules
+        self.disk = disk if disk is not None else DiskSlot()  # node.disk_delay
         self._address_of = address_of
         self._transport = transport
         self._clock = clock
@@ -254,6 +257,12 @@ class ReplicaFetcher:
             return  # the controller moved this partition meanwhile
         if result.error_code == 0:
             if result.records:
+                disk = self.disk.delay
+                if disk is not None:  # a slowed disk blocks this fetcher (node.disk_delay)
+                    await disk.write()
+                    if self._moved(state):
+                        return
+                flushes = log.flushes
                 try:
                     log.append_as_follower(result.records)
                 except InvalidOffsetError as e:
@@ -293,6 +302,10 @@ class ReplicaFetcher:
                     state.delay(self._clock.time_ms() + self.backoff_ms)
                     return
                 partition.notify_follower_append()
+                if disk is not None and log.flushes > flushes:
+                    await disk.fsync(log.flushes - flushes)
+                    if self._moved(state):
+                        return
             state.lag = max(0, result.high_watermark - log.log_end_offset)
             log.update_high_watermark(
                 follower_high_watermark(log.log_end_offset, result.high_watermark)
@@ -321,6 +334,16 @@ class ReplicaFetcher:
             error.error_name,
         )
         state.delay(self._clock.time_ms() + self.backoff_ms)
+
+    def _moved(self, state: FetchState) -> bool:
+        """Whether ``state``'s partition left this fetcher or changed leader or epoch while a
+        slowed disk kept it waiting (what the fetched answer says no longer applies then)."""
+        partition = state.partition
+        return (
+            self.states.get(partition.tp) is not state
+            or partition.leader_id != self.leader_id
+            or partition.leader_epoch != state.leader_epoch
+        )
 
     # -- truncation -------------------------------------------------------------------------
 
@@ -431,8 +454,10 @@ class ReplicaFetcherManager:
         clock: Clock,
         *,
         rules: ReplicationRules = KAFKA_RULES,
+        disk: DiskSlot | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self._disk = disk if disk is not None else DiskSlot()
         self._address_of = address_of
         self._rules = rules
         self._transport = transport
@@ -452,6 +477,7 @@ class ReplicaFetcherManager:
                 config=self._config,
                 clock=self._clock,
                 rules=self._rules,
+                disk=self._disk,
             )
             self.fetchers[leader_id] = fetcher
         fetcher.add(partition, leader_epoch)

@@ -43,6 +43,7 @@ from kafkasim.common.errors import (
 from kafkasim.common.types import TopicPartition
 from kafkasim.controller.api import INTERNAL_TOPICS
 from kafkasim.node.config import BrokerConfig
+from kafkasim.node.disk_delay import DiskSlot
 from kafkasim.node.isr_writer import ZkIsrWriter
 from kafkasim.node.partition import Partition
 from kafkasim.node.purgatory import (
@@ -154,8 +155,11 @@ class ReplicaManager:
         *,
         topic_config: Callable[[str], LogConfig],
         rules: ReplicationRules = KAFKA_RULES,
+        disk: DiskSlot | None = None,
     ) -> None:
         self.broker_id = broker_id
+        # How slow this broker's disk is (node.disk_delay; the fetchers share the slot).
+        self.disk = disk if disk is not None else DiskSlot()
         self.config = config
         self.log_manager = log_manager
         self._clock = clock
@@ -235,13 +239,20 @@ class ReplicaManager:
         waits: list[PartitionWait] = []
         pending: list[tuple[int, PartitionWait]] = []
         for data in params.partitions:
+            disk = self.disk.delay
             try:
                 partition = self.leader_partition(data.tp)
                 check_produce_records(data.records)
+                if disk is not None:  # a slowed disk (node.disk_delay); None: no await at all
+                    await disk.write()
+                    partition = self.leader_partition(data.tp)  # it may have moved meanwhile
+                flushes = partition.log.flushes
                 info = partition.append_records_to_leader(data.records, acks, params.origin)
             except Exception as e:
                 results.append(ProducePartitionResult(data.tp, _kafka_error(e)))
                 continue
+            if disk is not None and partition.log.flushes > flushes:
+                await disk.fsync(partition.log.flushes - flushes)
             if not info.duplicate:  # Kafka's MessagesInPerSec: records appended, per topic
                 self.messages_in[data.tp.topic] = (
                     self.messages_in.get(data.tp.topic, 0) + info.record_count

@@ -27,6 +27,9 @@ How the faults map onto the simulation:
   (``storage.disk_faults``); the append answers KAFKA_STORAGE_ERROR, the dir goes offline and
   the broker halts (as Kafka does when its log dirs have failed); the runner hears of it at
   once and counts the broker as crashed.
+* ``slow_disk``: the broker's log writes and fsyncs wait their latency in virtual time, one
+  at a time (``sim.disk.SimDisk`` through the broker's ``node.disk_delay`` port), at the
+  leader's produce and the follower's fetcher; kept across the broker's restarts until healed.
 * A broker whose start-up fails (its ZooKeeper unreachable) is stopped again, as a Kafka
   broker whose start-up failed exits.
 """
@@ -53,6 +56,7 @@ from kafkasim.faults.scenario import Scenario
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.sim.cluster import SimCluster, broker_address, broker_node
+from kafkasim.sim.disk import SimDisk
 from kafkasim.sim.loop import run_simulation
 from kafkasim.sim.network import SimTransport
 from kafkasim.sim.zookeeper import SimZooKeeperClient
@@ -310,6 +314,12 @@ class SimBackend:
 
     async def free_disk(self, broker_id: int) -> None:
         disk_faults.free(self.cluster.log_dirs(broker_id))
+
+    async def slow_disk(self, broker_id: int, write_ms: float, fsync_ms: float) -> None:
+        self.cluster.slow_disk(broker_id, SimDisk(write_ms, fsync_ms))
+
+    async def normal_disk(self, broker_id: int) -> None:
+        self.cluster.slow_disk(broker_id, None)
 
     async def heal_network(self) -> None:
         self.cluster.network.heal_all()

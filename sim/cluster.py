@@ -26,6 +26,7 @@ from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.node.txn_marker_sender import rpc_marker_sender
 from kafkasim.node.zk_security import zk_security_for
 from kafkasim.sim.clocks import DriftingClock
+from kafkasim.sim.disk import SimDisk
 from kafkasim.sim.loop import VirtualClock
 from kafkasim.sim.network import SimNetwork, SimTransport
 from kafkasim.sim.zookeeper import SimZooKeeperClient, SimZooKeeperServer
@@ -67,6 +68,8 @@ class SimCluster:
         self.clock = VirtualClock(self.loop)
         # Each broker's own view of ``clock`` (``drift_clock``); rate 1 unless drifted.
         self.broker_clocks: dict[int, DriftingClock] = {}
+        # Each slowed broker's disk (``slow_disk``); kept across its restarts (the machine's).
+        self.disks: dict[int, SimDisk] = {}
         self.network = SimNetwork(self.loop, random.Random(f"net/{seed}"))
         self.zk_server = SimZooKeeperServer()
         self.zk_session_timeout_ms = zk_session_timeout_ms
@@ -136,9 +139,21 @@ class SimCluster:
             rules=self.rules,
             marker_sender_factory=self.marker_sender_factory,
         )
+        broker.disk.delay = self.disks.get(broker_id)
         self.brokers[broker_id] = broker
         await broker.start()
         return broker
+
+    def slow_disk(self, broker_id: int, disk: SimDisk | None) -> None:
+        """Broker ``broker_id``'s disk takes ``disk``'s latencies from now on (None: its
+        normal speed again), across its restarts too."""
+        if disk is None:
+            self.disks.pop(broker_id, None)
+        else:
+            self.disks[broker_id] = disk
+        broker = self.brokers.get(broker_id)
+        if broker is not None:
+            broker.disk.delay = disk
 
     def broker_clock(self, broker_id: int) -> DriftingClock:
         """The clock broker ``broker_id`` reads (the same one across its restarts: the

@@ -133,6 +133,7 @@ class Log:
         self._next_offset = segments.active.read_next_offset()
         self.high_watermark = min(max(log_start_offset, 0), self._next_offset)
         self.last_flush_ms = clock.time_ms()
+        self.flushes = 0  # flushes that fsynced something (a slowed disk waits for each)
         self._pending_deletions = PendingDeletions()
         self._closed = False
         # Told of an I/O error on an append (Kafka's LogDirFailureChannel): the log manager
@@ -627,6 +628,7 @@ class Log:
             segment.flush()
         self.recovery_point = target
         self.last_flush_ms = self._clock.time_ms()
+        self.flushes += 1
 
     def flush_if_due(self) -> bool:
         """The ``flush.ms`` rule, for the owner's periodic check."""

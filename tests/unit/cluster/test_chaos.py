@@ -195,6 +195,7 @@ NO_ROOT = "network namespaces need root, and this process runs as uid 1000"
         ("slow_one_way", {"latency_ms": 100.0}, "needs network namespaces and tc netem"),
         ("clock_drift", {"rate": 2.0}, "needs libfaketime"),
         ("torn_write", {}, "needs a power cut"),
+        ("slow_disk", {"write_latency_ms": 50.0}, "needs device-mapper's dm-delay"),
     ],
 )
 def test_the_new_fault_kinds_are_refused_on_processes_and_containers_in_one_line(

@@ -78,6 +78,16 @@ def test_without_namespaces_the_network_faults_are_refused_saying_why() -> None:
     assert spec.not_injectable["slow_network"].endswith("this process runs as uid 1000")
 
 
+def test_even_as_root_a_slow_disk_is_refused_in_one_line_naming_dm_delay() -> None:
+    spec = local_root_spec(None, None, None)
+    assert "slow_disk" not in spec.injectable
+    with pytest.raises(UnsupportedFaultError) as caught:
+        check_supported(load(find("slow-disk")), spec)
+    message = str(caught.value)
+    assert "\n" not in message and "slow_disk (faults[0])" in message
+    assert "dm-delay" in message
+
+
 def test_local_refuses_a_full_disk_naming_the_root_backend() -> None:
     """``LOCAL`` is unchanged: it never mounts, even as root, and says where it can be done."""
     assert "disk_full" not in chaos.LOCAL.injectable

@@ -33,7 +33,7 @@ from kafkasim.faults.scenario import (
     WorkloadSpec,
     parse_target,
 )
-from kafkasim.faults.schedules import randomize, shrink
+from kafkasim.faults.schedules import SLOW_WRITE_MS_MAX, randomize, shrink
 from kafkasim.faults.validation import check
 from kafkasim.faults.writing import dump
 
@@ -366,6 +366,39 @@ BAD: list[tuple[str, str, str, str]] = [
         "faults[2].target",
         "only: all, broker",
     ),
+    (
+        SLOW,
+        'action = "slow_disk"\ntarget = "broker:2"\nduration_s = 5.0',
+        "faults[2].params",
+        "slows nothing",
+    ),
+    (
+        SLOW,
+        'action = "slow_disk"\ntarget = "broker:2"\nduration_s = 5.0\n'
+        "params = { write_latency_ms = 0, fsync_latency_ms = 0 }",
+        "faults[2].params",
+        "write_latency_ms or fsync_latency_ms",
+    ),
+    (
+        SLOW,
+        'action = "slow_disk"\ntarget = "broker:2"\nduration_s = 5.0\n'
+        "params = { write_latency_ms = -5 }",
+        "faults[2].params.write_latency_ms",
+        "out of range",
+    ),
+    (
+        SLOW,
+        'action = "slow_disk"\ntarget = "broker:2"\nduration_s = 5.0\n'
+        'params = { fsync_latency_ms = "1s" }',
+        "faults[2].params.fsync_latency_ms",
+        "expected a number",
+    ),
+    (
+        SLOW,
+        'action = "slow_disk"\ntarget = "broker:2"\nparams = { write_latency_ms = 50 }',
+        "faults[2].duration_s",
+        "missing",
+    ),
     ('["crash", "pause"]', '["crash", "boom"]', "seed_faults.actions[1]", "unknown action"),
     ('["crash", "pause"]', '["crash", "crash"]', "seed_faults.actions[1]", "twice"),
     ("window_s = [2.0, 25.0]", "window_s = [2.0, 45.0]", "seed_faults.window_s", "within"),
@@ -536,6 +569,19 @@ def test_randomize_draws_every_action_and_target_kind_it_may() -> None:
     kinds = set(TargetKind) - {TargetKind.TXN_COORDINATOR}
     assert {parse_target(f.target).kind for f in faults if f.target} == kinds
     assert any("groups" in f.params for f in faults)
+
+
+def test_randomize_draws_slow_disks_that_slow_and_some_beyond_the_replica_lag_limit() -> None:
+    scenario = load(CATALOG["slow-disk"])
+    scenario = replace(scenario, seed_faults=RandomFaults(100, ("slow_disk",), (0.0, 29.0), 10.0))
+    drawn = randomize(scenario, random.Random(3))
+    check(drawn)
+    writes = [f.params["write_latency_ms"] for f in drawn.faults]
+    assert all(0 < w <= SLOW_WRITE_MS_MAX for w in writes)
+    assert all(
+        0 <= f.params["fsync_latency_ms"] <= f.params["write_latency_ms"] for f in drawn.faults
+    )
+    assert any(w > 10_000 for w in writes)  # the simulation's replica.lag.time.max.ms
 
 
 def test_randomize_draws_the_coordinator_of_a_transactional_id_the_workload_uses() -> None:
