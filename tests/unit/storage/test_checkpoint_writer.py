@@ -16,6 +16,7 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.storage.checkpoint_writer import BackgroundCheckpointWriter, InlineCheckpointWriter
 from kafkasim.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from kafkasim.storage.config import LogConfig
+from kafkasim.storage.log import Log
 from kafkasim.storage.log_manager import LogManager
 from tests.unit.storage.test_log_manager import NOW_MS, one_record
 
@@ -49,21 +50,24 @@ class HeldWrites:
         monkeypatch.setattr(OffsetCheckpointFile, "write", held)
 
 
-def manager_with(root: Path, writer: BackgroundCheckpointWriter) -> LogManager:
+def manager_with(
+    root: Path, writer: BackgroundCheckpointWriter, records: int = 1
+) -> tuple[LogManager, Log]:
+    """A started manager writing through ``writer``, and a log of ``records`` records."""
     manager = LogManager(
         [root], LogConfig.from_props({}), ManualClock(NOW_MS), checkpoint_writer=writer
     )
     manager.startup()
-    return manager
+    log = manager.get_or_create_log(TP)
+    for _ in range(records):
+        log.append_as_leader(one_record(), leader_epoch=0)
+    return manager, log
 
 
 def test_a_checkpoint_is_written_on_the_writers_thread_and_the_caller_does_not_wait(
     tmp_path: Path, writer: BackgroundCheckpointWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    manager = manager_with(tmp_path, writer)
-    log = manager.get_or_create_log(TP)
-    for _ in range(3):
-        log.append_as_leader(one_record(), leader_epoch=0)
+    manager, log = manager_with(tmp_path, writer, records=3)
     log.update_high_watermark(3)
     held = HeldWrites(monkeypatch)
 
@@ -82,10 +86,7 @@ def test_a_checkpoint_is_written_on_the_writers_thread_and_the_caller_does_not_w
 def test_the_file_holds_the_offsets_of_when_the_write_was_asked_for_and_the_newest_wins(
     tmp_path: Path, writer: BackgroundCheckpointWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    manager = manager_with(tmp_path, writer)
-    log = manager.get_or_create_log(TP)
-    for _ in range(5):
-        log.append_as_leader(one_record(), leader_epoch=0)
+    manager, log = manager_with(tmp_path, writer, records=5)
     held = HeldWrites(monkeypatch)
     log.update_high_watermark(2)
     manager.checkpoint_high_watermarks()  # snapshot: 2
@@ -100,10 +101,7 @@ def test_the_file_holds_the_offsets_of_when_the_write_was_asked_for_and_the_newe
 def test_a_clean_shutdown_writes_its_checkpoints_after_every_older_write(
     tmp_path: Path, writer: BackgroundCheckpointWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    manager = manager_with(tmp_path, writer)
-    log = manager.get_or_create_log(TP)
-    for _ in range(5):
-        log.append_as_leader(one_record(), leader_epoch=0)
+    manager, log = manager_with(tmp_path, writer, records=5)
     held = HeldWrites(monkeypatch)
     log.update_high_watermark(1)
     manager.checkpoint_high_watermarks()  # held: an old snapshot still on its way
@@ -128,9 +126,7 @@ def test_a_failed_background_write_is_logged_and_the_next_one_goes_through(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    manager = manager_with(tmp_path, writer)
-    log = manager.get_or_create_log(TP)
-    log.append_as_leader(one_record(), leader_epoch=0)
+    manager, log = manager_with(tmp_path, writer)
     log.update_high_watermark(1)
     real = OffsetCheckpointFile.write
     calls: list[int] = []
