@@ -21,6 +21,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any, Final
 
 import uvicorn
@@ -161,6 +162,25 @@ def _console(
     return console
 
 
+#: Seconds a stop waits for open connections before cancelling them.
+STOP_GRACE_S: Final = 3
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the live console when it is asked to stop (Ctrl-C, SIGTERM):
+    an open page's event stream never ends by itself, and uvicorn's graceful shutdown waits
+    for every open response — a console with a browser tab open did not stop on SIGTERM."""
+
+    def __init__(self, config: uvicorn.Config, console: LiveConsole | ReplayConsole) -> None:
+        super().__init__(config)
+        self._console = console
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if isinstance(self._console, LiveConsole):
+            self._console.stopping.set()
+        super().handle_exit(sig, frame)
+
+
 def serve(console: LiveConsole | ReplayConsole, bind: str) -> None:
     """Serve until interrupted; prints the address once listening."""
     host, port = parse_bind(bind)
@@ -170,8 +190,10 @@ def serve(console: LiveConsole | ReplayConsole, bind: str) -> None:
         port=port,
         log_level="warning",
         lifespan="on",
+        # A backstop: whatever a connection still holds after this is cancelled.
+        timeout_graceful_shutdown=STOP_GRACE_S,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config, console)
 
     async def main() -> None:
         task = asyncio.get_running_loop().create_task(server.serve())

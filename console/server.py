@@ -94,6 +94,9 @@ class LiveConsole:
         self.updated = asyncio.Condition()
         self.polls = 0
         self.error: str | None = None
+        # Set when the server is asked to stop (cli.console.serve): every event stream ends
+        # then, so that an open page does not hold the server's graceful shutdown forever.
+        self.stopping = asyncio.Event()
 
     def topics(self) -> dict[str, int]:
         """The cluster's topics as last polled: name → number of partitions."""
@@ -157,7 +160,7 @@ class LiveConsole:
 
     async def stream(self, request: Request) -> AsyncIterator[str]:
         seen = -1
-        while not await request.is_disconnected():
+        while not self.stopping.is_set() and not await request.is_disconnected():
             if seen != self.version:
                 seen = self.version
                 yield f"data: {json.dumps(self.current)}\n\n"
