@@ -91,6 +91,13 @@ def restart(cluster: LocalCluster, broker_id: int, failures: list[BaseException]
         failures.append(e)
 
 
+def _wait_for_an_acknowledgement(producer: Producer, recorder: Recorder) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not any(op.type is OpType.OK and op.f == "send" for op in recorder.history.ops):
+        assert time.monotonic() < deadline, "no record was acknowledged before the kill"
+        producer.poll(0.05)
+
+
 def produce_across_a_leader_kill(cluster: LocalCluster, recorder: Recorder) -> int:
     """Produce COUNT records, SIGKILL the leader at KILL_AT and start it again meanwhile;
     the killed broker's id."""
@@ -111,6 +118,10 @@ def produce_across_a_leader_kill(cluster: LocalCluster, recorder: Recorder) -> i
         recorder.send(OpType.INVOKE, value)
         producer.produce(TOPIC, value.encode(), partition=0, on_delivery=recorder.delivered)
         if n == KILL_AT:
+            # The kill must fall inside the stream of acknowledgements, whatever the set-up
+            # costs (InitProducerId, metadata): a CI run killed the leader at 750 ms, before
+            # the first acknowledgement.
+            _wait_for_an_acknowledgement(producer, recorder)
             cluster.kill(leader)
             recorder.history.faults.append(
                 FaultEvent(recorder.now_ms(), "crash", f"broker {leader} (leader)")
