@@ -17,7 +17,7 @@ start for each broker in turn. A started broker serves only once its previous Zo
 registration is gone (up to ``zookeeper.session.timeout.ms`` after a kill -9): its log says
 when. Everything started here is stopped here, by pid (``LocalCluster.stop``).
 
-(One module, ~640 lines: ``ChaosBackend``, its process implementation and the spec checks
+(One module, ~670 lines: ``ChaosBackend``, its process implementation and the spec checks
 that refuse what a backend cannot inject are one contract; the root-only parts live in
 ``cluster.root_backend``, ``cluster.netns`` and ``cluster.tmpfs``.)
 """

@@ -33,7 +33,7 @@ is down, as a Kafka broker whose start-up failed, and is started again at the ne
 Everything random comes from the seed (or, for a run without one, the scenario's name), so a
 run on the simulation replays byte for byte.
 
-(One module, ~660 lines: the schedule loop, the per-broker lifecycle locks and the action
+(One module, ~665 lines: the schedule loop, the per-broker lifecycle locks and the action
 functions all work on one run's private state (``_Run``); split, the actions would import the
 runner and the runner the actions, which the layering test forbids.)
 """
