@@ -93,7 +93,7 @@ async def serve(config: BrokerConfig) -> None:
         controller_factory=controller_factory(lambda _broker_id: random.Random()),
         halt=_halt,
         # Checkpoint files are fsync'd off the event loop, as Kafka's scheduler threads write
-        # them: a write held every request up to 65 ms on a slow disk (storage.checkpoint_writer).
+        # them: a write held every request up to 65 ms on a busy disk (storage.checkpoint_writer).
         checkpoint_writer=BackgroundCheckpointWriter(f"broker-{config.broker_id}-checkpoints"),
     )
     stop = asyncio.Event()

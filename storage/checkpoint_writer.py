@@ -2,8 +2,9 @@
 own.
 
 A checkpoint write is a small file written, fsync'd, renamed and its directory fsync'd
-(``OffsetCheckpointFile.write``). On this machine's disk that takes 6 ms at the median and up to
-65 ms, and a broker's event loop serves no request while it waits. Kafka writes its
+(``OffsetCheckpointFile.write``). On this machine's disk that takes 0.5 ms when it is quiet and
+6 ms at the median, up to 65 ms, when it is busy, and a broker's event loop serves no request
+while it waits. Kafka writes its
 checkpoints (``highwatermark-checkpoint``, ``kafka-recovery-point-checkpoint``,
 ``kafka-log-start-offset-checkpoint``) from its scheduler threads, never from a request
 handler; :class:`BackgroundCheckpointWriter` does the same for a broker process.
@@ -57,7 +58,7 @@ class InlineCheckpointWriter:
 
 
 class BackgroundCheckpointWriter:
-    """Writes on one daemon thread of its own, in submission order. A failed write is logged
+    """Writes on one thread of its own, in submission order. A failed write is logged
     (as an inline one fails its periodic task); the next period writes the file again."""
 
     def __init__(self, name: str = "checkpoint-writer") -> None:
