@@ -1,9 +1,9 @@
 """Network faults on local processes as root (``cluster.netns``, ``cluster.root_backend``):
 each broker in a network namespace of its own behind a bridge. The catalog's leader-isolation
-(``isolate`` of the leader) and leader-partition (``split`` of the leader from its followers),
-shortened, get the simulation's verdict on real brokers, and afterwards no namespace, link or
-mount of the run is left. ``slow_network`` is refused in one line where the kernel lacks
-netem (this one does).
+(``isolate`` of the leader), leader-partition (``split`` of the leader from its followers) and
+leader-zk-isolation (``isolate_zk``: the leader cut off ZooKeeper alone), shortened, get the
+simulation's verdict on real brokers, and afterwards no namespace, link or mount of the run is
+left. ``slow_network`` is refused in one line where the kernel lacks netem (this one does).
 
 Skipped (one line) only when this process cannot create network namespaces; CI runs as root.
 """
@@ -142,6 +142,9 @@ def test_slow_network_is_refused_in_one_line_where_the_kernel_lacks_netem() -> N
         ("leader-isolation", 5.0, 9.0),
         # Split from its followers at 5 s for 9 s: it shrinks the ISR (5 s) and keeps leading.
         ("leader-partition", 5.0, 9.0),
+        # Cut off ZooKeeper alone at 5 s for 9 s: its session expires, a follower is elected
+        # while it still reaches the other brokers.
+        ("leader-zk-isolation", 5.0, 9.0),
     ],
 )
 def test_a_cut_leader_on_real_brokers_agrees_with_the_simulation(
@@ -171,7 +174,7 @@ def test_a_cut_leader_on_real_brokers_agrees_with_the_simulation(
     assert real.acknowledged > 500 and real.read >= real.acknowledged
     (fault,) = history.faults
     assert fault.action == chosen.faults[0].action
-    if name == "leader-isolation":
+    if name in ("leader-isolation", "leader-zk-isolation"):
         assert len(leader_epochs(history)) >= 2, "no new leader was elected"
     else:
         assert smallest_isr(history) == 1, "the leader never shrank the ISR to itself"

@@ -29,6 +29,7 @@ RUNNABLE = {
     "txn-zombie-fenced",  # a paused follower; a producer stalls (the workload does it)
     # As root on the host, the link faults (DROP rules inside the containers) too:
     "leader-partition",
+    "leader-zk-isolation",
     "follower-one-way",
     "unsafe-acks1-leader-crash",
 }
