@@ -21,9 +21,12 @@
    interleaved, medians of the repetitions: a bare grpc.aio round trip to a server process
    (the floor of any request), one broker acks=1 (that round trip plus an append), and three
    brokers RF=3 acks=all, min ISR 2 (plus the replication round trip: the leader's fetch
-   answer to each follower, each follower's next fetch carrying its LEO). acks=all costs
-   what acks=1 does plus about one more round trip, and every round trip is a cross-process
-   grpc.aio hop: that, not a timer, sets the p50.
+   answer to each follower, each follower's next fetch carrying its LEO, and a follower
+   append between). Traced end to end (issue 19), no timer, long-poll or flush waits on that
+   path: every step runs as soon as the one before it ends, and the p50 is the sum of four
+   cross-process grpc.aio messages (client to leader, leader to follower, follower to leader,
+   leader to client), each costing more than a bare one for the Python around it, plus the
+   two appends.
 
 Real processes on loopback (Debian's ZooKeeper, ``kafkasim broker`` processes); every
 process started here is stopped here. Run: ``python -m bench.cluster_bench [--quick]``.
