@@ -16,6 +16,17 @@
    one-record acks=all unary requests at 200/s: at 1,000 unary calls/s the four Python
    processes on two cores saturate and the figure measures the queue, not the path (the
    producer at 1,000 records/s batches under load: ``producer-perf-test --throughput 1000``).
+5. The acks=all path (issue 19's latency aim), ``--latency``: where a one-record request's
+   time goes, at a rate that leaves the machine idle between requests. Side by side,
+   interleaved, medians of the repetitions: a bare grpc.aio round trip to a server process
+   (the floor of any request), one broker acks=1 (that round trip plus an append), and three
+   brokers RF=3 acks=all, min ISR 2 (plus the replication round trip: the leader's fetch
+   answer to each follower, each follower's next fetch carrying its LEO, and a follower
+   append between). Traced end to end (issue 19), no timer, long-poll or flush waits on that
+   path: every step runs as soon as the one before it ends, and the p50 is the sum of four
+   cross-process grpc.aio messages (client to leader, leader to follower, follower to leader,
+   leader to client), each costing more than a bare one for the Python around it, plus the
+   two appends.
 
 Real processes on loopback (Debian's ZooKeeper, ``kafkasim broker`` processes); every
 process started here is stopped here. Run: ``python -m bench.cluster_bench [--quick]``.
@@ -356,11 +367,108 @@ async def _broker_bound(quick: bool) -> None:
     )
 
 
+async def _bare_round_trips(port: int, rate: float, seconds: float) -> tuple[float, float]:
+    """p50, p99 (ms) of one small message and its answer on a bare grpc.aio stream, one at a
+    time at ``rate`` a second (the sink answers 8 bytes)."""
+    payload = SMALL_RECORD + bytes(70)  # a one-record batch's size
+    latencies: list[float] = []
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=_OPTIONS) as channel:
+        call = channel.stream_stream(SINK_METHOD)()
+        begin = time.perf_counter()
+        for i in range(int(rate * seconds)):
+            delay = begin + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            start = time.perf_counter()
+            await call.write(payload)
+            await call.read()
+            latencies.append(time.perf_counter() - start)
+        await call.done_writing()
+    latencies.sort()
+    return latencies[len(latencies) // 2] * 1000, latencies[int(len(latencies) * 0.99)] * 1000
+
+
+async def _latency_path(quick: bool, rate: float) -> None:
+    """Section 5: bare round trip, acks=1 and RF=3 acks=all, interleaved, medians."""
+    single_record = RecordBatchBuilder()
+    single_record.append(1_700_000_000_000, None, SMALL_RECORD)
+    one = single_record.build()
+    reps, seconds = (3, 2.0) if quick else (5, 8.0)
+    tp = TopicPartition("bench", 0)
+    port = free_loopback_port()
+    sink = subprocess.Popen(
+        [sys.executable, "-m", "bench.cluster_bench", "--sink", str(port)],
+        stdout=subprocess.PIPE,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    runs: dict[str, list[tuple[float, float]]] = {"bare": [], "acks1": [], "all": []}
+    try:
+        assert sink.stdout is not None
+        sink.stdout.readline()
+        with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
+            c1, k1 = await _cluster(Path(tmp) / "one", 1, "bench", 1, {})
+            try:
+                c3, k3 = await _cluster(
+                    Path(tmp) / "three", 3, "bench", 3, {"min.insync.replicas": "2"}
+                )
+                try:
+                    await _bare_round_trips(port, rate, 1.0)  # warm up
+                    await _latency_at_rate(k1, tp, one, rate=rate, seconds=1.0)
+                    await _latency_at_rate(k3, tp, one, rate=rate, seconds=1.0)
+                    for _ in range(reps):
+                        runs["bare"].append(await _bare_round_trips(port, rate, seconds))
+                        runs["acks1"].append(
+                            await _latency_at_rate(k1, tp, one, rate=rate, seconds=seconds)
+                        )
+                        runs["all"].append(
+                            await _latency_at_rate(k3, tp, one, rate=rate, seconds=seconds)
+                        )
+                finally:
+                    await k3.transport.close()
+                    c3.stop()
+            finally:
+                await k1.transport.close()
+                c1.stop()
+    finally:
+        os.kill(sink.pid, signal.SIGTERM)
+        sink.wait(timeout=10)
+    print(
+        f"\n5. the acks=all path: one {len(one)}-byte record a request at {rate:.0f}/s, "
+        f"{seconds:.0f} s a run, medians of {reps} interleaved runs (each run's p50/p99 in ms)"
+    )
+    labels = {
+        "bare": "bare grpc.aio round trip",
+        "acks1": "one broker, acks=1",
+        "all": "three brokers, RF=3, acks=all",
+    }
+    medians = {k: _medians(v) for k, v in runs.items()}
+    for key, label in labels.items():
+        each = "  ".join(f"{a:.2f}/{b:.2f}" for a, b in runs[key])
+        p50, p99 = medians[key]
+        print(f"   {label:30} p50 {p50:6.2f}  p99 {p99:7.2f}   ({each})")
+    bare, acks1, acks_all = (medians[k][0] for k in ("bare", "acks1", "all"))
+    print(
+        f"   acks=all over acks=1: +{acks_all - acks1:.2f} ms at the p50 "
+        f"({(acks_all - acks1) / bare:.1f} bare round trips); the aim: p50 <= 2 ms"
+    )
+
+
+def _medians(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(p50 for p50, _ in runs), statistics.median(p99 for _, p99 in runs)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
         "--broker-bound", action="store_true", help="run section 4 only (issue 19's figures)"
+    )
+    parser.add_argument(
+        "--latency", action="store_true", help="run section 5 only (the acks=all latency path)"
+    )
+    parser.add_argument(
+        "--rate", type=float, default=LATENCY_RATE, help="section 5's requests a second"
     )
     parser.add_argument("--sink", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -369,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.broker_bound:
         asyncio.run(_broker_bound(args.quick))
+        return 0
+    if args.latency:
+        asyncio.run(_latency_path(args.quick, args.rate))
         return 0
     asyncio.run(run(args.quick))
     return 0
