@@ -39,7 +39,7 @@ from kafkasim.storage.records.batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.compression import MAX_CODEC_ID, CompressionType
 from kafkasim.storage.records.validation import validate_leader_batch
 from kafkasim.storage.segment import AppendedBatch, RollParams
 
@@ -175,7 +175,7 @@ def analyze_append(view: memoryview, rules: AppendRules, *, leader: bool) -> lis
                 f"content hashes to {actual:#010x}"
             )
         codec_id = header.attributes & COMPRESSION_CODEC_MASK
-        if codec_id > max(CompressionType):
+        if codec_id > MAX_CODEC_ID:
             # Kafka's CompressionType.forId refuses ids 5-7, on the leader and followers.
             raise CorruptRecordError(
                 f"{tp}: batch at position {position}: unknown compression type id {codec_id}"
