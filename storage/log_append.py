@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kafkasim.common.errors import (
     CorruptRecordError,
@@ -63,9 +64,11 @@ BatchEntry = tuple[int, BatchHeader, memoryview]
 """One batch of an append: its position in the request, its header, its bytes."""
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
-    """What an append did (offsets assigned, timestamps) — per append, not per record."""
+class LogAppendInfo(NamedTuple):
+    """What an append did (offsets assigned, timestamps) — per append, not per record.
+
+    (A named tuple, as :class:`PlannedAppend`: one is built per append, at a fraction of a
+    frozen dataclass's cost.)"""
 
     first_offset: int
     last_offset: int
@@ -101,8 +104,7 @@ class AppendRules:
         return cls(topic_partition, config, config.message_timestamp_type == "LogAppendTime", codec)
 
 
-@dataclass(slots=True)
-class PlannedAppend:
+class PlannedAppend(NamedTuple):
     """The bytes of an append ready for the segment, and what the log learns from them."""
 
     chunks: list[Buffer]
