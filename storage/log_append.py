@@ -263,12 +263,10 @@ def assign_offsets(
             chunks.append(rewritten)
             batch_max_ts = append_time
         else:
-            # Only the first 16 bytes change (base offset, leader epoch: outside the CRC),
-            # so the header is copied and the body goes out untouched beside it.
-            head = bytearray(batch_view[:RECORD_BATCH_OVERHEAD])
-            _BASE_AND_EPOCH.pack_into(head, 0, base, size - LOG_OVERHEAD, leader_epoch)
-            chunks.append(head)
-            chunks.append(batch_view[RECORD_BATCH_OVERHEAD:])
+            # Only the first 16 bytes change (base offset, leader epoch: outside the CRC):
+            # they are packed anew and the rest goes out untouched beside them, uncopied.
+            chunks.append(_BASE_AND_EPOCH.pack(base, size - LOG_OVERHEAD, leader_epoch))
+            chunks.append(batch_view[_BASE_AND_EPOCH.size :])
             batch_max_ts = header.max_timestamp
         if batch_max_ts > max_ts:
             max_ts, max_ts_offset = batch_max_ts, last

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from contextlib import nullcontext
 
 from kafkasim.common.errors import (
     CorruptRecordError,
@@ -174,19 +173,21 @@ def validate_batch_records(
     last_delta = header.last_offset_delta
     found: int | None = None
     if codec is CompressionType.NONE and COMPILED_WALK is not None:
-        # The compiled walk reads the records where they are, no copy (a slice of the
-        # caller's view, which the append path passes; anything else is viewed and released).
-        with nullcontext(buf) if type(buf) is memoryview else memoryview(buf) as view:
-            found = COMPILED_WALK(
-                view[pos + RECORDS_OFFSET : pos + size],
-                count,
-                last_delta=last_delta,
-                dense=dense_offsets,
-                compacted=compacted,
-                base_ts=base_ts,
-                low=low,
-                high=high,
-            )
+        # The compiled walk reads the records where they are, no copy: a slice of the
+        # caller's view (the append path passes one) or of a view of its buffer, released
+        # when the call returns (no ``with``: its calls cost more than a small batch's walk).
+        view = buf if type(buf) is memoryview else memoryview(buf)
+        found = COMPILED_WALK(
+            view[pos + RECORDS_OFFSET : pos + size],
+            count,
+            last_delta=last_delta,
+            dense=dense_offsets,
+            compacted=compacted,
+            base_ts=base_ts,
+            low=low,
+            high=high,
+        )
+        del view
     if found is None:
         checks = {
             "last_delta": last_delta,
