@@ -90,6 +90,8 @@ class AppendRules:
     config: LogConfig
     log_append_time: bool
     target_codec: CompressionType | None  # None: keep the producer's
+    compacted: bool
+    max_timestamp_difference_ms: int
 
     @classmethod
     def of(cls, topic_partition: TopicPartition, config: LogConfig) -> AppendRules:
@@ -101,7 +103,14 @@ class AppendRules:
             if name == "uncompressed"
             else CompressionType.from_name(name)
         )
-        return cls(topic_partition, config, config.message_timestamp_type == "LogAppendTime", codec)
+        return cls(
+            topic_partition,
+            config,
+            config.message_timestamp_type == "LogAppendTime",
+            codec,
+            config.compact,
+            config.message_timestamp_difference_max_ms,
+        )
 
 
 class PlannedAppend(NamedTuple):
@@ -217,7 +226,6 @@ def validate_and_convert(
     """Kafka's LogValidator on every batch (records walked, see ``records.validation``),
     then the topic's compression.type. Nothing is written before every batch passed."""
     out = []
-    config = rules.config
     target = rules.target_codec
     for position, received, received_view in entries:
         try:
@@ -225,9 +233,9 @@ def validate_and_convert(
                 received_view,
                 received,
                 is_client=is_client,
-                compacted=config.compact,
+                compacted=rules.compacted,
                 log_append_time=rules.log_append_time,
-                max_timestamp_difference_ms=config.message_timestamp_difference_max_ms,
+                max_timestamp_difference_ms=rules.max_timestamp_difference_ms,
                 now_ms=now_ms,
                 position=position,
             )
