@@ -352,7 +352,8 @@ class Log:
     ) -> None:
         try:
             segment.append(plan.chunks, plan.batches, plan.total)
-            complete_txns(self.producer_state, segment.txn_index, completed)
+            if completed:
+                complete_txns(self.producer_state, segment.txn_index, completed)
         except OSError as e:
             # Nothing was counted as appended (sizes move only after a write succeeds); the
             # dir is as suspect as Kafka deems it: the handler takes it offline.

@@ -40,6 +40,8 @@ class OffsetIndex(AbstractIndex):
     """
 
     entry_size: ClassVar[int] = _ENTRY.size
+    _last: OffsetPosition | None = None
+    """The last entry once read or appended (Kafka's ``_lastOffset``); None after truncation."""
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The greatest entry with offset <= ``target_offset``; ``(base_offset, 0)`` if none."""
@@ -72,9 +74,12 @@ class OffsetIndex(AbstractIndex):
     @property
     def last_offset(self) -> int:
         """The offset of the last entry, or ``base_offset`` if the index is empty."""
-        if self.entries == 0:
+        if self._entries == 0:
             return self.base_offset
-        return self._parse(self.entries - 1).offset
+        last = self._last
+        if last is None:
+            last = self._last = self._parse(self._entries - 1)
+        return last.offset
 
     def append(self, offset: int, position: int) -> None:
         """Add ``offset -> position``; ``offset`` must exceed every offset already indexed.
@@ -84,12 +89,12 @@ class OffsetIndex(AbstractIndex):
         """
         self._require_open()
         self._require_writable("append")
-        if self.is_full():
+        entries = self._entries
+        if entries >= self._max_entries:
             raise InvalidOffsetError(
                 f"attempt to append offset {offset} to full index {self.path} "
-                f"({self.entries} of {self.max_entries} entries)"
+                f"({entries} of {self.max_entries} entries)"
             )
-        entries = self.entries
         if entries != 0 and offset <= self.last_offset:
             raise InvalidOffsetError(
                 f"attempt to append offset {offset} at slot {entries} of {self.path}, no larger "
@@ -100,6 +105,7 @@ class OffsetIndex(AbstractIndex):
             raise ValueError(f"position {position} for offset {offset} does not fit an int32")
         _ENTRY.pack_into(self._view(), entries * self.entry_size, relative, position)
         self._increment_entries()
+        self._last = OffsetPosition(offset, position)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``; an exact hit goes too."""
@@ -107,6 +113,10 @@ class OffsetIndex(AbstractIndex):
         relative = offset - self.base_offset
         keep = self._largest_lower_bound_slot(relative - 1, _INT32, _OFFSET_AT) + 1
         self._truncate_to_entries(keep)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        super()._truncate_to_entries(entries)
+        self._last = None
 
     def sanity_check(self) -> None:
         """CorruptIndexError if the last offset is below the base or the length is not n * 8."""

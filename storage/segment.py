@@ -261,13 +261,14 @@ class LogSegment:
 
     def should_roll(self, params: RollParams) -> bool:
         """Kafka's four roll conditions (size, time, full index, relative-offset overflow)."""
-        reached_roll_ms = (
-            self._time_waited_for_roll(params.now_ms, params.max_timestamp_in_messages)
-            > params.max_segment_ms - self.roll_jitter_ms
-        )
+        size = self.log.size
         return (
-            self.size > params.max_segment_bytes - params.messages_size
-            or (self.size > 0 and reached_roll_ms)
+            size > params.max_segment_bytes - params.messages_size
+            or (
+                size > 0
+                and self._time_waited_for_roll(params.now_ms, params.max_timestamp_in_messages)
+                > params.max_segment_ms - self.roll_jitter_ms
+            )
             or self.offset_index.is_full()
             or self.time_index.is_full()
             or not self.can_convert_to_relative_offset(params.max_offset_in_messages)

@@ -42,6 +42,8 @@ class TimeIndex(AbstractIndex):
     """
 
     entry_size: ClassVar[int] = _ENTRY.size
+    _last: TimestampOffset | None = None
+    """The last entry once read or appended (Kafka's ``_lastEntry``); None after truncation."""
 
     def is_full(self) -> bool:
         """True when only the reserved last slot is left."""
@@ -52,9 +54,12 @@ class TimeIndex(AbstractIndex):
     @property
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(NO_TIMESTAMP, base_offset)`` if the index is empty."""
-        if self.entries == 0:
+        if self._entries == 0:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        return self._parse(self.entries - 1)
+        last = self._last
+        if last is None:
+            last = self._last = self._parse(self._entries - 1)
+        return last
 
     def entry(self, n: int) -> TimestampOffset:
         """Entry number ``n`` (0-based); IndexError if there is no such entry."""
@@ -78,8 +83,8 @@ class TimeIndex(AbstractIndex):
         """
         self._require_open()
         self._require_writable("append")
-        entries = self.entries
-        if not skip_full_check and self.is_full():
+        entries = self._entries
+        if not skip_full_check and entries >= self._max_entries - 1:  # is_full()
             raise InvalidOffsetError(
                 f"attempt to append ({timestamp}, {offset}) to full time index {self.path} "
                 f"({entries} of {self.max_entries} entries, the last one reserved)"
@@ -105,6 +110,7 @@ class TimeIndex(AbstractIndex):
             )
         _ENTRY.pack_into(self._view(), entries * self.entry_size, timestamp, relative)
         self._increment_entries()
+        self._last = TimestampOffset(timestamp, offset)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``; an exact hit goes too."""
@@ -113,6 +119,10 @@ class TimeIndex(AbstractIndex):
         relative = offset - self.base_offset
         keep = self._largest_lower_bound_slot(relative - 1, _INT32, _OFFSET_AT) + 1
         self._truncate_to_entries(keep)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        super()._truncate_to_entries(entries)
+        self._last = None
 
     def sanity_check(self) -> None:
         """CorruptIndexError on decreasing timestamps, an offset below base or a bad length."""

@@ -57,7 +57,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from itertools import repeat, starmap
-from typing import Final
+from typing import Final, NamedTuple
 
 import crc32c as _crc32c
 
@@ -187,9 +187,12 @@ class Record:
     size_in_bytes: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The 61-byte header of a v2 batch, parsed without touching the records."""
+class BatchHeader(NamedTuple):
+    """The 61-byte header of a v2 batch, parsed without touching the records.
+
+    A named tuple rather than a frozen dataclass: every batch appended or read parses one, and
+    a tuple is built from the unpacked fields at once (a frozen dataclass sets its 13 fields
+    one ``object.__setattr__`` at a time, most of the parse's cost)."""
 
     base_offset: int
     batch_length: int
@@ -215,7 +218,7 @@ class BatchHeader:
                 f"record batch at position {pos} is truncated: {available} bytes left, "
                 f"its header alone takes {RECORD_BATCH_OVERHEAD}"
             )
-        header = cls(*_HEADER.unpack_from(buf, pos))
+        header = cls._make(_HEADER.unpack_from(buf, pos))
         if header.magic != MAGIC_V2:
             raise CorruptRecordError(
                 f"record batch at position {pos} has magic {header.magic}, expected {MAGIC_V2}"
@@ -286,6 +289,8 @@ def peek_magic(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
 
 def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
     """CRC-32C of bytes [pos + 21, pos + size): what the batch at ``pos`` must store."""
+    if type(buf) is memoryview:  # the append path's case: slice it, no second view to release
+        return int(_crc(buf[pos + ATTRIBUTES_OFFSET : pos + size]))
     with memoryview(buf) as view:
         return int(_crc(view[pos + ATTRIBUTES_OFFSET : pos + size]))
 

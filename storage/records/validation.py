@@ -52,10 +52,12 @@ from kafkasim.common.errors import (
 )
 from kafkasim.common.sentinels import INT64_MAX, NO_TIMESTAMP
 from kafkasim.storage.records.batch import (
+    CONTROL_FLAG_MASK,
     LENGTH_OFFSET,
     MAGIC_OFFSET,
     MAGIC_V2,
     RECORDS_OFFSET,
+    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     TimestampType,
     set_max_timestamp,
@@ -140,73 +142,106 @@ def validate_batch_records(
     """
     if header is None:
         header = BatchHeader.parse(buf, pos)
-    where = f"record batch at position {pos}"
+    # Per batch, on every append: the messages' "where" is built only on a fault.
     size = header.size_in_bytes
     if size > len(buf) - pos:
         raise CorruptRecordError(
-            f"{where} declares {size} bytes but only {len(buf) - pos} are available"
+            f"{_where(pos)} declares {size} bytes but only {len(buf) - pos} are available"
         )
     count = header.records_count
     if count < 0:
-        raise InvalidRecordError(f"{where}: invalid record count {count}")
+        raise InvalidRecordError(f"{_where(pos)}: invalid record count {count}")
     try:
         codec = header.compression
     except CorruptRecordError as e:
-        raise CorruptRecordError(f"{where}: {e.message}") from None
+        raise CorruptRecordError(f"{_where(pos)}: {e.message}") from None
     if count == 0:
         # Kafka's record iterator stops at once, then finds any record data left over
         # ("records still remaining"); an empty batch as compaction writes it has none.
         if size != RECORDS_OFFSET:
             raise InvalidRecordError(
-                f"{where} declares 0 records but carries {size - RECORDS_OFFSET} bytes of "
-                "record data"
+                f"{_where(pos)} declares 0 records but carries {size - RECORDS_OFFSET} bytes "
+                "of record data"
             )
         return NO_TIMESTAMP
     base_ts = header.first_timestamp
-    log_append_time = header.timestamp_type is TimestampType.LOG_APPEND_TIME
+    log_append_time = header.attributes & TIMESTAMP_TYPE_MASK != 0
     if timestamp_range is None or log_append_time:
         low, high = -_UNBOUNDED, _UNBOUNDED
     else:
         low, high = timestamp_range[0] - base_ts, timestamp_range[1] - base_ts
-    checks = {
-        "last_delta": header.last_offset_delta,
-        "dense": dense_offsets,
-        "compacted": compacted,
-        "base_ts": base_ts,
-        "low": low,
-        "high": high,
-    }
+    last_delta = header.last_offset_delta
     found: int | None = None
+    if codec is CompressionType.NONE and COMPILED_WALK is not None:
+        # The compiled walk reads the records where they are, no copy: a slice of the
+        # caller's view (the append path passes one) or of a view of its buffer, released
+        # when the call returns (no ``with``: its calls cost more than a small batch's walk).
+        view = buf if type(buf) is memoryview else memoryview(buf)
+        found = COMPILED_WALK(
+            view[pos + RECORDS_OFFSET : pos + size],
+            count,
+            last_delta=last_delta,
+            dense=dense_offsets,
+            compacted=compacted,
+            base_ts=base_ts,
+            low=low,
+            high=high,
+        )
+        del view
+    if found is None:
+        checks = {
+            "last_delta": last_delta,
+            "dense": dense_offsets,
+            "compacted": compacted,
+            "base_ts": base_ts,
+            "low": low,
+            "high": high,
+        }
+        found = _walk_slowly(buf, pos, size, codec=codec, count=count, checks=checks)
+    return header.max_timestamp if log_append_time else max(NO_TIMESTAMP, base_ts + found)
+
+
+def _where(pos: int) -> str:
+    return f"record batch at position {pos}"
+
+
+def _walk_slowly(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    size: int,
+    *,
+    codec: CompressionType,
+    count: int,
+    checks: dict[str, int | bool],
+) -> int:
+    """The walks other than the compiled one over uncompressed records: compressed batches
+    (decompressed first), the fallbacks without a compiled walk, and any batch the compiled
+    walk did not vouch for (the record-by-record walk then names the fault)."""
     with memoryview(buf) as view, view[pos + RECORDS_OFFSET : pos + size] as payload:
         if codec == CompressionType.NONE:
-            # The compiled walk reads the records where they are; the others need bytes.
-            if COMPILED_WALK is not None:
-                found = COMPILED_WALK(payload, count, **checks)
-            data = b"" if found is not None else bytes(payload)
+            data = bytes(payload)
         else:
             try:
                 data = decompress(codec, payload)
             except CorruptRecordError as e:
-                raise CorruptRecordError(f"{where}: {e.message}") from None
-    if found is None:
-        # Compiled, or in bulk, when it can vouch for every record; else (and for every
-        # fault, so that the message names the record) one record at a time.
-        walks: tuple[Walk, ...]
-        if COMPILED_WALK is not None:
-            walks = (_walk,) if codec == CompressionType.NONE else (COMPILED_WALK, _walk)
-        elif count >= MIN_RECORDS:
-            walks = (walk_records, _walk)
-        else:
-            walks = (_walk,)
-        try:
-            for walk in walks:
-                found = walk(data, count, **checks)
-                if found is not None:
-                    break
-        except (InvalidRecordError, InvalidTimestampError) as e:
-            raise type(e)(f"{where} ({codec.kafka_name}, {count} records): {e.message}") from None
-    assert found is not None  # the record-by-record walk answers or raises
-    return header.max_timestamp if log_append_time else max(NO_TIMESTAMP, base_ts + found)
+                raise CorruptRecordError(f"{_where(pos)}: {e.message}") from None
+    # Compiled, or in bulk, when it can vouch for every record; else (and for every fault, so
+    # that the message names the record) one record at a time.
+    walks: tuple[Walk, ...]
+    if COMPILED_WALK is not None:
+        walks = (_walk,) if codec == CompressionType.NONE else (COMPILED_WALK, _walk)
+    elif count >= MIN_RECORDS:
+        walks = (walk_records, _walk)
+    else:
+        walks = (_walk,)
+    try:
+        for walk in walks:
+            found = walk(data, count, **checks)
+            if found is not None:
+                return found
+    except (InvalidRecordError, InvalidTimestampError) as e:
+        raise type(e)(f"{_where(pos)} ({codec.kafka_name}, {count} records): {e.message}") from None
+    raise AssertionError("the record-by-record walk answers or raises")
 
 
 def validate_leader_batch(
@@ -227,9 +262,8 @@ def validate_leader_batch(
     CRC recomputed, as Kafka's in-place assignment sets it. ``position`` is the batch's place in
     the request, for messages.
     """
-    where = f"record batch at position {position}"
     if is_client:
-        _check_client_batch(header, where)
+        _check_client_batch(header, position)
     ts_range: tuple[int, int] | None = None
     limit = max_timestamp_difference_ms
     if not log_append_time and 0 <= limit < INT64_MAX:
@@ -244,16 +278,17 @@ def validate_leader_batch(
             timestamp_range=ts_range,
         )
     except (CorruptRecordError, InvalidRecordError, InvalidTimestampError) as e:
-        message = e.message.replace("record batch at position 0", where, 1)
+        message = e.message.replace(_where(0), _where(position), 1)
         if isinstance(e, InvalidTimestampError) and ts_range is not None:
             message += f" (message.timestamp.difference.max.ms={limit}, now {now_ms})"
         raise type(e)(message) from None
-    if header.records_count > 0 and header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+    has_records = header.records_count > 0
+    if has_records and header.attributes & TIMESTAMP_TYPE_MASK:
         raise InvalidTimestampError(
-            f"{where}: invalid timestamp type LogAppendTime; producers should not set the "
-            "timestamp type to LogAppendTime"
+            f"{_where(position)}: invalid timestamp type LogAppendTime; producers should not "
+            "set the timestamp type to LogAppendTime"
         )
-    if log_append_time or header.records_count == 0 or max_timestamp == header.max_timestamp:
+    if log_append_time or not has_records or max_timestamp == header.max_timestamp:
         return header, batch
     fixed = bytearray(batch)
     set_max_timestamp(fixed, 0, TimestampType.CREATE_TIME, max_timestamp)
@@ -261,10 +296,18 @@ def validate_leader_batch(
     return BatchHeader.parse(view), view
 
 
-def _check_client_batch(header: BatchHeader, where: str) -> None:
+def _check_client_batch(header: BatchHeader, position: int) -> None:
     """Kafka's ``validateBatch`` for a client's v2 batch (per batch, no records read)."""
     count = header.records_count
     span = header.last_offset_delta + 1
+    if (
+        span == count
+        and count > 0
+        and not header.attributes & CONTROL_FLAG_MASK
+        and (header.producer_id < 0 or header.base_sequence >= 0)
+    ):
+        return  # the usual batch: every check below passes
+    where = _where(position)
     if span <= 0:
         raise InvalidRecordError(
             f"{where}: batch has an invalid offset range: last offset delta "

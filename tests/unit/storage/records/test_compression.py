@@ -58,8 +58,9 @@ def test_unknown_name_is_unsupported_compression_type_naming_the_value(name: str
         CompressionType.from_name(name)
 
 
-@pytest.mark.parametrize("codec_id", [5, 6, 7])
+@pytest.mark.parametrize("codec_id", [5, 6, 7, 8, -1])
 def test_unknown_id_from_the_wire_is_corrupt(codec_id: int) -> None:
+    # -1 too: the lookup is a tuple's, and a negative index must not wrap to ZSTD.
     with pytest.raises(CorruptRecordError, match=f"id {codec_id}"):
         CompressionType.from_id(codec_id)
 
