@@ -30,16 +30,20 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from kafkasim.client.completed_fetch import SKIP, entries_to_read
+from kafkasim.client.completed_fetch import READ, SKIP, entries_to_read
 from kafkasim.client.record_columns import RecordColumns, entry_columns
 from kafkasim.common.errors import InvalidRecordError
 from kafkasim.storage.records.batch import (
+    RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     record_area,
     validate_batch,
 )
+from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.entry import LogEntryHeader
 from kafkasim.storage.records.varint import decode_varint
 
 __all__ = ["ArrowChunkDecoder"]
@@ -71,24 +75,74 @@ class ArrowChunkDecoder:
         as record batches (none when there are none), and the position after them."""
         batches: list[pa.RecordBatch] = []
         pending = RecordColumns(self.topic, self.partition)  # records of the fallback walk
+        group: list[tuple[int, BatchHeader]] = []  # consecutive plain batches to decode
+        buf: npt.NDArray[np.uint8] | None = None
         next_position = position
         for pos, header, action in entries_to_read(data, aborted):
             next_position = max(next_position, min(header.next_offset, until))
             if action != SKIP:
-                segment = None
-                if isinstance(header, BatchHeader) and not header.is_control:
-                    segment = self._batch_segment(data, pos, header, position, until)
-                if segment is None:
-                    entry_columns(data, pos, header, action, pending, fetch_offset=position)
-                    _drop_from(pending, until)
-                else:
+                if _plain(header, position, until) and len(data) < _CONCAT_LIMIT:
+                    assert isinstance(header, BatchHeader)
+                    validate_batch(data, pos)
                     self._flush(pending, batches)
-                    if segment.num_rows:
-                        batches.append(segment)
+                    group.append((pos, header))
+                else:
+                    if group:
+                        buf = _padded(data) if buf is None else buf
+                        self._decode_group(data, buf, group, position, until, pending, batches)
+                        group = []
+                    self._decode_entry(data, pos, header, action, position, until, pending, batches)
             if header.next_offset >= until:
                 break  # every later entry starts at or past the end of the range
+        if group:
+            buf = _padded(data) if buf is None else buf
+            self._decode_group(data, buf, group, position, until, pending, batches)
         self._flush(pending, batches)
         return _concatenated(batches), next_position
+
+    def _decode_group(
+        self,
+        data: bytes,
+        buf: npt.NDArray[np.uint8],
+        group: list[tuple[int, BatchHeader]],
+        position: int,
+        until: int,
+        pending: RecordColumns,
+        batches: list[pa.RecordBatch],
+    ) -> None:
+        """Consecutive plain batches (CRC checked) decoded at once, in place in the fetched
+        ``data`` (``buf``: ``data`` padded); one batch at a time when that does not take them."""
+        spans = [(pos + RECORDS_OFFSET, pos + header.size_in_bytes, header) for pos, header in group]
+        segment = self._records_batch(buf, spans, position, until)
+        if segment is not None:
+            if segment.num_rows:
+                batches.append(segment)
+            return
+        for pos, header in group:
+            self._decode_entry(data, pos, header, READ, position, until, pending, batches)
+
+    def _decode_entry(
+        self,
+        data: bytes,
+        pos: int,
+        header: LogEntryHeader,
+        action: int,
+        position: int,
+        until: int,
+        pending: RecordColumns,
+        batches: list[pa.RecordBatch],
+    ) -> None:
+        """One entry: a v2 data batch by numpy when it takes it, else by the column walk."""
+        segment = None
+        if isinstance(header, BatchHeader) and not header.is_control:
+            segment = self._batch_segment(data, pos, header, position, until)
+        if segment is None:
+            entry_columns(data, pos, header, action, pending, fetch_offset=position)
+            _drop_from(pending, until)
+        else:
+            self._flush(pending, batches)
+            if segment.num_rows:
+                batches.append(segment)
 
     def _flush(self, pending: RecordColumns, batches: list[pa.RecordBatch]) -> None:
         if pending.offsets:
@@ -99,75 +153,148 @@ class ArrowChunkDecoder:
     def _batch_segment(
         self, data: bytes, pos: int, header: BatchHeader, position: int, until: int
     ) -> pa.RecordBatch | None:
-        """The records in ``[position, until)`` of the v2 data batch at ``pos``, decoded with
-        numpy; None when the vectorised walk does not take the batch (see the module doc)."""
+        """The records in ``[position, until)`` of the v2 data batch at ``pos`` (any
+        compression), decoded with numpy; None when the vectorised walk does not take the
+        batch (see the module doc)."""
         count = header.records_count
         if count <= 0 or header.next_offset <= position or header.base_offset >= until:
             return None  # nothing to read, or a count for the walk to reject
         validate_batch(data, pos)
         payload = record_area(data, pos, header)
-        end = len(payload)
-        buf = np.frombuffer(payload + _PAD, dtype=np.uint8)
-        starts = _record_positions(buf, end, count)
-        if starts is None:
+        return self._records_batch(_padded(payload), [(0, len(payload), header)], position, until)
+
+    def _records_batch(
+        self,
+        buf: npt.NDArray[np.uint8],
+        spans: list[tuple[int, int, BatchHeader]],
+        position: int,
+        until: int,
+    ) -> pa.RecordBatch | None:
+        """The records in ``[position, until)`` of batches whose records lie in ``buf`` at
+        ``[begin, end)`` of each span (``buf`` padded past its last one); None when the
+        vectorised walk does not take one of them."""
+        starts_of = []
+        for begin, end, header in spans:
+            starts = _record_positions(buf, begin, end, header.records_count)
+            if starts is None:
+                return None
+            starts_of.append(starts)
+        starts = np.concatenate(starts_of) if len(starts_of) > 1 else starts_of[0]
+        counts = np.array([header.records_count for _, _, header in spans], dtype=np.int64)
+        last = np.cumsum(counts) - 1  # each batch's last record
+        first = last - counts + 1
+        ends = np.empty_like(starts)
+        ends[:-1] = starts[1:]
+        ends[last] = [end for _, end, _ in spans]
+        fields = _record_fields(buf, starts, ends)
+        if fields is None:
             return None
-        size, p0 = _varints(buf, starts, 5)
-        if size is None or (size < 0).any():
+        ts_delta, offset_delta, key_start, key_len, value_start, value_len = fields
+        last_deltas = np.array([h.last_offset_delta for _, _, h in spans], dtype=np.int64)
+        if (offset_delta[first] < 0).any() or (offset_delta[last] > last_deltas).any():
             return None
-        rec_end = p0 + size
-        expected_end = np.empty_like(rec_end)
-        expected_end[:-1] = starts[1:]
-        expected_end[-1] = end
-        if not np.array_equal(rec_end, expected_end):
+        rising = np.diff(offset_delta) > 0
+        rising[last[:-1]] = True  # a batch's first delta follows the previous batch's last
+        if not rising.all():
             return None
-        ts_delta, p1 = _varints(buf, p0 + 1, 10)  # after the attributes byte
-        if ts_delta is None:
-            return None
-        offset_delta, p2 = _varints(buf, p1, 5)
-        if offset_delta is None:
-            return None
-        if offset_delta[0] < 0 or offset_delta[-1] > header.last_offset_delta:
-            return None
-        if count > 1 and not (np.diff(offset_delta) > 0).all():
-            return None
-        key_len, key_start = _varints(buf, p2, 5)
-        if key_len is None:
-            return None
-        key_end = key_start + np.maximum(key_len, 0)
-        if (key_end >= rec_end).any():
-            return None
-        value_len, value_start = _varints(buf, key_end, 5)
-        if value_len is None:
-            return None
-        headers_at = value_start + np.maximum(value_len, 0)
-        if (headers_at >= rec_end).any() or not np.array_equal(headers_at + 1, rec_end):
-            return None  # fields not filling their record: the walk names the error
-        if buf[headers_at].any():
-            return None  # headers: the walk decodes them
-        offsets = header.base_offset + offset_delta
-        lo = int(np.searchsorted(offsets, position))
-        hi = int(np.searchsorted(offsets, until))
-        n = hi - lo
-        if header.attributes & TIMESTAMP_TYPE_MASK:  # LogAppendTime: the batch's time for all
-            timestamps = np.full(n, header.max_timestamp, dtype=np.int64)
-        else:
-            timestamps = header.first_timestamp + ts_delta[lo:hi]
-        types = self.schema.types
+        headers = [h for _, _, h in spans]
+        batch_of = np.repeat(np.arange(len(spans)), counts) if len(spans) > 1 else None
+        offsets = _per_record([h.base_offset for h in headers], batch_of, offset_delta.size)
+        offsets += offset_delta
+        log_append = _per_record(
+            [h.attributes & TIMESTAMP_TYPE_MASK for h in headers], batch_of, offsets.size
+        )
+        timestamps = np.where(
+            log_append != 0,
+            _per_record([h.max_timestamp for h in headers], batch_of, offsets.size),
+            _per_record([h.first_timestamp for h in headers], batch_of, offsets.size) + ts_delta,
+        )
+        types = _per_record([int(h.timestamp_type) for h in headers], batch_of, offsets.size)
+        keep = (offsets >= position) & (offsets < until)
+        if not keep.all():
+            offsets, timestamps, types = offsets[keep], timestamps[keep], types[keep]
+            key_start, key_len = key_start[keep], key_len[keep]
+            value_start, value_len = value_start[keep], value_len[keep]
+        n = len(offsets)
+        schema_types = self.schema.types
         arrays = [
-            _binary_column(buf, key_start[lo:hi], key_len[lo:hi]),
-            _binary_column(buf, value_start[lo:hi], value_len[lo:hi]),
-            pa.repeat(pa.scalar(self.topic, type=types[2]), n),
-            pa.repeat(pa.scalar(self.partition, type=types[3]), n),
-            pa.array(offsets[lo:hi], type=types[4]),
-            pa.array(timestamps, type=pa.timestamp("ms", tz="UTC")).cast(types[5]),
-            pa.array(np.full(n, int(header.timestamp_type), dtype=np.int32), type=types[6]),
+            _binary_column(buf, key_start, key_len),
+            _binary_column(buf, value_start, value_len),
+            pa.repeat(pa.scalar(self.topic, type=schema_types[2]), n),
+            pa.repeat(pa.scalar(self.partition, type=schema_types[3]), n),
+            pa.array(offsets, type=schema_types[4]),
+            pa.array(timestamps, type=pa.timestamp("ms", tz="UTC")).cast(schema_types[5]),
+            pa.array(types.astype(np.int32), type=schema_types[6]),
         ]
-        if len(types) > 7:
-            empty = pa.array([], type=types[7].value_type)
+        if len(schema_types) > 7:
+            empty = pa.array([], type=schema_types[7].value_type)
             arrays.append(
-                pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), empty, type=types[7])
+                pa.ListArray.from_arrays(
+                    pa.array(np.zeros(n + 1, np.int32)), empty, type=schema_types[7]
+                )
             )
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _plain(header: LogEntryHeader, position: int, until: int) -> bool:
+    """A v2 data batch, uncompressed, with records in ``[position, until)``: decoded in place
+    in the fetched bytes, with its neighbours of the same kind."""
+    return (
+        isinstance(header, BatchHeader)
+        and not header.is_control
+        and header.compression == CompressionType.NONE
+        and header.records_count > 0
+        and header.next_offset > position
+        and header.base_offset < until
+    )
+
+
+def _padded(data: bytes) -> npt.NDArray[np.uint8]:
+    return np.frombuffer(data + _PAD, dtype=np.uint8)
+
+
+def _per_record(values: list[int], batch_of: I64 | None, n: int) -> I64:
+    """A per-batch value for each record (``batch_of``: each record's batch; None: one batch)."""
+    if batch_of is None:
+        return np.full(n, values[0], dtype=np.int64)
+    out: I64 = np.array(values, dtype=np.int64)[batch_of]
+    return out
+
+
+Fields = tuple[I64, I64, I64, I64, I64, I64]
+
+
+def _record_fields(buf: npt.NDArray[np.uint8], starts: I64, ends: I64) -> Fields | None:
+    """Timestamp delta, offset delta, key start and length, value start and length of the
+    records at ``starts``, each of which must end exactly at its ``ends``, without headers;
+    None when one does not (the walk names the error) or has headers (the walk decodes them)."""
+    size, p0 = _varints(buf, starts, 5)
+    if size is None or (size < 0).any():
+        return None
+    rec_end = p0 + size
+    if not np.array_equal(rec_end, ends):
+        return None
+    ts_delta, p1 = _varints(buf, p0 + 1, 10)  # after the attributes byte
+    if ts_delta is None:
+        return None
+    offset_delta, p2 = _varints(buf, p1, 5)
+    if offset_delta is None:
+        return None
+    key_len, key_start = _varints(buf, p2, 5)
+    if key_len is None:
+        return None
+    key_end = key_start + np.maximum(key_len, 0)
+    if (key_end >= rec_end).any():
+        return None
+    value_len, value_start = _varints(buf, key_end, 5)
+    if value_len is None:
+        return None
+    headers_at = value_start + np.maximum(value_len, 0)
+    if (headers_at >= rec_end).any() or not np.array_equal(headers_at + 1, rec_end):
+        return None  # fields not filling their record: the walk names the error
+    if buf[headers_at].any():
+        return None  # headers: the walk decodes them
+    return ts_delta, offset_delta, key_start, key_len, value_start, value_len
 
 
 def _columns(c: RecordColumns) -> tuple[list[Any], ...]:
@@ -210,9 +337,9 @@ def columns_batch(c: RecordColumns, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _record_positions(buf: npt.NDArray[np.uint8], end: int, count: int) -> I64 | None:
-    """Where each of the ``count`` records of the payload in ``buf`` starts (``end`` long),
-    following their length varints; None when they do not lead exactly to the end.
+def _record_positions(buf: npt.NDArray[np.uint8], begin: int, end: int, count: int) -> I64 | None:
+    """Where each of the ``count`` records of the payload at ``[begin, end)`` of ``buf``
+    starts, following their length varints; None when they do not lead exactly to ``end``.
 
     Records come in runs of equal length (their deltas' varints grow a byte at 64, 8,192,
     ...): from each record, the next ones are assumed to have its length, and the
@@ -220,7 +347,7 @@ def _record_positions(buf: npt.NDArray[np.uint8], end: int, count: int) -> I64 |
     not. Past ``_MAX_RUNS`` runs (lengths that keep changing), one record at a time."""
     starts = np.empty(count, dtype=np.int64)
     done = 0
-    pos = 0
+    pos = begin
     runs = 0
     while done < count and runs < _MAX_RUNS:
         runs += 1
@@ -239,32 +366,34 @@ def _record_positions(buf: npt.NDArray[np.uint8], end: int, count: int) -> I64 |
         done += run
         pos += stride * run
     if done < count:
-        pos = _record_positions_one_by_one(buf, starts, done, pos)
+        pos = _record_positions_one_by_one(buf, starts, done, pos, end)
     return starts if pos == end else None
 
 
 def _record_positions_one_by_one(
-    buf: npt.NDArray[np.uint8], starts: I64, done: int, pos: int
+    buf: npt.NDArray[np.uint8], starts: I64, done: int, pos: int, end: int
 ) -> int:
-    """:func:`_record_positions` from record ``done`` at ``pos`` on, by a plain walk; the
-    position after the last record, -1 when a length cannot be read."""
-    data = buf.tobytes()
+    """:func:`_record_positions` from record ``done`` at ``pos`` on, by a plain walk of the
+    payload up to ``end``; the position after the last record, -1 when a length cannot be
+    read within the payload."""
+    data = buf[pos:end].tobytes()
     found = [0] * (len(starts) - done)
+    at = 0
     try:
         for i in range(len(found)):
-            found[i] = pos
-            z = data[pos]
+            found[i] = pos + at
+            z = data[at]
             if z < 0x80:
-                pos += 1 + ((z >> 1) ^ -(z & 1))
+                at += 1 + ((z >> 1) ^ -(z & 1))
             else:
-                size, pos = decode_varint(data, pos)
-                pos += size
-            if pos < 0:
+                size, at = decode_varint(data, at)
+                at += size
+            if at < 0:
                 return -1
     except (IndexError, InvalidRecordError):
         return -1
     starts[done:] = found
-    return pos
+    return pos + at
 
 
 def _varints(buf: npt.NDArray[np.uint8], at: I64, max_bytes: int) -> tuple[I64 | None, I64]:
@@ -315,19 +444,38 @@ def _unzigzag(raw: npt.NDArray[np.uint64]) -> I64:
 
 
 def _binary_column(buf: npt.NDArray[np.uint8], start: I64, length: I64) -> pa.Array:
-    """An Arrow ``binary`` column of the byte ranges ``[start, start + length)`` of ``buf``;
-    a negative length is null (Kafka reads any negative length as null)."""
+    """An Arrow ``binary`` column of the byte ranges ``[start, start + length)`` of ``buf``
+    (ascending, never overlapping); a negative length is null (Kafka reads any negative
+    length as null).
+
+    All null: no buffer at all. All of one length (a producer's keys or values usually
+    are): each range spread up to the next one's start over ``buf`` in place, then cut to
+    that length by Arrow, one copy. Else: the ranges' bytes gathered with one mask."""
     n = len(start)
     valid = length >= 0
+    if n and not valid.any():
+        return pa.nulls(n, pa.binary())
+    if n and len(buf) < _CONCAT_LIMIT and valid.all() and (length == length[0]).all():
+        width = int(length[0])
+        spread = np.empty(n + 1, dtype=np.int32)
+        spread[:-1] = start
+        spread[-1] = start[-1] + width
+        wide = pa.Array.from_buffers(
+            pa.binary(), n, [None, pa.py_buffer(spread), pa.py_buffer(buf)], null_count=0
+        )
+        cut: pa.Array = pc.binary_slice(wide, 0, width)
+        return cut
     sizes = np.where(valid, length, 0)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(sizes, out=offsets[1:])
     taken = sizes > 0
     if taken.any():
-        edges = np.zeros(len(buf) + 1, dtype=np.int8)
-        edges[start[taken]] = 1
-        edges[start[taken] + sizes[taken]] -= 1  # ranges of one column never touch
-        data = buf[np.cumsum(edges[:-1], dtype=np.int8).view(bool)]
+        lo = int(start[taken][0])
+        hi = int(start[taken][-1] + sizes[taken][-1])
+        edges = np.zeros(hi - lo + 1, dtype=np.int8)
+        edges[start[taken] - lo] = 1
+        edges[start[taken] + sizes[taken] - lo] -= 1  # ranges of one column never touch
+        data = buf[lo:hi][np.cumsum(edges[:-1], dtype=np.int8).view(bool)]
     else:
         data = np.zeros(0, dtype=np.uint8)
     nulls = n - int(valid.sum())
