@@ -24,7 +24,7 @@ v0/v1 entries (logs written before Kafka 0.11).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -55,6 +55,19 @@ _UINT32_MAX: Final = np.uint64(0xFFFFFFFF)
 _CONCAT_LIMIT: Final = 1 << 30  # binary columns have 32-bit offsets: never concatenate past it
 
 
+@dataclass(slots=True)
+class _Fetch:
+    """One fetch answer being decoded: its bytes (``buf``: padded, made once when needed),
+    the range kept, the records of the fallback walk and the batches so far."""
+
+    data: bytes
+    position: int
+    until: int
+    pending: RecordColumns
+    batches: list[pa.RecordBatch] = field(default_factory=list)
+    buf: npt.NDArray[np.uint8] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class ArrowChunkDecoder:
     """Decodes fetch answers of one partition into record batches of ``schema``
@@ -73,10 +86,8 @@ class ArrowChunkDecoder:
     ) -> tuple[list[pa.RecordBatch], int]:
         """The records in ``[position, until)`` of fetched ``data`` that a consumer returns,
         as record batches (none when there are none), and the position after them."""
-        batches: list[pa.RecordBatch] = []
-        pending = RecordColumns(self.topic, self.partition)  # records of the fallback walk
+        fetch = _Fetch(data, position, until, RecordColumns(self.topic, self.partition))
         group: list[tuple[int, BatchHeader]] = []  # consecutive plain batches to decode
-        buf: npt.NDArray[np.uint8] | None = None
         next_position = position
         for pos, header, action in entries_to_read(data, aborted):
             next_position = max(next_position, min(header.next_offset, until))
@@ -84,65 +95,49 @@ class ArrowChunkDecoder:
                 if _plain(header, position, until) and len(data) < _CONCAT_LIMIT:
                     assert isinstance(header, BatchHeader)
                     validate_batch(data, pos)
-                    self._flush(pending, batches)
+                    self._flush(fetch.pending, fetch.batches)
                     group.append((pos, header))
                 else:
-                    if group:
-                        buf = _padded(data) if buf is None else buf
-                        self._decode_group(data, buf, group, position, until, pending, batches)
-                        group = []
-                    self._decode_entry(data, pos, header, action, position, until, pending, batches)
+                    self._decode_group(fetch, group)
+                    group = []
+                    self._decode_entry(fetch, pos, header, action)
             if header.next_offset >= until:
                 break  # every later entry starts at or past the end of the range
-        if group:
-            buf = _padded(data) if buf is None else buf
-            self._decode_group(data, buf, group, position, until, pending, batches)
-        self._flush(pending, batches)
-        return _concatenated(batches), next_position
+        self._decode_group(fetch, group)
+        self._flush(fetch.pending, fetch.batches)
+        return _concatenated(fetch.batches), next_position
 
-    def _decode_group(
-        self,
-        data: bytes,
-        buf: npt.NDArray[np.uint8],
-        group: list[tuple[int, BatchHeader]],
-        position: int,
-        until: int,
-        pending: RecordColumns,
-        batches: list[pa.RecordBatch],
-    ) -> None:
+    def _decode_group(self, fetch: _Fetch, group: list[tuple[int, BatchHeader]]) -> None:
         """Consecutive plain batches (CRC checked) decoded at once, in place in the fetched
-        ``data`` (``buf``: ``data`` padded); one batch at a time when that does not take them."""
-        spans = [(pos + RECORDS_OFFSET, pos + header.size_in_bytes, header) for pos, header in group]
-        segment = self._records_batch(buf, spans, position, until)
-        if segment is not None:
-            if segment.num_rows:
-                batches.append(segment)
+        bytes; one batch at a time when that does not take them."""
+        if not group:
             return
-        for pos, header in group:
-            self._decode_entry(data, pos, header, READ, position, until, pending, batches)
+        if fetch.buf is None:
+            fetch.buf = _padded(fetch.data)
+        spans = [
+            (pos + RECORDS_OFFSET, pos + header.size_in_bytes, header) for pos, header in group
+        ]
+        segment = self._records_batch(fetch.buf, spans, fetch.position, fetch.until)
+        if segment is None:
+            for pos, header in group:
+                self._decode_entry(fetch, pos, header, READ)
+        elif segment.num_rows:
+            fetch.batches.append(segment)
 
-    def _decode_entry(
-        self,
-        data: bytes,
-        pos: int,
-        header: LogEntryHeader,
-        action: int,
-        position: int,
-        until: int,
-        pending: RecordColumns,
-        batches: list[pa.RecordBatch],
-    ) -> None:
+    def _decode_entry(self, fetch: _Fetch, pos: int, header: LogEntryHeader, action: int) -> None:
         """One entry: a v2 data batch by numpy when it takes it, else by the column walk."""
         segment = None
         if isinstance(header, BatchHeader) and not header.is_control:
-            segment = self._batch_segment(data, pos, header, position, until)
+            segment = self._batch_segment(fetch.data, pos, header, fetch.position, fetch.until)
         if segment is None:
-            entry_columns(data, pos, header, action, pending, fetch_offset=position)
-            _drop_from(pending, until)
+            entry_columns(
+                fetch.data, pos, header, action, fetch.pending, fetch_offset=fetch.position
+            )
+            _drop_from(fetch.pending, fetch.until)
         else:
-            self._flush(pending, batches)
+            self._flush(fetch.pending, fetch.batches)
             if segment.num_rows:
-                batches.append(segment)
+                fetch.batches.append(segment)
 
     def _flush(self, pending: RecordColumns, batches: list[pa.RecordBatch]) -> None:
         if pending.offsets:
