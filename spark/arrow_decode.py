@@ -168,19 +168,17 @@ class ArrowChunkDecoder:
         """The records in ``[position, until)`` of batches whose records lie in ``buf`` at
         ``[begin, end)`` of each span (``buf`` padded past its last one); None when the
         vectorised walk does not take one of them."""
-        starts_of = []
-        for begin, end, header in spans:
-            starts = _record_positions(buf, begin, end, header.records_count)
-            if starts is None:
-                return None
-            starts_of.append(starts)
-        starts = np.concatenate(starts_of) if len(starts_of) > 1 else starts_of[0]
         counts = np.array([header.records_count for _, _, header in spans], dtype=np.int64)
+        payload_ends = np.array([end for _, end, _ in spans], dtype=np.int64)
+        begins = np.array([begin for begin, _, _ in spans], dtype=np.int64)
+        starts = _record_positions(buf, begins, payload_ends, counts)
+        if starts is None:
+            return None
         last = np.cumsum(counts) - 1  # each batch's last record
         first = last - counts + 1
         ends = np.empty_like(starts)
         ends[:-1] = starts[1:]
-        ends[last] = [end for _, end, _ in spans]
+        ends[last] = payload_ends
         fields = _record_fields(buf, starts, ends)
         if fields is None:
             return None
@@ -332,45 +330,59 @@ def columns_batch(c: RecordColumns, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _record_positions(buf: npt.NDArray[np.uint8], begin: int, end: int, count: int) -> I64 | None:
-    """Where each of the ``count`` records of the payload at ``[begin, end)`` of ``buf``
-    starts, following their length varints; None when they do not lead exactly to ``end``.
+def _record_positions(
+    buf: npt.NDArray[np.uint8], begins: I64, ends: I64, counts: I64
+) -> I64 | None:
+    """Where each record of the payloads at ``[begins[j], ends[j])`` of ``buf`` (``counts[j]``
+    records each) starts, one array for all, following their length varints; None when the
+    records of a payload do not lead exactly to its end.
 
     Records come in runs of equal length (their deltas' varints grow a byte at 64, 8,192,
-    ...): from each record, the next ones are assumed to have its length, and the
-    assumption is checked for all of them at once; the run ends at the first one that does
-    not. Past ``_MAX_RUNS`` runs (lengths that keep changing), one record at a time."""
-    starts = np.empty(count, dtype=np.int64)
-    done = 0
-    pos = begin
-    runs = 0
-    while done < count and runs < _MAX_RUNS:
-        runs += 1
-        size, body = _varints(buf, np.array([pos], dtype=np.int64), 5)
-        if size is None or size[0] < 0 or pos >= end:
+    ...): from each payload's next record, the following ones are assumed to have its
+    length, and the assumption is checked for all of them, in all payloads, at once; each
+    payload's run ends at its first record that does not fit. Past ``_MAX_RUNS`` rounds
+    (lengths that keep changing), one record at a time."""
+    starts = np.empty(int(counts.sum()), dtype=np.int64)
+    first = np.cumsum(counts) - counts  # where each payload's records go in ``starts``
+    done = np.zeros_like(counts)
+    pos = begins.copy()
+    for _ in range(_MAX_RUNS):
+        todo = np.flatnonzero(done < counts)
+        if not todo.size:
+            break
+        at = pos[todo]
+        size, body = _varints(buf, at, 5)
+        if size is None or (size < 0).any() or (at >= ends[todo]).any():
             return None
-        stride = int(body[0] - pos + size[0])
-        if stride <= 0:
+        stride = body - at + size
+        if (stride <= 0).any():
             return None
-        candidates = pos + stride * np.arange(min(count - done, (end - pos - 1) // stride + 1))
+        # Candidates: each payload's next records, assumed ``stride`` apart, within its end.
+        many = np.minimum(counts[todo] - done[todo], (ends[todo] - at - 1) // stride + 1)
+        seg_start = np.cumsum(many) - many
+        seg = np.repeat(np.arange(todo.size), many)
+        local = np.arange(int(many.sum())) - seg_start[seg]
+        candidates = at[seg] + stride[seg] * local
         sizes, bodies = _guessed_varints(buf, candidates)
-        fits = bodies + sizes == candidates + stride
-        run = int(np.argmin(fits)) if not fits.all() else len(fits)
-        run = max(run, 1)  # the first fits: its own length
-        starts[done : done + run] = candidates[:run]
-        done += run
-        pos += stride * run
-    if done < count:
-        pos = _record_positions_one_by_one(buf, starts, done, pos, end)
-    return starts if pos == end else None
+        fits = bodies + sizes == candidates + stride[seg]
+        run = np.minimum.reduceat(np.where(fits, many[seg], local), seg_start)
+        run = np.maximum(run, 1)  # the first fits: its own length
+        taken = local < run[seg]
+        starts[(first[todo] + done[todo])[seg[taken]] + local[taken]] = candidates[taken]
+        done[todo] += run
+        pos[todo] += stride * run
+    for j in np.flatnonzero(done < counts):
+        one = starts[first[j] : first[j] + counts[j]]
+        pos[j] = _record_positions_one_by_one(buf, one, int(done[j]), int(pos[j]), int(ends[j]))
+    return starts if np.array_equal(pos, ends) else None
 
 
 def _record_positions_one_by_one(
     buf: npt.NDArray[np.uint8], starts: I64, done: int, pos: int, end: int
 ) -> int:
-    """:func:`_record_positions` from record ``done`` at ``pos`` on, by a plain walk of the
-    payload up to ``end``; the position after the last record, -1 when a length cannot be
-    read within the payload."""
+    """:func:`_record_positions` of one payload from its record ``done`` at ``pos`` on, by a
+    plain walk up to its ``end`` (``starts``: its records' starts); the position after the
+    last record, -1 when a length cannot be read within the payload."""
     data = buf[pos:end].tobytes()
     found = [0] * (len(starts) - done)
     at = 0
