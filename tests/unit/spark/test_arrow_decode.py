@@ -222,3 +222,24 @@ def test_damage_in_a_later_batch_of_a_fetch_raises_the_column_walks_error() -> N
     with pytest.raises(InvalidRecordError) as theirs:
         decoded(data, 0, 4002, walk=True)
     assert str(ours.value) == str(theirs.value)
+
+
+def test_plain_batches_of_unlike_record_lengths_are_decoded_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Batches whose runs of equal length end at different rounds (one record, equal
+    records, lengths that change past every round) decoded in one go give the walk's rows."""
+    rng = random.Random(3)
+    changing = [(T0 + i, b"k", b"x" * rng.randrange(0, 3000)) for i in range(400)]
+    data = (
+        encode_batch([(T0, None, b"one")], base_offset=0)
+        + encode_batch(changing, base_offset=1)
+        + fixed(2000, base_offset=401)
+        + encode_batch([(T0 + 5, b"last", None)], base_offset=2401)
+    )
+    want = assert_same(data, 0, 2402)
+    for position, until in ((0, 2402), (1, 2401), (300, 500)):
+        assert_same(data, position, until)
+    monkeypatch.setattr(arrow_decode, "record_area", None)  # never called for plain batches
+    got, after = decoded(data, 0, 2402)
+    assert (got.equals(want), after) == (True, 2402)
