@@ -6,17 +6,22 @@ fetch answer are walked as a consumer walks them
 aborted transactions' batches give no record), and only the records in ``[position, until)``
 are kept, as :func:`client.record_columns.consumed_columns` with ``until`` keeps them.
 
-A v2 batch is decoded with numpy, field by field over all its records at once
-(:func:`_batch_segment`): where each record starts is found by runs of records of equal
-length, each run checked at once (:func:`_record_positions`); every varint after the length
-(timestamp delta, offset delta, key and value lengths) is decoded by :func:`_varints` as
-whole arrays; keys and values become Arrow binary columns by gathering their bytes out of
-the batch's payload with one mask (:func:`_binary_column`): no Python object per record.
-The batch is checked as the consumer's walk checks it (CRC first, then every record filling
-its declared length, offset deltas increasing and within the header's last offset delta,
-the batch filled exactly, varints within Kafka's bounds). A batch the vectorised walk does
-not take as it is (records with headers, or any failed check) is decoded by that walk
-(:func:`client.record_columns.entry_columns`), which raises the exact error
+V2 batches are decoded with numpy, field by field over all their records at once: no
+Python object per record. The uncompressed data batches that follow one another in a fetch
+(a producer's, usually all of them) are decoded together, where they lie in the fetched
+bytes (:meth:`ArrowChunkDecoder._decode_group`), into one record batch; a compressed batch
+is decoded alone from its decompressed records (:meth:`ArrowChunkDecoder._batch_segment`).
+Where each record starts is found by runs of records of equal length, each payload's run
+checked at once and all payloads in the same numpy pass (:func:`_record_positions`); every
+varint after the length (timestamp delta, offset delta, key and value lengths) is decoded by
+:func:`_varints` as whole arrays; keys and values become Arrow binary columns
+(:func:`_binary_column`): of one length, cut out of the fetched bytes by Arrow in one copy,
+else gathered with one mask. The batches are checked as the consumer's walk checks them
+(CRC first, then every record filling its declared length, offset deltas increasing and
+within the header's last offset delta, the batch filled exactly, varints within Kafka's
+bounds). Batches the vectorised walk does not take as they are (records with headers, or
+any failed check) are decoded one by one, and a batch it still does not take by the
+consumer's walk (:func:`client.record_columns.entry_columns`), which raises the exact error
 (InvalidRecordError, CorruptRecordError) or gives the records, headers included; so are
 v0/v1 entries (logs written before Kafka 0.11).
 """
