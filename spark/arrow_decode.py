@@ -6,17 +6,22 @@ fetch answer are walked as a consumer walks them
 aborted transactions' batches give no record), and only the records in ``[position, until)``
 are kept, as :func:`client.record_columns.consumed_columns` with ``until`` keeps them.
 
-A v2 batch is decoded with numpy, field by field over all its records at once
-(:func:`_batch_segment`): where each record starts is found by runs of records of equal
-length, each run checked at once (:func:`_record_positions`); every varint after the length
-(timestamp delta, offset delta, key and value lengths) is decoded by :func:`_varints` as
-whole arrays; keys and values become Arrow binary columns by gathering their bytes out of
-the batch's payload with one mask (:func:`_binary_column`): no Python object per record.
-The batch is checked as the consumer's walk checks it (CRC first, then every record filling
-its declared length, offset deltas increasing and within the header's last offset delta,
-the batch filled exactly, varints within Kafka's bounds). A batch the vectorised walk does
-not take as it is (records with headers, or any failed check) is decoded by that walk
-(:func:`client.record_columns.entry_columns`), which raises the exact error
+V2 batches are decoded with numpy, field by field over all their records at once: no
+Python object per record. The uncompressed data batches that follow one another in a fetch
+(a producer's, usually all of them) are decoded together, where they lie in the fetched
+bytes (:meth:`ArrowChunkDecoder._decode_group`), into one record batch; a compressed batch
+is decoded alone from its decompressed records (:meth:`ArrowChunkDecoder._batch_segment`).
+Where each record starts is found by runs of records of equal length, each payload's run
+checked at once and all payloads in the same numpy pass (:func:`_record_positions`); every
+varint after the length (timestamp delta, offset delta, key and value lengths) is decoded by
+:func:`_varints` as whole arrays; keys and values become Arrow binary columns
+(:func:`_binary_column`): of one length, cut out of the fetched bytes by Arrow in one copy,
+else gathered with one mask. The batches are checked as the consumer's walk checks them
+(CRC first, then every record filling its declared length, offset deltas increasing and
+within the header's last offset delta, the batch filled exactly, varints within Kafka's
+bounds). Batches the vectorised walk does not take as they are (records with headers, or
+any failed check) are decoded one by one, and a batch it still does not take by the
+consumer's walk (:func:`client.record_columns.entry_columns`), which raises the exact error
 (InvalidRecordError, CorruptRecordError) or gives the records, headers included; so are
 v0/v1 entries (logs written before Kafka 0.11).
 """
@@ -24,22 +29,26 @@ v0/v1 entries (logs written before Kafka 0.11).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from kafkasim.client.completed_fetch import SKIP, entries_to_read
+from kafkasim.client.completed_fetch import READ, SKIP, entries_to_read
 from kafkasim.client.record_columns import RecordColumns, entry_columns
 from kafkasim.common.errors import InvalidRecordError
 from kafkasim.storage.records.batch import (
+    RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     record_area,
     validate_batch,
 )
+from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.entry import LogEntryHeader
 from kafkasim.storage.records.varint import decode_varint
 
 __all__ = ["ArrowChunkDecoder"]
@@ -49,6 +58,19 @@ _PAD: Final = bytes(16)  # reads past a payload's end see zeros (then fail a che
 _MAX_RUNS: Final = 16
 _UINT32_MAX: Final = np.uint64(0xFFFFFFFF)
 _CONCAT_LIMIT: Final = 1 << 30  # binary columns have 32-bit offsets: never concatenate past it
+
+
+@dataclass(slots=True)
+class _Fetch:
+    """One fetch answer being decoded: its bytes (``buf``: padded, made once when needed),
+    the range kept, the records of the fallback walk and the batches so far."""
+
+    data: bytes
+    position: int
+    until: int
+    pending: RecordColumns
+    batches: list[pa.RecordBatch] = field(default_factory=list)
+    buf: npt.NDArray[np.uint8] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,26 +91,58 @@ class ArrowChunkDecoder:
     ) -> tuple[list[pa.RecordBatch], int]:
         """The records in ``[position, until)`` of fetched ``data`` that a consumer returns,
         as record batches (none when there are none), and the position after them."""
-        batches: list[pa.RecordBatch] = []
-        pending = RecordColumns(self.topic, self.partition)  # records of the fallback walk
+        fetch = _Fetch(data, position, until, RecordColumns(self.topic, self.partition))
+        group: list[tuple[int, BatchHeader]] = []  # consecutive plain batches to decode
         next_position = position
         for pos, header, action in entries_to_read(data, aborted):
             next_position = max(next_position, min(header.next_offset, until))
             if action != SKIP:
-                segment = None
-                if isinstance(header, BatchHeader) and not header.is_control:
-                    segment = self._batch_segment(data, pos, header, position, until)
-                if segment is None:
-                    entry_columns(data, pos, header, action, pending, fetch_offset=position)
-                    _drop_from(pending, until)
+                if _plain(header, position, until) and len(data) < _CONCAT_LIMIT:
+                    assert isinstance(header, BatchHeader)
+                    validate_batch(data, pos)
+                    self._flush(fetch.pending, fetch.batches)
+                    group.append((pos, header))
                 else:
-                    self._flush(pending, batches)
-                    if segment.num_rows:
-                        batches.append(segment)
+                    self._decode_group(fetch, group)
+                    group = []
+                    self._decode_entry(fetch, pos, header, action)
             if header.next_offset >= until:
                 break  # every later entry starts at or past the end of the range
-        self._flush(pending, batches)
-        return _concatenated(batches), next_position
+        self._decode_group(fetch, group)
+        self._flush(fetch.pending, fetch.batches)
+        return _concatenated(fetch.batches), next_position
+
+    def _decode_group(self, fetch: _Fetch, group: list[tuple[int, BatchHeader]]) -> None:
+        """Consecutive plain batches (CRC checked) decoded at once, in place in the fetched
+        bytes; one batch at a time when that does not take them."""
+        if not group:
+            return
+        if fetch.buf is None:
+            fetch.buf = _padded(fetch.data)
+        spans = [
+            (pos + RECORDS_OFFSET, pos + header.size_in_bytes, header) for pos, header in group
+        ]
+        segment = self._records_batch(fetch.buf, spans, fetch.position, fetch.until)
+        if segment is None:
+            for pos, header in group:
+                self._decode_entry(fetch, pos, header, READ)
+        elif segment.num_rows:
+            fetch.batches.append(segment)
+
+    def _decode_entry(self, fetch: _Fetch, pos: int, header: LogEntryHeader, action: int) -> None:
+        """One entry: a v2 data batch by numpy when it takes it, else by the column walk."""
+        segment = None
+        if isinstance(header, BatchHeader) and not header.is_control:
+            segment = self._batch_segment(fetch.data, pos, header, fetch.position, fetch.until)
+        if segment is None:
+            entry_columns(
+                fetch.data, pos, header, action, fetch.pending, fetch_offset=fetch.position
+            )
+            _drop_from(fetch.pending, fetch.until)
+        else:
+            self._flush(fetch.pending, fetch.batches)
+            if segment.num_rows:
+                fetch.batches.append(segment)
 
     def _flush(self, pending: RecordColumns, batches: list[pa.RecordBatch]) -> None:
         if pending.offsets:
@@ -99,75 +153,146 @@ class ArrowChunkDecoder:
     def _batch_segment(
         self, data: bytes, pos: int, header: BatchHeader, position: int, until: int
     ) -> pa.RecordBatch | None:
-        """The records in ``[position, until)`` of the v2 data batch at ``pos``, decoded with
-        numpy; None when the vectorised walk does not take the batch (see the module doc)."""
+        """The records in ``[position, until)`` of the v2 data batch at ``pos`` (any
+        compression), decoded with numpy; None when the vectorised walk does not take the
+        batch (see the module doc)."""
         count = header.records_count
         if count <= 0 or header.next_offset <= position or header.base_offset >= until:
             return None  # nothing to read, or a count for the walk to reject
         validate_batch(data, pos)
         payload = record_area(data, pos, header)
-        end = len(payload)
-        buf = np.frombuffer(payload + _PAD, dtype=np.uint8)
-        starts = _record_positions(buf, end, count)
+        return self._records_batch(_padded(payload), [(0, len(payload), header)], position, until)
+
+    def _records_batch(
+        self,
+        buf: npt.NDArray[np.uint8],
+        spans: list[tuple[int, int, BatchHeader]],
+        position: int,
+        until: int,
+    ) -> pa.RecordBatch | None:
+        """The records in ``[position, until)`` of batches whose records lie in ``buf`` at
+        ``[begin, end)`` of each span (``buf`` padded past its last one); None when the
+        vectorised walk does not take one of them."""
+        counts = np.array([header.records_count for _, _, header in spans], dtype=np.int64)
+        payload_ends = np.array([end for _, end, _ in spans], dtype=np.int64)
+        begins = np.array([begin for begin, _, _ in spans], dtype=np.int64)
+        starts = _record_positions(buf, begins, payload_ends, counts)
         if starts is None:
             return None
-        size, p0 = _varints(buf, starts, 5)
-        if size is None or (size < 0).any():
+        last = np.cumsum(counts) - 1  # each batch's last record
+        first = last - counts + 1
+        ends = np.empty_like(starts)
+        ends[:-1] = starts[1:]
+        ends[last] = payload_ends
+        fields = _record_fields(buf, starts, ends)
+        if fields is None:
             return None
-        rec_end = p0 + size
-        expected_end = np.empty_like(rec_end)
-        expected_end[:-1] = starts[1:]
-        expected_end[-1] = end
-        if not np.array_equal(rec_end, expected_end):
+        ts_delta, offset_delta, key_start, key_len, value_start, value_len = fields
+        last_deltas = np.array([h.last_offset_delta for _, _, h in spans], dtype=np.int64)
+        if (offset_delta[first] < 0).any() or (offset_delta[last] > last_deltas).any():
             return None
-        ts_delta, p1 = _varints(buf, p0 + 1, 10)  # after the attributes byte
-        if ts_delta is None:
+        rising = np.diff(offset_delta) > 0
+        rising[last[:-1]] = True  # a batch's first delta follows the previous batch's last
+        if not rising.all():
             return None
-        offset_delta, p2 = _varints(buf, p1, 5)
-        if offset_delta is None:
-            return None
-        if offset_delta[0] < 0 or offset_delta[-1] > header.last_offset_delta:
-            return None
-        if count > 1 and not (np.diff(offset_delta) > 0).all():
-            return None
-        key_len, key_start = _varints(buf, p2, 5)
-        if key_len is None:
-            return None
-        key_end = key_start + np.maximum(key_len, 0)
-        if (key_end >= rec_end).any():
-            return None
-        value_len, value_start = _varints(buf, key_end, 5)
-        if value_len is None:
-            return None
-        headers_at = value_start + np.maximum(value_len, 0)
-        if (headers_at >= rec_end).any() or not np.array_equal(headers_at + 1, rec_end):
-            return None  # fields not filling their record: the walk names the error
-        if buf[headers_at].any():
-            return None  # headers: the walk decodes them
-        offsets = header.base_offset + offset_delta
-        lo = int(np.searchsorted(offsets, position))
-        hi = int(np.searchsorted(offsets, until))
-        n = hi - lo
-        if header.attributes & TIMESTAMP_TYPE_MASK:  # LogAppendTime: the batch's time for all
-            timestamps = np.full(n, header.max_timestamp, dtype=np.int64)
-        else:
-            timestamps = header.first_timestamp + ts_delta[lo:hi]
-        types = self.schema.types
+        headers = [h for _, _, h in spans]
+        batch_of = np.repeat(np.arange(len(spans)), counts) if len(spans) > 1 else None
+        offsets = _per_record([h.base_offset for h in headers], batch_of, offset_delta.size)
+        offsets += offset_delta
+        log_append = _per_record(
+            [h.attributes & TIMESTAMP_TYPE_MASK for h in headers], batch_of, offsets.size
+        )
+        timestamps = np.where(
+            log_append != 0,
+            _per_record([h.max_timestamp for h in headers], batch_of, offsets.size),
+            _per_record([h.first_timestamp for h in headers], batch_of, offsets.size) + ts_delta,
+        )
+        types = _per_record([int(h.timestamp_type) for h in headers], batch_of, offsets.size)
+        keep = (offsets >= position) & (offsets < until)
+        if not keep.all():
+            offsets, timestamps, types = offsets[keep], timestamps[keep], types[keep]
+            key_start, key_len = key_start[keep], key_len[keep]
+            value_start, value_len = value_start[keep], value_len[keep]
+        n = len(offsets)
+        schema_types = self.schema.types
         arrays = [
-            _binary_column(buf, key_start[lo:hi], key_len[lo:hi]),
-            _binary_column(buf, value_start[lo:hi], value_len[lo:hi]),
-            pa.repeat(pa.scalar(self.topic, type=types[2]), n),
-            pa.repeat(pa.scalar(self.partition, type=types[3]), n),
-            pa.array(offsets[lo:hi], type=types[4]),
-            pa.array(timestamps, type=pa.timestamp("ms", tz="UTC")).cast(types[5]),
-            pa.array(np.full(n, int(header.timestamp_type), dtype=np.int32), type=types[6]),
+            _binary_column(buf, key_start, key_len),
+            _binary_column(buf, value_start, value_len),
+            pa.repeat(pa.scalar(self.topic, type=schema_types[2]), n),
+            pa.repeat(pa.scalar(self.partition, type=schema_types[3]), n),
+            pa.array(offsets, type=schema_types[4]),
+            pa.array(timestamps, type=pa.timestamp("ms", tz="UTC")).cast(schema_types[5]),
+            pa.array(types.astype(np.int32), type=schema_types[6]),
         ]
-        if len(types) > 7:
-            empty = pa.array([], type=types[7].value_type)
+        if len(schema_types) > 7:
+            empty = pa.array([], type=schema_types[7].value_type)
             arrays.append(
-                pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), empty, type=types[7])
+                pa.ListArray.from_arrays(
+                    pa.array(np.zeros(n + 1, np.int32)), empty, type=schema_types[7]
+                )
             )
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _plain(header: LogEntryHeader, position: int, until: int) -> bool:
+    """A v2 data batch, uncompressed, with records in ``[position, until)``: decoded in place
+    in the fetched bytes, with its neighbours of the same kind."""
+    return (
+        isinstance(header, BatchHeader)
+        and not header.is_control
+        and header.compression == CompressionType.NONE
+        and header.records_count > 0
+        and header.next_offset > position
+        and header.base_offset < until
+    )
+
+
+def _padded(data: bytes) -> npt.NDArray[np.uint8]:
+    return np.frombuffer(data + _PAD, dtype=np.uint8)
+
+
+def _per_record(values: list[int], batch_of: I64 | None, n: int) -> I64:
+    """A per-batch value for each record (``batch_of``: each record's batch; None: one batch)."""
+    if batch_of is None:
+        return np.full(n, values[0], dtype=np.int64)
+    out: I64 = np.array(values, dtype=np.int64)[batch_of]
+    return out
+
+
+Fields = tuple[I64, I64, I64, I64, I64, I64]
+
+
+def _record_fields(buf: npt.NDArray[np.uint8], starts: I64, ends: I64) -> Fields | None:
+    """Timestamp delta, offset delta, key start and length, value start and length of the
+    records at ``starts``, each of which must end exactly at its ``ends``, without headers;
+    None when one does not (the walk names the error) or has headers (the walk decodes them)."""
+    size, p0 = _varints(buf, starts, 5)
+    if size is None or (size < 0).any():
+        return None
+    rec_end = p0 + size
+    if not np.array_equal(rec_end, ends):
+        return None
+    ts_delta, p1 = _varints(buf, p0 + 1, 10)  # after the attributes byte
+    if ts_delta is None:
+        return None
+    offset_delta, p2 = _varints(buf, p1, 5)
+    if offset_delta is None:
+        return None
+    key_len, key_start = _varints(buf, p2, 5)
+    if key_len is None:
+        return None
+    key_end = key_start + np.maximum(key_len, 0)
+    if (key_end >= rec_end).any():
+        return None
+    value_len, value_start = _varints(buf, key_end, 5)
+    if value_len is None:
+        return None
+    headers_at = value_start + np.maximum(value_len, 0)
+    if (headers_at >= rec_end).any() or not np.array_equal(headers_at + 1, rec_end):
+        return None  # fields not filling their record: the walk names the error
+    if buf[headers_at].any():
+        return None  # headers: the walk decodes them
+    return ts_delta, offset_delta, key_start, key_len, value_start, value_len
 
 
 def _columns(c: RecordColumns) -> tuple[list[Any], ...]:
@@ -210,61 +335,77 @@ def columns_batch(c: RecordColumns, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _record_positions(buf: npt.NDArray[np.uint8], end: int, count: int) -> I64 | None:
-    """Where each of the ``count`` records of the payload in ``buf`` starts (``end`` long),
-    following their length varints; None when they do not lead exactly to the end.
+def _record_positions(
+    buf: npt.NDArray[np.uint8], begins: I64, ends: I64, counts: I64
+) -> I64 | None:
+    """Where each record of the payloads at ``[begins[j], ends[j])`` of ``buf`` (``counts[j]``
+    records each) starts, one array for all, following their length varints; None when the
+    records of a payload do not lead exactly to its end.
 
     Records come in runs of equal length (their deltas' varints grow a byte at 64, 8,192,
-    ...): from each record, the next ones are assumed to have its length, and the
-    assumption is checked for all of them at once; the run ends at the first one that does
-    not. Past ``_MAX_RUNS`` runs (lengths that keep changing), one record at a time."""
-    starts = np.empty(count, dtype=np.int64)
-    done = 0
-    pos = 0
-    runs = 0
-    while done < count and runs < _MAX_RUNS:
-        runs += 1
-        size, body = _varints(buf, np.array([pos], dtype=np.int64), 5)
-        if size is None or size[0] < 0 or pos >= end:
+    ...): from each payload's next record, the following ones are assumed to have its
+    length, and the assumption is checked for all of them, in all payloads, at once; each
+    payload's run ends at its first record that does not fit. Past ``_MAX_RUNS`` rounds
+    (lengths that keep changing), one record at a time."""
+    starts = np.empty(int(counts.sum()), dtype=np.int64)
+    first = np.cumsum(counts) - counts  # where each payload's records go in ``starts``
+    done = np.zeros_like(counts)
+    pos = begins.copy()
+    for _ in range(_MAX_RUNS):
+        todo = np.flatnonzero(done < counts)
+        if not todo.size:
+            break
+        at = pos[todo]
+        size, body = _varints(buf, at, 5)
+        if size is None or (size < 0).any() or (at >= ends[todo]).any():
             return None
-        stride = int(body[0] - pos + size[0])
-        if stride <= 0:
+        stride = body - at + size
+        if (stride <= 0).any():
             return None
-        candidates = pos + stride * np.arange(min(count - done, (end - pos - 1) // stride + 1))
+        # Candidates: each payload's next records, assumed ``stride`` apart, within its end.
+        many = np.minimum(counts[todo] - done[todo], (ends[todo] - at - 1) // stride + 1)
+        seg_start = np.cumsum(many) - many
+        seg = np.repeat(np.arange(todo.size), many)
+        local = np.arange(int(many.sum())) - seg_start[seg]
+        candidates = at[seg] + stride[seg] * local
         sizes, bodies = _guessed_varints(buf, candidates)
-        fits = bodies + sizes == candidates + stride
-        run = int(np.argmin(fits)) if not fits.all() else len(fits)
-        run = max(run, 1)  # the first fits: its own length
-        starts[done : done + run] = candidates[:run]
-        done += run
-        pos += stride * run
-    if done < count:
-        pos = _record_positions_one_by_one(buf, starts, done, pos)
-    return starts if pos == end else None
+        fits = bodies + sizes == candidates + stride[seg]
+        run = np.minimum.reduceat(np.where(fits, many[seg], local), seg_start)
+        run = np.maximum(run, 1)  # the first fits: its own length
+        taken = local < run[seg]
+        starts[(first[todo] + done[todo])[seg[taken]] + local[taken]] = candidates[taken]
+        done[todo] += run
+        pos[todo] += stride * run
+    for j in np.flatnonzero(done < counts):
+        one = starts[first[j] : first[j] + counts[j]]
+        pos[j] = _record_positions_one_by_one(buf, one, int(done[j]), int(pos[j]), int(ends[j]))
+    return starts if np.array_equal(pos, ends) else None
 
 
 def _record_positions_one_by_one(
-    buf: npt.NDArray[np.uint8], starts: I64, done: int, pos: int
+    buf: npt.NDArray[np.uint8], starts: I64, done: int, pos: int, end: int
 ) -> int:
-    """:func:`_record_positions` from record ``done`` at ``pos`` on, by a plain walk; the
-    position after the last record, -1 when a length cannot be read."""
-    data = buf.tobytes()
+    """:func:`_record_positions` of one payload from its record ``done`` at ``pos`` on, by a
+    plain walk up to its ``end`` (``starts``: its records' starts); the position after the
+    last record, -1 when a length cannot be read within the payload."""
+    data = buf[pos:end].tobytes()
     found = [0] * (len(starts) - done)
+    at = 0
     try:
         for i in range(len(found)):
-            found[i] = pos
-            z = data[pos]
+            found[i] = pos + at
+            z = data[at]
             if z < 0x80:
-                pos += 1 + ((z >> 1) ^ -(z & 1))
+                at += 1 + ((z >> 1) ^ -(z & 1))
             else:
-                size, pos = decode_varint(data, pos)
-                pos += size
-            if pos < 0:
+                size, at = decode_varint(data, at)
+                at += size
+            if at < 0:
                 return -1
     except (IndexError, InvalidRecordError):
         return -1
     starts[done:] = found
-    return pos
+    return pos + at
 
 
 def _varints(buf: npt.NDArray[np.uint8], at: I64, max_bytes: int) -> tuple[I64 | None, I64]:
@@ -315,19 +456,38 @@ def _unzigzag(raw: npt.NDArray[np.uint64]) -> I64:
 
 
 def _binary_column(buf: npt.NDArray[np.uint8], start: I64, length: I64) -> pa.Array:
-    """An Arrow ``binary`` column of the byte ranges ``[start, start + length)`` of ``buf``;
-    a negative length is null (Kafka reads any negative length as null)."""
+    """An Arrow ``binary`` column of the byte ranges ``[start, start + length)`` of ``buf``
+    (ascending, never overlapping); a negative length is null (Kafka reads any negative
+    length as null).
+
+    All null: no buffer at all. All of one length (a producer's keys or values usually
+    are): each range spread up to the next one's start over ``buf`` in place, then cut to
+    that length by Arrow, one copy. Else: the ranges' bytes gathered with one mask."""
     n = len(start)
     valid = length >= 0
+    if n and not valid.any():
+        return pa.nulls(n, pa.binary())
+    if n and len(buf) < _CONCAT_LIMIT and valid.all() and (length == length[0]).all():
+        width = int(length[0])
+        spread = np.empty(n + 1, dtype=np.int32)
+        spread[:-1] = start
+        spread[-1] = start[-1] + width
+        wide = pa.Array.from_buffers(
+            pa.binary(), n, [None, pa.py_buffer(spread), pa.py_buffer(buf)], null_count=0
+        )
+        cut: pa.Array = pc.binary_slice(wide, 0, width)
+        return cut
     sizes = np.where(valid, length, 0)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(sizes, out=offsets[1:])
     taken = sizes > 0
     if taken.any():
-        edges = np.zeros(len(buf) + 1, dtype=np.int8)
-        edges[start[taken]] = 1
-        edges[start[taken] + sizes[taken]] -= 1  # ranges of one column never touch
-        data = buf[np.cumsum(edges[:-1], dtype=np.int8).view(bool)]
+        lo = int(start[taken][0])
+        hi = int(start[taken][-1] + sizes[taken][-1])
+        edges = np.zeros(hi - lo + 1, dtype=np.int8)
+        edges[start[taken] - lo] = 1
+        edges[start[taken] + sizes[taken] - lo] -= 1  # ranges of one column never touch
+        data = buf[lo:hi][np.cumsum(edges[:-1], dtype=np.int8).view(bool)]
     else:
         data = np.zeros(0, dtype=np.uint8)
     nulls = n - int(valid.sum())

@@ -12,6 +12,7 @@ import pytest
 
 from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
 from kafkasim.common.types import TopicPartition
+from kafkasim.spark import arrow_decode
 from kafkasim.spark.arrow_decode import ArrowChunkDecoder, columns_batch
 from kafkasim.spark.cluster_io import decode_columns
 from kafkasim.spark.rows import arrow_schema
@@ -161,3 +162,84 @@ def test_damaged_batches_raise_the_column_walks_errors() -> None:
         with pytest.raises(InvalidRecordError) as theirs:
             decoded(data, 0, 3, walk=True)
         assert str(ours.value) == str(theirs.value)
+
+
+def with_headers_between() -> bytes:
+    """0-2999: plain batches of 1,000 records, the second one's records carrying a header, so
+    that the numpy decoding stops at it and takes up again after it."""
+    parts = []
+    for b in range(3):
+        extra: tuple[object, ...] = ((("h", b"%d" % b),),) if b == 1 else ()
+        records = [(T0 + i, b"key%03d" % (i % 1000), b"v" * 30, *extra) for i in range(1000)]
+        parts.append(encode_batch(records, base_offset=1000 * b))  # type: ignore[arg-type]
+    return b"".join(parts)
+
+
+@pytest.mark.parametrize("headers", [False, True])
+@pytest.mark.parametrize(("position", "until"), [(0, 3000), (500, 2500), (999, 2001)])
+def test_batches_around_one_with_headers_keep_their_order(
+    position: int, until: int, headers: bool
+) -> None:
+    table = assert_same(with_headers_between(), position, until, headers=headers)
+    assert table.column("offset").to_pylist() == list(range(position, until))
+
+
+def test_plain_batches_are_decoded_in_place_in_the_fetched_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Uncompressed batches are read where they lie in the fetch: no copy of their records."""
+
+    def copied(*args: object) -> bytes:
+        raise AssertionError("record_area copied the records of a plain batch")
+
+    want = assert_same(fixed(), 0, 5000)
+    monkeypatch.setattr(arrow_decode, "record_area", copied)
+    got, after = decoded(fixed(), 0, 5000)
+    assert after == 5000
+    assert got.equals(want)
+
+
+def test_keys_and_values_of_equal_length_null_or_mixed() -> None:
+    """Every key of one length beside values partly null and of changing lengths, then all
+    values null and all keys empty: each column taken as the walk takes it."""
+    first = [(T0 + i, b"k%04d" % i, None if i % 3 == 0 else b"x" * (i % 5)) for i in range(300)]
+    second = [(T0, b"", None) for _ in range(200)]
+    data = encode_batch(first) + encode_batch(second, base_offset=300)
+    table = assert_same(data, 0, 500)
+    assert table.column("value").null_count == 100 + 200
+    assert table.column("key").to_pylist()[299:301] == [b"k0299", b""]
+
+
+def test_damage_in_a_later_batch_of_a_fetch_raises_the_column_walks_error() -> None:
+    good = fixed(4000)
+    damaged = bytearray(
+        encode_batch([(T0, b"k", b"value"), (T0, b"k", b"other")], base_offset=4000)
+    )
+    damaged[RECORD_BATCH_OVERHEAD + 3] = 4  # offset delta 2 > the batch's last delta 1
+    data = good + _recrc(damaged)
+    with pytest.raises(InvalidRecordError) as ours:
+        decoded(data, 0, 4002)
+    with pytest.raises(InvalidRecordError) as theirs:
+        decoded(data, 0, 4002, walk=True)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_plain_batches_of_unlike_record_lengths_are_decoded_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Batches whose runs of equal length end at different rounds (one record, equal
+    records, lengths that change past every round) decoded in one go give the walk's rows."""
+    rng = random.Random(3)
+    changing = [(T0 + i, b"k", b"x" * rng.randrange(0, 3000)) for i in range(400)]
+    data = (
+        encode_batch([(T0, None, b"one")], base_offset=0)
+        + encode_batch(changing, base_offset=1)
+        + fixed(2000, base_offset=401)
+        + encode_batch([(T0 + 5, b"last", None)], base_offset=2401)
+    )
+    want = assert_same(data, 0, 2402)
+    for position, until in ((0, 2402), (1, 2401), (300, 500)):
+        assert_same(data, position, until)
+    monkeypatch.setattr(arrow_decode, "record_area", None)  # never called for plain batches
+    got, after = decoded(data, 0, 2402)
+    assert (got.equals(want), after) == (True, 2402)
