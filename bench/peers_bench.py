@@ -1,6 +1,6 @@
 """Each system's own producer perf tool, side by side (issue 19): kafkasim's
 ``producer-perf-test`` (the Python client over gRPC) against Apache Kafka 0.9.0.1's
-``org.apache.kafka.clients.tools.ProducerPerformance`` (the Java client).
+``org.apache.kafka.tools.ProducerPerformance`` (the Java client).
 
 One broker each (kafkasim: ``LocalCluster``; Kafka: ``bench.apache_kafka.ApacheKafkaCluster``,
 both up for the whole run), a fresh 1-partition topic per run, acks=1, 100 B and 1 KiB records,
@@ -75,11 +75,16 @@ def kafka_perf(cluster: ApacheKafkaCluster, topic: str, size: int, records: int,
             cluster.classpath,
             f"-Dlog4j.configuration=file:{cluster.root / 'log4j.properties'}",
             "-Dlog.name=perf-tool",
-            "org.apache.kafka.clients.tools.ProducerPerformance",
+            "org.apache.kafka.tools.ProducerPerformance",
+            "--topic",
             topic,
+            "--num-records",
             str(records),
+            "--record-size",
             str(size),
+            "--throughput",
             "-1",
+            "--producer-props",
             f"bootstrap.servers={cluster.bootstrap}",
             "acks=1",
             f"batch.size={batch[0]}",
@@ -104,8 +109,9 @@ def kafkasim_perf_argv(bootstrap: str, topic: str, size: int, records: int,
 
 
 def _records_s(tool: str, done: subprocess.CompletedProcess[str]) -> float:
-    lines = done.stdout.strip().splitlines()
-    match = SUMMARY.search(lines[-1]) if lines else None
+    # The total line is the last of the tool's own (py-spy, when it wraps the tool, adds more).
+    matches = [m for line in done.stdout.splitlines() if (m := SUMMARY.search(line))]
+    match = matches[-1] if matches else None
     if done.returncode != 0 or match is None:
         raise RuntimeError(
             f"{tool} failed ({done.returncode}): {(done.stdout + done.stderr)[-2000:]}"
@@ -189,7 +195,9 @@ def top_frames(raw: Path, top: int = PROFILE_TOP) -> list[str]:
         if not stack:
             continue
         count = int(count_text)
-        frames = stack.split(";")
+        # "function (file:line)": the line dropped, so that a function's samples add up.
+        frames = [frame.rpartition(":")[0] + ")" if ":" in frame else frame
+                  for frame in stack.split(";")]  # fmt: skip
         samples += count
         own[frames[-1]] += count
         for frame in set(frames):
@@ -292,7 +300,7 @@ def main() -> None:
     ):
         tools: dict[str, Run] = {"kafkasim": both.ours_run, "Kafka": both.kafka_run}
         for size in SIZES:
-            calibrate = counts.records[size] // 3
+            calibrate = counts.records[size]
             for name, run in tools.items():
                 best[name, size], lines = best_batching(run, size, calibrate)
                 print(f"{name} {size} B, {calibrate} records: " + "; ".join(lines), flush=True)
