@@ -186,7 +186,7 @@ def _py_spy() -> str:
 
 def top_frames(raw: Path, top: int = PROFILE_TOP) -> list[str]:
     """From py-spy's collapsed stacks: the frames with most own samples, and with most
-    samples on the stack (each counted once per stack)."""
+    samples on the stack (each counted once per stack); imports left out."""
     own: collections.Counter[str] = collections.Counter()
     total: collections.Counter[str] = collections.Counter()
     samples = 0
@@ -194,6 +194,8 @@ def top_frames(raw: Path, top: int = PROFILE_TOP) -> list[str]:
         stack, _, count_text = line.rpartition(" ")
         if not stack:
             continue
+        if "_find_and_load" in stack:
+            continue  # importing modules: the process's start-up, before the tool's clock
         count = int(count_text)
         # "function (file:line)": the line dropped, so that a function's samples add up.
         frames = [frame.rpartition(":")[0] + ")" if ":" in frame else frame
