@@ -34,20 +34,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.apache_kafka import KAFKA_VERSION, ApacheKafkaCluster
+from bench.apache_kafka import KAFKA_VERSION, PERFORMANCE_JVM, ApacheKafkaCluster
 from bench.client_bench import SUMMARY, kafkasim
 from kafkasim.cluster.local import LocalCluster
 
 # Kafka's kafka-producer-perf-test.sh heap, with kafka-run-class.sh's performance options.
-PERF_TOOL_JVM = (
-    "-Xmx512M",
-    "-server",
-    "-XX:+UseG1GC",
-    "-XX:MaxGCPauseMillis=20",
-    "-XX:InitiatingHeapOccupancyPercent=35",
-    "-XX:+DisableExplicitGC",
-    "-Djava.awt.headless=true",
-)
+PERF_TOOL_JVM = ("-Xmx512M", *PERFORMANCE_JVM)
 # (batch.size, linger.ms) tried by each tool; the fastest per record size is kept.
 CANDIDATES = ((16_384, 0), (65_536, 5), (262_144, 5), (1_048_576, 10))
 SIZES = (100, 1024)
