@@ -46,18 +46,22 @@ CLIENT_SETTINGS = {
     "client.rack": "kafkasim-bench",
 }
 
-# kafka-server-start.sh's heap and kafka-run-class.sh's performance options, without its
-# GC-logging flags (-XX:+PrintGCDateStamps and friends, removed from Java 17). Kafka 0.9
-# unmaps index files through sun.nio.ch.DirectBuffer, which Java 17 only opens on request.
-_BROKER_JVM = (
-    "-Xms1G",
-    "-Xmx1G",
+# kafka-run-class.sh's performance options, without its GC-logging flags
+# (-XX:+PrintGCDateStamps and friends, removed from Java 17).
+PERFORMANCE_JVM = (
     "-server",
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",
     "-XX:InitiatingHeapOccupancyPercent=35",
     "-XX:+DisableExplicitGC",
     "-Djava.awt.headless=true",
+)
+# kafka-server-start.sh's heap and the performance options. Kafka 0.9 unmaps index files
+# through sun.nio.ch.DirectBuffer, which Java 17 only opens on request.
+_BROKER_JVM = (
+    "-Xms1G",
+    "-Xmx1G",
+    *PERFORMANCE_JVM,
     "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
     "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
 )

@@ -4,9 +4,11 @@ Each partition has a queue of :class:`ProducerBatch` (a :class:`PartitionState`)
 into the newest batch of the partition the partitioner picks, encoded at once by a
 ``RecordBatchBuilder``, so the per-record cost is that append and nothing else; header, CRC
 and compression are per batch. Records of a topic not in the metadata yet wait here too, in
-order, as :class:`PendingRecord` (up to ``max.block.ms``). What leaves the queues, when, and
-how each batch ends is the sender's business (:mod:`client.sender`); the accumulator only
-records which partitions have queued batches and which batches are unfinished.
+order, as :class:`Pending` entries (up to ``max.block.ms``): a :class:`PendingRecord` per
+``send``, one entry per ``send_many`` call (``client.producer_bulk.PendingRun``). What
+leaves the queues, when, and how each batch ends is the sender's business
+(:mod:`client.sender`); the accumulator only records which partitions have queued batches
+and which batches are unfinished.
 
 Not thread-safe: the producer's event loop owns it.
 """
@@ -18,7 +20,7 @@ import struct
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from kafkasim.client.bulk import BulkSlice
 from kafkasim.client.metadata import ClusterMetadata, TopicMetadata
@@ -45,6 +47,7 @@ __all__ = [
     "NO_PRODUCER_ID",
     "Headers",
     "PartitionState",
+    "Pending",
     "PendingRecord",
     "ProducerBatch",
     "RecordAccumulator",
@@ -277,6 +280,30 @@ class PartitionState:
             expected = batch.last_sequence_index + 1
 
 
+class Pending(Protocol):
+    """What waits for its topic's metadata: one record of ``send`` or the records of one
+    ``send_many`` call, in the order they were sent."""
+
+    @property
+    def partition(self) -> int | None: ...
+
+    @property
+    def future(self) -> Completion:
+        """What fails when it waits too long (all its records)."""
+        ...
+
+    @property
+    def deadline_ms(self) -> int: ...
+
+    @property
+    def waiter(self) -> asyncio.Future[Any]: ...
+
+    def release(self, accumulator: RecordAccumulator, topic: TopicMetadata) -> None:
+        """Go to the batches of ``topic``, now in the metadata; a record that cannot (a
+        transaction that may not take it) fails, and nothing raises."""
+        ...
+
+
 @dataclass(slots=True)
 class PendingRecord:
     """A record whose topic is not in the metadata yet (waits up to max.block.ms)."""
@@ -295,6 +322,21 @@ class PendingRecord:
         """What ``flush`` waits on for this record."""
         future = self.future
         return future.waiter if isinstance(future, BulkSlice) else future
+
+    def release(self, accumulator: RecordAccumulator, topic: TopicMetadata) -> None:
+        try:
+            accumulator.append(
+                topic,
+                self.key,
+                self.value,
+                self.headers,
+                self.partition,
+                self.timestamp,
+                self.size_upper_bound,
+                self.future,
+            )
+        except (ValueError, KafkasimError) as e:  # a transaction that may not take it
+            _fail_future(self.future, e)
 
 
 class RecordAccumulator:
@@ -328,7 +370,7 @@ class RecordAccumulator:
         # Per topic, its partitions' states by partition number (the hot path's lookup).
         self._topic_states: dict[str, dict[int, PartitionState]] = {}
         self.queued: dict[TopicPartition, PartitionState] = {}  # those with queued batches
-        self.waiting: dict[str, deque[PendingRecord]] = {}
+        self.waiting: dict[str, deque[Pending]] = {}
         # Set whenever no record waits any more (a transaction's commit waits for it).
         self.none_waiting = asyncio.Event()
         self.incomplete: dict[ProducerBatch, None] = {}
@@ -467,7 +509,7 @@ class RecordAccumulator:
 
     # -- records waiting for their topic's metadata ------------------------------------------------
 
-    def add_waiting(self, topic: str, record: PendingRecord) -> None:
+    def add_waiting(self, topic: str, record: Pending) -> None:
         self.waiting.setdefault(topic, deque()).append(record)
 
     def release_waiting(self, errors: Mapping[str, int]) -> None:
@@ -492,21 +534,8 @@ class RecordAccumulator:
                     # so that they stay in the order they were sent.
                     break
                 queue.popleft()
-                if record.future.done():
-                    continue
-                try:
-                    self.append(
-                        metadata,
-                        record.key,
-                        record.value,
-                        record.headers,
-                        record.partition,
-                        record.timestamp,
-                        record.size_upper_bound,
-                        record.future,
-                    )
-                except (ValueError, KafkasimError) as e:  # a transaction that may not take it
-                    _fail_future(record.future, e)
+                if not record.future.done():
+                    record.release(self, metadata)
             if not queue:
                 del self.waiting[topic]
         if not self.waiting:

@@ -5,7 +5,8 @@
 timestamps, each record's size upper bound) into a :class:`~client.bulk.BulkSend`;
 :class:`BulkQueue` then does what ``send`` does per record, per call: the fatal-error and
 transaction checks, max.request.size, and records of a topic not in the metadata yet (which
-wait one by one, the rare first-send path); :func:`append_many` fills the batches. It puts
+wait, one :class:`PendingRun` per call: the first sends to a topic); :func:`append_many`
+fills the batches. It puts
 each record exactly where ``send`` in a loop would (the partitioner is asked once per record
 without an explicit partition, KIP-480's move on a new batch included) and into the same
 batches, but each batch gets one :class:`~client.bulk.BulkSlice` per run of records instead
@@ -18,13 +19,13 @@ Not thread-safe: the producer's event loop owns it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.client.accumulator import (
     Headers,
     PartitionState,
-    PendingRecord,
     ProducerBatch,
     RecordAccumulator,
     SendCallback,
@@ -34,7 +35,7 @@ from kafkasim.client.metadata import TopicMetadata
 from kafkasim.client.partitioner import DefaultPartitioner, UniformStickyPartitioner
 from kafkasim.client.producer_config import ProducerConfig
 from kafkasim.common.clock import Clock
-from kafkasim.common.errors import KafkaError, RecordTooLargeError
+from kafkasim.common.errors import KafkaError, KafkasimError, RecordTooLargeError
 from kafkasim.storage.records.batch import (
     MAX_RECORD_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from kafkasim.client.sender import Sender
     from kafkasim.client.transaction_manager import TransactionManager
 
-__all__ = ["BulkQueue", "append_many", "arrow_columns", "build_send"]
+__all__ = ["BulkQueue", "PendingRun", "append_many", "arrow_columns", "build_send"]
 
 
 def _check_lengths(
@@ -258,7 +259,7 @@ class BulkQueue:
         if max(send.uppers) > limit:
             self._one_by_one(send, partition, limit, known)
         elif known is None:
-            self._wait(send, range(count), partition)
+            self._wait(send, 0, count, partition)
         else:
             append_many(self._accumulator, known, send, partition)
 
@@ -289,7 +290,7 @@ class BulkQueue:
                     )
                 )
             elif known is None:
-                self._wait(send, (i,), partition)
+                self._wait(send, i, i + 1, partition)
             else:
                 self._accumulator.append(
                     known,
@@ -302,38 +303,94 @@ class BulkQueue:
                     BulkSlice(send, i, 1),
                 )
 
-    def _wait(self, send: BulkSend, indexes: Iterable[int], partition: int | None) -> None:
-        """Records of a topic (or partition) not in the metadata yet wait, each as its own
-        pending record, in order, up to max.block.ms."""
+    def _wait(self, send: BulkSend, start: int, stop: int, partition: int | None) -> None:
+        """Records ``start`` .. ``stop - 1`` of a topic (or partition) not in the metadata
+        yet wait as one entry, after those waiting before them, up to max.block.ms."""
         deadline_ms = self._clock.monotonic_ms() + self._config.max_block_ms
-        keys, values, headers = send.keys, send.values, send.headers
-        for i in indexes:
-            self._accumulator.add_waiting(
-                send.topic,
-                PendingRecord(
-                    None if keys is None else keys[i],
-                    values[i],
-                    () if headers is None else headers[i],
-                    partition,
-                    send.timestamps[i],
-                    send.uppers[i],
-                    BulkSlice(send, i, 1),
-                    deadline_ms,
-                ),
-            )
+        self._accumulator.add_waiting(
+            send.topic,
+            PendingRun(
+                send, start, stop, partition, deadline_ms, BulkSlice(send, start, stop - start)
+            ),
+        )
         self._sender.request_metadata()
 
 
-def append_many(
-    accumulator: RecordAccumulator, topic: TopicMetadata, send: BulkSend, partition: int | None
+@dataclass(slots=True)
+class PendingRun:
+    """Records ``start`` .. ``stop - 1`` of one ``send_many`` call waiting for their topic's
+    metadata (an ``accumulator.Pending``): one entry for all of them, not one per record.
+    ``future`` fails them all (max.block.ms, a topic that cannot exist); released, they go
+    to their batches as :func:`append_many` puts them."""
+
+    send: BulkSend
+    start: int
+    stop: int
+    partition: int | None
+    deadline_ms: int
+    future: BulkSlice
+
+    @property
+    def waiter(self) -> asyncio.Future[SendManyResult]:
+        return self.send.future
+
+    def release(self, accumulator: RecordAccumulator, topic: TopicMetadata) -> None:
+        append_many(accumulator, topic, self.send, self.partition, self.start, self.stop,
+                    fail_rest=True)  # fmt: skip
+
+
+def append_many(  # noqa: PLR0917 -- internal, positional
+    accumulator: RecordAccumulator,
+    topic: TopicMetadata,
+    send: BulkSend,
+    partition: int | None,
+    start: int = 0,
+    stop: int | None = None,
+    *,
+    fail_rest: bool = False,
 ) -> None:
-    """Append every record of ``send`` (a topic in the metadata) in order, as
-    ``RecordAccumulator.append`` would one by one, with one BulkSlice per run of records in a
-    batch. ValueError for a partition outside the topic (nothing appended)."""
+    """Append records ``start`` .. ``stop - 1`` (default: all) of ``send`` (a topic in the
+    metadata) in order, as ``RecordAccumulator.append`` would one by one, with one BulkSlice
+    per run of records in a batch. ValueError for a partition outside the topic (nothing
+    appended). With ``fail_rest`` (records released after waiting for metadata) nothing
+    raises: that ValueError, or a transaction refusing a new batch's partition, fails the
+    records not appended yet, as ``append`` fails each of them."""
+    total = len(send.values) if stop is None else stop
+    try:
+        _append_range(accumulator, topic, send, partition, start, total)
+    except _NotAppendedError as e:
+        if e.index > start:
+            accumulator.wake()  # for the batches that took the records before
+        if not fail_rest:
+            raise e.error from None
+        BulkSlice(send, e.index, total - e.index).set_exception(e.error)
+
+
+class _NotAppendedError(Exception):
+    """Records from ``index`` on were not appended: ``error`` refused the next one."""
+
+    def __init__(self, index: int, error: ValueError | KafkasimError) -> None:
+        super().__init__(str(error))
+        self.index = index
+        self.error = error
+
+
+def _append_range(  # noqa: PLR0917 -- internal, positional
+    accumulator: RecordAccumulator,
+    topic: TopicMetadata,
+    send: BulkSend,
+    partition: int | None,
+    start: int,
+    total: int,
+) -> None:
     name, count, available = topic.name, topic.num_partitions, topic.available
     if partition is not None and not 0 <= partition < count:
-        raise ValueError(
-            f"Invalid partition given with record: {partition} is not in the range [0...{count}]."
+        raise _NotAppendedError(
+            start,
+            ValueError(
+                f"Invalid partition given with record: {partition} is not in the range "
+                f"[0...{count}]."
+            ),
         )
     keys, values, uppers, stamps = send.keys, send.values, send.uppers, send.timestamps
     headers = send.headers
@@ -345,17 +402,21 @@ def append_many(
         isinstance(partitioner, UniformStickyPartitioner)
         or (keys is None and isinstance(partitioner, DefaultPartitioner))
     )
-    total = len(values)
     if partition is not None:
         chosen = partition
     else:
-        chosen = choose(name, None if keys is None else keys[0], values[0], count, available)
-    i = 0
+        chosen = choose(
+            name, None if keys is None else keys[start], values[start], count, available
+        )
+    i = start
     while i < total:
         state = accumulator.state_of(name, chosen)
         batch = accumulator.open_batch(state, uppers[i])
         if batch is None:
-            batch = _batch_for_new(accumulator, topic, state, send, i, partition)
+            try:
+                batch = _batch_for_new(accumulator, topic, state, send, i, partition)
+            except (ValueError, KafkasimError) as e:  # a transaction refusing the partition
+                raise _NotAppendedError(i, e) from e
             chosen = batch.tp.partition
         builder = batch.builder
         assert builder is not None

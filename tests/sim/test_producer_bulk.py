@@ -17,6 +17,7 @@ from kafkasim.client.bulk import SendManyResult
 from kafkasim.client.partitioner import partition_for_key
 from kafkasim.client.producer import (
     DeliveryTimeoutError,
+    IllegalTransactionStateError,
     ProducerClosedError,
     RecordMetadata,
 )
@@ -272,3 +273,71 @@ def test_send_many_asks_a_partitioner_function_per_record(tmp_path: Path) -> Non
         return result.partitions
 
     assert simulate(tmp_path, scenario) == [1, 2, 0, 1, 2, 0]
+
+
+def _chunk(tag: bytes) -> list[bytes]:
+    return [tag + b"%03d" % i + bytes(60) for i in range(50)]
+
+
+def test_send_many_to_an_unknown_topic_waits_as_one_entry_per_call(tmp_path: Path) -> None:
+    """Before the topic's metadata is known a send_many call waits as one entry, not one per
+    record; released, its records go where they go with the metadata known (same batches),
+    in call order with a send() between the calls."""
+
+    async def scenario(cluster: SimCluster) -> tuple[list[int], list[int]]:
+        await create(cluster, TOPIC)
+        await create(cluster, "known")
+        async with producing(cluster, {"batch.size": 1500, "linger.ms": 1000}) as producer:
+            await warm_up(producer, "known")
+            for topic in (TOPIC, "known"):
+                first = producer.send_many(topic, _chunk(b"a"), partition=0)
+                between = producer.send(topic, b"between", partition=0)
+                second = producer.send_many(topic, _chunk(b"b"), partition=0)
+                if topic == TOPIC:  # the producer has no metadata of TOPIC yet
+                    assert len(producer._accumulator.waiting[TOPIC]) == 3
+                await producer.flush()
+                base = 0 if topic == TOPIC else 1
+                assert (await first).offsets == list(range(base, base + 50))
+                assert (await between).offset == base + 50
+                assert (await second).offsets == list(range(base + 51, base + 101))
+        known = TopicPartition("known", 0)
+        assert stored_values(cluster, TP) == [*_chunk(b"a"), b"between", *_chunk(b"b")]
+        assert stored_values(cluster, known)[1:] == stored_values(cluster, TP)
+        counts = [h.records_count for h, _ in stored(cluster, TP)]
+        return counts, [h.records_count for h, _ in stored(cluster, known)][1:]
+
+    waited, direct = simulate(tmp_path, scenario)
+    assert len(waited) > 2 and waited == direct
+
+
+def test_send_many_released_from_waiting_fails_only_what_a_new_batch_refused(
+    tmp_path: Path,
+) -> None:
+    """Records released after waiting for metadata never raise: when a new batch's
+    partition is refused (a transaction that may not take it: the accumulator's
+    add_partition raises), the records before it are written and those from it on fail
+    with that error, each once."""
+    refusal = IllegalTransactionStateError("send", "ABORTING_TRANSACTION", "aborting")
+
+    async def scenario(cluster: SimCluster) -> SendManyResult:
+        await create(cluster, TOPIC)
+        async with producing(cluster, {"batch.size": 1500, "linger.ms": 1000}) as producer:
+            batches = 0
+
+            def add_partition(_tp: TopicPartition) -> None:
+                nonlocal batches
+                batches += 1
+                if batches == 2:
+                    raise refusal
+
+            producer._accumulator.add_partition = add_partition
+            future = producer.send_many(TOPIC, _chunk(b"a"), partition=0)
+            await producer.flush()
+            return await future
+
+    result = simulate(tmp_path, scenario)
+    written = result.offsets.index(-1)
+    assert 0 < written < 50
+    assert result.offsets[:written] == list(range(written))
+    assert sorted(result.errors) == list(range(written, 50))
+    assert all(e is refusal for e in result.errors.values())
