@@ -176,62 +176,31 @@ def _unary_behaviour(spec: MethodSpec, handler: UnaryHandler, identify: _Identif
     return behaviour
 
 
-_END = object()  # what a read-ahead hands on when the client's requests have ended
-
-
-async def _next_or_end(requests: AsyncIterator[Message | _Undecodable]) -> Any:
-    try:
-        return await requests.__anext__()
-    except StopAsyncIteration:
-        return _END
-
-
 class _Requests:
     """A stream handler's requests. ``BidiStream`` has no half-close, so their end means the
     client closed the stream or went away: the handler is cancelled then, as gRPC itself does
-    when the handler is busy elsewhere, instead of seeing a clean end of its requests.
-
-    Reads one request ahead: once the handler has a request, the receive of the next one is
-    already under way while it works on this one and its answer is sent (the requests are
-    still handed over one at a time, in order). Without it, each request's receive only
-    starts after the previous answer's send completed, adding a wait on gRPC's completion
-    queue to every request of a pipelined stream. ``close()`` stops the read-ahead."""
+    when the handler is busy elsewhere, instead of seeing a clean end of its requests."""
 
     def __init__(self, requests: AsyncIterator[Message | _Undecodable]) -> None:
         self._requests = requests
-        self._ahead: asyncio.Future[Any] | None = None
         self.undecodable: _Undecodable | None = None
 
     def __aiter__(self) -> _Requests:
         return self
 
     async def __anext__(self) -> Message:
-        ahead, self._ahead = self._ahead, None
-        request = await (ahead if ahead is not None else _next_or_end(self._requests))
-        if request is _END:
+        try:
+            request = await self._requests.__anext__()
+        except StopAsyncIteration:
             task = asyncio.current_task()
             if task is not None:
                 task.cancel()
                 await asyncio.sleep(0)  # raises CancelledError here
-            raise StopAsyncIteration
+            raise
         if isinstance(request, _Undecodable):
             self.undecodable = request
             raise _UndecodableRequestError(request.describe())
-        self._ahead = asyncio.ensure_future(_next_or_end(self._requests))
-        return request  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        """Cancel the read-ahead, if one is under way (the call is over)."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            ahead.cancel()
-            ahead.add_done_callback(_retrieve)
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    """Marks a finished read-ahead's outcome as seen: nothing to log at garbage collection."""
-    if not future.cancelled():
-        future.exception()
+        return request
 
 
 def _stream_behaviour(spec: MethodSpec, handler: StreamHandler, identify: _Identify) -> Any:
@@ -259,7 +228,6 @@ def _stream_behaviour(spec: MethodSpec, handler: StreamHandler, identify: _Ident
             aclose = getattr(responses, "aclose", None)
             if aclose is not None:
                 await aclose()
-            wrapped.close()
 
     return behaviour
 
