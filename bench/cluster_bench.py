@@ -2,7 +2,10 @@
 
 1. One broker, acks=1, 1 KiB records batched 16 to a request: produce MB/s against a bare
    grpc.aio bidirectional stream moving the same bytes between a client process and a
-   server process (the framework ceiling). Aim: >= 0.7.
+   server process (the framework ceiling). Aim: >= 0.7. Beside the ratios, the CPU time each
+   server process spent per MB moved (the sink's, the broker's): on a shared machine the
+   MB/s of one run swing with the other load, the CPU cost of a MB much less, so it shows
+   what the broker's request path adds to the sink's handler (issue 19).
 2. Three brokers, RF=3, acks=all, min.insync.replicas=2: throughput relative to the
    single-broker acks=1 figure (Kafka's own benchmark shows about 0.5), and p50/p99 produce
    latency at a fixed moderate rate.
@@ -69,6 +72,18 @@ _OPTIONS = [
     ("grpc.max_send_message_length", 64 << 20),
     ("grpc.max_receive_message_length", 64 << 20),
 ]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used so far (Linux's /proc/<pid>/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # pid (comm) state ...: comm may hold spaces and parentheses, so split after the last ')'.
+    fields = stat.rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_ms_per_mb(pid: int, since_s: float, moved_bytes: int) -> float:
+    return (cpu_seconds(pid) - since_s) * 1000 / (moved_bytes / 1e6)
 
 
 def _batch() -> bytes:
@@ -259,17 +274,25 @@ async def run(quick: bool) -> None:
     try:
         assert sink.stdout is not None
         sink.stdout.readline()
+        before = cpu_seconds(sink.pid)
         bare = await _bare_stream(port, batch, count, window)
+        bare_cpu = _cpu_ms_per_mb(sink.pid, before, count * len(batch))
     finally:
         os.kill(sink.pid, signal.SIGTERM)
         sink.wait(timeout=10)
     with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
         cluster, client = await _cluster(Path(tmp), 1, "bench", 1, {})
+        broker_pid = next(iter(cluster.brokers.values())).pid
+        assert broker_pid is not None
         try:
+            before = cpu_seconds(broker_pid)
             single = await _produce_unary(client, tp, batch, count=count, window=window, acks=1)
+            unary_cpu = _cpu_ms_per_mb(broker_pid, before, count * len(batch))
+            before = cpu_seconds(broker_pid)
             single_stream = await _produce_load(
                 client, tp, batch, count=count, window=window, acks=1
             )
+            stream_cpu = _cpu_ms_per_mb(broker_pid, before, count * len(batch))
         finally:
             await client.transport.close()
             cluster.stop()
@@ -279,6 +302,11 @@ async def run(quick: bool) -> None:
     print(
         f"   produce, one ProduceStream    {single_stream:8.1f} MB/s   ratio "
         f"{single_stream / bare:.2f}"
+    )
+    print(
+        f"   server CPU per MB: sink {bare_cpu:.1f} ms, broker unary {unary_cpu:.1f} ms "
+        f"({unary_cpu / bare_cpu:.1f}x), broker stream {stream_cpu:.1f} ms "
+        f"({stream_cpu / bare_cpu:.1f}x)"
     )
 
     # 2. three brokers, RF=3, acks=all, min ISR 2
