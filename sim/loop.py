@@ -34,8 +34,10 @@ Error tree::
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextvars
+import heapq
 import logging
 import math
 import selectors
@@ -51,6 +53,9 @@ _T = TypeVar("_T")
 _Ts = TypeVarTuple("_Ts")
 
 _PENDING_TASKS_REPORTED_MAX = 20
+# asyncio's thresholds for sweeping cancelled timers out of the heap (base_events.py).
+_MIN_SCHEDULED_TIMER_HANDLES = 100
+_MAX_CANCELLED_FRACTION = 0.5
 
 
 class SimulationError(KafkasimError):
@@ -168,15 +173,65 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def _on_idle(self, timeout: float | None) -> None:
         if timeout is None:
             raise SimulationDeadlock(self._deadlock_report())
-        if timeout <= 0:
-            return
-        now = self._now + timeout
+        if timeout > 0:
+            self._advance_to(self._now + timeout)
+
+    def _advance_to(self, now: float) -> None:
         if self._time_limit_s is not None and now > self._time_limit_s:
             raise SimulationTimeLimitError(
                 f"virtual time would reach {now:.6f} s, past the limit of "
                 f"{self._time_limit_s:.6f} s; {len(self.pending_tasks())} task(s) pending"
             )
         self._now = now
+
+    def _run_once(self) -> None:
+        """One iteration of the loop, as asyncio's own minus what a simulation never needs.
+
+        Same steps and order as ``BaseEventLoop._run_once``: drop cancelled timers (all of them
+        once they are many), wait (here: move virtual time, or report a deadlock), move due
+        timers to the ready queue, run the callbacks that were ready when the iteration began.
+        Skipped: the selector round trip and its event processing (it never reports IO) and
+        the clock resolution slack (virtual time is exact). In debug mode asyncio's own runs,
+        with its slow-callback reports.
+        """
+        if self._debug:  # type: ignore[attr-defined]
+            super()._run_once()  # type: ignore[misc]
+            return
+        scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
+        ready: collections.deque[asyncio.Handle] = self._ready  # type: ignore[attr-defined]
+        count = len(scheduled)
+        cancelled = self._timer_cancelled_count  # type: ignore[attr-defined]
+        if count > _MIN_SCHEDULED_TIMER_HANDLES and cancelled / count > _MAX_CANCELLED_FRACTION:
+            kept = []
+            for timer in scheduled:
+                if timer._cancelled:  # type: ignore[attr-defined]
+                    timer._scheduled = False  # type: ignore[attr-defined]
+                else:
+                    kept.append(timer)
+            heapq.heapify(kept)
+            self._scheduled = scheduled = kept
+            self._timer_cancelled_count = 0
+        else:
+            while scheduled and scheduled[0]._cancelled:  # type: ignore[attr-defined]
+                self._timer_cancelled_count -= 1
+                timer = heapq.heappop(scheduled)
+                timer._scheduled = False  # type: ignore[attr-defined]
+        if not ready and not self._stopping:  # type: ignore[attr-defined]
+            if not scheduled:
+                raise SimulationDeadlock(self._deadlock_report())
+            when = scheduled[0]._when  # type: ignore[attr-defined]
+            if when > self._now:
+                self._advance_to(when)
+        now = self._now
+        while scheduled and scheduled[0]._when <= now:  # type: ignore[attr-defined]
+            timer = heapq.heappop(scheduled)
+            timer._scheduled = False  # type: ignore[attr-defined]
+            ready.append(timer)
+        popleft = ready.popleft
+        for _ in range(len(ready)):
+            handle = popleft()
+            if not handle._cancelled:  # type: ignore[attr-defined]
+                handle._run()  # type: ignore[attr-defined]
 
     def create_task(
         self,
