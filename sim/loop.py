@@ -194,44 +194,47 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         the clock resolution slack (virtual time is exact). In debug mode asyncio's own runs,
         with its slow-callback reports.
         """
-        if self._debug:  # type: ignore[attr-defined]
+        base: Any = self  # asyncio's private loop state (untyped in typeshed)
+        if base._debug:
             super()._run_once()  # type: ignore[misc]
             return
-        scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
-        ready: collections.deque[asyncio.Handle] = self._ready  # type: ignore[attr-defined]
+        scheduled: list[Any] = base._scheduled  # TimerHandles, a heap by time
+        ready: collections.deque[Any] = base._ready
         count = len(scheduled)
-        cancelled = self._timer_cancelled_count  # type: ignore[attr-defined]
-        if count > _MIN_SCHEDULED_TIMER_HANDLES and cancelled / count > _MAX_CANCELLED_FRACTION:
+        if (
+            count > _MIN_SCHEDULED_TIMER_HANDLES
+            and base._timer_cancelled_count / count > _MAX_CANCELLED_FRACTION
+        ):
             kept = []
             for timer in scheduled:
-                if timer._cancelled:  # type: ignore[attr-defined]
-                    timer._scheduled = False  # type: ignore[attr-defined]
+                if timer._cancelled:
+                    timer._scheduled = False
                 else:
                     kept.append(timer)
             heapq.heapify(kept)
-            self._scheduled = scheduled = kept
-            self._timer_cancelled_count = 0
+            base._scheduled = scheduled = kept
+            base._timer_cancelled_count = 0
         else:
-            while scheduled and scheduled[0]._cancelled:  # type: ignore[attr-defined]
-                self._timer_cancelled_count -= 1
+            while scheduled and scheduled[0]._cancelled:
+                base._timer_cancelled_count -= 1
                 timer = heapq.heappop(scheduled)
-                timer._scheduled = False  # type: ignore[attr-defined]
-        if not ready and not self._stopping:  # type: ignore[attr-defined]
+                timer._scheduled = False
+        if not ready and not base._stopping:
             if not scheduled:
                 raise SimulationDeadlock(self._deadlock_report())
-            when = scheduled[0]._when  # type: ignore[attr-defined]
+            when = scheduled[0]._when
             if when > self._now:
                 self._advance_to(when)
         now = self._now
-        while scheduled and scheduled[0]._when <= now:  # type: ignore[attr-defined]
+        while scheduled and scheduled[0]._when <= now:
             timer = heapq.heappop(scheduled)
-            timer._scheduled = False  # type: ignore[attr-defined]
+            timer._scheduled = False
             ready.append(timer)
         popleft = ready.popleft
         for _ in range(len(ready)):
             handle = popleft()
-            if not handle._cancelled:  # type: ignore[attr-defined]
-                handle._run()  # type: ignore[attr-defined]
+            if not handle._cancelled:
+                handle._run()
 
     def create_task(
         self,

@@ -230,6 +230,8 @@ class SimNetwork:
             return False
         if (src, dst) in self._one_way:
             return False
+        if not self._sides:
+            return True
         side_src = self._side(src)
         side_dst = self._side(dst)
         return side_src is None or side_dst is None or side_src == side_dst

@@ -62,6 +62,9 @@ __all__ = [
 BatchEntry = tuple[int, BatchHeader, memoryview]
 """One batch of an append: its position in the request, its header, its bytes."""
 
+# The highest codec id Kafka knows (ids above it are refused); looked up once, not per batch.
+_MAX_CODEC_ID = max(CompressionType)
+
 
 @dataclass(frozen=True, slots=True)
 class LogAppendInfo:
@@ -175,7 +178,7 @@ def analyze_append(view: memoryview, rules: AppendRules, *, leader: bool) -> lis
                 f"content hashes to {actual:#010x}"
             )
         codec_id = header.attributes & COMPRESSION_CODEC_MASK
-        if codec_id > max(CompressionType):
+        if codec_id > _MAX_CODEC_ID:
             # Kafka's CompressionType.forId refuses ids 5-7, on the leader and followers.
             raise CorruptRecordError(
                 f"{tp}: batch at position {position}: unknown compression type id {codec_id}"
