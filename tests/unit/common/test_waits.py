@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from kafkasim.common.waits import wait_any
+from kafkasim.common.waits import Wakeup, wait_any
 from kafkasim.sim.loop import run_simulation
 
 
@@ -59,3 +59,48 @@ def test_cancelling_the_waiter_cancels_only_the_wait() -> None:
         return future.cancelled(), bool(loop._scheduled)  # type: ignore[attr-defined]
 
     assert run_simulation(main()) == (False, False)
+
+
+def test_wakeup_wakes_its_sleeper_or_times_out() -> None:
+    async def main() -> list[tuple[bool, float]]:
+        loop = asyncio.get_running_loop()
+        wakeup = Wakeup()
+        seen = [(await wakeup.wait(0.5), loop.time())]  # nobody sets it: the timeout
+        loop.call_later(0.25, wakeup.set)
+        seen.append((await wakeup.wait(10.0), loop.time()))  # set before the timeout
+        seen.append((await wakeup.wait(10.0), loop.time()))  # still set: at once
+        wakeup.clear()
+        loop.call_later(3.0, wakeup.set)
+        seen.append((await wakeup.wait(None), loop.time()))  # no limit
+        return seen
+
+    assert run_simulation(main()) == [(False, 0.5), (True, 0.75), (True, 0.75), (True, 3.75)]
+
+
+def test_wakeup_when_set_returns_without_yielding_and_leaves_no_timer() -> None:
+    async def main() -> tuple[list[str], int]:
+        loop = asyncio.get_running_loop()
+        order: list[str] = []
+        wakeup = Wakeup()
+        wakeup.set()
+        loop.call_soon(order.append, "scheduled before")
+        await wakeup.wait(1.0)
+        order.append("waiter")
+        await asyncio.sleep(0)
+        return order, len(loop._scheduled)  # type: ignore[attr-defined]
+
+    assert run_simulation(main()) == (["waiter", "scheduled before"], 0)
+
+
+def test_wakeup_refuses_a_second_sleeper() -> None:
+    async def main() -> str:
+        wakeup = Wakeup()
+        first = asyncio.get_running_loop().create_task(wakeup.wait(None))
+        await asyncio.sleep(0)
+        with pytest.raises(RuntimeError, match="one waiter"):
+            await wakeup.wait(None)
+        wakeup.set()
+        assert await first
+        return "ok"
+
+    assert run_simulation(main()) == "ok"
