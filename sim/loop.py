@@ -36,13 +36,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import contextvars
+import gc
 import heapq
 import logging
 import math
 import selectors
 import weakref
-from collections.abc import Callable, Coroutine, Generator, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping
 from typing import Any, TypeVar, TypeVarTuple
 
 from kafkasim.common.errors import KafkasimError
@@ -56,6 +58,8 @@ _PENDING_TASKS_REPORTED_MAX = 20
 # asyncio's thresholds for sweeping cancelled timers out of the heap (base_events.py).
 _MIN_SCHEDULED_TIMER_HANDLES = 100
 _MAX_CANCELLED_FRACTION = 0.5
+# The youngest generation's collection threshold during a run (Python's default: 700).
+_GC_YOUNG_THRESHOLD = 10_000
 
 
 class SimulationError(KafkasimError):
@@ -349,6 +353,29 @@ def _close(loop: VirtualTimeLoop, *, raise_errors: bool) -> None:
         loop.close()
 
 
+@contextlib.contextmanager
+def _collector_tuned_for_a_run() -> Iterator[None]:
+    """The garbage collector set for a run, and back as it was afterwards.
+
+    A run allocates millions of short-lived objects (handles, futures, frames, batches) over a
+    heap of long-lived ones (modules, the cluster). With the defaults the collector took about
+    8% of a run, most of it re-tracing the same survivors: what exists before the run is frozen
+    (left out of collections until the run ends) and the youngest generation is collected every
+    ``_GC_YOUNG_THRESHOLD`` allocations instead of 700. Cycles are still collected during the
+    run (memory stays flat), and at the same points in every replay of it.
+    """
+    was_frozen = gc.get_freeze_count() > 0
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(_GC_YOUNG_THRESHOLD, thresholds[0]), *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        if not was_frozen:
+            gc.unfreeze()
+
+
 def run_simulation(
     main: Coroutine[Any, Any, _T],
     *,
@@ -367,10 +394,11 @@ def run_simulation(
     except BaseException:
         main.close()
         raise
-    try:
-        result = loop.run_until_complete(main)
-    except BaseException:
-        _close(loop, raise_errors=False)
-        raise
-    _close(loop, raise_errors=True)
+    with _collector_tuned_for_a_run():
+        try:
+            result = loop.run_until_complete(main)
+        except BaseException:
+            _close(loop, raise_errors=False)
+            raise
+        _close(loop, raise_errors=True)
     return result
