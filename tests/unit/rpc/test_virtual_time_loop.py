@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import random
 import time
@@ -205,3 +206,25 @@ def test_same_instant_timers_and_ready_callbacks_keep_their_order() -> None:
         return order
 
     assert run_simulation(main()) == ["soon", "timer", "sleeper"]
+
+
+def test_a_run_tunes_the_garbage_collector_and_restores_it() -> None:
+    before = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+
+    async def main() -> tuple[tuple[int, int, int], int]:
+        return gc.get_threshold(), gc.get_freeze_count()
+
+    during, frozen = run_simulation(main())
+    assert during[0] >= 10_000 and during[1:] == before[1:]
+    assert frozen > 0  # what existed before the run is left out of its collections
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(ZeroDivisionError):  # restored after a failed run too
+
+        async def failing() -> None:
+            raise ZeroDivisionError
+
+        run_simulation(failing())
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
