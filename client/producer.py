@@ -140,6 +140,7 @@ from kafkasim.common.errors import KafkaError, RecordTooLargeError
 from kafkasim.common.rpc import ClientTransport
 from kafkasim.common.rpc_grpc_client import client_transport
 from kafkasim.common.types import TopicPartition
+from kafkasim.common.waits import Wakeup
 from kafkasim.storage.records.batch import (
     MAX_RECORD_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -198,7 +199,7 @@ class Producer:
             else PARTITIONERS[cfg.partitioner](rng if rng is not None else random.Random())
         )
         # The sender sleeps on it; whoever may have made work for the sender sets it.
-        self._wakeup = asyncio.Event()
+        self._wakeup = Wakeup()
         self._metadata = ClusterMetadata()
         self._accumulator = RecordAccumulator(
             cfg, partitioner=chooser, clock=clock, metadata=self._metadata, wake=self._wakeup.set

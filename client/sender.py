@@ -64,6 +64,7 @@ from kafkasim.common.errors import (
 )
 from kafkasim.common.rpc import ClientTransport, RpcError, RpcStatus
 from kafkasim.common.types import TopicPartition
+from kafkasim.common.waits import Wakeup
 from kafkasim.proto import kafkasim_pb2 as pb
 
 __all__ = ["Sender"]
@@ -78,7 +79,7 @@ class Sender:
 
     The producer tells it about its life: :meth:`initiate_close` (send what is left, then
     :meth:`run` returns), :meth:`force_close` (fail what is left), :meth:`request_metadata`
-    (a record waits for its topic). ``wakeup`` is the event :meth:`run` sleeps on; the
+    (a record waits for its topic). ``wakeup`` is the flag :meth:`run` sleeps on; the
     accumulator and the producer set it when there may be something to do.
     """
 
@@ -90,7 +91,7 @@ class Sender:
         clock: Clock,
         accumulator: RecordAccumulator,
         metadata: ClusterMetadata,
-        wakeup: asyncio.Event,
+        wakeup: Wakeup,
         transaction_manager: TransactionManager | None = None,
     ) -> None:
         self._config = config
@@ -208,9 +209,7 @@ class Sender:
                 # At least 1 ms: a timer due "now" must not spin the loop (on the simulation's
                 # virtual clock a spinning task would stop time).
                 timeout_s = None if next_ms >= NEVER_MS else max(next_ms, 1) / 1000
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(timeout_s):
-                        await wakeup.wait()
+                await wakeup.wait(timeout_s)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # a bug: fail every record rather than leave futures hanging

@@ -37,6 +37,7 @@ from typing import Generic, Protocol, TypeVar
 
 from kafkasim.common.errors import KafkaError, RequestTimedOutError, error_for_name
 from kafkasim.common.types import TopicPartition
+from kafkasim.common.waits import wait_any
 from kafkasim.storage.log import Log
 
 
@@ -174,7 +175,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             for tp in keys:
                 self._watchers.setdefault(tp, []).append(op)
         try:
-            await asyncio.wait([done], timeout=max(op.timeout_ms, 0) / 1000)
+            await wait_any((done,), max(op.timeout_ms, 0) / 1000)
         except asyncio.CancelledError:
             op.completed = True  # abandoned: the request went away, nobody reads the answer
             raise

@@ -41,6 +41,7 @@ from kafkasim.common.errors import (
     error_for_name,
 )
 from kafkasim.common.types import TopicPartition
+from kafkasim.common.waits import wait_any
 from kafkasim.controller.api import INTERNAL_TOPICS
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.disk_delay import DiskSlot
@@ -307,9 +308,7 @@ class ReplicaManager:
                 for w in waiters:
                     w.cancel()
                 return results
-            await asyncio.wait(
-                waiters, timeout=remaining / 1000, return_when=asyncio.FIRST_COMPLETED
-            )
+            await wait_any(waiters, remaining / 1000)
             for w in waiters:
                 w.cancel()
 

@@ -230,6 +230,8 @@ class SimNetwork:
             return False
         if (src, dst) in self._one_way:
             return False
+        if not self._sides:
+            return True
         side_src = self._side(src)
         side_dst = self._side(dst)
         return side_src is None or side_dst is None or side_src == side_dst
@@ -331,6 +333,14 @@ class _UnaryCall:
     task: asyncio.Task[None] | None = None
     principal: str = ANONYMOUS  # the caller's authenticated identity (its transport's)
 
+    def expire(self, method: str, timeout_s: float) -> None:
+        self.resolve(
+            RpcError(
+                RpcStatus.DEADLINE_EXCEEDED,
+                f"{method} to {self.target}: no answer in {timeout_s} s",
+            )
+        )
+
     def resolve(self, outcome: bytes | RpcError) -> None:
         if self.future.done():
             return
@@ -370,7 +380,7 @@ class _Inbox:
         self._loop = loop
         self._items: deque[Message] = deque()
         self._error: RpcError | None = None
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiter: asyncio.Future[bool] | None = None
 
     @property
     def error(self) -> RpcError | None:
@@ -390,27 +400,37 @@ class _Inbox:
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+            self._waiter.set_result(True)
 
     async def get(self, timeout_s: float | None) -> Message:
         """The next message; queued messages come before the terminal error."""
         if self._items:  # no wait, hence no timeout to arm (nor a timer left on the loop)
             return self._items.popleft()
+        loop = self._loop
+        # One timer for the whole wait, resolving the waiter with False (no task cancellation
+        # to undo, unlike asyncio.timeout); a message or the error resolves it with True.
+        timer = None
+        if timeout_s is not None:
+            timer = loop.call_at(loop.time() + timeout_s, self._expire)
         try:
-            async with asyncio.timeout(timeout_s):
-                while not self._items:
-                    if self._error is not None:
-                        raise RpcError(self._error.status, self._error.message)
-                    self._waiter = self._loop.create_future()
-                    try:
-                        await self._waiter
-                    finally:
-                        self._waiter = None
-        except TimeoutError:
-            raise RpcError(
-                RpcStatus.DEADLINE_EXCEEDED, f"no message within {timeout_s} s"
-            ) from None
+            while not self._items:
+                if self._error is not None:
+                    raise RpcError(self._error.status, self._error.message)
+                waiter = self._waiter = loop.create_future()
+                try:
+                    woken = await waiter
+                finally:
+                    self._waiter = None
+                if not woken and not self._items:
+                    raise RpcError(RpcStatus.DEADLINE_EXCEEDED, f"no message within {timeout_s} s")
+        finally:
+            if timer is not None:
+                timer.cancel()
         return self._items.popleft()
+
+    def _expire(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(False)
 
 
 class _Requests:
@@ -819,14 +839,13 @@ class SimTransport:
         call.future.add_done_callback(_retrieve)
         self._calls[call] = None
         network.send(self.node, call.dst, lambda: self._deliver(call))
+        # The deadline resolves the call's own future (cheaper than asyncio.timeout's
+        # cancellation); an answer that comes later finds it resolved and is dropped.
+        timer = loop.call_at(call.deadline, call.expire, method, timeout_s)
         try:
-            async with asyncio.timeout(timeout_s):
-                payload = await call.future
-        except TimeoutError:
-            raise RpcError(
-                RpcStatus.DEADLINE_EXCEEDED, f"{method} to {target}: no answer in {timeout_s} s"
-            ) from None
+            payload = await call.future
         finally:
+            timer.cancel()
             self._calls.pop(call, None)
             if call.task is not None and not call.task.done():
                 # The caller went away: the server hears of it one hop later (an RST_STREAM).

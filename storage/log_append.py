@@ -63,7 +63,6 @@ __all__ = [
 BatchEntry = tuple[int, BatchHeader, memoryview]
 """One batch of an append: its position in the request, its header, its bytes."""
 
-
 class LogAppendInfo(NamedTuple):
     """What an append did (offsets assigned, timestamps) — per append, not per record.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import random
 import time
@@ -163,3 +164,67 @@ def test_the_same_program_gives_the_same_callbacks_at_the_same_times() -> None:
     assert len(first) == 800
     assert _trace(seed=3) == first
     assert _trace(seed=4) != first
+
+
+def test_a_timer_runs_at_exactly_its_time() -> None:
+    # 7.319 + (15.981 - 7.319) is 15.980999999999998 in floats: the loop jumps to the timer's
+    # own time, not to "now plus the wait", so callbacks read the time they were set for.
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        seen = loop.create_future()
+        loop.call_at(15.981, lambda: seen.set_result(loop.time()))
+        return await seen
+
+    assert run_simulation(main(), start_time=7.319) == 15.981
+
+
+def test_cancelled_timers_are_swept_and_never_run() -> None:
+    async def main() -> tuple[list[int], int]:
+        loop = asyncio.get_running_loop()
+        ran: list[int] = []
+        timers = [loop.call_later(1 + i / 1000, ran.append, i) for i in range(300)]
+        for timer in timers[:250]:  # most of the heap cancelled: swept out in one go
+            timer.cancel()
+        await asyncio.sleep(0)
+        left = len(loop._scheduled)  # type: ignore[attr-defined]
+        await asyncio.sleep(2)
+        return ran, left
+
+    ran, left = run_simulation(main())
+    assert ran == list(range(250, 300))
+    assert left == 50
+
+
+def test_same_instant_timers_and_ready_callbacks_keep_their_order() -> None:
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        order: list[str] = []
+        loop.call_later(0.5, order.append, "timer")
+        loop.call_soon(order.append, "soon")
+        await asyncio.sleep(0.5)
+        order.append("sleeper")
+        return order
+
+    assert run_simulation(main()) == ["soon", "timer", "sleeper"]
+
+
+def test_a_run_tunes_the_garbage_collector_and_restores_it() -> None:
+    before = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+
+    async def main() -> tuple[tuple[int, int, int], int]:
+        return gc.get_threshold(), gc.get_freeze_count()
+
+    during, frozen = run_simulation(main())
+    assert during[0] >= 10_000 and during[1:] == before[1:]
+    assert frozen > 0  # what existed before the run is left out of its collections
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(ZeroDivisionError):  # restored after a failed run too
+
+        async def failing() -> None:
+            raise ZeroDivisionError
+
+        run_simulation(failing())
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
