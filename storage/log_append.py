@@ -63,6 +63,7 @@ __all__ = [
 BatchEntry = tuple[int, BatchHeader, memoryview]
 """One batch of an append: its position in the request, its header, its bytes."""
 
+
 class LogAppendInfo(NamedTuple):
     """What an append did (offsets assigned, timestamps) — per append, not per record.
 
