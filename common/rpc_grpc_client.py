@@ -49,6 +49,7 @@ from kafkasim.common.security import (
     SASL_USERNAME_METADATA,
 )
 from kafkasim.common.tls import TlsMaterial, client_tls
+from kafkasim.common.waits import wait_any
 from kafkasim.proto import MethodSpec, method_spec
 
 __all__ = [
@@ -190,9 +191,12 @@ class GrpcBidiStream:
     """One client-side bidirectional stream; implements ``common.rpc.BidiStream``.
 
     ``recv`` keeps at most one read outstanding and never cancels it: a grpc.aio read that is
-    cancelled midway cannot be resumed, so a ``recv`` that times out (DEADLINE_EXCEEDED) leaves
-    the read pending and the next ``recv`` picks up its message. A timed-out ``recv`` does not
-    break the stream. A stream that ended or broke keeps failing with the same error.
+    cancelled midway cancels the whole call, so a ``recv`` that times out (DEADLINE_EXCEEDED)
+    leaves the read pending and the next ``recv`` picks up its message (at once, without
+    yielding, if it has arrived meanwhile). The read runs as its own task because of that, even
+    without a timeout: cancelling the task that waits in ``recv`` must not cancel the call. A
+    timed-out ``recv`` does not break the stream. A stream that ended or broke keeps failing
+    with the same error.
     """
 
     def __init__(self, transport: GrpcTransport, spec: MethodSpec, call: Any) -> None:
@@ -221,11 +225,10 @@ class GrpcBidiStream:
     async def recv(self, timeout_s: float | None = None) -> Message:
         if self._closed:
             raise RpcError(RpcStatus.CANCELLED, "stream closed")
-        if self._reading is None:
-            self._reading = asyncio.ensure_future(self._call.read())
         reading = self._reading
-        done, _ = await asyncio.wait({reading}, timeout=timeout_s)
-        if not done:
+        if reading is None:
+            reading = self._reading = asyncio.ensure_future(self._call.read())
+        if not reading.done() and not await wait_any((reading,), timeout_s):
             raise RpcError(RpcStatus.DEADLINE_EXCEEDED, f"no message within {timeout_s} s")
         self._reading = None
         if reading.cancelled():

@@ -296,6 +296,54 @@ def test_a_recv_timeout_leaves_the_stream_usable(kind: str) -> None:
     run(kind, scenario)
 
 
+async def slow_echo_fetch_stream(requests: AsyncIterator[Message]) -> AsyncIterator[Message]:
+    """``echo_fetch_stream`` that answers each request 0.3 s late."""
+    async for request in requests:
+        assert isinstance(request, pb.FetchRequest)
+        await asyncio.sleep(0.3)
+        yield pb.FetchResponse(
+            partitions=[pb.FetchPartitionResponse(high_watermark=request.replica_id)]
+        )
+
+
+def test_an_answer_that_comes_after_a_recv_timed_out_goes_to_the_next_recv(kind: str) -> None:
+    """A timed-out recv loses nothing: the late answer is the next recv's, in order."""
+
+    async def scenario(env: Env) -> None:
+        server = await env.serve(streams={proto.METHOD_REPLICA_FETCH: slow_echo_fetch_stream})
+        stream = env.transport("client").open_stream(server.address, proto.METHOD_REPLICA_FETCH)
+        await stream.send(fetch(7))
+        with pytest.raises(RpcError) as raised:
+            await stream.recv(0.05)
+        assert raised.value.status is RpcStatus.DEADLINE_EXCEEDED
+        await asyncio.sleep(0.5)  # the answer arrives while no recv waits for it
+        await stream.send(fetch(8))
+        assert hw_of(await stream.recv(TIMEOUT_S)) == 7
+        assert hw_of(await stream.recv(TIMEOUT_S)) == 8
+        await stream.close()
+
+    run(kind, scenario)
+
+
+def test_cancelling_a_task_waiting_in_recv_leaves_the_stream_usable(kind: str) -> None:
+    async def scenario(env: Env) -> None:
+        server = await env.serve(streams={proto.METHOD_REPLICA_FETCH: slow_echo_fetch_stream})
+        stream = env.transport("client").open_stream(server.address, proto.METHOD_REPLICA_FETCH)
+        await stream.send(fetch(3))
+        for timeout_s in (None, TIMEOUT_S):
+            waiting = asyncio.ensure_future(stream.recv(timeout_s))
+            await asyncio.sleep(0.05)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+        assert hw_of(await stream.recv(TIMEOUT_S)) == 3
+        await stream.send(fetch(4))
+        assert hw_of(await stream.recv(TIMEOUT_S)) == 4
+        await stream.close()
+
+    run(kind, scenario)
+
+
 def test_server_stop_breaks_an_open_stream(kind: str) -> None:
     async def scenario(env: Env) -> None:
         server = await env.serve(streams={proto.METHOD_REPLICA_FETCH: echo_fetch_stream})
