@@ -273,15 +273,21 @@ class Partition:
         self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1
     ) -> None:
         """A follower fetched at ``fetch_offset``: its LEO is now that; the HW may move. Its
-        ``log_start_offset`` (when given) may complete parked DeleteRecords."""
+        ``log_start_offset`` (when given) may complete parked DeleteRecords.
+
+        As Kafka's ``updateFollowerFetchState``, per fetch: the HW is computed again only when
+        the follower's LEO moved (nothing else it depends on changes at a fetch), and parked
+        DeleteRecords are checked again only when the HW or the follower's start moved."""
         state = self.followers.get(replica_id)
         if state is None:
             return
+        previous_end, previous_start = state.log_end_offset, state.log_start_offset
         record_follower_fetch(state, fetch_offset, self.log.log_end_offset, now_ms)
         if log_start_offset >= 0:
             state.log_start_offset = log_start_offset
-        self.maybe_increment_high_watermark()
-        self.maybe_complete_delete_records()
+        hw_moved = state.log_end_offset != previous_end and self.maybe_increment_high_watermark()
+        if hw_moved or state.log_start_offset != previous_start:
+            self.maybe_complete_delete_records()
 
     def maybe_increment_high_watermark(self) -> bool:
         if not self.is_leader:

@@ -144,3 +144,39 @@ def test_a_follower_refuses_and_losing_leadership_fails_parked_deletes(tmp_path:
             _ = partition.low_watermark
 
     run(scenario())
+
+
+def test_a_follower_fetch_computes_the_hw_again_only_when_the_followers_leo_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's updateFollowerFetchState: the same fetch offset again changes nothing the HW
+    depends on, so the HW is not computed (nor parked DeleteRecords checked) per such fetch."""
+
+    async def scenario() -> None:
+        partition = leader(tmp_path)
+        partition.append_records_to_leader(make_batch([b"f"]), 1)
+        computed: list[int] = []
+        checked: list[int] = []
+        increment = partition.maybe_increment_high_watermark
+        check_deletes = partition.maybe_complete_delete_records
+
+        def counting_increment() -> bool:
+            computed.append(partition.high_watermark)
+            return increment()
+
+        def counting_check() -> None:
+            checked.append(partition.high_watermark)
+            check_deletes()
+
+        monkeypatch.setattr(partition, "maybe_increment_high_watermark", counting_increment)
+        monkeypatch.setattr(partition, "maybe_complete_delete_records", counting_check)
+        partition.record_follower_fetch(2, 5, NOW_MS, log_start_offset=0)
+        assert computed == [] and checked == []
+        partition.record_follower_fetch(2, 6, NOW_MS, log_start_offset=0)
+        assert computed == [5] and checked == []  # 3 still at 5: the HW stays
+        partition.record_follower_fetch(3, 6, NOW_MS, log_start_offset=0)
+        assert computed == [5, 5] and checked == [6] and partition.high_watermark == 6
+        partition.record_follower_fetch(3, 6, NOW_MS, log_start_offset=2)
+        assert computed == [5, 5] and checked == [6, 6]  # its start moved: deletes checked
+
+    run(scenario())
