@@ -282,6 +282,8 @@ class LogCleaner:
                             )
                         ],
                         len(data),
+                        # Set to the group's own below, once the cleaned segment is complete.
+                        cleaned.last_modified_ms,
                     )
                     stats.bytes_written += len(data)
         cleaned.on_become_inactive_segment()

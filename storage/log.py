@@ -54,6 +54,7 @@ from kafkasim.storage.loader import load_log, rebuild_producer_state
 from kafkasim.storage.log_append import (
     AppendOrigin,
     AppendRules,
+    BatchEntry,
     LogAppendInfo,
     PlannedAppend,
     analyze_append,
@@ -80,7 +81,7 @@ from kafkasim.storage.log_transactions import (
     complete_txns,
     last_stable_offset,
 )
-from kafkasim.storage.producer_state import ProducerStateManager
+from kafkasim.storage.producer_state import ProducerStateManager, SavedProducerState
 from kafkasim.storage.records.batch import Record
 from kafkasim.storage.records.entry import LogEntryHeader
 from kafkasim.storage.segment import FetchDataInfo, LogSegment, new_segment
@@ -270,11 +271,10 @@ class Log:
         entries = validate_and_convert(entries, rules, now_ms, is_client=is_client)
         append_time = now_ms if rules.log_append_time else -1
         plan = assign_offsets(entries, self._next_offset, leader_epoch, append_time)
-        producer_ids = {h.producer_id for _, h, _ in entries if h.producer_id >= 0}
-        saved = self.producer_state.save_entries(producer_ids) if producer_ids else None
+        saved = self._save_producers(entries)
         completed: list[CompletedTxn] = []
         try:
-            segment = self._maybe_roll(plan)
+            segment = self._maybe_roll(plan, now_ms)
             if not is_client and saved is not None:
                 completed = apply_batches(
                     self.producer_state,
@@ -295,7 +295,7 @@ class Log:
                 )
                 if duplicate is not None:
                     return duplicate  # an idempotent retry: the original's offsets, no append
-            self._write(segment, plan, completed)
+            self._write(segment, plan, now_ms, completed)
         except BaseException:
             if saved is not None:
                 self.producer_state.restore_entries(saved)
@@ -317,23 +317,35 @@ class Log:
                 f"but the log end offset is {self._next_offset}"
             )
         plan = as_replicated(view, entries)
-        segment = self._maybe_roll(plan)
-        producer_ids = {h.producer_id for _, h, _ in entries if h.producer_id >= 0}
-        saved = self.producer_state.save_entries(producer_ids) if producer_ids else None
+        now_ms = self._clock.time_ms()
+        segment = self._maybe_roll(plan, now_ms)
+        saved = self._save_producers(entries)
         try:
             completed = apply_batches(
                 self.producer_state,
                 ((h, v, h.base_offset) for _, h, v in entries),
                 AppendOrigin.REPLICATION,
             )
-            self._write(segment, plan, completed)
+            self._write(segment, plan, now_ms, completed)
         except BaseException:
             if saved is not None:
                 self.producer_state.restore_entries(saved)
             raise
         return plan.info(-1, self.log_start_offset)
 
-    def _maybe_roll(self, plan: PlannedAppend) -> LogSegment:
+    def _save_producers(self, entries: list[BatchEntry]) -> SavedProducerState | None:
+        """The producer entries an append may change, saved to restore if it fails; None when
+        no batch has a producer id (a loop, not a set comprehension: most appends have one
+        batch without producer, and a comprehension's frame costs more than that)."""
+        producer_ids: set[int] | None = None
+        for _, header, _ in entries:
+            if header.producer_id >= 0:
+                if producer_ids is None:
+                    producer_ids = set()
+                producer_ids.add(header.producer_id)
+        return None if producer_ids is None else self.producer_state.save_entries(producer_ids)
+
+    def _maybe_roll(self, plan: PlannedAppend, now_ms: int) -> LogSegment:
         """The segment an append goes to: the active one, or a new one rolled at the append's
         first offset (Kafka's ``maybeRoll``), before the producer state sees the append."""
         total = plan.total
@@ -343,15 +355,19 @@ class Log:
                 f"{self.config.segment_bytes}"
             )
         segment = self.segments.active
-        if segment.should_roll(plan.roll_params(self.config, self._clock.time_ms())):
+        if segment.should_roll(self.config, plan.max_timestamp, plan.last_offset, total, now_ms):
             segment = self.roll(plan.first_offset)
         return segment
 
     def _write(
-        self, segment: LogSegment, plan: PlannedAppend, completed: Sequence[CompletedTxn] = ()
+        self,
+        segment: LogSegment,
+        plan: PlannedAppend,
+        now_ms: int,
+        completed: Sequence[CompletedTxn] = (),
     ) -> None:
         try:
-            segment.append(plan.chunks, plan.batches, plan.total)
+            segment.append(plan.chunks, plan.batches, plan.total, now_ms)
             if completed:
                 complete_txns(self.producer_state, segment.txn_index, completed)
         except OSError as e:

@@ -42,7 +42,7 @@ from kafkasim.storage.records.batch import (
 )
 from kafkasim.storage.records.compression import MAX_CODEC_ID, CompressionType
 from kafkasim.storage.records.validation import validate_leader_batch
-from kafkasim.storage.segment import AppendedBatch, RollParams
+from kafkasim.storage.segment import AppendedBatch
 
 _BASE_AND_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 LEGACY_MESSAGE_MIN_SIZE = 14  # crc, magic, attributes, key and value lengths
@@ -120,25 +120,11 @@ class PlannedAppend(NamedTuple):
     batches: list[AppendedBatch]
     epochs: Sequence[tuple[int, int]]  # (leader epoch, its first offset) to record
     first_offset: int
+    last_offset: int
     max_timestamp: int
     offset_of_max_timestamp: int
     record_count: int
     total: int
-
-    @property
-    def last_offset(self) -> int:
-        return self.batches[-1].last_offset
-
-    def roll_params(self, config: LogConfig, now_ms: int) -> RollParams:
-        """What the active segment needs to decide whether this append rolls it."""
-        return RollParams(
-            config.segment_ms,
-            config.segment_bytes,
-            self.max_timestamp,
-            self.last_offset,
-            self.total,
-            now_ms,
-        )
 
     def info(self, log_append_time: int, log_start_offset: int) -> LogAppendInfo:
         return LogAppendInfo(
@@ -287,6 +273,7 @@ def assign_offsets(
         batches,
         ((leader_epoch, first_offset),),
         first_offset,
+        next_offset - 1,
         max_ts,
         max_ts_offset,
         record_count,
@@ -316,6 +303,7 @@ def as_replicated(view: memoryview, entries: list[BatchEntry]) -> PlannedAppend:
         batches,
         epochs,
         first.base_offset,
+        batches[-1].last_offset,
         max_ts,
         max_ts_offset,
         record_count,

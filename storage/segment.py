@@ -48,17 +48,6 @@ from kafkasim.storage.txn_index import AbortedTxn, TransactionIndex
 log = logging.getLogger(__name__)
 
 
-class RollParams(NamedTuple):
-    """What ``should_roll`` needs to know about the append that is coming."""
-
-    max_segment_ms: int
-    max_segment_bytes: int
-    max_timestamp_in_messages: int
-    max_offset_in_messages: int
-    messages_size: int
-    now_ms: int
-
-
 class AppendedBatch(NamedTuple):
     """Per-batch facts the segment needs to index an append (no record decoding)."""
 
@@ -227,11 +216,13 @@ class LogSegment:
     # -- writing ----------------------------------------------------------------------------
 
     def append(
-        self, chunks: Sequence[Buffer], batches: Sequence[AppendedBatch], total: int
+        self, chunks: Sequence[Buffer], batches: Sequence[AppendedBatch], total: int, now_ms: int
     ) -> None:
         """Append whole batches (already validated and given offsets) and index them.
 
-        ``total`` is the sum of the batch sizes (the caller has it already)."""
+        ``total`` is the sum of the batch sizes (the caller has it already); ``now_ms`` the
+        clock's time of the append (the log read it once for the whole append), which becomes
+        the segment's last-modified time."""
         if total == 0:
             return
         last_offset = batches[-1].last_offset
@@ -257,21 +248,31 @@ class LogSegment:
             position += size
         self.bytes_since_last_index_entry = since_last
         self._max_ts_and_offset = (max_ts, max_ts_offset)
-        self.last_modified_ms = self._clock.time_ms()
+        self.last_modified_ms = now_ms
 
-    def should_roll(self, params: RollParams) -> bool:
-        """Kafka's four roll conditions (size, time, full index, relative-offset overflow)."""
+    def should_roll(
+        self,
+        config: LogConfig,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        messages_size: int,
+        now_ms: int,
+    ) -> bool:
+        """Kafka's four roll conditions (size, time, full index, relative-offset overflow) for
+        an append of ``messages_size`` bytes up to ``max_offset_in_messages``, under
+        ``config``'s segment.bytes and segment.ms (Kafka's ``RollParams``, passed as arguments:
+        no tuple built per append)."""
         size = self.log.size
         return (
-            size > params.max_segment_bytes - params.messages_size
+            size > config.segment_bytes - messages_size
             or (
                 size > 0
-                and self._time_waited_for_roll(params.now_ms, params.max_timestamp_in_messages)
-                > params.max_segment_ms - self.roll_jitter_ms
+                and self._time_waited_for_roll(now_ms, max_timestamp_in_messages)
+                > config.segment_ms - self.roll_jitter_ms
             )
             or self.offset_index.is_full()
             or self.time_index.is_full()
-            or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
+            or not self.can_convert_to_relative_offset(max_offset_in_messages)
         )
 
     def _time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:

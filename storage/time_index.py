@@ -49,7 +49,7 @@ class TimeIndex(AbstractIndex):
         """True when only the reserved last slot is left."""
         # The last slot is kept for the roll/close entry (``skip_full_check=True``): a segment
         # that rolls because this index filled up must still record its final max timestamp.
-        return self.entries >= self.max_entries - 1
+        return self._entries >= self._max_entries - 1
 
     @property
     def last_entry(self) -> TimestampOffset:
