@@ -274,9 +274,6 @@ class AbstractIndex(ABC):
 
     # -- for subclasses -----------------------------------------------------------------------
 
-    def _increment_entries(self) -> None:
-        self._entries += 1
-
     def _truncate_to_entries(self, entries: int) -> None:
         self._entries = entries
 

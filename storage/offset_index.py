@@ -87,8 +87,11 @@ class OffsetIndex(AbstractIndex):
         InvalidOffsetError if the index is full, the offset is not larger than the last one, or
         it does not fit an int32 relative to ``base_offset``.
         """
-        self._require_open()
-        self._require_writable("append")
+        # Once per append of the log: the checks are inlined, their helpers called only to
+        # raise (each call costs about what the whole entry write does).
+        if self._closed or not self._writable:
+            self._require_open()
+            self._require_writable("append")
         entries = self._entries
         if entries >= self._max_entries:
             raise InvalidOffsetError(
@@ -100,11 +103,13 @@ class OffsetIndex(AbstractIndex):
                 f"attempt to append offset {offset} at slot {entries} of {self.path}, no larger "
                 f"than the last offset appended ({self.last_offset})"
             )
-        relative = self.relative_offset(offset)
+        relative = offset - self._base_offset
+        if not 0 <= relative <= INT32_MAX:
+            self.relative_offset(offset)  # raises, naming the offset and the index
         if not 0 <= position <= INT32_MAX:
             raise ValueError(f"position {position} for offset {offset} does not fit an int32")
         _ENTRY.pack_into(self._view(), entries * self.entry_size, relative, position)
-        self._increment_entries()
+        self._entries = entries + 1
         self._last = OffsetPosition(offset, position)
 
     def truncate_to(self, offset: int) -> None:

@@ -6,7 +6,7 @@ import struct
 from typing import ClassVar, NamedTuple
 
 from kafkasim.common.errors import CorruptIndexError, InvalidOffsetError
-from kafkasim.common.sentinels import NO_TIMESTAMP
+from kafkasim.common.sentinels import INT32_MAX, NO_TIMESTAMP
 from kafkasim.storage.index import AbstractIndex
 
 _ENTRY = struct.Struct(">qi")
@@ -81,8 +81,11 @@ class TimeIndex(AbstractIndex):
         ``skip_full_check`` lets that roll/close entry use the reserved last slot.
         InvalidOffsetError if the index is full, or the offset or the timestamp goes backwards.
         """
-        self._require_open()
-        self._require_writable("append")
+        # Once per append of the log: the checks are inlined, their helpers called only to
+        # raise (each call costs about what the whole entry write does).
+        if self._closed or not self._writable:
+            self._require_open()
+            self._require_writable("append")
         entries = self._entries
         if not skip_full_check and entries >= self._max_entries - 1:  # is_full()
             raise InvalidOffsetError(
@@ -102,14 +105,16 @@ class TimeIndex(AbstractIndex):
             )
         if timestamp <= last.timestamp:
             return
-        relative = self.relative_offset(offset)
-        if entries >= self.max_entries:
+        relative = offset - self._base_offset
+        if not 0 <= relative <= INT32_MAX:
+            self.relative_offset(offset)  # raises, naming the offset and the index
+        if entries >= self._max_entries:
             raise InvalidOffsetError(
                 f"attempt to append ({timestamp}, {offset}) to {self.path}: no slot left, "
                 f"not even the reserved one ({entries} entries)"
             )
         _ENTRY.pack_into(self._view(), entries * self.entry_size, timestamp, relative)
-        self._increment_entries()
+        self._entries = entries + 1
         self._last = TimestampOffset(timestamp, offset)
 
     def truncate_to(self, offset: int) -> None:

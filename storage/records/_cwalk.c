@@ -242,27 +242,89 @@ walk(const uint8_t *data, Py_ssize_t end, Py_ssize_t count, const Checks *c, int
     return 1;
 }
 
-static PyObject *
-cwalk_walk_records(PyObject *self, PyObject *args, PyObject *kwargs)
+#define WALK_ARGS 8
+static const char *const walk_keywords[WALK_ARGS] = {
+    "data", "count", "last_delta", "dense", "compacted", "base_ts", "low", "high"};
+
+/* The arguments by position or by name into slots[0..7], each exactly once (METH_FASTCALL:
+ * validation calls with eight positional arguments on every append, and the keyword parsing
+ * of PyArg_ParseTupleAndKeywords, a dict built per call, cost about what a small batch's walk
+ * does; the other walks' callers still pass the checks by name). -1 with TypeError set. */
+static int
+walk_arguments(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **slots)
 {
-    static char *keywords[] = {"data", "count", "last_delta", "dense", "compacted",
-                               "base_ts", "low", "high", NULL};
+    Py_ssize_t i, k, nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (k = 0; k < WALK_ARGS; k++) {
+        slots[k] = NULL;
+    }
+    if (nargs > WALK_ARGS) {
+        PyErr_Format(PyExc_TypeError, "walk_records() takes at most %d arguments (%zd given)",
+                     WALK_ARGS, nargs);
+        return -1;
+    }
+    for (i = 0; i < nargs; i++) {
+        slots[i] = args[i];
+    }
+    for (i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        for (k = 0; k < WALK_ARGS; k++) {
+            if (PyUnicode_CompareWithASCIIString(name, walk_keywords[k]) == 0) {
+                break;
+            }
+        }
+        if (k == WALK_ARGS) {
+            PyErr_Format(PyExc_TypeError, "walk_records() got an unexpected keyword argument '%U'",
+                         name);
+            return -1;
+        }
+        if (slots[k] != NULL) {
+            PyErr_Format(PyExc_TypeError, "walk_records() got multiple values for argument '%s'",
+                         walk_keywords[k]);
+            return -1;
+        }
+        slots[k] = args[nargs + i];
+    }
+    for (k = 0; k < WALK_ARGS; k++) {
+        if (slots[k] == NULL) {
+            PyErr_Format(PyExc_TypeError, "walk_records() missing required argument '%s'",
+                         walk_keywords[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+cwalk_walk_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *slots[WALK_ARGS];
     Py_buffer view;
-    PyObject *count_obj, *last_obj, *base_obj, *low_obj, *high_obj;
     int dense, compacted, ovf, found;
     int64_t count, base_ts, max_delta = 0;
     Checks c;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*O$OppOOO:walk_records", keywords, &view,
-                                     &count_obj, &last_obj, &dense, &compacted, &base_obj,
-                                     &low_obj, &high_obj)) {
+    if (walk_arguments(args, nargs, kwnames, slots) < 0) {
+        return NULL;
+    }
+    /* As PyArg_Parse's "p": any object's truth. */
+    dense = PyObject_IsTrue(slots[3]);
+    compacted = PyObject_IsTrue(slots[4]);
+    if (dense < 0 || compacted < 0) {
+        return NULL;
+    }
+    /* As PyArg_Parse's "y*": a contiguous bytes-like object, never a str. */
+    if (PyUnicode_Check(slots[0])) {
+        PyErr_SetString(PyExc_TypeError, "data must be a bytes-like object, not 'str'");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(slots[0], &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
     c.dense = dense;
     c.compacted = compacted;
-    if (clamped_int64(count_obj, "count", &count, &ovf) < 0 ||
-        clamped_int64(last_obj, "last_delta", &c.last_delta, &ovf) < 0 ||
-        clamped_int64(base_obj, "base_ts", &base_ts, &ovf) < 0) {
+    if (clamped_int64(slots[1], "count", &count, &ovf) < 0 ||
+        clamped_int64(slots[2], "last_delta", &c.last_delta, &ovf) < 0 ||
+        clamped_int64(slots[5], "base_ts", &base_ts, &ovf) < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
@@ -270,8 +332,8 @@ cwalk_walk_records(PyObject *self, PyObject *args, PyObject *kwargs)
      * gives a timestamp of -1. */
     c.has_unset = ovf == 0;
     c.unset = -1 - base_ts;
-    if (clamped_int64(low_obj, "low", &c.low, &c.low_ovf) < 0 ||
-        clamped_int64(high_obj, "high", &c.high, &c.high_ovf) < 0) {
+    if (clamped_int64(slots[6], "low", &c.low, &c.low_ovf) < 0 ||
+        clamped_int64(slots[7], "high", &c.high, &c.high_ovf) < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
@@ -288,8 +350,8 @@ cwalk_walk_records(PyObject *self, PyObject *args, PyObject *kwargs)
 
 static PyMethodDef cwalk_methods[] = {
     {"walk_records", (PyCFunction)(void (*)(void))cwalk_walk_records,
-     METH_VARARGS | METH_KEYWORDS,
-     "walk_records(data, count, *, last_delta, dense, compacted, base_ts, low, high)\n--\n\n"
+     METH_FASTCALL | METH_KEYWORDS,
+     "walk_records(data, count, last_delta, dense, compacted, base_ts, low, high)\n--\n\n"
      "The largest timestamp delta of count records filling data, if every record passes the "
      "record-by-record walk's checks; None to let that walk judge."},
     {NULL, NULL, 0, NULL},

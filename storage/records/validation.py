@@ -52,6 +52,7 @@ from kafkasim.common.errors import (
 )
 from kafkasim.common.sentinels import INT64_MAX, NO_TIMESTAMP
 from kafkasim.storage.records.batch import (
+    COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     LENGTH_OFFSET,
     MAGIC_OFFSET,
@@ -71,7 +72,8 @@ _UNBOUNDED = 1 << 70
 """Farther than any int64 timestamp delta can reach: a bound that never trips."""
 
 Walk = Callable[..., int | None]
-"""A record walk: ``(data, count, *, last_delta, dense, compacted, base_ts, low, high)``."""
+"""A record walk: ``(data, count, *, last_delta, dense, compacted, base_ts, low, high)``; the
+compiled one also takes the checks by position (``COMPILED_WALK`` is called so on appends)."""
 
 
 def _compiled_walk() -> Walk | None:
@@ -151,10 +153,13 @@ def validate_batch_records(
     count = header.records_count
     if count < 0:
         raise InvalidRecordError(f"{_where(pos)}: invalid record count {count}")
-    try:
-        codec = header.compression
-    except CorruptRecordError as e:
-        raise CorruptRecordError(f"{_where(pos)}: {e.message}") from None
+    if header.attributes & COMPRESSION_CODEC_MASK == 0:
+        codec = CompressionType.NONE  # the usual batch: no codec lookup
+    else:
+        try:
+            codec = header.compression
+        except CorruptRecordError as e:
+            raise CorruptRecordError(f"{_where(pos)}: {e.message}") from None
     if count == 0:
         # Kafka's record iterator stops at once, then finds any record data left over
         # ("records still remaining"); an empty batch as compaction writes it has none.
@@ -177,15 +182,16 @@ def validate_batch_records(
         # caller's view (the append path passes one) or of a view of its buffer, released
         # when the call returns (no ``with``: its calls cost more than a small batch's walk).
         view = buf if type(buf) is memoryview else memoryview(buf)
+        # By position: the compiled walk takes its checks so without a keyword parse.
         found = COMPILED_WALK(
             view[pos + RECORDS_OFFSET : pos + size],
             count,
-            last_delta=last_delta,
-            dense=dense_offsets,
-            compacted=compacted,
-            base_ts=base_ts,
-            low=low,
-            high=high,
+            last_delta,
+            dense_offsets,
+            compacted,
+            base_ts,
+            low,
+            high,
         )
         del view
     if found is None:

@@ -138,6 +138,38 @@ def test_buffers_of_every_kind_are_read_in_place() -> None:
 
 
 @needs_cwalk
+def test_the_checks_are_taken_by_position_or_by_name() -> None:
+    """Validation passes the eight arguments by position (no keyword parse per append); the
+    other callers name the checks; both answer alike, and a wrong call is a TypeError naming
+    the argument."""
+    assert cwalk is not None
+    batch = make_batch(random.Random(3), 30)
+    area = area_of(batch)
+    checks = checks_of(batch)
+    expected = same(area, 30, checks)
+    assert expected is not None
+    assert cwalk(area, 30, *checks.values()) == expected  # type: ignore[arg-type]
+    assert cwalk(area, count=30, **checks) == expected  # type: ignore[arg-type]
+    names = list(checks)
+    assert cwalk(area, 30, *list(checks.values())[:3], **dict(list(checks.items())[3:])) == (  # type: ignore[arg-type]
+        expected
+    )
+    wrong: list[tuple[Callable[[], object], str]] = [
+        (lambda: cwalk(area, 30, *checks.values(), 0), "at most 8 arguments"),  # type: ignore[arg-type, misc]
+        (lambda: cwalk(area, 30, **checks, extra=1), "unexpected keyword argument 'extra'"),  # type: ignore[arg-type, call-arg]
+        (
+            lambda: cwalk(area, 30, *checks.values(), **{names[-1]: 0}),  # type: ignore[arg-type, misc]
+            f"multiple values for argument '{names[-1]}'",
+        ),
+        (lambda: cwalk(area, 30, 1, True), "missing required argument 'compacted'"),  # type: ignore[call-arg]
+        (lambda: cwalk(area, 30, **{**checks, "low": 1.5}), "low must be an int"),  # type: ignore[arg-type]
+    ]
+    for call, message in wrong:
+        with pytest.raises(TypeError, match=message):
+            call()
+
+
+@needs_cwalk
 def test_no_records_is_left_to_the_walk() -> None:
     assert cwalk is not None
     assert cwalk(b"", 0, **checks_of(make_batch(random.Random(0), 1))) is None  # type: ignore[arg-type]
@@ -302,10 +334,10 @@ def test_validation_uses_the_compiled_walk_on_the_records_in_place(
         assert validation.COMPILED_WALK is cwalk  # built: in use
     seen: list[type] = []
 
-    def spy(data: bytes, count: int, **checks: int | bool) -> int | None:
+    def spy(data: bytes, count: int, *checks: int | bool) -> int | None:
         seen.append(type(data))
         assert cwalk is not None
-        return cwalk(data, count, **checks)  # type: ignore[arg-type]
+        return cwalk(data, count, *checks)  # type: ignore[arg-type]
 
     monkeypatch.setattr(validation, "COMPILED_WALK", spy)
     batch = make_batch(random.Random(3), 15, nulls=False)
