@@ -1,6 +1,6 @@
 """The log of one partition replica: its segments, offsets, producer state and epochs.
 
-(One module, ~680 lines: the state every part of the log shares; appends, reads, retention and
+(One module, ~700 lines: the state every part of the log shares; appends, reads, retention and
 transactions are in ``log_append``, ``log_read``, ``log_retention`` and ``log_transactions``.)
 
 Kafka's ``UnifiedLog`` with its ``LocalLog``. It owns the segment map, the leader-epoch cache
