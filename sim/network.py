@@ -41,8 +41,12 @@ What a fault looks like to the caller (every one an :class:`~common.rpc.RpcError
     our own stream or transport closed, our node crashed   CANCELLED at once
     no such method (on that server / in the contract)      UNIMPLEMENTED
 
-Buffers are unbounded: a sender is never slowed down by a slow receiver (``send`` only yields
-to the loop once). Not thread-safe: everything runs on the one loop.
+Buffers are unbounded: a sender is never slowed down by a slow receiver (a stream's ``send``
+does not even yield to the loop). Not thread-safe: everything runs on the one loop.
+
+Loop steps per message (the simulation's cost): a unary call is one timer per hop, the
+handler's task and the caller's wakeup; a stream frame is one timer (frames due together share
+it) and the receiver's wakeup.
 """
 
 from __future__ import annotations

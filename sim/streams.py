@@ -326,6 +326,9 @@ class SimBidiStream:
         """Queue a message to the server; RpcError once the stream has ended or broken.
 
         A message sent on a doomed stream (whose break is not detected yet) is silently lost.
+        The buffer is unbounded, so a send never waits and does not yield to the loop (a
+        yield would be one loop step per message for nothing: the sender goes on to await an
+        answer or its next work anyway, and every verdict and finding stayed the same).
         """
         self._stream.spec.check_request(message)
         if self._closed:
@@ -334,7 +337,6 @@ class SimBidiStream:
         if error is not None:
             raise RpcError(error.status, error.message)
         self._stream.to_server.put(_Data(message.SerializeToString()))
-        await asyncio.sleep(0)  # a send is a scheduling point, as over gRPC
 
     async def recv(self, timeout_s: float | None = None) -> Message:
         """The next message; DEADLINE_EXCEEDED after ``timeout_s`` leaves the stream usable."""

@@ -519,3 +519,19 @@ def test_a_served_call_leaves_no_timer_armed() -> None:
         return sum(not timer.cancelled() for timer in scheduled)
 
     assert simulate(scenario) == 0
+
+
+def test_a_stream_send_queues_without_yielding_to_the_loop() -> None:
+    """A send costs no loop step (buffers are unbounded): nothing else runs during it."""
+
+    async def scenario(cluster: Cluster) -> list[str]:
+        events: list[str] = []
+        stream = cluster.transports["a"].open_stream("b:9092", proto.METHOD_REPLICA_FETCH)
+        asyncio.get_running_loop().call_soon(events.append, "other callback")
+        await stream.send(fetch(1))
+        events.append("sent")
+        assert hw_of(await stream.recv(TIMEOUT_S)) == 1
+        await stream.close()
+        return events
+
+    assert simulate(scenario) == ["sent", "other callback"]
