@@ -18,10 +18,12 @@ Not thread-safe: one event loop owns a client.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from kafkasim import proto
 from kafkasim.client.metadata import ClusterMetadata
@@ -49,6 +51,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 # Kafka 3.7's retry.backoff.max.ms default: the cap of every client's exponential backoff.
 RETRY_BACKOFF_MAX_MS = 1000
@@ -143,17 +147,15 @@ class NetworkClient:
 
     def retrying(self, *, retry_on: object = retriable) -> AsyncRetrying:
         """Retry ``retry_on`` errors with exponential backoff until ``delivery.timeout.ms``
-        has passed on the client's clock (virtual in the simulation, so the deadline holds)."""
+        has passed on the client's clock (virtual in the simulation, so the deadline holds).
+        :meth:`retry` is the same policy without tenacity's per-use cost (the hot paths)."""
         deadline = self.clock.monotonic_ms() + self.delivery_timeout_ms
 
         def past_deadline(_state: RetryCallState) -> bool:
             return self.clock.monotonic_ms() >= deadline
 
-        backoff = wait_exponential(multiplier=self.backoff_s, max=self.backoff_max_s)
-
         def wait(state: RetryCallState) -> float:
-            # Never back off past the deadline: the last attempt is made at it.
-            return min(backoff(state), max(deadline - self.clock.monotonic_ms(), 0) / 1000)
+            return self._backoff_s(state.attempt_number, deadline)
 
         return AsyncRetrying(
             stop=past_deadline,
@@ -161,6 +163,37 @@ class NetworkClient:
             retry=retry_if_exception(retry_on),  # type: ignore[arg-type]
             reraise=True,
         )
+
+    async def retry(
+        self,
+        attempt: Callable[[], Awaitable[_T]],
+        *,
+        retry_on: Callable[[BaseException], bool] = retriable,
+    ) -> _T:
+        """``attempt()`` under :meth:`retrying`'s policy, step for step (the same checks, the
+        same sleeps), as a plain loop: building and driving tenacity's machinery per call
+        costs more than a simulated fetch round trip. The last error is raised as it is."""
+        deadline = self.clock.monotonic_ms() + self.delivery_timeout_ms
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return await attempt()
+            except BaseException as e:
+                if not retry_on(e) or self.clock.monotonic_ms() >= deadline:
+                    raise
+            await asyncio.sleep(self._backoff_s(attempts, deadline))
+
+    def _backoff_s(self, attempts: int, deadline_ms: int) -> float:
+        """The pause after ``attempts`` failed attempts: ``retry.backoff.ms`` doubled per
+        attempt up to ``retry.backoff.max.ms`` (tenacity's ``wait_exponential``), and never
+        past the deadline: the last attempt is made at it."""
+        try:
+            backoff = self.backoff_s * 2.0 ** (attempts - 1)
+        except OverflowError:
+            backoff = self.backoff_max_s
+        backoff = max(0.0, min(backoff, self.backoff_max_s))
+        return min(backoff, max(deadline_ms - self.clock.monotonic_ms(), 0) / 1000)
 
     # -- any broker -------------------------------------------------------------------------
 

@@ -337,15 +337,14 @@ class Workload:
         read_committed: bool,
     ) -> pb.FetchPartitionResponse:
         """One fetch answer, retried under the client's policy (as ``MinimalClient.fetch``)."""
-        async for attempt in client.retrying():
-            with attempt:
-                return await client.fetch_raw(
-                    tp,
-                    position,
-                    max_wait_ms=max_wait_ms,
-                    isolation_level=1 if read_committed else 0,
-                )
-        raise AssertionError("unreachable")  # pragma: no cover
+        return await client.retry(
+            lambda: client.fetch_raw(
+                tp,
+                position,
+                max_wait_ms=max_wait_ms,
+                isolation_level=1 if read_committed else 0,
+            )
+        )
 
     def record_read(
         self,

@@ -258,3 +258,75 @@ def test_retries_never_back_off_past_the_deadline() -> None:
 
     asyncio.run(main())
     assert waits == [1.0, 0.5]  # the second backoff is cut to the 0.5 s left
+
+
+def _failing_client(clock: ManualClock) -> NetworkClient:
+    return NetworkClient(
+        RefusingTransport(),
+        ["h1:9092"],
+        clock,
+        delivery_timeout_ms=5000,
+        retry_backoff_ms=100,
+        retry_backoff_max_ms=1000,
+    )
+
+
+def test_retry_is_retryings_policy_step_for_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plain loop makes the same attempts and the same (capped, deadline-cut) pauses."""
+
+    def run(use_tenacity: bool) -> tuple[list[float], int]:
+        clock = ManualClock()
+        client = _failing_client(clock)
+        waits: list[float] = []
+        attempts = 0
+
+        async def sleep(seconds: float) -> None:
+            waits.append(seconds)
+            clock.advance(int(seconds * 1000))
+
+        async def attempt() -> None:
+            nonlocal attempts
+            attempts += 1
+            await client.refresh_metadata()
+
+        async def main() -> None:
+            with pytest.raises(RpcError):
+                if use_tenacity:
+                    retrying = client.retrying()
+                    retrying.sleep = sleep  # type: ignore[method-assign]
+                    async for tried in retrying:
+                        with tried:
+                            await attempt()
+                else:
+                    with monkeypatch.context() as patch:
+                        patch.setattr(asyncio, "sleep", sleep)
+                        await client.retry(attempt)
+
+        asyncio.run(main())
+        return waits, attempts
+
+    waits, attempts = run(use_tenacity=False)
+    assert waits == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 0.5]
+    assert attempts == 9  # the last one at the deadline
+    assert run(use_tenacity=True) == (waits, attempts)
+
+
+def test_retry_raises_what_is_not_retriable_at_once_and_returns_a_success() -> None:
+    client = _failing_client(ManualClock())
+    failures = [RpcError(RpcStatus.UNAVAILABLE, "down"), RpcError(RpcStatus.UNAVAILABLE, "down")]
+
+    async def flaky() -> str:
+        if failures:
+            raise failures.pop()
+        return "answer"
+
+    async def broken() -> str:
+        raise ValueError("a bug")
+
+    async def main() -> str:
+        with pytest.raises(ValueError, match="a bug"):
+            await client.retry(broken)
+        return await client.retry(flaky)
+
+    assert asyncio.run(main()) == "answer"
+    assert failures == []

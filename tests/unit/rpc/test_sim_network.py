@@ -7,6 +7,7 @@ latency, and a seed replays a run exactly.
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
@@ -486,3 +487,51 @@ def test_a_slowed_link_validates_its_delay() -> None:
             cluster.network.slow_link("a", "b", -1.0)
 
     simulate(scenario)
+
+
+def test_a_caller_cancelled_once_its_error_came_has_read_it() -> None:
+    async def scenario(cluster: Cluster) -> list[str]:
+        loop = asyncio.get_running_loop()
+        reported: list[str] = []
+        loop.set_exception_handler(lambda _, context: reported.append(context["message"]))
+        pending = asyncio.ensure_future(
+            cluster.transports["a"].call(
+                "b:9092", proto.METHOD_METADATA, pb.MetadataRequest(), timeout_s=30
+            )
+        )
+        await asyncio.sleep(0)  # the call is in flight
+        cluster.network.crash("a")  # resolves the call's future with CANCELLED ...
+        pending.cancel()  # ... and its caller goes away before reading it
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        del pending
+        gc.collect()
+        return reported
+
+    assert simulate(scenario) == []
+
+
+def test_a_served_call_leaves_no_timer_armed() -> None:
+    async def scenario(cluster: Cluster) -> int:
+        loop = asyncio.get_running_loop()
+        assert await cluster.call("a", "b") == "b"
+        scheduled: list[asyncio.TimerHandle] = getattr(loop, "_scheduled")  # noqa: B009
+        return sum(not timer.cancelled() for timer in scheduled)
+
+    assert simulate(scenario) == 0
+
+
+def test_a_stream_send_queues_without_yielding_to_the_loop() -> None:
+    """A send costs no loop step (buffers are unbounded): nothing else runs during it."""
+
+    async def scenario(cluster: Cluster) -> list[str]:
+        events: list[str] = []
+        stream = cluster.transports["a"].open_stream("b:9092", proto.METHOD_REPLICA_FETCH)
+        asyncio.get_running_loop().call_soon(events.append, "other callback")
+        await stream.send(fetch(1))
+        events.append("sent")
+        assert hw_of(await stream.recv(TIMEOUT_S)) == 1
+        await stream.close()
+        return events
+
+    assert simulate(scenario) == ["sent", "other callback"]
