@@ -146,7 +146,7 @@ def consumer_summary(stdout: str) -> tuple[int, float] | None:
     return None
 
 
-def _consumed_s(tool: str, done: subprocess.CompletedProcess[str], records: int) -> float:
+def consumed_rate(tool: str, done: subprocess.CompletedProcess[str], records: int) -> float:
     summary = consumer_summary(done.stdout)
     if done.returncode != 0 or summary is None or summary[0] < records:
         read = "no summary" if summary is None else f"{summary[0]} of {records} records read"
@@ -182,7 +182,7 @@ def kafka_consumer_perf(cluster: ApacheKafkaCluster, topic: str, records: int) -
         timeout=600,
         check=False,
     )
-    return _consumed_s("ConsumerPerformance", done, records)
+    return consumed_rate("ConsumerPerformance", done, records)
 
 
 class Peers:
@@ -238,7 +238,7 @@ class Peers:
 
     def ours_read(self, size: int) -> float:
         argv, records = self.ours_read_argv(size)
-        return _consumed_s("consumer-perf-test", kafkasim(*argv), records)
+        return consumed_rate("consumer-perf-test", kafkasim(*argv), records)
 
 
 @contextlib.contextmanager
@@ -353,7 +353,7 @@ def profile_all(peers_: Peers, counts: Counts, best: dict[tuple[str, int], Batch
         profile(peers_, f"producer-{size}", argv, rate, out)
         peers_.filled["kafkasim", size] = (topic, records)
         argv, records = peers_.ours_read_argv(size)
-        rate = functools.partial(_consumed_s, "consumer-perf-test", records=records)
+        rate = functools.partial(consumed_rate, "consumer-perf-test", records=records)
         profile(peers_, f"consumer-{size}", argv, rate, out)
 
 
