@@ -13,9 +13,11 @@ otherwise), and the medians of records/s and their ratio (kafkasim / Kafka) are 
 The consumer part reads, with each system's own consumer perf tool, a topic its producer tool
 filled (the last producer round's: 1,000,000 x 100 B and 200,000 x 1 KiB records, fewer with
 ``--quick``) from the beginning, 1 MiB per partition fetch, alternately, ``rounds`` times each;
-the medians of nMsg.sec (the tools' records/s, start-up and group join included on both sides:
-Kafka's tool starts its clock before joining its throwaway group) and their ratio are printed.
-Kafka 0.9's tool reads with ``check.crcs=false``; kafkasim's consumer checks every batch's CRC.
+the medians of nMsg.sec (each tool's records/s over its own clock) and their ratio are
+printed. Both clocks include the consumer's set-up but not the process's start: Kafka's tool
+starts its clock before joining its throwaway ``perf-consumer-N`` group; kafkasim's, without
+``--group``, before describing the topic and assigning its partitions. Kafka 0.9's tool reads
+with ``check.crcs=false``; kafkasim's consumer checks every batch's CRC-32C.
 ``--consumer-only`` skips the producer measurements: each tool fills one topic per size with
 ``FILL_BATCHING`` instead. Kafka's JIT needs the full record counts to warm up, so ``--quick``
 figures understate Kafka (the output says so).
