@@ -445,6 +445,7 @@ def main() -> None:
         title = (f"producers: medians of {counts.rounds} interleaved rounds (records/s), each "
                  "with its best batching:")  # fmt: skip
         print("\n".join(_medians_table(title, produced, batching)))
+        print()
     records = {"records": lambda s: str(counts.records[s])}
     title = (f"consumers from the beginning: medians of {counts.rounds} interleaved rounds "
              "(nMsg.sec, records/s):")  # fmt: skip
