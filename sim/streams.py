@@ -12,7 +12,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import Protocol, TypeAlias
 
 from google.protobuf.message import Message
 
@@ -20,10 +20,38 @@ from kafkasim.common.rpc import RpcError, RpcStatus, StreamHandler
 from kafkasim.common.security import CALLER, Caller
 from kafkasim.proto import MethodSpec
 
-if TYPE_CHECKING:
-    from kafkasim.sim.network import SimNetwork, SimServer, SimTransport
-
 _log = logging.getLogger(__name__)
+
+
+# What a stream needs of the network, its server and its transport (``sim.network``'s
+# SimNetwork, SimServer, SimTransport), as protocols: sim.network imports this module, and no
+# two modules import each other (tests/unit/test_layering.py), not even for types.
+class SimServer(Protocol):
+    node: str
+    serving: bool
+    streams: dict[str, StreamHandler]
+    open_streams: dict[_SimStream, None]
+
+
+class SimTransport(Protocol):
+    node: str
+    principal: str
+
+    def _forget_stream(self, stream: _SimStream) -> None: ...
+
+
+class SimNetwork(Protocol):
+    loop: asyncio.AbstractEventLoop
+    _break_detection_s: float
+    _streams: dict[_SimStream, None]
+
+    def node_of(self, address: str) -> str: ...
+    def reachable(self, src: str, dst: str) -> bool: ...
+    def _delay_s(self) -> float: ...
+    def _link_delay_s(self, src: str, dst: str) -> float: ...
+    def _leaves(self, src: str, dst: str) -> bool: ...
+    def _arrives(self, src: str, dst: str) -> bool: ...
+    def _server_at(self, address: str) -> SimServer | None: ...
 
 
 @dataclass(frozen=True, slots=True)
