@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import statistics
@@ -46,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -229,6 +231,23 @@ async def _cluster(
     return cluster, client
 
 
+@contextlib.asynccontextmanager
+async def _one_and_three(root: Path) -> AsyncIterator[tuple[MinimalClient, MinimalClient]]:
+    """Two clusters up at once, each with the topic "bench" of one partition: one broker, and
+    three brokers with RF=3 and min ISR 2; their clients; both stopped on the way out."""
+    c1, k1 = await _cluster(root / "one", 1, "bench", 1, {})
+    try:
+        c3, k3 = await _cluster(root / "three", 3, "bench", 3, {"min.insync.replicas": "2"})
+        try:
+            yield k1, k3
+        finally:
+            await k3.transport.close()
+            c3.stop()
+    finally:
+        await k1.transport.close()
+        c1.stop()
+
+
 async def _failover(
     cluster: LocalCluster, client: MinimalClient, tp: TopicPartition, batch_values: list[bytes]
 ) -> tuple[float, float]:
@@ -352,32 +371,19 @@ async def _broker_bound(quick: bool) -> None:
     count, reps = (100, 3) if quick else (600, 5)
     tp = TopicPartition("bench", 0)
     with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
-        c1, k1 = await _cluster(Path(tmp) / "one", 1, "bench", 1, {})
-        try:
-            c3, k3 = await _cluster(
-                Path(tmp) / "three", 3, "bench", 3, {"min.insync.replicas": "2"}
-            )
-            try:
-                await _produce_load(k1, tp, batch, count=20, window=8, acks=1)  # warm up
-                await _produce_load(k3, tp, batch, count=20, window=8, acks=-1)
-                singles: list[float] = []
-                replicated: list[float] = []
-                for _ in range(reps):
-                    singles.append(
-                        await _produce_load(k1, tp, batch, count=count, window=8, acks=1)
-                    )
-                    replicated.append(
-                        await _produce_load(k3, tp, batch, count=count, window=8, acks=-1)
-                    )
-                p50, p99 = await _latency_at_rate(
-                    k3, tp, one, rate=LATENCY_RATE, seconds=2 if quick else 10
+        async with _one_and_three(Path(tmp)) as (k1, k3):
+            await _produce_load(k1, tp, batch, count=20, window=8, acks=1)  # warm up
+            await _produce_load(k3, tp, batch, count=20, window=8, acks=-1)
+            singles: list[float] = []
+            replicated: list[float] = []
+            for _ in range(reps):
+                singles.append(await _produce_load(k1, tp, batch, count=count, window=8, acks=1))
+                replicated.append(
+                    await _produce_load(k3, tp, batch, count=count, window=8, acks=-1)
                 )
-            finally:
-                await k3.transport.close()
-                c3.stop()
-        finally:
-            await k1.transport.close()
-            c1.stop()
+            p50, p99 = await _latency_at_rate(
+                k3, tp, one, rate=LATENCY_RATE, seconds=2 if quick else 10
+            )
     per_mb = SMALL_PER_BATCH * 1e6 / len(batch)  # records per MB of batches
     single, three = statistics.median(singles), statistics.median(replicated)
     print(
@@ -435,29 +441,18 @@ async def _latency_path(quick: bool, rate: float) -> None:
         assert sink.stdout is not None
         sink.stdout.readline()
         with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
-            c1, k1 = await _cluster(Path(tmp) / "one", 1, "bench", 1, {})
-            try:
-                c3, k3 = await _cluster(
-                    Path(tmp) / "three", 3, "bench", 3, {"min.insync.replicas": "2"}
-                )
-                try:
-                    await _bare_round_trips(port, rate, 1.0)  # warm up
-                    await _latency_at_rate(k1, tp, one, rate=rate, seconds=1.0)
-                    await _latency_at_rate(k3, tp, one, rate=rate, seconds=1.0)
-                    for _ in range(reps):
-                        runs["bare"].append(await _bare_round_trips(port, rate, seconds))
-                        runs["acks1"].append(
-                            await _latency_at_rate(k1, tp, one, rate=rate, seconds=seconds)
-                        )
-                        runs["all"].append(
-                            await _latency_at_rate(k3, tp, one, rate=rate, seconds=seconds)
-                        )
-                finally:
-                    await k3.transport.close()
-                    c3.stop()
-            finally:
-                await k1.transport.close()
-                c1.stop()
+            async with _one_and_three(Path(tmp)) as (k1, k3):
+                await _bare_round_trips(port, rate, 1.0)  # warm up
+                await _latency_at_rate(k1, tp, one, rate=rate, seconds=1.0)
+                await _latency_at_rate(k3, tp, one, rate=rate, seconds=1.0)
+                for _ in range(reps):
+                    runs["bare"].append(await _bare_round_trips(port, rate, seconds))
+                    runs["acks1"].append(
+                        await _latency_at_rate(k1, tp, one, rate=rate, seconds=seconds)
+                    )
+                    runs["all"].append(
+                        await _latency_at_rate(k3, tp, one, rate=rate, seconds=seconds)
+                    )
     finally:
         os.kill(sink.pid, signal.SIGTERM)
         sink.wait(timeout=10)

@@ -74,10 +74,12 @@ FULL = Counts({100: 1_000_000, 1024: 200_000}, rounds=5)
 QUICK = Counts({100: 300_000, 1024: 60_000}, rounds=3)
 
 
-def kafka_perf(cluster: ApacheKafkaCluster, topic: str, size: int, records: int,
-               batch: tuple[int, int]) -> float:  # fmt: skip
-    """Kafka 0.9's ProducerPerformance: records/s of its total line."""
-    done = subprocess.run(
+def _run_kafka_tool(
+    cluster: ApacheKafkaCluster, args: list[str]
+) -> subprocess.CompletedProcess[str]:
+    """One of Kafka's tools (its main class and arguments in ``args``) on the perf tools' JVM
+    settings and the cluster's classpath and logging, its output captured."""
+    return subprocess.run(
         [
             "java",
             *PERF_TOOL_JVM,
@@ -85,6 +87,21 @@ def kafka_perf(cluster: ApacheKafkaCluster, topic: str, size: int, records: int,
             cluster.classpath,
             f"-Dlog4j.configuration=file:{cluster.root / 'log4j.properties'}",
             "-Dlog.name=perf-tool",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def kafka_perf(cluster: ApacheKafkaCluster, topic: str, size: int, records: int,
+               batch: tuple[int, int]) -> float:  # fmt: skip
+    """Kafka 0.9's ProducerPerformance: records/s of its total line."""
+    done = _run_kafka_tool(
+        cluster,
+        [
             "org.apache.kafka.tools.ProducerPerformance",
             "--topic",
             topic,
@@ -100,10 +117,6 @@ def kafka_perf(cluster: ApacheKafkaCluster, topic: str, size: int, records: int,
             f"batch.size={batch[0]}",
             f"linger.ms={batch[1]}",
         ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
     )
     return _records_s("ProducerPerformance", done)
 
@@ -160,14 +173,9 @@ def consumed_rate(tool: str, done: subprocess.CompletedProcess[str], records: in
 
 def kafka_consumer_perf(cluster: ApacheKafkaCluster, topic: str, records: int) -> float:
     """Kafka 0.9's ConsumerPerformance with the new (Java) consumer: its nMsg.sec."""
-    done = subprocess.run(
+    done = _run_kafka_tool(
+        cluster,
         [
-            "java",
-            *PERF_TOOL_JVM,
-            "-cp",
-            cluster.classpath,
-            f"-Dlog4j.configuration=file:{cluster.root / 'log4j.properties'}",
-            "-Dlog.name=perf-tool",
             "kafka.tools.ConsumerPerformance",
             "--new-consumer",
             "--broker-list",
@@ -179,10 +187,6 @@ def kafka_consumer_perf(cluster: ApacheKafkaCluster, topic: str, records: int) -
             "--fetch-size",
             str(FETCH_BYTES),
         ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
     )
     return consumed_rate("ConsumerPerformance", done, records)
 
