@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -392,11 +393,17 @@ def _alternating(targets: list[Target], round_: int) -> list[Target]:
 
 
 def run_setup(
-    root: Path, setup: Setup, counts: Counts, results: Results, *, with_kafkasim: bool
+    root: Path,
+    setup: Setup,
+    counts: Counts,
+    results: Results,
+    *,
+    with_kafkasim: bool,
+    latency_only: bool = False,
 ) -> None:
     """Both clusters of ``setup`` up at once; each measurement on one, then the other, back
-    to back, ``counts.rounds`` times."""
-    sizes = ((100, counts.small), (1024, counts.large))
+    to back, ``counts.rounds`` times (``latency_only``: the warm-up and the latency runs)."""
+    sizes = () if latency_only else ((100, counts.small), (1024, counts.large))
     with contextlib.ExitStack() as stack:
         targets: list[Target] = []
         if with_kafkasim:
@@ -535,9 +542,19 @@ def main() -> None:
     parser.add_argument(
         "--kafka-only", action="store_true", help="measure Apache Kafka alone (no kafkasim)"
     )
+    parser.add_argument(
+        "--latency-only", action="store_true", help="only the latency runs (after the warm-up)"
+    )
+    parser.add_argument(
+        "--rate", type=int, help="records/s of the latency runs (default 5000; issue 19's: 1000)"
+    )
     args = parser.parse_args()
     with_kafkasim = not args.kafka_only
     counts = QUICK if args.quick else FULL
+    if args.rate is not None:
+        if args.rate <= 0:
+            parser.error(f"--rate must be > 0, got {args.rate}")
+        counts = dataclasses.replace(counts, rate=args.rate)
     # SIGTERM stops the run as Ctrl-C does: through the finally blocks that stop every process.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     logging.basicConfig(level=logging.ERROR, format="%(name)s: %(message)s")
@@ -557,7 +574,12 @@ def main() -> None:
         for number, setup in enumerate(SETUPS):
             print(f"{setup.label}:", flush=True)
             run_setup(
-                Path(tmp) / f"setup-{number}", setup, counts, results, with_kafkasim=with_kafkasim
+                Path(tmp) / f"setup-{number}",
+                setup,
+                counts,
+                results,
+                with_kafkasim=with_kafkasim,
+                latency_only=args.latency_only,
             )
     report(results, counts.rounds)
 
