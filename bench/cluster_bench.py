@@ -231,6 +231,25 @@ async def _cluster(
     return cluster, client
 
 
+def _start_sink(port: int) -> subprocess.Popen[bytes]:
+    """The bare grpc.aio server (this module's ``--sink``) in a process of its own, once it
+    says it listens on ``port``; the caller stops it (SIGTERM)."""
+    sink = subprocess.Popen(
+        [sys.executable, "-m", "bench.cluster_bench", "--sink", str(port)],
+        stdout=subprocess.PIPE,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    try:
+        assert sink.stdout is not None
+        sink.stdout.readline()
+    except BaseException:
+        sink.kill()
+        sink.wait(timeout=10)
+        raise
+    return sink
+
+
 @contextlib.asynccontextmanager
 async def _one_and_three(root: Path) -> AsyncIterator[tuple[MinimalClient, MinimalClient]]:
     """Two clusters up at once, each with the topic "bench" of one partition: one broker, and
@@ -284,15 +303,8 @@ async def run(quick: bool) -> None:
 
     # 1. bare gRPC ceiling against one broker with acks=1
     port = free_loopback_port()
-    sink = subprocess.Popen(
-        [sys.executable, "-m", "bench.cluster_bench", "--sink", str(port)],
-        stdout=subprocess.PIPE,
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
+    sink = _start_sink(port)
     try:
-        assert sink.stdout is not None
-        sink.stdout.readline()
         before = cpu_seconds(sink.pid)
         bare = await _bare_stream(port, batch, count, window)
         bare_cpu = _cpu_ms_per_mb(sink.pid, before, count * len(batch))
@@ -430,16 +442,9 @@ async def _latency_path(quick: bool, rate: float) -> None:
     reps, seconds = (3, 2.0) if quick else (5, 8.0)
     tp = TopicPartition("bench", 0)
     port = free_loopback_port()
-    sink = subprocess.Popen(
-        [sys.executable, "-m", "bench.cluster_bench", "--sink", str(port)],
-        stdout=subprocess.PIPE,
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
+    sink = _start_sink(port)
     runs: dict[str, list[tuple[float, float]]] = {"bare": [], "acks1": [], "all": []}
     try:
-        assert sink.stdout is not None
-        sink.stdout.readline()
         with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
             async with _one_and_three(Path(tmp)) as (k1, k3):
                 await _bare_round_trips(port, rate, 1.0)  # warm up
