@@ -97,6 +97,25 @@ def attr(driver: object, css: str, name: str) -> str | None:
     return value
 
 
+def attr_once(
+    driver: object, css: str, name: str, accept: Callable[[str], bool], timeout_s: float
+) -> str:
+    """The attribute's value once ``accept`` takes it. The page redraws its rows every second,
+    so a single read can land between a row's removal and its redrawing (a stale element:
+    None), as it did once in CI right after the full ISR was seen."""
+    seen: list[str] = []
+
+    def taken() -> bool:
+        value = attr(driver, css, name)
+        if value is not None and accept(value):
+            seen.append(value)
+            return True
+        return False
+
+    wait_for(f"{css} {name} accepted", taken, timeout_s)
+    return seen[-1]
+
+
 def test_kill_and_restart_the_leader_from_the_page(
     tmp_path: Path, browser: object, serve: Callable[[LiveConsole | ReplayConsole], str]
 ) -> None:
@@ -133,8 +152,7 @@ def test_kill_and_restart_the_leader_from_the_page(
         )  # type: ignore[attr-defined]
         wait_for("the full ISR", lambda: attr(driver, part, "data-isr") == "1,2,3", 20)
         driver.save_screenshot(str(tmp_path / "1-healthy.png"))  # type: ignore[attr-defined]
-        leader = int(attr(driver, part, "data-leader") or "-1")
-        assert leader in (1, 2, 3)
+        leader = int(attr_once(driver, part, "data-leader", lambda v: v in ("1", "2", "3"), 20))
 
         ages = [int(attr(driver, "#latency", "data-age-ms") or 0) for _ in range(3)]
         requests_before = console.source.requests
@@ -191,7 +209,7 @@ def test_kill_and_restart_the_leader_from_the_page(
         wait_for(
             "the final verdict", lambda: attr(driver, "#wl-verdict", "data-final") == "true", 40
         )
-        verdict = attr(driver, "#wl-verdict", "data-verdict")
+        verdict = attr_once(driver, "#wl-verdict", "data-verdict", lambda v: v != "", 10)
         assert verdict in ("SAFE", "DATA LOST"), verdict
         assert "acknowledged" in driver.find_element(By.ID, "wl-verdict").text  # type: ignore[attr-defined]
         print("workload verdict:", driver.find_element(By.ID, "wl-verdict").text.splitlines()[0])  # type: ignore[attr-defined]
