@@ -364,16 +364,22 @@ def _collector_tuned_for_a_run() -> Iterator[None]:
     generation is collected every ``_GC_YOUNG_THRESHOLD`` allocations instead of 700 (about 2%
     of a run's CPU time, measured with ``./dev bench sim``). Cycles are still collected during
     the run (memory stays flat), and at the same points in every replay of it.
+
+    Where something is frozen already (Python 3.12.1 starts with a few hundred objects frozen;
+    a program may freeze before forking) freezing is left alone: ``gc.unfreeze`` cannot undo
+    only the run's part, and a freeze never undone would keep every cycle made before each
+    run of a sweep from being collected.
     """
-    was_frozen = gc.get_freeze_count() > 0
+    freeze = gc.get_freeze_count() == 0
     thresholds = gc.get_threshold()
-    gc.freeze()
+    if freeze:
+        gc.freeze()
     gc.set_threshold(max(_GC_YOUNG_THRESHOLD, thresholds[0]), *thresholds[1:])
     try:
         yield
     finally:
         gc.set_threshold(*thresholds)
-        if not was_frozen:
+        if freeze:
             gc.unfreeze()
 
 
