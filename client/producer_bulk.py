@@ -335,8 +335,9 @@ class PendingRun:
         return self.send.future
 
     def release(self, accumulator: RecordAccumulator, topic: TopicMetadata) -> None:
-        append_many(accumulator, topic, self.send, self.partition, self.start, self.stop,
-                    fail_rest=True)  # fmt: skip
+        append_many(
+            accumulator, topic, self.send, self.partition, self.start, self.stop, fail_rest=True
+        )
 
 
 def append_many(  # noqa: PLR0917 -- internal, positional

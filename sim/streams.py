@@ -24,23 +24,24 @@ _log = logging.getLogger(__name__)
 
 
 # What a stream needs of the network, its server and its transport (``sim.network``'s
-# SimNetwork, SimServer, SimTransport), as protocols: sim.network imports this module, and no
-# two modules import each other (tests/unit/test_layering.py), not even for types.
-class SimServer(Protocol):
+# SimNetwork, SimServer, SimTransport), as private protocols named apart from those classes:
+# sim.network imports this module, and no two modules import each other
+# (tests/unit/test_layering.py), not even for types.
+class _Server(Protocol):
     node: str
     serving: bool
     streams: dict[str, StreamHandler]
     open_streams: dict[_SimStream, None]
 
 
-class SimTransport(Protocol):
+class _Transport(Protocol):
     node: str
     principal: str
 
     def _forget_stream(self, stream: _SimStream) -> None: ...
 
 
-class SimNetwork(Protocol):
+class _Network(Protocol):
     loop: asyncio.AbstractEventLoop
     _break_detection_s: float
     _streams: dict[_SimStream, None]
@@ -51,7 +52,7 @@ class SimNetwork(Protocol):
     def _link_delay_s(self, src: str, dst: str) -> float: ...
     def _leaves(self, src: str, dst: str) -> bool: ...
     def _arrives(self, src: str, dst: str) -> bool: ...
-    def _server_at(self, address: str) -> SimServer | None: ...
+    def _server_at(self, address: str) -> _Server | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +208,7 @@ class _SimStream:
     """Both ends of one bidirectional stream and the two pipes between them."""
 
     def __init__(
-        self, network: SimNetwork, transport: SimTransport, target: str, spec: MethodSpec
+        self, network: _Network, transport: _Transport, target: str, spec: MethodSpec
     ) -> None:
         self.network = network
         self.transport = transport
@@ -221,7 +222,7 @@ class _SimStream:
         self.server_inbox = _Inbox(loop)
         self.to_server = _Pipe(self, lambda: (self.client_node, self.server_node), self._at_server)
         self.to_client = _Pipe(self, lambda: (self.server_node, self.client_node), self._at_client)
-        self.server: SimServer | None = None
+        self.server: _Server | None = None
         self.handler_task: asyncio.Task[None] | None = None
         self.client_done = False
         self.server_done = False
