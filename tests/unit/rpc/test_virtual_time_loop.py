@@ -241,7 +241,11 @@ def test_a_run_leaves_a_freeze_made_before_it_alone() -> None:
         async def main() -> int:
             return gc.get_freeze_count()
 
-        assert run_simulation(main()) == found
-        assert gc.get_freeze_count() == found
+        # A frozen object freed meanwhile leaves the count (a CI run saw 2 fewer); a run that
+        # froze would add what was made since (the loop, the coroutine), and one that unfroze
+        # would leave none.
+        during = run_simulation(main())
+        assert 0 < during <= found
+        assert 0 < gc.get_freeze_count() <= during
     finally:
         gc.unfreeze()
