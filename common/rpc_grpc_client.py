@@ -33,6 +33,7 @@ Not thread-safe: one event loop owns a transport, its channels and streams.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +50,7 @@ from kafkasim.common.security import (
     SASL_USERNAME_METADATA,
 )
 from kafkasim.common.tls import TlsMaterial, client_tls
-from kafkasim.common.waits import wait_any
+from kafkasim.common.waits import Wakeup
 from kafkasim.proto import MethodSpec, method_spec
 
 __all__ = [
@@ -190,20 +191,31 @@ def _cancelled_underneath() -> bool:
 class GrpcBidiStream:
     """One client-side bidirectional stream; implements ``common.rpc.BidiStream``.
 
-    ``recv`` keeps at most one read outstanding and never cancels it: a grpc.aio read that is
-    cancelled midway cancels the whole call, so a ``recv`` that times out (DEADLINE_EXCEEDED)
-    leaves the read pending and the next ``recv`` picks up its message (at once, without
-    yielding, if it has arrived meanwhile). The read runs as its own task because of that, even
-    without a timeout: cancelling the task that waits in ``recv`` must not cancel the call. A
-    timed-out ``recv`` does not break the stream. A stream that ended or broke keeps failing
-    with the same error.
+    From the first ``recv`` on, one reader task per stream reads the server's messages as they
+    come and queues them; ``recv`` takes the oldest, at once and without yielding when one is
+    queued, else sleeping on a :class:`~kafkasim.common.waits.Wakeup` (one future, one timer)
+    until the reader queues one. Per message that is one loop step between gRPC's read and the
+    caller, where a read task per ``recv`` cost four, and a task, a future and a done-callback
+    each (issue 19: the ProduceStream client spent half again the CPU of a bare grpc.aio
+    client). What is queued is bounded by the caller's requests: every stream of kafkasim.proto
+    answers each request once (ProduceStream, ReplicaFetch).
+
+    A grpc.aio read that is cancelled midway cancels the whole call, so the reader is never
+    cancelled but by ``close``: a ``recv`` that times out (DEADLINE_EXCEEDED) or whose task is
+    cancelled leaves the stream as it was, and the message that comes later is the next
+    ``recv``'s, in order. A stream that ended or broke keeps failing with the same error once
+    its queued messages are taken.
     """
 
     def __init__(self, transport: GrpcTransport, spec: MethodSpec, call: Any) -> None:
         self._transport = transport
         self._spec = spec
         self._call = call
-        self._reading: asyncio.Future[Any] | None = None
+        self._queued: deque[Message] = deque()
+        self._arrived = Wakeup()
+        self._reader: asyncio.Task[None] | None = None
+        # How the stream ended (read by the reader), once it has: re-raised by every recv.
+        self._end: BaseException | None = None
         self._closed = False
 
     async def send(self, message: Message) -> None:
@@ -225,24 +237,42 @@ class GrpcBidiStream:
     async def recv(self, timeout_s: float | None = None) -> Message:
         if self._closed:
             raise RpcError(RpcStatus.CANCELLED, "stream closed")
-        reading = self._reading
-        if reading is None:
-            reading = self._reading = asyncio.ensure_future(self._call.read())
-        if not reading.done() and not await wait_any((reading,), timeout_s):
-            raise RpcError(RpcStatus.DEADLINE_EXCEEDED, f"no message within {timeout_s} s")
-        self._reading = None
-        if reading.cancelled():
-            raise RpcError(RpcStatus.CANCELLED, "stream cancelled")
-        error = reading.exception()
-        if isinstance(error, grpc.aio.AioRpcError):
-            raise _rpc_error(error) from error
-        if error is not None:
-            raise error
-        message = reading.result()
-        if message is grpc.aio.EOF:
-            raise await self._finished_error()
-        result: Message = message
-        return result
+        queued = self._queued
+        if not queued and self._end is None:
+            if self._reader is None:
+                self._reader = asyncio.ensure_future(self._read())
+            self._arrived.clear()
+            if not await self._arrived.wait(timeout_s):
+                raise RpcError(RpcStatus.DEADLINE_EXCEEDED, f"no message within {timeout_s} s")
+            if self._closed:
+                raise RpcError(RpcStatus.CANCELLED, "stream closed")
+        if queued:
+            return queued.popleft()
+        end = self._end
+        assert end is not None  # woken with nothing queued: the reader has ended
+        if isinstance(end, RpcError):
+            raise RpcError(end.status, end.message)  # a fresh error (and traceback) each time
+        raise end
+
+    async def _read(self) -> None:
+        """The reader task: queue each message until the call ends, then note how it ended."""
+        call, queued, arrived = self._call, self._queued, self._arrived
+        try:
+            while True:
+                message = await call.read()
+                if message is grpc.aio.EOF:
+                    self._end = await self._finished_error()
+                    break
+                queued.append(message)
+                arrived.set()
+        except grpc.aio.AioRpcError as exc:
+            self._end = _rpc_error(exc)
+        except asyncio.CancelledError:
+            # By close(), or by grpc.aio when its channel closes: a transport fault either way.
+            self._end = RpcError(RpcStatus.CANCELLED, "stream cancelled")
+        except Exception as exc:  # anything else reaches the caller as it was raised
+            self._end = exc
+        arrived.set()
 
     async def _finished_error(self) -> RpcError:
         """The error for a call that has finished: CANCELLED if the server's handler returned."""
@@ -258,12 +288,11 @@ class GrpcBidiStream:
         self._closed = True
         self._transport._forget(self)
         self._call.cancel()
-        reading, self._reading = self._reading, None
-        if reading is not None:
-            reading.cancel()
-            await asyncio.wait({reading})
-            if not reading.cancelled():
-                reading.exception()  # retrieved: nothing to log at garbage collection
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()
+            await asyncio.wait({reader})
+        self._arrived.set()  # a recv waiting in another task fails (closed) instead of hanging
 
 
 def channel_credentials(tls: TlsMaterial) -> Any:
