@@ -325,6 +325,43 @@ def test_an_answer_that_comes_after_a_recv_timed_out_goes_to_the_next_recv(kind:
     run(kind, scenario)
 
 
+def test_answers_that_arrived_while_no_recv_waited_are_taken_without_yielding(kind: str) -> None:
+    """Once a stream is read, the server's answers are queued as they arrive: a recv that
+    finds one returns it without giving the loop a step (issue 19: a gRPC read started by each
+    recv cost the ProduceStream client four loop steps a message)."""
+
+    async def scenario(env: Env) -> None:
+        server = await env.serve(streams={proto.METHOD_REPLICA_FETCH: echo_fetch_stream})
+        stream = env.transport("client").open_stream(server.address, proto.METHOD_REPLICA_FETCH)
+        await stream.send(fetch(0))
+        assert hw_of(await stream.recv(TIMEOUT_S)) == 0
+        for seq in range(1, 6):
+            await stream.send(fetch(seq))
+        await asyncio.sleep(0.5)  # the answers arrive while no recv waits for them
+        stepped: list[bool] = []
+        asyncio.get_running_loop().call_soon(stepped.append, True)
+        assert [hw_of(await stream.recv(TIMEOUT_S)) for _ in range(5)] == [1, 2, 3, 4, 5]
+        assert not stepped, "a recv gave the loop a step with an answer already there"
+        await stream.close()
+
+    run(kind, scenario)
+
+
+def test_closing_a_stream_fails_a_recv_waiting_in_another_task(kind: str) -> None:
+    async def scenario(env: Env) -> None:
+        server = await env.serve(streams={proto.METHOD_REPLICA_FETCH: slow_echo_fetch_stream})
+        stream = env.transport("client").open_stream(server.address, proto.METHOD_REPLICA_FETCH)
+        await stream.send(fetch(1))
+        waiting = asyncio.ensure_future(stream.recv(TIMEOUT_S))
+        await asyncio.sleep(0.05)
+        await stream.close()
+        with pytest.raises(RpcError) as raised:
+            await waiting
+        assert raised.value.status is RpcStatus.CANCELLED
+
+    run(kind, scenario)
+
+
 def test_cancelling_a_task_waiting_in_recv_leaves_the_stream_usable(kind: str) -> None:
     async def scenario(env: Env) -> None:
         server = await env.serve(streams={proto.METHOD_REPLICA_FETCH: slow_echo_fetch_stream})
