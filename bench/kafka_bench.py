@@ -243,9 +243,21 @@ def _producer(target: Target, acks: str, **settings: object) -> Producer:
 
 
 def _warm_up(producer: Producer, topic: str) -> None:
-    """One acknowledged record: connections made and metadata known before the clock runs."""
+    """One acknowledged record in each partition: connections made, metadata known and every
+    follower fetching before the clock runs. A follower whose first fetch reached the leader
+    before the leader's own LeaderAndIsr is answered UNKNOWN_TOPIC_OR_PARTITION and backs off
+    replica.fetch.backoff.ms (1 s, Kafka's fetcher as well); acks=all to that partition waits
+    for it meanwhile. One record to one partition left the other two to the first measured
+    run (issue 19 saw a 686 ms p99 in a fresh cluster's first run; a fresh RF=3 topic showed
+    its first acks=all produces taking 0.9 s, with that backoff in a follower's log)."""
     failures: list[KafkaError | None] = []
-    producer.produce(topic, b"warm-up", on_delivery=lambda err, _msg: failures.append(err))
+    for partition in range(PARTITIONS):
+        producer.produce(
+            topic,
+            b"warm-up",
+            partition=partition,
+            on_delivery=lambda err, _msg: failures.append(err),
+        )
     if producer.flush(60) != 0 or any(err is not None for err in failures):
         raise RuntimeError(f"warm-up produce to {topic} failed: {failures}")
 
