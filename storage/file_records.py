@@ -7,9 +7,16 @@ the number of bytes in use; with ``preallocate`` the file on disk may be longer 
 until it is trimmed on roll or close.
 
 Invariant: bytes ``[0, size)`` hold whole batches in increasing offset order (recovery enforces
-it after a crash). Not thread-safe: the owning log serialises access. Crash story: appends are
-buffered by the OS page cache until ``flush`` (fsync); a crash may lose or tear the unflushed
-tail, which recovery truncates (the CRC catches torn or garbage blocks).
+it after a crash). The offset search leans on it to remember what a walk or a read has seen:
+one run of entries ``[start, end)`` whose last offsets are all at most a known offset. A search
+for a larger offset that would start inside the run starts at its end instead, so a follower or
+consumer fetching where its last fetch stopped finds its batch without walking the index
+interval again (Kafka walks it every time; the answer is the same). Appends keep the run true;
+a truncation or a new size forgets it.
+
+Not thread-safe: the owning log serialises access. Crash story: appends are buffered by the OS
+page cache until ``flush`` (fsync); a crash may lose or tear the unflushed tail, which recovery
+truncates (the CRC catches torn or garbage blocks).
 """
 
 from __future__ import annotations
@@ -90,6 +97,9 @@ class FileRecords:
         # then whatever the last fsync covered.
         self.flushed_size = length
         self.writable = writable
+        # (start, end, last offset): every entry in [start, end) has a last offset <= it, and
+        # both ends are entry boundaries (see the module doc); None when nothing is known.
+        self._scanned: tuple[int, int, int] | None = None
 
     # -- basic properties -------------------------------------------------------------------
 
@@ -140,6 +150,7 @@ class FileRecords:
         removed = self._size - target_size
         os.ftruncate(self.fd, target_size)
         self._size = target_size
+        self._scanned = None
         self.flushed_size = min(self.flushed_size, target_size)
         return max(removed, 0)
 
@@ -151,6 +162,7 @@ class FileRecords:
     def set_size(self, size: int) -> None:
         """Set bytes in use after recovery found where the valid batches end."""
         self._size = size
+        self._scanned = None
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -160,6 +172,36 @@ class FileRecords:
         if end <= position:
             return b""
         return os.pread(self.fd, end - position, position)
+
+    def read_entries(self, position: int, size: int) -> bytes:
+        """The whole entries within ``size`` bytes from ``position`` (an entry's start): the
+        longest prefix of the read that header lengths cut into whole entries. Remembers
+        where they end for the next offset search (see the module doc)."""
+        data = self.read(position, size)
+        available = len(data)
+        end = 0
+        last_at = -1
+        while end + LOG_OVERHEAD <= available:
+            entry_size = LOG_OVERHEAD + int.from_bytes(data[end + 8 : end + 12], "big", signed=True)
+            if entry_size < MIN_ENTRY_SIZE or end + entry_size > available:
+                break
+            last_at = end
+            end += entry_size
+        if last_at >= 0 and last_at + RECORD_BATCH_OVERHEAD <= end:
+            base_offset, batch_length, magic, delta = _V2_BOUNDS.unpack_from(data, last_at)
+            if magic == MAGIC_V2 and batch_length >= BATCH_LENGTH_MIN:
+                self._note_scanned(position, position + end, base_offset + delta)
+        return data if end == available else data[:end]
+
+    def _note_scanned(self, start: int, end: int, last_offset: int) -> None:
+        """Entries in ``[start, end)`` have last offsets at most ``last_offset``: joined to the
+        run known so far when they continue it, kept when they reach past its end."""
+        scanned = self._scanned
+        if scanned is not None and scanned[0] <= start <= scanned[1]:
+            if end < scanned[1]:
+                return
+            start = scanned[0]
+        self._scanned = (start, end, last_offset)
 
     def batch_headers(self, start_position: int = 0) -> Iterator[tuple[int, LogEntryHeader]]:
         """(position, header) of each whole entry from ``start_position``, header-only reads:
@@ -191,9 +233,18 @@ class FileRecords:
         The offset scan's hot path (every fetch walks up to an index interval of batches): the
         same walk as ``batch_headers``, one ``pread`` per block, but a well-formed v2 header is
         read for its last offset and size alone, inline; anything else goes through
-        ``parse_entry_header``, which judges it (legacy messages, CorruptRecordError).
+        ``parse_entry_header``, which judges it (legacy messages, CorruptRecordError). A walk
+        that would start inside the run of entries known to end below ``target_offset``
+        starts at the run's end (see the module doc).
         """
-        position = start_position
+        position = run_start = start_position
+        scanned = self._scanned
+        if (
+            scanned is not None
+            and scanned[0] <= position <= scanned[1]
+            and target_offset > scanned[2]
+        ):
+            run_start, position = scanned[0], scanned[1]
         size = self._size
         block = memoryview(b"")
         block_len = 0
@@ -217,6 +268,7 @@ class FileRecords:
             if position + entry_size > size:
                 return None
             if last_offset >= target_offset:
+                self._note_scanned(run_start, position + entry_size, last_offset)
                 return LogOffsetPosition(last_offset, position, entry_size)
             position += entry_size
         return None
