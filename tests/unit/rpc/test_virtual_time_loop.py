@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import heapq
+import operator
 import os
 import random
 import time
@@ -206,6 +208,77 @@ def test_same_instant_timers_and_ready_callbacks_keep_their_order() -> None:
         return order
 
     assert run_simulation(main()) == ["soon", "timer", "sleeper"]
+
+
+def test_timers_run_in_the_order_asyncios_heap_of_timer_handles_gives() -> None:
+    """Equal times on asyncio's heap have no fixed order, only the one its comparisons (by time
+    alone) give: the loop's own heap entries must give exactly that order, or replays of runs
+    recorded before would change. Many timers on few instants, some cancelled, checked against
+    a heap of the TimerHandles themselves (with the main coroutine's sleep, pushed last)."""
+    rng = random.Random(5)
+    plan = [(rng.choice((0.25, 0.5, 0.75, 1.0)), rng.random() < 0.2) for _ in range(400)]
+    reference: list[asyncio.TimerHandle] = []
+    throwaway = asyncio.new_event_loop()
+    for i, (when, _) in enumerate(plan):
+        heapq.heappush(reference, asyncio.TimerHandle(when, print, (i,), throwaway))
+    heapq.heappush(reference, asyncio.TimerHandle(2.0, print, (-1,), throwaway))
+    throwaway.close()
+    expected = []
+    while reference:
+        index = heapq.heappop(reference)._args[0]  # type: ignore[attr-defined]
+        if index >= 0 and not plan[index][1]:
+            expected.append(index)
+
+    async def main() -> list[int]:
+        loop = asyncio.get_running_loop()
+        ran: list[int] = []
+        timers = [loop.call_at(when, ran.append, i) for i, (when, _) in enumerate(plan)]
+        for timer, (_, cancel) in zip(timers, plan, strict=True):
+            if cancel:
+                timer.cancel()
+        await asyncio.sleep(2)
+        return ran
+
+    assert run_simulation(main()) == expected
+
+
+def test_the_loop_lists_its_timers_and_refuses_callbacks_once_closed() -> None:
+    loop = VirtualTimeLoop()
+    first = loop.call_later(2, print)
+    second = loop.call_at(1, print)
+    second.cancel()
+    assert sorted(loop.scheduled_timers(), key=lambda t: t.when()) == [second, first]
+    assert first.when() == 2 and not first.cancelled() and second.cancelled()
+    loop.close()
+    for schedule in (
+        lambda: loop.call_soon(print),
+        lambda: loop.call_later(1, print),
+        lambda: loop.call_at(1, print),
+    ):
+        with pytest.raises(RuntimeError, match="closed"):
+            schedule()
+
+
+def test_debug_mode_runs_the_same_and_reports_the_failing_handle() -> None:
+    reports: list[dict[str, object]] = []
+
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        loop.set_debug(True)
+        loop.set_exception_handler(lambda _, context: reports.append(context))
+        order: list[str] = []
+        loop.call_later(0.5, order.append, "timer")
+        loop.call_soon(order.append, "soon")
+        loop.call_soon(operator.truediv, 1, 0)
+        await asyncio.sleep(0.5)
+        order.append("sleeper")
+        loop.set_debug(False)
+        return order
+
+    assert run_simulation(main()) == ["soon", "timer", "sleeper"]
+    assert len(reports) == 1
+    assert isinstance(reports[0]["exception"], ZeroDivisionError)
+    assert "truediv" in repr(reports[0]["handle"])
 
 
 def test_a_run_tunes_the_garbage_collector_and_restores_it() -> None:
