@@ -158,6 +158,27 @@ def test_a_search_where_the_last_read_ended_starts_there(
     records.close()
 
 
+def test_readers_at_different_places_each_find_where_their_last_read_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition has a few readers (followers to the log end, consumers to the HW): each
+    one's next search starts where its own last read ended, whatever the others read since."""
+    entries = _small_batches(60)
+    records = _file(tmp_path, entries)
+    headers = list(records.batch_headers(0))
+    cuts = [sum(len(e) for e in entries[:n]) for n in (12, 30, 47)]
+    next_offsets = [max(h.last_offset for p, h in headers if p < cut) + 1 for cut in cuts]
+    for cut in cuts:
+        records.read_entries(0, cut)
+    reads = _preads(monkeypatch)
+    for cut, next_offset in zip(cuts, next_offsets, strict=True):
+        reads.clear()
+        found = records.search_for_offset_with_size(next_offset, 0)
+        assert reads == [cut]
+        assert found is not None and found.position == cut
+    records.close()
+
+
 def test_a_truncation_forgets_what_was_scanned(tmp_path: Path) -> None:
     entries = _small_batches(30)
     records = _file(tmp_path, entries)
