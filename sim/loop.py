@@ -44,7 +44,7 @@ import logging
 import math
 import selectors
 import weakref
-from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, TypeVarTuple
 
 from kafkasim.common.errors import KafkasimError
@@ -145,6 +145,77 @@ class _Due(float):
     handle: asyncio.TimerHandle
 
 
+class _Handle(asyncio.Handle):
+    """asyncio's Handle built in one call: its ``__init__`` asks the loop for debug mode, which
+    the loop already knows is off when it makes one of these. Same fields, same behaviour."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        callback: Callable[..., object],
+        args: Sequence[Any],
+        loop: asyncio.AbstractEventLoop,
+        context: contextvars.Context | None = None,
+    ) -> None:
+        base: Any = self  # asyncio's private fields (not all in typeshed)
+        base._context = contextvars.copy_context() if context is None else context
+        base._loop = loop
+        base._callback = callback
+        base._args = args
+        base._cancelled = False
+        base._repr = None
+        base._source_traceback = None
+
+
+class _Timer(asyncio.TimerHandle):
+    """asyncio's TimerHandle built and cancelled in one call each: its ``__init__`` goes
+    through Handle's and asks for debug mode, its ``cancel`` through the loop's notification
+    and Handle's. Same fields, same effects (the loop's count of cancelled timers on its
+    heap included); made only while debug mode is off, and cancelled as asyncio's when it
+    has been turned on since (debug keeps the handle's repr)."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        args: Sequence[Any],
+        loop: asyncio.AbstractEventLoop,
+        context: contextvars.Context | None = None,
+    ) -> None:
+        base: Any = self
+        base._context = contextvars.copy_context() if context is None else context
+        base._loop = loop
+        base._callback = callback
+        base._args = args
+        base._cancelled = False
+        base._repr = None
+        base._source_traceback = None
+        base._when = when
+        base._scheduled = False
+
+    def cancel(self) -> None:
+        base: Any = self
+        if base._cancelled:
+            return
+        loop = base._loop
+        if loop._debug:
+            super().cancel()
+            return
+        if base._scheduled:
+            loop._timer_cancelled_count += 1
+        base._cancelled = True
+        base._callback = None
+        base._args = None
+
+
+# Reports and reprs name them as asyncio's own (``Handle.__repr__`` prints the class name).
+_Handle.__name__ = _Handle.__qualname__ = "Handle"
+_Timer.__name__ = _Timer.__qualname__ = "TimerHandle"
+
+
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
     """An asyncio loop on virtual time that never blocks (see the module doc).
 
@@ -153,8 +224,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     self-pipe is ever watched. Not thread-safe (no event loop is).
 
     ``call_soon``, ``call_later`` and ``call_at`` are asyncio's minus the checks of debug mode
-    when it is off (a few Python calls each, and a run schedules some 120 000 callbacks); the
-    timers' heap holds :class:`_Due` entries (see there), not the TimerHandles.
+    when it is off (a few Python calls each, and a run schedules some 120 000 callbacks), and
+    make :class:`_Handle` and :class:`_Timer`, asyncio's handles built (and cancelled) in one
+    call; the timers' heap holds :class:`_Due` entries (see there), not the TimerHandles.
     """
 
     def __init__(self, start_time: float = 0.0, *, time_limit_s: float | None = None) -> None:
@@ -201,7 +273,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             return super().call_soon(callback, *args, context=context)
         if base._closed:
             raise RuntimeError("Event loop is closed")
-        handle = asyncio.Handle(callback, args, self, context)
+        handle = _Handle(callback, args, self, context)
         base._ready.append(handle)
         return handle
 
@@ -231,7 +303,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         if base._debug:
             base._check_thread()
             base._check_callback(callback, "call_at")
-        timer = asyncio.TimerHandle(when, callback, args, self, context)
+            timer = asyncio.TimerHandle(when, callback, args, self, context)
+        else:
+            timer = _Timer(when, callback, args, self, context)
         due = _Due(when)
         due.handle = timer
         heapq.heappush(base._scheduled, due)

@@ -259,6 +259,49 @@ def test_the_loop_lists_its_timers_and_refuses_callbacks_once_closed() -> None:
             schedule()
 
 
+def test_cancelling_counts_each_timer_on_the_heap_once() -> None:
+    """The loop's own timers keep asyncio's count of cancelled timers on the heap (which decides
+    when they are swept): once per timer, not for one that already left the heap."""
+
+    async def main() -> list[int]:
+        loop = asyncio.get_running_loop()
+        counts: list[int] = []
+        count = lambda: loop._timer_cancelled_count  # type: ignore[attr-defined]  # noqa: E731
+        ran = loop.call_later(0.1, print)
+        waiting = loop.call_later(5, print)
+        await asyncio.sleep(0.2)
+        counts.append(count())
+        ran.cancel()  # ran already: not on the heap
+        counts.append(count())
+        waiting.cancel()
+        waiting.cancel()
+        counts.append(count())
+        assert waiting.cancelled() and ran.cancelled()
+        return counts
+
+    assert run_simulation(main()) == [0, 0, 1]
+
+
+def test_handles_look_like_asyncios_own() -> None:
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        soon = loop.call_soon(print, "x")
+        timer = loop.call_later(1, print, "y")
+        later = loop.call_later(2, print, "z")
+        timer.cancel()
+        soon.cancel()
+        assert isinstance(soon, asyncio.Handle) and isinstance(timer, asyncio.TimerHandle)
+        loop.set_debug(True)
+        later.cancel()  # cancelled in debug mode: the handle keeps its repr, as asyncio's
+        loop.set_debug(False)
+        return [repr(soon), repr(timer), repr(later)]
+
+    soon, timer, later = run_simulation(main())
+    assert soon == "<Handle cancelled>"
+    assert timer == "<TimerHandle cancelled when=1.0>"
+    assert later == "<TimerHandle cancelled when=2.0 print('z')>"
+
+
 def test_debug_mode_runs_the_same_and_reports_the_failing_handle() -> None:
     reports: list[dict[str, object]] = []
 
