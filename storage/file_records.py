@@ -7,9 +7,16 @@ the number of bytes in use; with ``preallocate`` the file on disk may be longer 
 until it is trimmed on roll or close.
 
 Invariant: bytes ``[0, size)`` hold whole batches in increasing offset order (recovery enforces
-it after a crash). Not thread-safe: the owning log serialises access. Crash story: appends are
-buffered by the OS page cache until ``flush`` (fsync); a crash may lose or tear the unflushed
-tail, which recovery truncates (the CRC catches torn or garbage blocks).
+it after a crash). The offset search leans on it to remember where recent reads and searches
+ended: the position right after the entry whose last offset is ``n`` is where offset ``n + 1``
+is, since every entry before it ends at or below ``n``. A follower or consumer fetching where
+its last fetch stopped finds its batch there without walking the index interval again (Kafka
+walks it every time; the answer is the same). Appends keep these ends true; a truncation or a
+new size forgets them.
+
+Not thread-safe: the owning log serialises access. Crash story: appends are buffered by the OS
+page cache until ``flush`` (fsync); a crash may lose or tear the unflushed tail, which recovery
+truncates (the CRC catches torn or garbage blocks).
 """
 
 from __future__ import annotations
@@ -56,6 +63,9 @@ class TimestampAndOffset(NamedTuple):
     leader_epoch: int
 
 
+_ENDS_KEPT = 16
+"""Ends of reads and searches remembered per file (a partition's few readers: followers,
+consumers)."""
 _SCAN_BLOCK_BYTES = 16 * 1024
 """Bytes read at once when walking entry headers (a few index intervals of small batches)."""
 # baseOffset, batchLength, (partitionLeaderEpoch), magic, (crc, attributes), lastOffsetDelta
@@ -90,6 +100,9 @@ class FileRecords:
         # then whatever the last fsync covered.
         self.flushed_size = length
         self.writable = writable
+        # Last offset n -> the position of the entry after the one ending at n (see the module
+        # doc), for the last few reads and searches; oldest first.
+        self._ends: dict[int, int] = {}
 
     # -- basic properties -------------------------------------------------------------------
 
@@ -140,6 +153,7 @@ class FileRecords:
         removed = self._size - target_size
         os.ftruncate(self.fd, target_size)
         self._size = target_size
+        self._ends.clear()
         self.flushed_size = min(self.flushed_size, target_size)
         return max(removed, 0)
 
@@ -151,6 +165,7 @@ class FileRecords:
     def set_size(self, size: int) -> None:
         """Set bytes in use after recovery found where the valid batches end."""
         self._size = size
+        self._ends.clear()
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -160,6 +175,34 @@ class FileRecords:
         if end <= position:
             return b""
         return os.pread(self.fd, end - position, position)
+
+    def read_entries(self, position: int, size: int) -> bytes:
+        """The whole entries within ``size`` bytes from ``position`` (an entry's start): the
+        longest prefix of the read that header lengths cut into whole entries. Remembers
+        where they end for the next offset search (see the module doc)."""
+        data = self.read(position, size)
+        available = len(data)
+        end = 0
+        last_at = -1
+        while end + LOG_OVERHEAD <= available:
+            entry_size = LOG_OVERHEAD + int.from_bytes(data[end + 8 : end + 12], "big", signed=True)
+            if entry_size < MIN_ENTRY_SIZE or end + entry_size > available:
+                break
+            last_at = end
+            end += entry_size
+        if last_at >= 0 and last_at + RECORD_BATCH_OVERHEAD <= end:
+            base_offset, batch_length, magic, delta = _V2_BOUNDS.unpack_from(data, last_at)
+            if magic == MAGIC_V2 and batch_length >= BATCH_LENGTH_MIN:
+                self._note_end(base_offset + delta, position + end)
+        return data if end == available else data[:end]
+
+    def _note_end(self, last_offset: int, position: int) -> None:
+        """The entry ending at ``last_offset`` ends at ``position``: kept among the last
+        ``_ENDS_KEPT`` such ends (the oldest goes)."""
+        ends = self._ends
+        if last_offset not in ends and len(ends) >= _ENDS_KEPT:
+            del ends[next(iter(ends))]
+        ends[last_offset] = position
 
     def batch_headers(self, start_position: int = 0) -> Iterator[tuple[int, LogEntryHeader]]:
         """(position, header) of each whole entry from ``start_position``, header-only reads:
@@ -191,9 +234,14 @@ class FileRecords:
         The offset scan's hot path (every fetch walks up to an index interval of batches): the
         same walk as ``batch_headers``, one ``pread`` per block, but a well-formed v2 header is
         read for its last offset and size alone, inline; anything else goes through
-        ``parse_entry_header``, which judges it (legacy messages, CorruptRecordError).
+        ``parse_entry_header``, which judges it (legacy messages, CorruptRecordError). Where a
+        read or search ended right before ``target_offset`` (see the module doc), at or after
+        ``start_position``, the walk starts there.
         """
         position = start_position
+        known = self._ends.get(target_offset - 1)
+        if known is not None and known > position:
+            position = known
         size = self._size
         block = memoryview(b"")
         block_len = 0
@@ -217,6 +265,7 @@ class FileRecords:
             if position + entry_size > size:
                 return None
             if last_offset >= target_offset:
+                self._note_end(last_offset, position + entry_size)
                 return LogOffsetPosition(last_offset, position, entry_size)
             position += entry_size
         return None

@@ -60,7 +60,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -432,13 +431,7 @@ class ProducerStateManager:
         saved: dict[int, ProducerStateEntry | None] = {}
         for pid in producer_ids:
             entry = self._producers.get(pid)
-            saved[pid] = (
-                None
-                if entry is None
-                else replace(
-                    entry, batch_metadata=deque(entry.batch_metadata, maxlen=NUM_BATCHES_TO_RETAIN)
-                )
-            )
+            saved[pid] = None if entry is None else entry.copy()
         return SavedProducerState(
             saved,
             {k: replace(t) for k, t in self._ongoing.items()},

@@ -40,7 +40,7 @@ from kafkasim.storage.epoch_cache import LeaderEpochFileCache
 from kafkasim.storage.file_records import Buffer, FileRecords, LogOffsetPosition, TimestampAndOffset
 from kafkasim.storage.offset_index import OffsetIndex
 from kafkasim.storage.producer_state import ProducerStateManager
-from kafkasim.storage.records.entry import MIN_ENTRY_SIZE, LogEntryHeader
+from kafkasim.storage.records.entry import LogEntryHeader
 from kafkasim.storage.segment_recovery import reindex_entries
 from kafkasim.storage.time_index import TimeIndex
 from kafkasim.storage.txn_index import AbortedTxn, TransactionIndex
@@ -349,10 +349,8 @@ class LogSegment:
         fetch_size = min(limit - start.position, adjusted)
         if fetch_size <= 0:
             return FetchDataInfo(start_offset, self.base_offset, start.position, b"")
-        data = self.log.read(start.position, fetch_size)
-        return FetchDataInfo(
-            start_offset, self.base_offset, start.position, data[: whole_batches_prefix(data)]
-        )
+        data = self.log.read_entries(start.position, fetch_size)
+        return FetchDataInfo(start_offset, self.base_offset, start.position, data)
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int
@@ -526,15 +524,3 @@ def new_segment(
         preallocate_bytes=config.segment_bytes if config.preallocate else 0,
         file_suffix=file_suffix,
     )
-
-
-def whole_batches_prefix(data: Buffer) -> int:
-    """Length of the longest prefix of ``data`` made of whole batches (by header lengths)."""
-    position = 0
-    size = len(data)
-    while position + 12 <= size:
-        batch_size = 12 + int.from_bytes(data[position + 8 : position + 12], "big", signed=True)
-        if batch_size < MIN_ENTRY_SIZE or position + batch_size > size:
-            break
-        position += batch_size
-    return position

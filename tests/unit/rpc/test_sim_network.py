@@ -18,7 +18,7 @@ from google.protobuf.message import Message
 from kafkasim import proto
 from kafkasim.common.rpc import RpcError, RpcServer, RpcStatus, Transport
 from kafkasim.proto import kafkasim_pb2 as pb
-from kafkasim.sim.loop import run_simulation
+from kafkasim.sim.loop import VirtualTimeLoop, run_simulation
 from kafkasim.sim.network import SimNetwork, SimTransport
 
 T = TypeVar("T")
@@ -515,8 +515,8 @@ def test_a_served_call_leaves_no_timer_armed() -> None:
     async def scenario(cluster: Cluster) -> int:
         loop = asyncio.get_running_loop()
         assert await cluster.call("a", "b") == "b"
-        scheduled: list[asyncio.TimerHandle] = getattr(loop, "_scheduled")  # noqa: B009
-        return sum(not timer.cancelled() for timer in scheduled)
+        assert isinstance(loop, VirtualTimeLoop)
+        return sum(not timer.cancelled() for timer in loop.scheduled_timers())
 
     assert simulate(scenario) == 0
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import heapq
+import operator
 import os
 import random
 import time
@@ -206,6 +208,120 @@ def test_same_instant_timers_and_ready_callbacks_keep_their_order() -> None:
         return order
 
     assert run_simulation(main()) == ["soon", "timer", "sleeper"]
+
+
+def test_timers_run_in_the_order_asyncios_heap_of_timer_handles_gives() -> None:
+    """Equal times on asyncio's heap have no fixed order, only the one its comparisons (by time
+    alone) give: the loop's own heap entries must give exactly that order, or replays of runs
+    recorded before would change. Many timers on few instants, some cancelled, checked against
+    a heap of the TimerHandles themselves (with the main coroutine's sleep, pushed last)."""
+    rng = random.Random(5)
+    plan = [(rng.choice((0.25, 0.5, 0.75, 1.0)), rng.random() < 0.2) for _ in range(400)]
+    reference: list[asyncio.TimerHandle] = []
+    throwaway = asyncio.new_event_loop()
+    for i, (when, _) in enumerate(plan):
+        heapq.heappush(reference, asyncio.TimerHandle(when, print, (i,), throwaway))
+    heapq.heappush(reference, asyncio.TimerHandle(2.0, print, (-1,), throwaway))
+    throwaway.close()
+    expected = []
+    while reference:
+        index = heapq.heappop(reference)._args[0]  # type: ignore[attr-defined]
+        if index >= 0 and not plan[index][1]:
+            expected.append(index)
+
+    async def main() -> list[int]:
+        loop = asyncio.get_running_loop()
+        ran: list[int] = []
+        timers = [loop.call_at(when, ran.append, i) for i, (when, _) in enumerate(plan)]
+        for timer, (_, cancel) in zip(timers, plan, strict=True):
+            if cancel:
+                timer.cancel()
+        await asyncio.sleep(2)
+        return ran
+
+    assert run_simulation(main()) == expected
+
+
+def test_the_loop_lists_its_timers_and_refuses_callbacks_once_closed() -> None:
+    loop = VirtualTimeLoop()
+    first = loop.call_later(2, print)
+    second = loop.call_at(1, print)
+    second.cancel()
+    assert sorted(loop.scheduled_timers(), key=lambda t: t.when()) == [second, first]
+    assert first.when() == 2 and not first.cancelled() and second.cancelled()
+    loop.close()
+    for schedule in (
+        lambda: loop.call_soon(print),
+        lambda: loop.call_later(1, print),
+        lambda: loop.call_at(1, print),
+    ):
+        with pytest.raises(RuntimeError, match="closed"):
+            schedule()
+
+
+def test_cancelling_counts_each_timer_on_the_heap_once() -> None:
+    """The loop's own timers keep asyncio's count of cancelled timers on the heap (which decides
+    when they are swept): once per timer, not for one that already left the heap."""
+
+    async def main() -> list[int]:
+        loop = asyncio.get_running_loop()
+        counts: list[int] = []
+        count = lambda: loop._timer_cancelled_count  # type: ignore[attr-defined]  # noqa: E731
+        ran = loop.call_later(0.1, print)
+        waiting = loop.call_later(5, print)
+        await asyncio.sleep(0.2)
+        counts.append(count())
+        ran.cancel()  # ran already: not on the heap
+        counts.append(count())
+        waiting.cancel()
+        waiting.cancel()
+        counts.append(count())
+        assert waiting.cancelled() and ran.cancelled()
+        return counts
+
+    assert run_simulation(main()) == [0, 0, 1]
+
+
+def test_handles_look_like_asyncios_own() -> None:
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        soon = loop.call_soon(print, "x")
+        timer = loop.call_later(1, print, "y")
+        later = loop.call_later(2, print, "z")
+        timer.cancel()
+        soon.cancel()
+        assert isinstance(soon, asyncio.Handle) and isinstance(timer, asyncio.TimerHandle)
+        loop.set_debug(True)
+        later.cancel()  # cancelled in debug mode: the handle keeps its repr, as asyncio's
+        loop.set_debug(False)
+        return [repr(soon), repr(timer), repr(later)]
+
+    soon, timer, later = run_simulation(main())
+    assert soon == "<Handle cancelled>"
+    assert timer == "<TimerHandle cancelled when=1.0>"
+    assert later == "<TimerHandle cancelled when=2.0 print('z')>"
+
+
+def test_debug_mode_runs_the_same_and_reports_the_failing_handle() -> None:
+    reports: list[dict[str, object]] = []
+
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        loop.set_debug(True)
+        loop.set_exception_handler(lambda _, context: reports.append(context))
+        order: list[str] = []
+        loop.call_later(0.5, order.append, "timer")
+        loop.call_soon(order.append, "soon")
+        loop.call_soon(operator.truediv, 1, 0)
+        await asyncio.sleep(0.5)
+        order.append("sleeper")
+        loop.set_debug(False)
+        return order
+
+    assert run_simulation(main()) == ["soon", "timer", "sleeper"]
+    assert len(reports) == 1
+    assert isinstance(reports[0]["exception"], ZeroDivisionError)
+    assert "truediv" in repr(reports[0]["handle"])
 
 
 def test_a_run_tunes_the_garbage_collector_and_restores_it() -> None:

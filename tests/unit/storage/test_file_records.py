@@ -5,6 +5,7 @@ finds, across block boundaries, for legacy messages too; a damaged header fails 
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -110,4 +111,117 @@ def test_a_partial_last_entry_ends_the_search_quietly(tmp_path: Path) -> None:
     entries = _small_batches(5)
     records = _file(tmp_path, [*entries, _batch(100, 3, 50)[:70]])  # header whole, body cut
     assert records.search_for_offset_with_size(10**6, 0) is None
+    records.close()
+
+
+def _preads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The file positions of every ``pread`` from now on."""
+    positions: list[int] = []
+    real_pread = os.pread
+
+    def recording_pread(fd: int, n: int, offset: int) -> bytes:
+        positions.append(offset)
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(file_records.os, "pread", recording_pread)
+    return positions
+
+
+def test_a_read_cuts_to_whole_entries(tmp_path: Path) -> None:
+    entries = _small_batches(6)
+    records = _file(tmp_path, entries)
+    two = len(entries[0]) + len(entries[1])
+    assert records.read_entries(0, two + len(entries[2]) - 1) == entries[0] + entries[1]
+    assert records.read_entries(len(entries[0]), 10**6) == b"".join(entries[1:])
+    assert records.read_entries(0, 11) == b""
+    records.close()
+
+
+def test_a_search_where_the_last_read_ended_starts_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entries = _small_batches(40)
+    records = _file(tmp_path, entries)
+    cut = sum(len(e) for e in entries[:25])
+    data = records.read_entries(0, cut)  # a fetch of the first 25 batches
+    next_offset = max(h.last_offset for p, h in records.batch_headers(0) if p < cut) + 1
+    reads = _preads(monkeypatch)
+    found = records.search_for_offset_with_size(next_offset, 0)  # the next fetch
+    assert reads == [cut]  # nothing before the read's end is read again
+    assert found == _expected(records, next_offset, 0)
+    assert found is not None and found.position == len(data) == cut
+    reads.clear()
+    # A smaller offset is found by the full walk, from where the caller says.
+    found = records.search_for_offset_with_size(3, 0)
+    assert reads == [0]
+    assert found == _expected(records, 3, 0)
+    records.close()
+
+
+def test_readers_at_different_places_each_find_where_their_last_read_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition has a few readers (followers to the log end, consumers to the HW): each
+    one's next search starts where its own last read ended, whatever the others read since."""
+    entries = _small_batches(60)
+    records = _file(tmp_path, entries)
+    headers = list(records.batch_headers(0))
+    cuts = [sum(len(e) for e in entries[:n]) for n in (12, 30, 47)]
+    next_offsets = [max(h.last_offset for p, h in headers if p < cut) + 1 for cut in cuts]
+    for cut in cuts:
+        records.read_entries(0, cut)
+    reads = _preads(monkeypatch)
+    for cut, next_offset in zip(cuts, next_offsets, strict=True):
+        reads.clear()
+        found = records.search_for_offset_with_size(next_offset, 0)
+        assert reads == [cut]
+        assert found is not None and found.position == cut
+    records.close()
+
+
+def test_a_truncation_forgets_what_was_scanned(tmp_path: Path) -> None:
+    entries = _small_batches(30)
+    records = _file(tmp_path, entries)
+    records.read_entries(0, 10**6)
+    # The tail is rewritten with the same offsets in batches of other sizes: a remembered end
+    # of the old tail would now point into the middle of a batch.
+    keep = sum(len(e) for e in entries[:10])
+    first = max(h.last_offset for p, h in records.batch_headers(0) if p < keep) + 1
+    records.truncate_to(keep)
+    for base in range(first, first + 120, 4):
+        batch = _batch(base, 4, 3)
+        records.append([batch], len(batch))
+    for target in range(first + 121):
+        assert records.search_for_offset_with_size(target, 0) == _expected(records, target, 0)
+    records.close()
+
+
+def test_searches_reads_and_truncations_in_any_order_agree_with_the_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_records, "_SCAN_BLOCK_BYTES", 300)
+    rng = random.Random(17)
+    records = _file(tmp_path, [])
+    next_offset = 0
+    for _ in range(600):
+        positions = [p for p, _ in records.batch_headers(0)]
+        action = rng.random()
+        if action < 0.3 or not positions:
+            count = rng.randint(1, 4)
+            batch = _batch(next_offset, count, rng.randint(1, 40))
+            records.append([batch], len(batch))
+            next_offset += count
+        elif action < 0.55:
+            records.read_entries(rng.choice(positions), rng.randint(0, 1500))
+        elif action < 0.6:
+            cut = rng.choice(positions)
+            records.truncate_to(cut)
+            headers = [h for p, h in records.batch_headers(0)]
+            next_offset = headers[-1].last_offset + 1 if headers else rng.randint(0, 5)
+        else:
+            start = rng.choice(positions)
+            target = rng.randint(0, next_offset + 2)
+            assert records.search_for_offset_with_size(target, start) == _expected(
+                records, target, start
+            )
     records.close()

@@ -4,6 +4,7 @@ rules (gaps, new epochs, wrap at int32 max), and ProducerSnapshot files."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import tempfile
 from collections.abc import Callable
@@ -567,3 +568,19 @@ def test_retries_of_recent_batches_never_change_state(plan: list[tuple[int, int]
             assert entry is not None
             assert list(entry.batch_metadata) == sent[-NUM_BATCHES_TO_RETAIN:]
             assert log.state.map_end_offset == sent[-1].last_offset + 1
+
+
+def test_an_entry_copy_has_every_field_and_its_own_batches() -> None:
+    """``save_entries`` copies entries with ``ProducerStateEntry.copy``: every field (a field
+    added later and left out of the copy fails here), a deque of its own with the same bound."""
+    entry = ProducerStateEntry(7)
+    for entry_field in dataclasses.fields(entry):
+        if entry_field.name != "batch_metadata":
+            setattr(entry, entry_field.name, 100 + len(entry_field.name))  # all non-default
+    entry.add_batch(entry.producer_epoch, BatchMetadata(0, 4, 10, 4, 1234))
+    copy = entry.copy()
+    assert copy == entry and copy is not entry
+    assert copy.batch_metadata is not entry.batch_metadata
+    assert copy.batch_metadata.maxlen == entry.batch_metadata.maxlen
+    entry.add_batch(entry.producer_epoch, BatchMetadata(5, 9, 15, 4, 1300))
+    assert len(copy.batch_metadata) == 1
