@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import logging
 import signal
 import statistics
 import tempfile
@@ -230,6 +231,8 @@ def sides(root: Path, partitions: int) -> Iterator[list[Side]]:
 def run(counts: Counts, partitions: int, sizes: Sequence[int]) -> None:
     """Calibrate each setup's batching, measure ``counts.rounds`` rotated rounds, print."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # The warm-up producers' librdkafka warnings (Kafka 0.9's deprecated fallback settings).
+    logging.basicConfig(level=logging.ERROR, format="%(name)s: %(message)s")
     print(
         f"perf tools, each setup with its best batching, {partitions}-partition topics: kafkasim "
         f"producer-perf-test (Python client, gRPC) vs Kafka {KAFKA_VERSION} ProducerPerformance "
