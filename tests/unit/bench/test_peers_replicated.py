@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.peers_replicated import SETUPS, check_count, ratio_lines, rotated
+from bench.peers_replicated import SETUPS, check_count, main, ratio_lines, rotated
 
 
 def test_each_setup_leads_one_round_in_turn() -> None:
@@ -47,3 +47,13 @@ def test_ratios_of_both_systems_and_between_them_at_rf3() -> None:
     assert header.split()[-6:] == ["kafkasim", "RF3/1", "Kafka", "RF3/1", "RF3", "ks/Kafka"]
     # kafkasim 60k/100k, Kafka 250k/500k, kafkasim/Kafka at RF=3 60k/250k.
     assert row.split() == ["100B", "100000", "60000", "500000", "250000", "0.60", "0.50", "0.24"]
+
+
+@pytest.mark.parametrize("argv", [["--partitions", "0"], ["--sizes", "512"]])
+def test_bad_options_are_refused_before_anything_starts(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--replicated", *argv])
+    assert exited.value.code == 2
+    assert argv[0] in capsys.readouterr().err
