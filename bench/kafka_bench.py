@@ -242,7 +242,7 @@ def _producer(target: Target, acks: str, **settings: object) -> Producer:
     )
 
 
-def _warm_up(producer: Producer, topic: str) -> None:
+def _warm_up(producer: Producer, topic: str, partitions: int = PARTITIONS) -> None:
     """One acknowledged record in each partition: connections made, metadata known and every
     follower fetching before the clock runs. A follower whose first fetch reached the leader
     before the leader's own LeaderAndIsr is answered UNKNOWN_TOPIC_OR_PARTITION and backs off
@@ -251,7 +251,7 @@ def _warm_up(producer: Producer, topic: str) -> None:
     run (issue 19 saw a 686 ms p99 in a fresh cluster's first run; a fresh RF=3 topic showed
     its first acks=all produces taking 0.9 s, with that backoff in a follower's log)."""
     failures: list[KafkaError | None] = []
-    for partition in range(PARTITIONS):
+    for partition in range(partitions):
         producer.produce(
             topic,
             b"warm-up",

@@ -27,9 +27,12 @@ process and the broker are sampled for the whole run, the raw (collapsed) stacks
 to DIR and the top frames of each (by own samples, and by samples with the frame on the stack)
 are printed.
 
+``--replicated`` runs ``bench.peers_replicated`` instead: the producer tools on three brokers
+(RF=3, acks=all, min.insync.replicas=2) against one broker (acks=1), both systems.
+
 Everything started here is stopped here by pid (the clusters' context managers; py-spy
 by its own pid), also on Ctrl-C. Run:
-``./dev bench peers [--quick] [--consumer-only] [--profile DIR]``.
+``./dev bench peers [--quick] [--consumer-only] [--profile DIR] [--replicated]``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import argparse
 import collections
 import contextlib
 import functools
+import importlib
 import os
 import signal
 import statistics
@@ -97,7 +101,7 @@ def _run_kafka_tool(
 
 
 def kafka_perf(cluster: ApacheKafkaCluster, topic: str, size: int, records: int,
-               batch: tuple[int, int]) -> float:  # fmt: skip
+               batch: tuple[int, int], *, acks: str = "1") -> float:  # fmt: skip
     """Kafka 0.9's ProducerPerformance: records/s of its total line."""
     done = _run_kafka_tool(
         cluster,
@@ -113,7 +117,7 @@ def kafka_perf(cluster: ApacheKafkaCluster, topic: str, size: int, records: int,
             "-1",
             "--producer-props",
             f"bootstrap.servers={cluster.bootstrap}",
-            "acks=1",
+            f"acks={acks}",
             f"batch.size={batch[0]}",
             f"linger.ms={batch[1]}",
         ],
@@ -122,11 +126,11 @@ def kafka_perf(cluster: ApacheKafkaCluster, topic: str, size: int, records: int,
 
 
 def kafkasim_perf_argv(bootstrap: str, topic: str, size: int, records: int,
-                       batch: tuple[int, int]) -> list[str]:  # fmt: skip
+                       batch: tuple[int, int], *, acks: str = "1") -> list[str]:  # fmt: skip
     return [
         "producer-perf-test", "--topic", topic, "--num-records", str(records),
         "--record-size", str(size), "--throughput", "-1",
-        "--producer-props", f"bootstrap.servers={bootstrap}", "acks=1",
+        "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}",
         f"batch.size={batch[0]}", f"linger.ms={batch[1]}",
     ]  # fmt: skip
 
@@ -389,6 +393,18 @@ def main() -> None:
     parser.add_argument(
         "--profile-only", action="store_true", help="with --profile: skip the measurements"
     )
+    parser.add_argument(
+        "--replicated",
+        action="store_true",
+        help="3 brokers RF=3 acks=all against 1 broker acks=1, both systems "
+        "(bench.peers_replicated: --partitions N, --sizes)",
+    )
+    if "--replicated" in sys.argv[1:]:
+        # Its own module and options (--help there lists them); imported by name since it
+        # imports this module's helpers.
+        replicated = importlib.import_module("bench.peers_replicated")
+        replicated.main(sys.argv[1:])
+        return
     args = parser.parse_args()
     counts = QUICK if args.quick else FULL
     signal.signal(signal.SIGTERM, signal.default_int_handler)
