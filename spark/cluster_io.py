@@ -35,7 +35,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence, Sized
 from types import TracebackType
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from kafkasim.client.consumer_config import ISOLATION_LEVELS
 from kafkasim.client.network import INVALID_METADATA_CODES, NetworkClient
@@ -271,17 +271,18 @@ async def read_range(
     before a fetch's records are decoded, so that the leader reads while this task decodes."""
     until = r.until_offset
     position = r.from_offset
-    ahead: asyncio.Task[pb.FetchPartitionResponse | None] | None = None
+    ahead: asyncio.Task[_Fetched | None] | None = None
     try:
         while position < until:
             if ahead is None:
-                part = await _fetch(client, r, position, settings)
+                fetched = await _fetch(client, r, position, settings)
             else:
-                part, ahead = await ahead, None
-            if part is None or not part.records:
+                fetched, ahead = await ahead, None
+            if fetched is None or not fetched.records:
                 position = await _after_missing_records(client, r, position, settings)
                 continue
-            expected = _position_after(part.records, position, until)
+            records, part = fetched
+            expected = _position_after(records, position, until)
             if expected is not None and expected < until:
                 ahead = asyncio.create_task(_fetch(client, r, expected, settings))
                 for _ in range(_SEND_STEPS):  # let the call reach the wire
@@ -291,7 +292,7 @@ async def read_range(
                 if settings.read_committed
                 else None
             )
-            chunk, position = decode(part.records, position, until, aborted)
+            chunk, position = decode(records, position, until, aborted)
             if ahead is not None and position != expected:  # cannot be: the same walk
                 ahead.cancel()
                 ahead = None
@@ -302,29 +303,38 @@ async def read_range(
             ahead.cancel()
 
 
+class _Fetched(NamedTuple):
+    """One fetch's answer and its records, read out of the message once: each read of a
+    bytes field of a protobuf message (upb) is a fresh copy of the whole field."""
+
+    records: bytes
+    part: pb.FetchPartitionResponse
+
+
 async def _fetch(
     client: NetworkClient, r: OffsetRange, position: int, settings: ReadSettings
-) -> pb.FetchPartitionResponse | None:
+) -> _Fetched | None:
     """One fetch of ``r``'s partition at ``position`` from its leader, with failover; None
     when the records there are gone or not readable by the deadline (see the module doc)."""
     tp = r.topic_partition
     isolation = isolation_level(settings)
-    part: pb.FetchPartitionResponse | None = None
+    fetched: _Fetched | None = None
     try:
         async for attempt in client.retrying(retry_on=_retriable_read):
             with attempt:
                 part = await client.fetch_raw(
                     tp, position, max_bytes=FETCH_MAX_BYTES, isolation_level=isolation
                 )
+                fetched = _Fetched(part.records, part)
                 readable = part.last_stable_offset if isolation else part.high_watermark
-                if not part.records and readable < r.until_offset:
+                if not fetched.records and readable < r.until_offset:
                     raise _NotYetReadableError(
                         f"{tp}: the leader's {_BOUND[isolation]} {readable} is below the "
                         f"end {r.until_offset} of the range being read"
                     )
     except (_NotYetReadableError, OffsetOutOfRangeError):
         return None  # deleted, or still not readable at the deadline
-    return part
+    return fetched
 
 
 def _position_after(data: bytes, position: int, until: int) -> int | None:

@@ -132,3 +132,40 @@ def test_a_read_closed_early_cancels_its_fetch_ahead() -> None:
         assert leader.open == 0
 
     asyncio.run(main())
+
+
+class _CountedAnswer:
+    """A fetch answer counting reads of its ``records``: each read of a protobuf bytes field
+    copies the whole field (4 MiB a fetch)."""
+
+    def __init__(self, part: pb.FetchPartitionResponse, reads: list[int]) -> None:
+        self._part = part
+        self._reads = reads
+        self.high_watermark = part.high_watermark
+        self.last_stable_offset = part.last_stable_offset
+        self.aborted_transactions = part.aborted_transactions
+
+    @property
+    def records(self) -> bytes:
+        self._reads.append(1)
+        return self._part.records
+
+
+def test_each_fetched_answer_has_its_records_read_out_once() -> None:
+    log: list[tuple[str, int]] = []
+    reads: list[int] = []
+    leader = _FakeLeader(log, 3)
+    plain_fetch = leader.fetch_raw
+
+    async def counted_fetch(tp: TopicPartition, position: int, **kw: object) -> object:
+        part = await plain_fetch(tp, position, **kw)
+        assert isinstance(part, pb.FetchPartitionResponse)
+        return _CountedAnswer(part, reads)
+
+    leader.fetch_raw = counted_fetch  # type: ignore[method-assign]
+
+    async def main() -> list[int]:
+        return [o for chunk in [c async for c in _read(leader, 9, log)] for o in chunk.offsets]  # type: ignore[attr-defined]
+
+    assert asyncio.run(main()) == list(range(9))
+    assert len(reads) == 3  # three fetches
