@@ -176,15 +176,16 @@ class ArrowChunkDecoder:
         counts = np.array([header.records_count for _, _, header in spans], dtype=np.int64)
         payload_ends = np.array([end for _, end, _ in spans], dtype=np.int64)
         begins = np.array([begin for begin, _, _ in spans], dtype=np.int64)
-        starts = _record_positions(buf, begins, payload_ends, counts)
-        if starts is None:
+        positions = _record_positions(buf, begins, payload_ends, counts)
+        if positions is None:
             return None
+        starts, bodies = positions
         last = np.cumsum(counts) - 1  # each batch's last record
         first = last - counts + 1
         ends = np.empty_like(starts)
         ends[:-1] = starts[1:]
         ends[last] = payload_ends
-        fields = _record_fields(buf, starts, ends)
+        fields = _record_fields(buf, bodies, ends)
         if fields is None:
             return None
         ts_delta, offset_delta, key_start, key_len, value_start, value_len = fields
@@ -262,16 +263,11 @@ def _per_record(values: list[int], batch_of: I64 | None, n: int) -> I64:
 Fields = tuple[I64, I64, I64, I64, I64, I64]
 
 
-def _record_fields(buf: npt.NDArray[np.uint8], starts: I64, ends: I64) -> Fields | None:
+def _record_fields(buf: npt.NDArray[np.uint8], p0: I64, rec_end: I64) -> Fields | None:
     """Timestamp delta, offset delta, key start and length, value start and length of the
-    records at ``starts``, each of which must end exactly at its ``ends``, without headers;
-    None when one does not (the walk names the error) or has headers (the walk decodes them)."""
-    size, p0 = _varints(buf, starts, 5)
-    if size is None or (size < 0).any():
-        return None
-    rec_end = p0 + size
-    if not np.array_equal(rec_end, ends):
-        return None
+    records whose bodies (after their length) span ``[p0, rec_end)``, without headers; None
+    when their fields do not fill them exactly (the walk names the error) or one has headers
+    (the walk decodes them)."""
     ts_delta, p1 = _varints(buf, p0 + 1, 10)  # after the attributes byte
     if ts_delta is None:
         return None
@@ -337,10 +333,11 @@ def columns_batch(c: RecordColumns, schema: pa.Schema) -> pa.RecordBatch:
 
 def _record_positions(
     buf: npt.NDArray[np.uint8], begins: I64, ends: I64, counts: I64
-) -> I64 | None:
+) -> tuple[I64, I64] | None:
     """Where each record of the payloads at ``[begins[j], ends[j])`` of ``buf`` (``counts[j]``
-    records each) starts, one array for all, following their length varints; None when the
-    records of a payload do not lead exactly to its end.
+    records each) starts, and where its body (after its length varint) starts, one array for
+    all, following their length varints; None when a length is negative or does not end
+    within 5 bytes, or the records of a payload do not lead exactly to its end.
 
     Records come in runs of equal length (their deltas' varints grow a byte at 64, 8,192,
     ...): from each payload's next record, the following ones are assumed to have its
@@ -348,6 +345,7 @@ def _record_positions(
     payload's run ends at its first record that does not fit. Past ``_MAX_RUNS`` rounds
     (lengths that keep changing), one record at a time."""
     starts = np.empty(int(counts.sum()), dtype=np.int64)
+    record_bodies = np.empty_like(starts)
     first = np.cumsum(counts) - counts  # where each payload's records go in ``starts``
     done = np.zeros_like(counts)
     pos = begins.copy()
@@ -373,38 +371,52 @@ def _record_positions(
         run = np.minimum.reduceat(np.where(fits, many[seg], local), seg_start)
         run = np.maximum(run, 1)  # the first fits: its own length
         taken = local < run[seg]
-        starts[(first[todo] + done[todo])[seg[taken]] + local[taken]] = candidates[taken]
+        if (sizes[taken] < 0).any():  # a negative length (a non-canonical varint) fits
+            return None
+        into = (first[todo] + done[todo])[seg[taken]] + local[taken]
+        starts[into] = candidates[taken]
+        record_bodies[into] = bodies[taken]
         done[todo] += run
         pos[todo] += stride * run
     for j in np.flatnonzero(done < counts):
-        one = starts[first[j] : first[j] + counts[j]]
-        pos[j] = _record_positions_one_by_one(buf, one, int(done[j]), int(pos[j]), int(ends[j]))
-    return starts if np.array_equal(pos, ends) else None
+        mine = slice(first[j], first[j] + counts[j])
+        pos[j] = _record_positions_one_by_one(
+            buf,
+            starts[mine],
+            record_bodies[mine],
+            done=int(done[j]),
+            pos=int(pos[j]),
+            end=int(ends[j]),
+        )
+    return (starts, record_bodies) if np.array_equal(pos, ends) else None
 
 
 def _record_positions_one_by_one(
-    buf: npt.NDArray[np.uint8], starts: I64, done: int, pos: int, end: int
+    buf: npt.NDArray[np.uint8], starts: I64, bodies: I64, *, done: int, pos: int, end: int
 ) -> int:
     """:func:`_record_positions` of one payload from its record ``done`` at ``pos`` on, by a
-    plain walk up to its ``end`` (``starts``: its records' starts); the position after the
-    last record, -1 when a length cannot be read within the payload."""
+    plain walk up to its ``end`` (``starts`` and ``bodies``: its records'); the position after
+    the last record, -1 when a length is negative or cannot be read within the payload."""
     data = buf[pos:end].tobytes()
     found = [0] * (len(starts) - done)
+    found_bodies = [0] * len(found)
     at = 0
     try:
         for i in range(len(found)):
             found[i] = pos + at
             z = data[at]
             if z < 0x80:
-                at += 1 + ((z >> 1) ^ -(z & 1))
+                size, at = (z >> 1) ^ -(z & 1), at + 1
             else:
                 size, at = decode_varint(data, at)
-                at += size
-            if at < 0:
+            if size < 0:
                 return -1
+            found_bodies[i] = pos + at
+            at += size
     except (IndexError, InvalidRecordError):
         return -1
     starts[done:] = found
+    bodies[done:] = found_bodies
     return pos + at
 
 
