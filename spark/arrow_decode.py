@@ -56,6 +56,10 @@ __all__ = ["ArrowChunkDecoder"]
 I64 = npt.NDArray[np.int64]
 _PAD: Final = bytes(16)  # reads past a payload's end see zeros (then fail a check)
 _MAX_RUNS: Final = 16
+# Records checked per payload in the first round of the run walk (varint deltas grow a byte at
+# 64), and how much more each round after it checks.
+_FIRST_WINDOW: Final = 64
+_WINDOW_GROWTH: Final = 8
 _UINT32_MAX: Final = np.uint64(0xFFFFFFFF)
 _CONCAT_LIMIT: Final = 1 << 30  # binary columns have 32-bit offsets: never concatenate past it
 
@@ -342,14 +346,17 @@ def _record_positions(
     Records come in runs of equal length (their deltas' varints grow a byte at 64, 8,192,
     ...): from each payload's next record, the following ones are assumed to have its
     length, and the assumption is checked for all of them, in all payloads, at once; each
-    payload's run ends at its first record that does not fit. Past ``_MAX_RUNS`` rounds
-    (lengths that keep changing), one record at a time."""
+    payload's run ends at its first record that does not fit. A round checks at most a
+    window of records a payload, 64 in the first (a batch's offset deltas, from 0, take a
+    second byte at 64) and eight times more in each next one, so that records past a length
+    change are rarely checked twice. Past ``_MAX_RUNS`` rounds (lengths that keep changing),
+    one record at a time."""
     starts = np.empty(int(counts.sum()), dtype=np.int64)
     record_bodies = np.empty_like(starts)
     first = np.cumsum(counts) - counts  # where each payload's records go in ``starts``
     done = np.zeros_like(counts)
     pos = begins.copy()
-    for _ in range(_MAX_RUNS):
+    for round_ in range(_MAX_RUNS):
         todo = np.flatnonzero(done < counts)
         if not todo.size:
             break
@@ -362,6 +369,7 @@ def _record_positions(
             return None
         # Candidates: each payload's next records, assumed ``stride`` apart, within its end.
         many = np.minimum(counts[todo] - done[todo], (ends[todo] - at - 1) // stride + 1)
+        np.minimum(many, _FIRST_WINDOW * _WINDOW_GROWTH**round_, out=many)
         seg_start = np.cumsum(many) - many
         seg = np.repeat(np.arange(todo.size), many)
         local = np.arange(int(many.sum())) - seg_start[seg]
@@ -426,6 +434,9 @@ def _varints(buf: npt.NDArray[np.uint8], at: I64, max_bytes: int) -> tuple[I64 |
     in 32 (``max_bytes`` 5) or 64 bits (the walk's decode_varint/varlong name the error)."""
     if at.size and (at.min() < 0 or at.max() + max_bytes > len(buf)):
         return None, at
+    short = _short_varints(buf, at)
+    if short is not None:
+        return short
     raw, length, unterminated = _raw_varints(buf, at, max_bytes)
     if unterminated.any():
         return None, at
@@ -439,9 +450,29 @@ def _varints(buf: npt.NDArray[np.uint8], at: I64, max_bytes: int) -> tuple[I64 |
 def _guessed_varints(buf: npt.NDArray[np.uint8], at: I64) -> tuple[I64, I64]:
     """As :func:`_varints` (32 bits) at positions that are guesses, all within ``buf``: one
     that does not end within 5 bytes reads as -1."""
+    short = _short_varints(buf, at)
+    if short is not None:
+        return short
     raw, length, unterminated = _raw_varints(buf, at, 5)
     raw[unterminated] = 1  # zigzag for -1
     return _unzigzag(raw), at + length
+
+
+def _short_varints(buf: npt.NDArray[np.uint8], at: I64) -> tuple[I64, I64] | None:
+    """:func:`_varints` when every one is one or two bytes long (lengths below 8,192 and
+    most deltas: the usual case), from one two-byte gather per position; None when one is
+    longer (or ``at`` reaches the last byte of ``buf``)."""
+    if not at.size or at.max() + 2 > len(buf) or not buf.flags.c_contiguous:
+        return None
+    # Each position's byte and the next, little-endian: a two-byte window on ``buf``.
+    pairs = np.ndarray((len(buf) - 1,), dtype="<u2", buffer=buf, strides=(1,))[at]
+    continued = (pairs & 0x80) != 0
+    if (continued & (pairs >= 0x8000)).any():
+        return None  # a third byte
+    raw = np.where(continued, (pairs & 0x7F) | ((pairs >> 1) & 0x3F80), pairs & 0x7F)
+    wide = raw.astype(np.int64)
+    values: I64 = (wide >> 1) ^ -(wide & 1)
+    return values, at + 1 + continued
 
 
 def _raw_varints(
