@@ -59,6 +59,8 @@ _MAX_RUNS: Final = 16
 # Records checked per payload in the first round of the run walk (varint deltas grow a byte at
 # 64), and how much more each round after it checks.
 _FIRST_WINDOW: Final = 64
+# The bytes of a varint of each length (1 to 5) in an eight-byte window.
+_VARINT_MASKS: Final = np.array([0] + [(1 << 8 * n) - 1 for n in range(1, 6)], dtype=np.uint64)
 _WINDOW_GROWTH: Final = 8
 _UINT32_MAX: Final = np.uint64(0xFFFFFFFF)
 _CONCAT_LIMIT: Final = 1 << 30  # binary columns have 32-bit offsets: never concatenate past it
@@ -351,11 +353,13 @@ def _record_positions(
     second byte at 64) and eight times more in each next one, so that records past a length
     change are rarely checked twice. Past ``_MAX_RUNS`` rounds (lengths that keep changing),
     one record at a time."""
-    starts = np.empty(int(counts.sum()), dtype=np.int64)
-    record_bodies = np.empty_like(starts)
+    if not counts.size or len(buf) < 8 or ends.max() + 7 > len(buf) or not buf.flags.c_contiguous:
+        return None  # (a padded buffer always has the 7 bytes past a payload's end)
+    words = _windows(buf)
     first = np.cumsum(counts) - counts  # where each payload's records go in ``starts``
     done = np.zeros_like(counts)
     pos = begins.copy()
+    found: list[tuple[I64, I64, I64, I64, I64]] = []  # each round's runs: into, at, stride, ...
     for round_ in range(_MAX_RUNS):
         todo = np.flatnonzero(done < counts)
         if not todo.size:
@@ -364,28 +368,31 @@ def _record_positions(
         size, body = _varints(buf, at, 5)
         if size is None or (size < 0).any() or (at >= ends[todo]).any():
             return None
-        stride = body - at + size
-        if (stride <= 0).any():
-            return None
-        # Candidates: each payload's next records, assumed ``stride`` apart, within its end.
+        length = body - at
+        stride = length + size
+        # Candidates: each payload's next records, assumed ``stride`` apart, within its end;
+        # one is in the run when its length varint is the same bytes as the run's first one.
         many = np.minimum(counts[todo] - done[todo], (ends[todo] - at - 1) // stride + 1)
         np.minimum(many, _FIRST_WINDOW * _WINDOW_GROWTH**round_, out=many)
         seg_start = np.cumsum(many) - many
-        seg = np.repeat(np.arange(todo.size), many)
-        local = np.arange(int(many.sum())) - seg_start[seg]
-        candidates = at[seg] + stride[seg] * local
-        sizes, bodies = _guessed_varints(buf, candidates)
-        fits = bodies + sizes == candidates + stride[seg]
-        run = np.minimum.reduceat(np.where(fits, many[seg], local), seg_start)
-        run = np.maximum(run, 1)  # the first fits: its own length
-        taken = local < run[seg]
-        if (sizes[taken] < 0).any():  # a negative length (a non-canonical varint) fits
-            return None
-        into = (first[todo] + done[todo])[seg[taken]] + local[taken]
-        starts[into] = candidates[taken]
-        record_bodies[into] = bodies[taken]
+        local = np.arange(int(many.sum())) - np.repeat(seg_start, many)
+        candidates = np.repeat(at, many) + np.repeat(stride, many) * local
+        masks = _VARINT_MASKS[length]
+        fits = (words[candidates] & np.repeat(masks, many)) == np.repeat(words[at] & masks, many)
+        run = np.minimum.reduceat(np.where(fits, np.repeat(many, many), local), seg_start)
+        found.append((first[todo] + done[todo], at, stride, length, run))
         done[todo] += run
         pos[todo] += stride * run
+    starts = np.empty(int(counts.sum()), dtype=np.int64)
+    record_bodies = np.empty_like(starts)
+    if found:  # every run's records, written at once
+        into, at, stride, length, run = (
+            np.concatenate(column) for column in zip(*found, strict=True)
+        )
+        local = np.arange(int(run.sum())) - np.repeat(np.cumsum(run) - run, run)
+        where = np.repeat(into, run) + local
+        starts[where] = np.repeat(at, run) + np.repeat(stride, run) * local
+        record_bodies[where] = starts[where] + np.repeat(length, run)
     for j in np.flatnonzero(done < counts):
         mine = slice(first[j], first[j] + counts[j])
         pos[j] = _record_positions_one_by_one(
@@ -397,6 +404,14 @@ def _record_positions(
             end=int(ends[j]),
         )
     return (starts, record_bodies) if np.array_equal(pos, ends) else None
+
+
+def _windows(buf: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint64]:
+    """The eight bytes from each position of ``buf`` on, as little-endian integers (a view)."""
+    view: npt.NDArray[np.uint64] = np.ndarray(
+        (len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,)
+    )
+    return view
 
 
 def _record_positions_one_by_one(
