@@ -206,18 +206,22 @@ class ArrowChunkDecoder:
         batch_of = np.repeat(np.arange(len(spans)), counts) if len(spans) > 1 else None
         offsets = _per_record([h.base_offset for h in headers], batch_of, offset_delta.size)
         offsets += offset_delta
-        log_append = _per_record(
-            [h.attributes & TIMESTAMP_TYPE_MASK for h in headers], batch_of, offsets.size
-        )
-        timestamps = np.where(
-            log_append != 0,
-            _per_record([h.max_timestamp for h in headers], batch_of, offsets.size),
-            _per_record([h.first_timestamp for h in headers], batch_of, offsets.size) + ts_delta,
-        )
-        types = _per_record([int(h.timestamp_type) for h in headers], batch_of, offsets.size)
+        timestamps = _per_record([h.first_timestamp for h in headers], batch_of, offsets.size)
+        timestamps += ts_delta
+        if any(h.attributes & TIMESTAMP_TYPE_MASK for h in headers):  # LogAppendTime
+            log_append = _per_record(
+                [h.attributes & TIMESTAMP_TYPE_MASK for h in headers], batch_of, offsets.size
+            )
+            max_timestamps = _per_record([h.max_timestamp for h in headers], batch_of, offsets.size)
+            timestamps = np.where(log_append != 0, max_timestamps, timestamps)
+        kinds = {int(h.timestamp_type) for h in headers}
+        types = None
+        if len(kinds) > 1:
+            types = _per_record([int(h.timestamp_type) for h in headers], batch_of, offsets.size)
         keep = (offsets >= position) & (offsets < until)
         if not keep.all():
-            offsets, timestamps, types = offsets[keep], timestamps[keep], types[keep]
+            offsets, timestamps = offsets[keep], timestamps[keep]
+            types = None if types is None else types[keep]
             key_start, key_len = key_start[keep], key_len[keep]
             value_start, value_len = value_start[keep], value_len[keep]
         n = len(offsets)
@@ -229,7 +233,9 @@ class ArrowChunkDecoder:
             pa.repeat(pa.scalar(self.partition, type=schema_types[3]), n),
             pa.array(offsets, type=schema_types[4]),
             pa.array(timestamps, type=pa.timestamp("ms", tz="UTC")).cast(schema_types[5]),
-            pa.array(types.astype(np.int32), type=schema_types[6]),
+            pa.repeat(pa.scalar(kinds.pop(), type=schema_types[6]), n)
+            if types is None
+            else pa.array(types.astype(np.int32), type=schema_types[6]),
         ]
         if len(schema_types) > 7:
             empty = pa.array([], type=schema_types[7].value_type)

@@ -17,7 +17,13 @@ from kafkasim.spark import arrow_decode
 from kafkasim.spark.arrow_decode import ArrowChunkDecoder, columns_batch
 from kafkasim.spark.cluster_io import decode_columns
 from kafkasim.spark.rows import arrow_schema
-from kafkasim.storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, encode_batch
+from kafkasim.storage.records.batch import (
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    TimestampType,
+    encode_batch,
+    set_log_append_time,
+)
 from kafkasim.storage.records.compression import CompressionType
 from kafkasim.storage.records.entry import parse_entry_header
 from tests.unit.client.test_record_columns import T0, _recrc, mixed, transactions
@@ -286,3 +292,27 @@ def test_record_positions_give_each_records_body() -> None:
     assert end == len(payload)
     assert walked_starts.tolist() == starts.tolist()
     assert walked_bodies.tolist() == bodies.tolist()
+
+
+@pytest.mark.parametrize(("position", "until"), [(0, 6), (1, 5), (3, 6)])
+def test_plain_batches_of_both_timestamp_types_decoded_together(position: int, until: int) -> None:
+    log_append = bytearray(
+        encode_batch(
+            [(T0 + 5, None, b"c"), (T0 + 6, None, b"d"), (T0 + 7, None, b"e")],
+            base_offset=3,
+            timestamp_type=TimestampType.LOG_APPEND_TIME,
+        )
+    )
+    set_log_append_time(log_append, 0, T0 + 99)
+    create = encode_batch([(T0 + o, None, b"v%d" % o) for o in range(3)])
+    data = create + bytes(log_append)
+    batches, _ = ArrowChunkDecoder(TP.topic, TP.partition, arrow_schema(False)).decode(
+        data, position, until
+    )
+    assert len(batches) == 1  # one group, decoded in one pass
+    table = assert_same(data, position, until)
+    wanted = range(position, until)
+    assert table.column("timestampType").to_pylist() == [0 if o < 3 else 1 for o in wanted]
+    assert [t.timestamp() * 1000 for t in table.column("timestamp").to_pylist()] == [
+        T0 + o if o < 3 else T0 + 99 for o in wanted
+    ]
