@@ -4,16 +4,22 @@ the message format of the entries holding them (no Spark needed)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import cast
 
 import pytest
 from tenacity import AsyncRetrying, stop_after_attempt
 
 from kafkasim.client.network import NetworkClient
+from kafkasim.common.clock import ManualClock
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
-from kafkasim.spark.cluster_io import decode_columns, read_range
+from kafkasim.spark.cluster_io import (
+    ClusterConnection,
+    IdleConnections,
+    decode_columns,
+    read_range,
+)
 from kafkasim.spark.options import ReadSettings
 from kafkasim.spark.planning import OffsetRange
 from kafkasim.storage.records.batch import TimestampType, encode_batch
@@ -169,3 +175,83 @@ def test_each_fetched_answer_has_its_records_read_out_once() -> None:
 
     assert asyncio.run(main()) == list(range(9))
     assert len(reads) == 3  # three fetches
+
+
+def _settings(server: str = "127.0.0.1:1", request_timeout_ms: int = 30_000) -> ReadSettings:
+    return ReadSettings(
+        (server,),
+        include_headers=False,
+        fail_on_data_loss=True,
+        arrow=True,
+        request_timeout_ms=request_timeout_ms,
+    )
+
+
+def _closed(conn: ClusterConnection) -> bool:
+    return conn.closed
+
+
+def test_a_read_connection_is_kept_for_the_next_read_with_the_same_settings() -> None:
+    pool = IdleConnections()
+    try:
+        with pool.connection(_settings()) as first:
+            first.run(asyncio.sleep(0))
+        with pool.connection(_settings()) as again:
+            assert again is first  # its loop, channels and metadata kept
+            with pool.connection(_settings()) as meanwhile:
+                assert meanwhile is not first  # the idle one is in use
+        # One idle connection a settings: the one given back second is closed.
+        assert _closed(first) and not _closed(meanwhile)
+        with pool.connection(_settings("127.0.0.1:2")) as other_cluster:
+            assert other_cluster is not meanwhile
+        with pool.connection(_settings(request_timeout_ms=5_000)) as other_timeouts:
+            assert other_timeouts is not meanwhile
+        with pool.connection(_settings()) as same:
+            assert same is meanwhile
+    finally:
+        pool.close()
+    assert _closed(meanwhile) and _closed(other_cluster) and _closed(other_timeouts)
+
+
+def test_a_read_that_fails_closes_its_connection() -> None:
+    pool = IdleConnections()
+    try:
+        with pytest.raises(RuntimeError), pool.connection(_settings()) as failed:
+            raise RuntimeError("the read failed")
+        assert _closed(failed)
+        with pool.connection(_settings()) as fresh:
+            assert fresh is not failed
+    finally:
+        pool.close()
+
+
+def test_a_read_stopped_early_closes_its_connection() -> None:
+    pool = IdleConnections()
+
+    def rows() -> Iterator[ClusterConnection]:
+        with pool.connection(_settings()) as conn:
+            yield conn
+            yield conn
+
+    reading = rows()
+    conn = next(reading)
+    reading.close()  # Spark stops reading (a limit was reached)
+    assert _closed(conn)
+    pool.close()
+
+
+def test_a_connection_idle_past_the_timeout_is_closed_not_used() -> None:
+    clock = ManualClock()
+    pool = IdleConnections(timeout_ms=300_000, clock=clock)
+    try:
+        with pool.connection(_settings()) as first:
+            pass
+        clock.advance(299_999)
+        with pool.connection(_settings()) as again:
+            assert again is first
+        clock.advance(300_000)
+        with pool.connection(_settings()) as later:
+            assert later is not first
+        assert _closed(first)
+    finally:
+        pool.close()
