@@ -6,24 +6,25 @@ fetch answer are walked as a consumer walks them
 aborted transactions' batches give no record), and only the records in ``[position, until)``
 are kept, as :func:`client.record_columns.consumed_columns` with ``until`` keeps them.
 
-V2 batches are decoded with numpy, field by field over all their records at once: no
-Python object per record. The uncompressed data batches that follow one another in a fetch
-(a producer's, usually all of them) are decoded together, where they lie in the fetched
-bytes (:meth:`ArrowChunkDecoder._decode_group`), into one record batch; a compressed batch
-is decoded alone from its decompressed records (:meth:`ArrowChunkDecoder._batch_segment`).
+V2 batches are decoded with numpy, field by field over all their records at once: no Python
+object per record. The uncompressed data batches that follow one another in a fetch (a
+producer's, usually all of them) are decoded together, where they lie in the fetched bytes
+(:meth:`ArrowChunkDecoder._decode_group`), into one record batch; a compressed batch is
+decoded alone from its decompressed records (:meth:`ArrowChunkDecoder._batch_segment`).
 Where each record starts is found by runs of records of equal length, each payload's run
-checked at once and all payloads in the same numpy pass (:func:`_record_positions`); every
-varint after the length (timestamp delta, offset delta, key and value lengths) is decoded by
-:func:`_varints` as whole arrays; keys and values become Arrow binary columns
-(:func:`_binary_column`): of one length, cut out of the fetched bytes by Arrow in one copy,
-else gathered with one mask. The batches are checked as the consumer's walk checks them
-(CRC first, then every record filling its declared length, offset deltas increasing and
-within the header's last offset delta, the batch filled exactly, varints within Kafka's
-bounds). Batches the vectorised walk does not take as they are (records with headers, or
-any failed check) are decoded one by one, and a batch it still does not take by the
-consumer's walk (:func:`client.record_columns.entry_columns`), which raises the exact error
-(InvalidRecordError, CorruptRecordError) or gives the records, headers included; so are
-v0/v1 entries (logs written before Kafka 0.11).
+checked at once (a record is in it when its length varint is the same bytes) and all
+payloads in the same numpy pass (:func:`_record_positions`); every varint after the length
+(timestamp delta, offset delta, key and value lengths) is decoded by :func:`_varints` as
+whole arrays (those of one or two bytes from one two-byte gather); keys and values become
+Arrow binary columns (:func:`_binary_column`): of one length, cut out of the fetched bytes
+by Arrow in one copy, else gathered with one mask. The batches are checked as the consumer's
+walk checks them (CRC first, then every record filling its declared length, offset deltas
+increasing and within the header's last offset delta, the batch filled exactly, varints
+within Kafka's bounds). Batches the vectorised walk does not take as they are (records with
+headers, or any failed check) are decoded one by one, and a batch it still does not take by
+the consumer's walk (:func:`client.record_columns.entry_columns`), which raises the exact
+error (InvalidRecordError, CorruptRecordError) or gives the records, headers included; so
+are v0/v1 entries (logs written before Kafka 0.11).
 """
 
 from __future__ import annotations
@@ -465,17 +466,6 @@ def _varints(buf: npt.NDArray[np.uint8], at: I64, max_bytes: int) -> tuple[I64 |
         return None, at
     if max_bytes == 10 and ((length == 10) & (buf[at + 9] > 1)).any():
         return None, at
-    return _unzigzag(raw), at + length
-
-
-def _guessed_varints(buf: npt.NDArray[np.uint8], at: I64) -> tuple[I64, I64]:
-    """As :func:`_varints` (32 bits) at positions that are guesses, all within ``buf``: one
-    that does not end within 5 bytes reads as -1."""
-    short = _short_varints(buf, at)
-    if short is not None:
-        return short
-    raw, length, unterminated = _raw_varints(buf, at, 5)
-    raw[unterminated] = 1  # zigzag for -1
     return _unzigzag(raw), at + length
 
 
