@@ -6,24 +6,25 @@ fetch answer are walked as a consumer walks them
 aborted transactions' batches give no record), and only the records in ``[position, until)``
 are kept, as :func:`client.record_columns.consumed_columns` with ``until`` keeps them.
 
-V2 batches are decoded with numpy, field by field over all their records at once: no
-Python object per record. The uncompressed data batches that follow one another in a fetch
-(a producer's, usually all of them) are decoded together, where they lie in the fetched
-bytes (:meth:`ArrowChunkDecoder._decode_group`), into one record batch; a compressed batch
-is decoded alone from its decompressed records (:meth:`ArrowChunkDecoder._batch_segment`).
+V2 batches are decoded with numpy, field by field over all their records at once: no Python
+object per record. The uncompressed data batches that follow one another in a fetch (a
+producer's, usually all of them) are decoded together, where they lie in the fetched bytes
+(:meth:`ArrowChunkDecoder._decode_group`), into one record batch; a compressed batch is
+decoded alone from its decompressed records (:meth:`ArrowChunkDecoder._batch_segment`).
 Where each record starts is found by runs of records of equal length, each payload's run
-checked at once and all payloads in the same numpy pass (:func:`_record_positions`); every
-varint after the length (timestamp delta, offset delta, key and value lengths) is decoded by
-:func:`_varints` as whole arrays; keys and values become Arrow binary columns
-(:func:`_binary_column`): of one length, cut out of the fetched bytes by Arrow in one copy,
-else gathered with one mask. The batches are checked as the consumer's walk checks them
-(CRC first, then every record filling its declared length, offset deltas increasing and
-within the header's last offset delta, the batch filled exactly, varints within Kafka's
-bounds). Batches the vectorised walk does not take as they are (records with headers, or
-any failed check) are decoded one by one, and a batch it still does not take by the
-consumer's walk (:func:`client.record_columns.entry_columns`), which raises the exact error
-(InvalidRecordError, CorruptRecordError) or gives the records, headers included; so are
-v0/v1 entries (logs written before Kafka 0.11).
+checked at once (a record is in it when its length varint is the same bytes) and all
+payloads in the same numpy pass (:func:`_record_positions`); every varint after the length
+(timestamp delta, offset delta, key and value lengths) is decoded by :func:`_varints` as
+whole arrays (those of one or two bytes from one two-byte gather); keys and values become
+Arrow binary columns (:func:`_binary_column`): of one length, cut out of the fetched bytes
+by Arrow in one copy, else gathered with one mask. The batches are checked as the consumer's
+walk checks them (CRC first, then every record filling its declared length, offset deltas
+increasing and within the header's last offset delta, the batch filled exactly, varints
+within Kafka's bounds). Batches the vectorised walk does not take as they are (records with
+headers, or any failed check) are decoded one by one, and a batch it still does not take by
+the consumer's walk (:func:`client.record_columns.entry_columns`), which raises the exact
+error (InvalidRecordError, CorruptRecordError) or gives the records, headers included; so
+are v0/v1 entries (logs written before Kafka 0.11).
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ __all__ = ["ArrowChunkDecoder"]
 I64 = npt.NDArray[np.int64]
 _PAD: Final = bytes(16)  # reads past a payload's end see zeros (then fail a check)
 _MAX_RUNS: Final = 16
+# Records checked per payload in the first round of the run walk (varint deltas grow a byte at
+# 64), and how much more each round after it checks.
+_FIRST_WINDOW: Final = 64
+# The bytes of a varint of each length (1 to 5) in an eight-byte window.
+_VARINT_MASKS: Final = np.array([0] + [(1 << 8 * n) - 1 for n in range(1, 6)], dtype=np.uint64)
+_WINDOW_GROWTH: Final = 8
 _UINT32_MAX: Final = np.uint64(0xFFFFFFFF)
 _CONCAT_LIMIT: Final = 1 << 30  # binary columns have 32-bit offsets: never concatenate past it
 
@@ -176,15 +183,16 @@ class ArrowChunkDecoder:
         counts = np.array([header.records_count for _, _, header in spans], dtype=np.int64)
         payload_ends = np.array([end for _, end, _ in spans], dtype=np.int64)
         begins = np.array([begin for begin, _, _ in spans], dtype=np.int64)
-        starts = _record_positions(buf, begins, payload_ends, counts)
-        if starts is None:
+        positions = _record_positions(buf, begins, payload_ends, counts)
+        if positions is None:
             return None
+        starts, bodies = positions
         last = np.cumsum(counts) - 1  # each batch's last record
         first = last - counts + 1
         ends = np.empty_like(starts)
         ends[:-1] = starts[1:]
         ends[last] = payload_ends
-        fields = _record_fields(buf, starts, ends)
+        fields = _record_fields(buf, bodies, ends)
         if fields is None:
             return None
         ts_delta, offset_delta, key_start, key_len, value_start, value_len = fields
@@ -199,18 +207,22 @@ class ArrowChunkDecoder:
         batch_of = np.repeat(np.arange(len(spans)), counts) if len(spans) > 1 else None
         offsets = _per_record([h.base_offset for h in headers], batch_of, offset_delta.size)
         offsets += offset_delta
-        log_append = _per_record(
-            [h.attributes & TIMESTAMP_TYPE_MASK for h in headers], batch_of, offsets.size
-        )
-        timestamps = np.where(
-            log_append != 0,
-            _per_record([h.max_timestamp for h in headers], batch_of, offsets.size),
-            _per_record([h.first_timestamp for h in headers], batch_of, offsets.size) + ts_delta,
-        )
-        types = _per_record([int(h.timestamp_type) for h in headers], batch_of, offsets.size)
+        timestamps = _per_record([h.first_timestamp for h in headers], batch_of, offsets.size)
+        timestamps += ts_delta
+        if any(h.attributes & TIMESTAMP_TYPE_MASK for h in headers):  # LogAppendTime
+            log_append = _per_record(
+                [h.attributes & TIMESTAMP_TYPE_MASK for h in headers], batch_of, offsets.size
+            )
+            max_timestamps = _per_record([h.max_timestamp for h in headers], batch_of, offsets.size)
+            timestamps = np.where(log_append != 0, max_timestamps, timestamps)
+        kinds = {int(h.timestamp_type) for h in headers}
+        types = None
+        if len(kinds) > 1:
+            types = _per_record([int(h.timestamp_type) for h in headers], batch_of, offsets.size)
         keep = (offsets >= position) & (offsets < until)
         if not keep.all():
-            offsets, timestamps, types = offsets[keep], timestamps[keep], types[keep]
+            offsets, timestamps = offsets[keep], timestamps[keep]
+            types = None if types is None else types[keep]
             key_start, key_len = key_start[keep], key_len[keep]
             value_start, value_len = value_start[keep], value_len[keep]
         n = len(offsets)
@@ -222,7 +234,9 @@ class ArrowChunkDecoder:
             pa.repeat(pa.scalar(self.partition, type=schema_types[3]), n),
             pa.array(offsets, type=schema_types[4]),
             pa.array(timestamps, type=pa.timestamp("ms", tz="UTC")).cast(schema_types[5]),
-            pa.array(types.astype(np.int32), type=schema_types[6]),
+            pa.repeat(pa.scalar(kinds.pop(), type=schema_types[6]), n)
+            if types is None
+            else pa.array(types.astype(np.int32), type=schema_types[6]),
         ]
         if len(schema_types) > 7:
             empty = pa.array([], type=schema_types[7].value_type)
@@ -262,16 +276,11 @@ def _per_record(values: list[int], batch_of: I64 | None, n: int) -> I64:
 Fields = tuple[I64, I64, I64, I64, I64, I64]
 
 
-def _record_fields(buf: npt.NDArray[np.uint8], starts: I64, ends: I64) -> Fields | None:
+def _record_fields(buf: npt.NDArray[np.uint8], p0: I64, rec_end: I64) -> Fields | None:
     """Timestamp delta, offset delta, key start and length, value start and length of the
-    records at ``starts``, each of which must end exactly at its ``ends``, without headers;
-    None when one does not (the walk names the error) or has headers (the walk decodes them)."""
-    size, p0 = _varints(buf, starts, 5)
-    if size is None or (size < 0).any():
-        return None
-    rec_end = p0 + size
-    if not np.array_equal(rec_end, ends):
-        return None
+    records whose bodies (after their length) span ``[p0, rec_end)``, without headers; None
+    when their fields do not fill them exactly (the walk names the error) or one has headers
+    (the walk decodes them)."""
     ts_delta, p1 = _varints(buf, p0 + 1, 10)  # after the attributes byte
     if ts_delta is None:
         return None
@@ -337,21 +346,28 @@ def columns_batch(c: RecordColumns, schema: pa.Schema) -> pa.RecordBatch:
 
 def _record_positions(
     buf: npt.NDArray[np.uint8], begins: I64, ends: I64, counts: I64
-) -> I64 | None:
+) -> tuple[I64, I64] | None:
     """Where each record of the payloads at ``[begins[j], ends[j])`` of ``buf`` (``counts[j]``
-    records each) starts, one array for all, following their length varints; None when the
-    records of a payload do not lead exactly to its end.
+    records each) starts, and where its body (after its length varint) starts, one array for
+    all, following their length varints; None when a length is negative or does not end
+    within 5 bytes, or the records of a payload do not lead exactly to its end.
 
     Records come in runs of equal length (their deltas' varints grow a byte at 64, 8,192,
     ...): from each payload's next record, the following ones are assumed to have its
     length, and the assumption is checked for all of them, in all payloads, at once; each
-    payload's run ends at its first record that does not fit. Past ``_MAX_RUNS`` rounds
-    (lengths that keep changing), one record at a time."""
-    starts = np.empty(int(counts.sum()), dtype=np.int64)
+    payload's run ends at its first record that does not fit. A round checks at most a
+    window of records a payload, 64 in the first (a batch's offset deltas, from 0, take a
+    second byte at 64) and eight times more in each next one, so that records past a length
+    change are rarely checked twice. Past ``_MAX_RUNS`` rounds (lengths that keep changing),
+    one record at a time."""
+    if not counts.size or len(buf) < 8 or ends.max() + 7 > len(buf) or not buf.flags.c_contiguous:
+        return None  # (a padded buffer always has the 7 bytes past a payload's end)
+    words = _windows(buf)
     first = np.cumsum(counts) - counts  # where each payload's records go in ``starts``
     done = np.zeros_like(counts)
     pos = begins.copy()
-    for _ in range(_MAX_RUNS):
+    found: list[tuple[I64, I64, I64, I64, I64]] = []  # each round's runs: into, at, stride, ...
+    for round_ in range(_MAX_RUNS):
         todo = np.flatnonzero(done < counts)
         if not todo.size:
             break
@@ -359,52 +375,78 @@ def _record_positions(
         size, body = _varints(buf, at, 5)
         if size is None or (size < 0).any() or (at >= ends[todo]).any():
             return None
-        stride = body - at + size
-        if (stride <= 0).any():
-            return None
-        # Candidates: each payload's next records, assumed ``stride`` apart, within its end.
+        length = body - at
+        stride = length + size
+        # Candidates: each payload's next records, assumed ``stride`` apart, within its end;
+        # one is in the run when its length varint is the same bytes as the run's first one.
         many = np.minimum(counts[todo] - done[todo], (ends[todo] - at - 1) // stride + 1)
+        np.minimum(many, _FIRST_WINDOW * _WINDOW_GROWTH**round_, out=many)
         seg_start = np.cumsum(many) - many
-        seg = np.repeat(np.arange(todo.size), many)
-        local = np.arange(int(many.sum())) - seg_start[seg]
-        candidates = at[seg] + stride[seg] * local
-        sizes, bodies = _guessed_varints(buf, candidates)
-        fits = bodies + sizes == candidates + stride[seg]
-        run = np.minimum.reduceat(np.where(fits, many[seg], local), seg_start)
-        run = np.maximum(run, 1)  # the first fits: its own length
-        taken = local < run[seg]
-        starts[(first[todo] + done[todo])[seg[taken]] + local[taken]] = candidates[taken]
+        local = np.arange(int(many.sum())) - np.repeat(seg_start, many)
+        candidates = np.repeat(at, many) + np.repeat(stride, many) * local
+        masks = _VARINT_MASKS[length]
+        fits = (words[candidates] & np.repeat(masks, many)) == np.repeat(words[at] & masks, many)
+        run = np.minimum.reduceat(np.where(fits, np.repeat(many, many), local), seg_start)
+        found.append((first[todo] + done[todo], at, stride, length, run))
         done[todo] += run
         pos[todo] += stride * run
+    starts = np.empty(int(counts.sum()), dtype=np.int64)
+    record_bodies = np.empty_like(starts)
+    if found:  # every run's records, written at once
+        into, at, stride, length, run = (
+            np.concatenate(column) for column in zip(*found, strict=True)
+        )
+        local = np.arange(int(run.sum())) - np.repeat(np.cumsum(run) - run, run)
+        where = np.repeat(into, run) + local
+        starts[where] = np.repeat(at, run) + np.repeat(stride, run) * local
+        record_bodies[where] = starts[where] + np.repeat(length, run)
     for j in np.flatnonzero(done < counts):
-        one = starts[first[j] : first[j] + counts[j]]
-        pos[j] = _record_positions_one_by_one(buf, one, int(done[j]), int(pos[j]), int(ends[j]))
-    return starts if np.array_equal(pos, ends) else None
+        mine = slice(first[j], first[j] + counts[j])
+        pos[j] = _record_positions_one_by_one(
+            buf,
+            starts[mine],
+            record_bodies[mine],
+            done=int(done[j]),
+            pos=int(pos[j]),
+            end=int(ends[j]),
+        )
+    return (starts, record_bodies) if np.array_equal(pos, ends) else None
+
+
+def _windows(buf: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint64]:
+    """The eight bytes from each position of ``buf`` on, as little-endian integers (a view)."""
+    view: npt.NDArray[np.uint64] = np.ndarray(
+        (len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,)
+    )
+    return view
 
 
 def _record_positions_one_by_one(
-    buf: npt.NDArray[np.uint8], starts: I64, done: int, pos: int, end: int
+    buf: npt.NDArray[np.uint8], starts: I64, bodies: I64, *, done: int, pos: int, end: int
 ) -> int:
     """:func:`_record_positions` of one payload from its record ``done`` at ``pos`` on, by a
-    plain walk up to its ``end`` (``starts``: its records' starts); the position after the
-    last record, -1 when a length cannot be read within the payload."""
+    plain walk up to its ``end`` (``starts`` and ``bodies``: its records'); the position after
+    the last record, -1 when a length is negative or cannot be read within the payload."""
     data = buf[pos:end].tobytes()
     found = [0] * (len(starts) - done)
+    found_bodies = [0] * len(found)
     at = 0
     try:
         for i in range(len(found)):
             found[i] = pos + at
             z = data[at]
             if z < 0x80:
-                at += 1 + ((z >> 1) ^ -(z & 1))
+                size, at = (z >> 1) ^ -(z & 1), at + 1
             else:
                 size, at = decode_varint(data, at)
-                at += size
-            if at < 0:
+            if size < 0:
                 return -1
+            found_bodies[i] = pos + at
+            at += size
     except (IndexError, InvalidRecordError):
         return -1
     starts[done:] = found
+    bodies[done:] = found_bodies
     return pos + at
 
 
@@ -414,6 +456,9 @@ def _varints(buf: npt.NDArray[np.uint8], at: I64, max_bytes: int) -> tuple[I64 |
     in 32 (``max_bytes`` 5) or 64 bits (the walk's decode_varint/varlong name the error)."""
     if at.size and (at.min() < 0 or at.max() + max_bytes > len(buf)):
         return None, at
+    short = _short_varints(buf, at)
+    if short is not None:
+        return short
     raw, length, unterminated = _raw_varints(buf, at, max_bytes)
     if unterminated.any():
         return None, at
@@ -424,12 +469,21 @@ def _varints(buf: npt.NDArray[np.uint8], at: I64, max_bytes: int) -> tuple[I64 |
     return _unzigzag(raw), at + length
 
 
-def _guessed_varints(buf: npt.NDArray[np.uint8], at: I64) -> tuple[I64, I64]:
-    """As :func:`_varints` (32 bits) at positions that are guesses, all within ``buf``: one
-    that does not end within 5 bytes reads as -1."""
-    raw, length, unterminated = _raw_varints(buf, at, 5)
-    raw[unterminated] = 1  # zigzag for -1
-    return _unzigzag(raw), at + length
+def _short_varints(buf: npt.NDArray[np.uint8], at: I64) -> tuple[I64, I64] | None:
+    """:func:`_varints` when every one is one or two bytes long (lengths below 8,192 and
+    most deltas: the usual case), from one two-byte gather per position; None when one is
+    longer (or ``at`` reaches the last byte of ``buf``)."""
+    if not at.size or at.max() + 2 > len(buf) or not buf.flags.c_contiguous:
+        return None
+    # Each position's byte and the next, little-endian: a two-byte window on ``buf``.
+    pairs = np.ndarray((len(buf) - 1,), dtype="<u2", buffer=buf, strides=(1,))[at]
+    continued = (pairs & 0x80) != 0
+    if (continued & (pairs >= 0x8000)).any():
+        return None  # a third byte
+    raw = np.where(continued, (pairs & 0x7F) | ((pairs >> 1) & 0x3F80), pairs & 0x7F)
+    wide = raw.astype(np.int64)
+    values: I64 = (wide >> 1) ^ -(wide & 1)
+    return values, at + 1 + continued
 
 
 def _raw_varints(

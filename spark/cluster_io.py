@@ -6,7 +6,9 @@ of those calls opens a :class:`ClusterConnection`: its own event loop (``asyncio
 a gRPC transport made as the CLI makes one (``common.rpc_grpc_client.GrpcTransport``, the wall
 ``SystemClock``), and a :class:`~client.network.NetworkClient` for metadata, ListOffsets and
 fetches (its raw-batch fetch: the reader needs the batch headers). Nothing here is pickled:
-connections are opened where they are used and closed there.
+connections are opened where they are used; those of reads (planning and read tasks) are
+kept open for the next read in the same process (:class:`IdleConnections`), the others
+closed there.
 
 Reading one offset range (:func:`read_range`) fetches from the partition's leader, straight
 as a consumer (``replica_id=-1``, so never at or above the high watermark), one fetch of up to
@@ -31,16 +33,27 @@ range end above the HW          the leader's HW is behind (just after a failover
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence, Sized
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+    Sized,
+)
+from contextlib import AbstractContextManager, contextmanager
 from types import TracebackType
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from kafkasim.client.consumer_config import ISOLATION_LEVELS
 from kafkasim.client.network import INVALID_METADATA_CODES, NetworkClient
 from kafkasim.client.record_columns import RecordColumns, consumed_columns
-from kafkasim.common.clock import SystemClock
+from kafkasim.common.clock import Clock, SystemClock
 from kafkasim.common.errors import KafkaError, KafkasimError, OffsetOutOfRangeError
 from kafkasim.common.rpc import RpcError
 from kafkasim.common.rpc_grpc_client import GrpcTransport
@@ -114,6 +127,7 @@ class ClusterConnection:
         request_timeout_ms: int = 30_000,
         api_timeout_ms: int = 60_000,
     ) -> None:
+        self.closed = False
         self._runner = asyncio.Runner()
         self.transport = GrpcTransport()
         self.client = NetworkClient(
@@ -136,6 +150,7 @@ class ClusterConnection:
         return self._runner.run(coro)
 
     def close(self) -> None:
+        self.closed = True
         try:
             self._runner.run(self.transport.close())
         finally:
@@ -151,6 +166,72 @@ class ClusterConnection:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+_Key = tuple[tuple[str, ...], int, int]
+
+
+class IdleConnections:
+    """The read connections of this process that no callback is using, by settings.
+
+    A Spark Python worker runs task after task (``spark.python.worker.reuse``), and a read
+    connection's event loop, gRPC channels and learnt metadata (who leads what) are worth
+    keeping between them, as Spark's Kafka source keeps its consumers in a per-executor
+    pool: a callback takes an idle connection for its settings or opens one; one that
+    succeeded gives it back, one that failed closes it (its state may be what failed). At
+    most ``per_key`` idle ones are kept for each settings; one idle for ``timeout_ms``
+    (5 minutes, Spark's ``spark.kafka.consumer.cache.timeout``) is closed instead of used.
+    """
+
+    def __init__(
+        self, *, per_key: int = 1, timeout_ms: int = 300_000, clock: Clock | None = None
+    ) -> None:
+        self.per_key = per_key
+        self.timeout_ms = timeout_ms
+        self.clock = clock or SystemClock()
+        self._idle: dict[_Key, list[tuple[int, ClusterConnection]]] = {}
+
+    @contextmanager
+    def connection(self, settings: ReadSettings) -> Iterator[ClusterConnection]:
+        key = (settings.bootstrap_servers, settings.request_timeout_ms, settings.api_timeout_ms)
+        conn = self._take(key) or ClusterConnection.for_reading(settings)
+        try:
+            yield conn
+        except BaseException:
+            conn.close()
+            raise
+        idle = self._idle.setdefault(key, [])
+        if len(idle) < self.per_key:
+            idle.append((self.clock.monotonic_ms(), conn))
+        else:
+            conn.close()
+
+    def _take(self, key: _Key) -> ClusterConnection | None:
+        idle = self._idle.get(key, [])
+        now = self.clock.monotonic_ms()
+        while idle:
+            since, conn = idle.pop()
+            if now - since < self.timeout_ms:
+                return conn
+            conn.close()
+        return None
+
+    def close(self) -> None:
+        """Close every idle connection (at exit, and in tests)."""
+        while self._idle:
+            _, idle = self._idle.popitem()
+            for _, conn in idle:
+                conn.close()
+
+
+IDLE_CONNECTIONS: Final = IdleConnections()
+atexit.register(IDLE_CONNECTIONS.close)
+
+
+def reading_connection(settings: ReadSettings) -> AbstractContextManager[ClusterConnection]:
+    """A connection for one read callback, from this process's idle ones when it has one
+    (:class:`IdleConnections`)."""
+    return IDLE_CONNECTIONS.connection(settings)
 
 
 # -- partitions and offsets ----------------------------------------------------------------
@@ -271,17 +352,18 @@ async def read_range(
     before a fetch's records are decoded, so that the leader reads while this task decodes."""
     until = r.until_offset
     position = r.from_offset
-    ahead: asyncio.Task[pb.FetchPartitionResponse | None] | None = None
+    ahead: asyncio.Task[_Fetched | None] | None = None
     try:
         while position < until:
             if ahead is None:
-                part = await _fetch(client, r, position, settings)
+                fetched = await _fetch(client, r, position, settings)
             else:
-                part, ahead = await ahead, None
-            if part is None or not part.records:
+                fetched, ahead = await ahead, None
+            if fetched is None or not fetched.records:
                 position = await _after_missing_records(client, r, position, settings)
                 continue
-            expected = _position_after(part.records, position, until)
+            records, part = fetched
+            expected = _position_after(records, position, until)
             if expected is not None and expected < until:
                 ahead = asyncio.create_task(_fetch(client, r, expected, settings))
                 for _ in range(_SEND_STEPS):  # let the call reach the wire
@@ -291,7 +373,7 @@ async def read_range(
                 if settings.read_committed
                 else None
             )
-            chunk, position = decode(part.records, position, until, aborted)
+            chunk, position = decode(records, position, until, aborted)
             if ahead is not None and position != expected:  # cannot be: the same walk
                 ahead.cancel()
                 ahead = None
@@ -302,29 +384,38 @@ async def read_range(
             ahead.cancel()
 
 
+class _Fetched(NamedTuple):
+    """One fetch's answer and its records, read out of the message once: each read of a
+    bytes field of a protobuf message (upb) is a fresh copy of the whole field."""
+
+    records: bytes
+    part: pb.FetchPartitionResponse
+
+
 async def _fetch(
     client: NetworkClient, r: OffsetRange, position: int, settings: ReadSettings
-) -> pb.FetchPartitionResponse | None:
+) -> _Fetched | None:
     """One fetch of ``r``'s partition at ``position`` from its leader, with failover; None
     when the records there are gone or not readable by the deadline (see the module doc)."""
     tp = r.topic_partition
     isolation = isolation_level(settings)
-    part: pb.FetchPartitionResponse | None = None
+    fetched: _Fetched | None = None
     try:
         async for attempt in client.retrying(retry_on=_retriable_read):
             with attempt:
                 part = await client.fetch_raw(
                     tp, position, max_bytes=FETCH_MAX_BYTES, isolation_level=isolation
                 )
+                fetched = _Fetched(part.records, part)
                 readable = part.last_stable_offset if isolation else part.high_watermark
-                if not part.records and readable < r.until_offset:
+                if not fetched.records and readable < r.until_offset:
                     raise _NotYetReadableError(
                         f"{tp}: the leader's {_BOUND[isolation]} {readable} is below the "
                         f"end {r.until_offset} of the range being read"
                     )
     except (_NotYetReadableError, OffsetOutOfRangeError):
         return None  # deleted, or still not readable at the deadline
-    return part
+    return fetched
 
 
 def _position_after(data: bytes, position: int, until: int) -> int | None:

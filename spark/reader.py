@@ -9,7 +9,8 @@ read_committed), so no range reaches into an open transaction. Each range is
 one :class:`RangePartition`, carrying everything its task needs: Spark pickles the reader for
 the tasks *before* it calls ``partitions()``, so nothing may be left on ``self`` for them.
 
-Reading (executors, :func:`read_partition`): one connection per task, fetches from the
+Reading (executors, :func:`read_partition`): one connection per task (kept for the worker's
+next task: :class:`spark.cluster_io.IdleConnections`), fetches from the
 partition's leader with failover (:func:`spark.cluster_io.read_range`); the result is Arrow
 record batches (:mod:`spark.arrow_decode`) or tuples (:mod:`spark.rows`). The same function
 serves streaming reads.
@@ -55,7 +56,7 @@ def read_partition(partition: InputPartition) -> Iterator[pa.RecordBatch | tuple
     if not isinstance(partition, RangePartition):
         return
     r, settings = partition.range, partition.settings
-    with cluster_io.ClusterConnection.for_reading(settings) as conn:
+    with cluster_io.reading_connection(settings) as conn:
         if settings.arrow:
             schema = arrow_schema(settings.include_headers)
             decoder = ArrowChunkDecoder(r.topic, r.partition, schema)
@@ -89,7 +90,7 @@ class KafkasimBatchReader(DataSourceReader):
     @user_facing
     def partitions(self) -> list[InputPartition]:
         opts = self.options
-        with cluster_io.ClusterConnection.for_reading(opts.settings) as conn:
+        with cluster_io.reading_connection(opts.settings) as conn:
             client = conn.client
             isolation = cluster_io.isolation_level(opts.settings)
             tps = conn.run(cluster_io.topic_partitions(client, opts.subscription))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -16,7 +17,13 @@ from kafkasim.spark import arrow_decode
 from kafkasim.spark.arrow_decode import ArrowChunkDecoder, columns_batch
 from kafkasim.spark.cluster_io import decode_columns
 from kafkasim.spark.rows import arrow_schema
-from kafkasim.storage.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, encode_batch
+from kafkasim.storage.records.batch import (
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    TimestampType,
+    encode_batch,
+    set_log_append_time,
+)
 from kafkasim.storage.records.compression import CompressionType
 from kafkasim.storage.records.entry import parse_entry_header
 from tests.unit.client.test_record_columns import T0, _recrc, mixed, transactions
@@ -243,3 +250,69 @@ def test_plain_batches_of_unlike_record_lengths_are_decoded_together(
     monkeypatch.setattr(arrow_decode, "record_area", None)  # never called for plain batches
     got, after = decoded(data, 0, 2402)
     assert (got.equals(want), after) == (True, 2402)
+
+
+def test_record_positions_refuse_a_negative_length_that_fits_the_run() -> None:
+    """Lengths 0, -1 (non-canonically in two bytes, 0x81 0x00) and 0 lead exactly to the
+    payload's end one byte apart: the runs take them unless the length's sign is checked."""
+    buf = np.frombuffer(bytes([0x00, 0x81, 0x00]) + bytes(16), dtype=np.uint8)
+    begins, ends, counts = (np.array([n], dtype=np.int64) for n in (0, 3, 3))
+    assert arrow_decode._record_positions(buf, begins, ends, counts) is None
+    starts = np.zeros(3, dtype=np.int64)
+    bodies = np.zeros(3, dtype=np.int64)
+    assert (
+        arrow_decode._record_positions_one_by_one(buf, starts, bodies, done=0, pos=0, end=3) == -1
+    )
+
+
+def test_record_positions_give_each_records_body() -> None:
+    lengths = [3, 200, 3, 3, 70]  # one- and two-byte length varints
+    parts = []
+    for n in lengths:
+        z = n * 2
+        parts.append((bytes([z]) if z < 0x80 else bytes([z & 0x7F | 0x80, z >> 7])) + bytes(n))
+    payload = b"".join(parts)
+    buf = np.frombuffer(payload + bytes(16), dtype=np.uint8)
+    found = arrow_decode._record_positions(
+        buf,
+        np.array([0], dtype=np.int64),
+        np.array([len(payload)], dtype=np.int64),
+        np.array([len(lengths)], dtype=np.int64),
+    )
+    assert found is not None
+    starts, bodies = found
+    expected_starts = np.cumsum([0] + [len(p) for p in parts[:-1]])
+    assert starts.tolist() == expected_starts.tolist()
+    assert (bodies - starts).tolist() == [1, 2, 1, 1, 2]
+    walked_starts = np.zeros(len(lengths), dtype=np.int64)
+    walked_bodies = np.zeros(len(lengths), dtype=np.int64)
+    end = arrow_decode._record_positions_one_by_one(
+        buf, walked_starts, walked_bodies, done=0, pos=0, end=len(payload)
+    )
+    assert end == len(payload)
+    assert walked_starts.tolist() == starts.tolist()
+    assert walked_bodies.tolist() == bodies.tolist()
+
+
+@pytest.mark.parametrize(("position", "until"), [(0, 6), (1, 5), (3, 6)])
+def test_plain_batches_of_both_timestamp_types_decoded_together(position: int, until: int) -> None:
+    log_append = bytearray(
+        encode_batch(
+            [(T0 + 5, None, b"c"), (T0 + 6, None, b"d"), (T0 + 7, None, b"e")],
+            base_offset=3,
+            timestamp_type=TimestampType.LOG_APPEND_TIME,
+        )
+    )
+    set_log_append_time(log_append, 0, T0 + 99)
+    create = encode_batch([(T0 + o, None, b"v%d" % o) for o in range(3)])
+    data = create + bytes(log_append)
+    batches, _ = ArrowChunkDecoder(TP.topic, TP.partition, arrow_schema(False)).decode(
+        data, position, until
+    )
+    assert len(batches) == 1  # one group, decoded in one pass
+    table = assert_same(data, position, until)
+    wanted = range(position, until)
+    assert table.column("timestampType").to_pylist() == [0 if o < 3 else 1 for o in wanted]
+    assert [t.timestamp() * 1000 for t in table.column("timestamp").to_pylist()] == [
+        T0 + o if o < 3 else T0 + 99 for o in wanted
+    ]

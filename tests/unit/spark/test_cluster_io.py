@@ -4,16 +4,22 @@ the message format of the entries holding them (no Spark needed)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import cast
 
 import pytest
 from tenacity import AsyncRetrying, stop_after_attempt
 
 from kafkasim.client.network import NetworkClient
+from kafkasim.common.clock import ManualClock
 from kafkasim.common.types import TopicPartition
 from kafkasim.proto import kafkasim_pb2 as pb
-from kafkasim.spark.cluster_io import decode_columns, read_range
+from kafkasim.spark.cluster_io import (
+    ClusterConnection,
+    IdleConnections,
+    decode_columns,
+    read_range,
+)
 from kafkasim.spark.options import ReadSettings
 from kafkasim.spark.planning import OffsetRange
 from kafkasim.storage.records.batch import TimestampType, encode_batch
@@ -132,3 +138,120 @@ def test_a_read_closed_early_cancels_its_fetch_ahead() -> None:
         assert leader.open == 0
 
     asyncio.run(main())
+
+
+class _CountedAnswer:
+    """A fetch answer counting reads of its ``records``: each read of a protobuf bytes field
+    copies the whole field (4 MiB a fetch)."""
+
+    def __init__(self, part: pb.FetchPartitionResponse, reads: list[int]) -> None:
+        self._part = part
+        self._reads = reads
+        self.high_watermark = part.high_watermark
+        self.last_stable_offset = part.last_stable_offset
+        self.aborted_transactions = part.aborted_transactions
+
+    @property
+    def records(self) -> bytes:
+        self._reads.append(1)
+        return self._part.records
+
+
+def test_each_fetched_answer_has_its_records_read_out_once() -> None:
+    log: list[tuple[str, int]] = []
+    reads: list[int] = []
+    leader = _FakeLeader(log, 3)
+    plain_fetch = leader.fetch_raw
+
+    async def counted_fetch(tp: TopicPartition, position: int, **kw: object) -> object:
+        part = await plain_fetch(tp, position, **kw)
+        assert isinstance(part, pb.FetchPartitionResponse)
+        return _CountedAnswer(part, reads)
+
+    leader.fetch_raw = counted_fetch  # type: ignore[method-assign]
+
+    async def main() -> list[int]:
+        return [o for chunk in [c async for c in _read(leader, 9, log)] for o in chunk.offsets]  # type: ignore[attr-defined]
+
+    assert asyncio.run(main()) == list(range(9))
+    assert len(reads) == 3  # three fetches
+
+
+def _settings(server: str = "127.0.0.1:1", request_timeout_ms: int = 30_000) -> ReadSettings:
+    return ReadSettings(
+        (server,),
+        include_headers=False,
+        fail_on_data_loss=True,
+        arrow=True,
+        request_timeout_ms=request_timeout_ms,
+    )
+
+
+def _closed(conn: ClusterConnection) -> bool:
+    return conn.closed
+
+
+def test_a_read_connection_is_kept_for_the_next_read_with_the_same_settings() -> None:
+    pool = IdleConnections()
+    try:
+        with pool.connection(_settings()) as first:
+            first.run(asyncio.sleep(0))
+        with pool.connection(_settings()) as again:
+            assert again is first  # its loop, channels and metadata kept
+            with pool.connection(_settings()) as meanwhile:
+                assert meanwhile is not first  # the idle one is in use
+        # One idle connection a settings: the one given back second is closed.
+        assert _closed(first) and not _closed(meanwhile)
+        with pool.connection(_settings("127.0.0.1:2")) as other_cluster:
+            assert other_cluster is not meanwhile
+        with pool.connection(_settings(request_timeout_ms=5_000)) as other_timeouts:
+            assert other_timeouts is not meanwhile
+        with pool.connection(_settings()) as same:
+            assert same is meanwhile
+    finally:
+        pool.close()
+    assert _closed(meanwhile) and _closed(other_cluster) and _closed(other_timeouts)
+
+
+def test_a_read_that_fails_closes_its_connection() -> None:
+    pool = IdleConnections()
+    try:
+        with pytest.raises(RuntimeError), pool.connection(_settings()) as failed:
+            raise RuntimeError("the read failed")
+        assert _closed(failed)
+        with pool.connection(_settings()) as fresh:
+            assert fresh is not failed
+    finally:
+        pool.close()
+
+
+def test_a_read_stopped_early_closes_its_connection() -> None:
+    pool = IdleConnections()
+
+    def rows() -> Iterator[ClusterConnection]:
+        with pool.connection(_settings()) as conn:
+            yield conn
+            yield conn
+
+    reading = rows()
+    conn = next(reading)
+    reading.close()  # Spark stops reading (a limit was reached)
+    assert _closed(conn)
+    pool.close()
+
+
+def test_a_connection_idle_past_the_timeout_is_closed_not_used() -> None:
+    clock = ManualClock()
+    pool = IdleConnections(timeout_ms=300_000, clock=clock)
+    try:
+        with pool.connection(_settings()) as first:
+            pass
+        clock.advance(299_999)
+        with pool.connection(_settings()) as again:
+            assert again is first
+        clock.advance(300_000)
+        with pool.connection(_settings()) as later:
+            assert later is not first
+        assert _closed(first)
+    finally:
+        pool.close()
