@@ -52,6 +52,7 @@ from kafkasim.client.producer_errors import (
     retriable,
 )
 from kafkasim.client.producer_metadata import MetadataRefresher
+from kafkasim.client.sender_sleep import SenderSleep
 from kafkasim.client.transaction_manager import TransactionManager
 from kafkasim.client.transaction_sender import TransactionalSender
 from kafkasim.common.clock import Clock
@@ -102,6 +103,8 @@ class Sender:
         self._accumulator = accumulator
         self._metadata = metadata
         self._wakeup = wakeup
+        self._sleep = SenderSleep(wakeup)
+        accumulator.new_batch_opened = self._new_batch_opened
         self._acks = config.acks
         self._idempotent = config.idempotence
         self._guarantee_order = not config.idempotence and config.max_in_flight == 1
@@ -209,7 +212,7 @@ class Sender:
                 # At least 1 ms: a timer due "now" must not spin the loop (on the simulation's
                 # virtual clock a spinning task would stop time).
                 timeout_s = None if next_ms >= NEVER_MS else max(next_ms, 1) / 1000
-                await wakeup.wait(timeout_s)
+                await self._sleep.sleep(timeout_s)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # a bug: fail every record rather than leave futures hanging
@@ -422,8 +425,53 @@ class Sender:
             self.finish(batch, base_offset=-1, log_append_time_ms=-1)
         self._wakeup.set()
 
+    def _new_batch_opened(self, state: PartitionState, batch: ProducerBatch) -> None:
+        """A new batch, the only one queued for its partition: the sender must look at it by
+        the end of its linger.ms (``client.sender_sleep``), at once when it may be sendable
+        or need the sender sooner (full; a flush, close or transaction; no producer id or
+        leader yet; a metadata refresh wanted)."""
+        linger_ms = self._config.linger_ms
+        if (
+            linger_ms <= 0
+            or len(state.batches) != 1
+            or batch.is_full
+            or self._txn is not None
+            or self.closing
+            or self._accumulator.flushes_in_progress
+            or (self._idempotent and (self.producer_id < 0 or self._reset_pending))
+            or self.refresher.wanted
+            or self._metadata.leader(state.tp) < 0
+        ):
+            self._wakeup.set()
+        else:
+            self._sleep.wake_by(linger_ms / 1000)
+
+    def _answer_unblocks(self) -> bool:
+        """Whether a round of the sender may do something new after an answer whose batches
+        all succeeded: something waits for answers (a close, a flush, a transaction, a
+        producer id reset, records waiting for metadata, strict ordering), or a queued batch
+        may be held back by a full connection or by its place as a retry. Otherwise its
+        timers (linger, backoff, deadlines) already cover everything queued."""
+        accumulator = self._accumulator
+        if (
+            self._txn is not None
+            or self.closing
+            or self._reset_pending
+            or self._guarantee_order
+            or accumulator.flushes_in_progress
+            or accumulator.waiting
+        ):
+            return True
+        if not accumulator.queued:
+            return False
+        limit = self._config.max_in_flight
+        if any(c.pending + 1 >= limit for c in self.connections.values()):
+            return True
+        return any(state.batches[0].attempts for state in accumulator.queued.values())
+
     def on_response(self, request: InFlightRequest, response: pb.ProduceResponse) -> None:
         results = {(p.topic, p.partition): p for p in response.partitions}
+        all_ok = True
         for batch in request.batches:
             state = self._accumulator.partitions[batch.tp]
             state.in_flight -= 1
@@ -432,15 +480,19 @@ class Sender:
                 self._on_batch_error(batch, NetworkExceptionError("no answer for the partition"))
             elif result.error_code == 0:
                 self._on_batch_success(state, batch, result.base_offset, result.log_append_time_ms)
+                continue
             elif result.error_code == _DUPLICATE_SEQUENCE:
                 # Written before, beyond what the broker remembers: success, offset unknown.
                 self._on_batch_success(state, batch, -1, -1)
+                continue
             else:
                 error = error_for_code(result.error_code)(result.error_message)
                 if result.error_code in INVALID_METADATA_CODES:
                     self.refresher.request()
                 self._on_batch_error(batch, error)
-        self._wakeup.set()
+            all_ok = False
+        if not all_ok or self._answer_unblocks():
+            self._wakeup.set()
 
     def on_request_failed(self, request: InFlightRequest, broker_id: int, cause: RpcError) -> None:
         """The request's stream broke or timed out: every batch may be retried. Users see
