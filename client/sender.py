@@ -5,7 +5,8 @@ One :class:`Sender` task per producer loops: expire what is past its deadline, d
 broker that leads a partition with a sendable batch into one ProduceRequest (one batch per
 partition, up to ``max.request.size``) on that broker's :class:`BrokerConnection`, then sleep
 until woken (a new or full batch, an answer, metadata, a producer id) or until the next
-linger, backoff or deadline is due. Answers come back through the
+linger, backoff or deadline is due; a new batch that can only linger, and an answer that
+unblocks nothing, do not wake it (:mod:`client.sender_sleep`). Answers come back through the
 :class:`~client.producer_connection.ConnectionListener` methods: a batch succeeds, is retried
 at its place in the queue (:class:`BatchRetryPolicy`: ``retries``, ``retry.backoff.ms``, the
 batch's deadline) or fails, and every batch is finished exactly once (:meth:`Sender.finish`).
@@ -21,7 +22,7 @@ transactional bit, and a failed one goes to the manager (the transaction must ab
 
 Not thread-safe: the producer's event loop owns it.
 
-(One module, ~630 lines: the send loop, the idempotent producer id and the transactional
+(One module, ~670 lines: the send loop, the idempotent producer id and the transactional
 requests share the in-flight state and the per-partition sequences; the retry policy already
 lives in ``client.batch_retry`` and the transactional wire calls in ``client.transaction_sender``.)
 """
@@ -52,7 +53,7 @@ from kafkasim.client.producer_errors import (
     retriable,
 )
 from kafkasim.client.producer_metadata import MetadataRefresher
-from kafkasim.client.sender_sleep import SenderSleep
+from kafkasim.client.sender_sleep import SenderSleep, answer_unblocks, lingers
 from kafkasim.client.transaction_manager import TransactionManager
 from kafkasim.client.transaction_sender import TransactionalSender
 from kafkasim.common.clock import Clock
@@ -136,6 +137,7 @@ class Sender:
         self.requests_sent = 0
         self.batches_sent = 0
         self.records_sent = 0
+        self.rounds = 0  # times run() looked for work (each wake-up of the loop)
         self.retries = 0
         self.producer_id_resets = 0
         # The transactional producer's half (client.transaction_sender), None without one.
@@ -196,6 +198,7 @@ class Sender:
         accumulator = self._accumulator
         try:
             while True:
+                self.rounds += 1
                 wakeup.clear()
                 now_ms = self._clock.monotonic_ms()
                 next_ms = self._expire(now_ms)
@@ -425,49 +428,26 @@ class Sender:
             self.finish(batch, base_offset=-1, log_append_time_ms=-1)
         self._wakeup.set()
 
-    def _new_batch_opened(self, state: PartitionState, batch: ProducerBatch) -> None:
-        """A new batch, the only one queued for its partition: the sender must look at it by
-        the end of its linger.ms (``client.sender_sleep``), at once when it may be sendable
-        or need the sender sooner (full; a flush, close or transaction; no producer id or
-        leader yet; a metadata refresh wanted)."""
-        linger_ms = self._config.linger_ms
-        if (
-            linger_ms <= 0
-            or len(state.batches) != 1
-            or batch.is_full
-            or self._txn is not None
+    def _needs_round(self) -> bool:
+        """Whether the sender has work besides its timers (a close, a flush, a transaction,
+        records waiting for metadata, a producer id to get): then no wake-up is deferred."""
+        accumulator = self._accumulator
+        return bool(
+            self._txn is not None
             or self.closing
-            or self._accumulator.flushes_in_progress
-            or (self._idempotent and (self.producer_id < 0 or self._reset_pending))
+            or accumulator.flushes_in_progress
+            or accumulator.waiting
+            or self._reset_pending
+            or (self._idempotent and self.producer_id < 0)
             or self.refresher.wanted
-            or self._metadata.leader(state.tp) < 0
-        ):
+        )
+
+    def _new_batch_opened(self, state: PartitionState, batch: ProducerBatch) -> None:
+        linger_ms = self._config.linger_ms
+        if self._needs_round() or not lingers(state, batch, linger_ms, self._metadata):
             self._wakeup.set()
         else:
             self._sleep.wake_by(linger_ms / 1000)
-
-    def _answer_unblocks(self) -> bool:
-        """Whether a round of the sender may do something new after an answer whose batches
-        all succeeded: something waits for answers (a close, a flush, a transaction, a
-        producer id reset, records waiting for metadata, strict ordering), or a queued batch
-        may be held back by a full connection or by its place as a retry. Otherwise its
-        timers (linger, backoff, deadlines) already cover everything queued."""
-        accumulator = self._accumulator
-        if (
-            self._txn is not None
-            or self.closing
-            or self._reset_pending
-            or self._guarantee_order
-            or accumulator.flushes_in_progress
-            or accumulator.waiting
-        ):
-            return True
-        if not accumulator.queued:
-            return False
-        limit = self._config.max_in_flight
-        if any(c.pending + 1 >= limit for c in self.connections.values()):
-            return True
-        return any(state.batches[0].attempts for state in accumulator.queued.values())
 
     def on_response(self, request: InFlightRequest, response: pb.ProduceResponse) -> None:
         results = {(p.topic, p.partition): p for p in response.partitions}
@@ -491,7 +471,14 @@ class Sender:
                     self.refresher.request()
                 self._on_batch_error(batch, error)
             all_ok = False
-        if not all_ok or self._answer_unblocks():
+        if (
+            not all_ok
+            or self._needs_round()
+            or answer_unblocks(
+                self._accumulator, self.connections.values(), self._config.max_in_flight
+            )
+            or self._guarantee_order
+        ):
             self._wakeup.set()
 
     def on_request_failed(self, request: InFlightRequest, broker_id: int, cause: RpcError) -> None:

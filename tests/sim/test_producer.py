@@ -145,6 +145,34 @@ def test_linger_ms_collects_records_that_arrive_within_it(tmp_path: Path) -> Non
     assert simulate(tmp_path, scenario) == [10, 10, 10]
 
 
+def test_lingering_batches_and_plain_answers_do_not_wake_the_sender(tmp_path: Path) -> None:
+    """A record every 20 ms with linger.ms=5: each is a batch of its own, appended by the
+    leader once its linger has passed (LogAppendTime minus the record's time: the linger plus
+    the network), and the sender loops about once per batch, at its linger's end: not also
+    when the batch is opened and when its answer comes back (``client.sender_sleep``)."""
+
+    async def scenario(cluster: SimCluster) -> tuple[list[int], list[int], int]:
+        await create(cluster, TOPIC, message_timestamp_type="LogAppendTime")
+        async with producing(cluster, {"linger.ms": 5}) as producer:
+            await warm_up(producer)
+            sender = producer._sender  # noqa: SLF001 -- its loop count is what is tested
+            before = sender.rounds
+            futures = []
+            for i in range(20):
+                futures.append(producer.send(TOPIC, b"%d" % i, partition=0))
+                await asyncio.sleep(0.020)
+            await asyncio.gather(*futures)
+            rounds = sender.rounds - before
+        batches = [header for header, _ in stored(cluster, TP)[1:]]
+        waits = [header.max_timestamp - header.first_timestamp for header in batches]
+        return [header.records_count for header in batches], waits, rounds
+
+    counts, waits, rounds = simulate(tmp_path, scenario)
+    assert counts == [1] * 20
+    assert all(5 <= wait < 50 for wait in waits), waits
+    assert rounds <= 20 + 2, rounds  # was 3 per batch: opened, linger's end, answer
+
+
 def test_batch_size_caps_the_bytes_of_a_batch(tmp_path: Path) -> None:
     """batch.size=1000 and 100-byte values: a batch closes when the next record might not fit
     (Kafka's upper bound of a record: 31 bytes of overhead + key + value)."""
