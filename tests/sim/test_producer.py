@@ -155,7 +155,7 @@ def test_lingering_batches_and_plain_answers_do_not_wake_the_sender(tmp_path: Pa
         await create(cluster, TOPIC, message_timestamp_type="LogAppendTime")
         async with producing(cluster, {"linger.ms": 5}) as producer:
             await warm_up(producer)
-            sender = producer._sender  # noqa: SLF001 -- its loop count is what is tested
+            sender = producer._sender  # its loop count is what is tested
             before = sender.rounds
             futures = []
             for i in range(20):
