@@ -332,6 +332,26 @@ def test_keyless_records_avoid_partitions_without_a_leader(tmp_path: Path) -> No
 # -- order and idempotence under faults ----------------------------------------------------------
 
 
+def test_a_produce_stream_that_breaks_while_idle_is_replaced_before_the_next_request(
+    tmp_path: Path,
+) -> None:
+    """The connection's reader waits on the open stream even with nothing in flight, so a
+    broker restart between two sends is noticed as it happens: the next request goes on a
+    new stream at once instead of failing on the dead one and being retried."""
+
+    async def scenario(cluster: SimCluster) -> tuple[int, int, int]:
+        client = await create(cluster, TOPIC, rf=1)
+        async with producing(cluster) as producer:
+            first = await warm_up(producer)
+            await cluster.restart(1)
+            await client.wait_for_leaders(TOPIC, 1)
+            await asyncio.sleep(5)  # the old stream's break reaches the client meanwhile
+            second = await producer.send(TOPIC, b"after", partition=0)
+            return first.offset, second.offset, producer.retries
+
+    assert simulate(tmp_path, scenario, brokers=1) == (0, 1, 0)
+
+
 def test_per_partition_order_survives_a_leader_crash(tmp_path: Path) -> None:
     """Records sent while the leader is killed with five requests in flight are all
     acknowledged, stored once each, in the order they were sent (idempotence: the retries of
