@@ -5,8 +5,8 @@ One :class:`Sender` task per producer loops: expire what is past its deadline, d
 broker that leads a partition with a sendable batch into one ProduceRequest (one batch per
 partition, up to ``max.request.size``) on that broker's :class:`BrokerConnection`, then sleep
 until woken (a new or full batch, an answer, metadata, a producer id) or until the next
-linger, backoff or deadline is due; a new batch that can only linger, and an answer that
-unblocks nothing, do not wake it (:mod:`client.sender_sleep`). Answers come back through the
+linger, backoff or deadline is due; a new batch that can only linger does not wake it but
+brings its alarm forward (:mod:`client.sender_sleep`). Answers come back through the
 :class:`~client.producer_connection.ConnectionListener` methods: a batch succeeds, is retried
 at its place in the queue (:class:`BatchRetryPolicy`: ``retries``, ``retry.backoff.ms``, the
 batch's deadline) or fails, and every batch is finished exactly once (:meth:`Sender.finish`).
@@ -53,7 +53,7 @@ from kafkasim.client.producer_errors import (
     retriable,
 )
 from kafkasim.client.producer_metadata import MetadataRefresher
-from kafkasim.client.sender_sleep import SenderSleep, answer_unblocks, lingers
+from kafkasim.client.sender_sleep import SenderSleep, lingers
 from kafkasim.client.transaction_manager import TransactionManager
 from kafkasim.client.transaction_sender import TransactionalSender
 from kafkasim.common.clock import Clock
@@ -451,7 +451,6 @@ class Sender:
 
     def on_response(self, request: InFlightRequest, response: pb.ProduceResponse) -> None:
         results = {(p.topic, p.partition): p for p in response.partitions}
-        all_ok = True
         for batch in request.batches:
             state = self._accumulator.partitions[batch.tp]
             state.in_flight -= 1
@@ -460,26 +459,15 @@ class Sender:
                 self._on_batch_error(batch, NetworkExceptionError("no answer for the partition"))
             elif result.error_code == 0:
                 self._on_batch_success(state, batch, result.base_offset, result.log_append_time_ms)
-                continue
             elif result.error_code == _DUPLICATE_SEQUENCE:
                 # Written before, beyond what the broker remembers: success, offset unknown.
                 self._on_batch_success(state, batch, -1, -1)
-                continue
             else:
                 error = error_for_code(result.error_code)(result.error_message)
                 if result.error_code in INVALID_METADATA_CODES:
                     self.refresher.request()
                 self._on_batch_error(batch, error)
-            all_ok = False
-        if (
-            not all_ok
-            or self._needs_round()
-            or answer_unblocks(
-                self._accumulator, self.connections.values(), self._config.max_in_flight
-            )
-            or self._guarantee_order
-        ):
-            self._wakeup.set()
+        self._wakeup.set()
 
     def on_request_failed(self, request: InFlightRequest, broker_id: int, cause: RpcError) -> None:
         """The request's stream broke or timed out: every batch may be retried. Users see

@@ -14,14 +14,12 @@ Not thread-safe: the producer's event loop owns it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
 
-from kafkasim.client.accumulator import PartitionState, ProducerBatch, RecordAccumulator
+from kafkasim.client.accumulator import PartitionState, ProducerBatch
 from kafkasim.client.metadata import ClusterMetadata
-from kafkasim.client.producer_connection import BrokerConnection
 from kafkasim.common.waits import Wakeup
 
-__all__ = ["SenderSleep", "answer_unblocks", "lingers"]
+__all__ = ["SenderSleep", "lingers"]
 
 
 def lingers(
@@ -36,20 +34,6 @@ def lingers(
         and not batch.is_full
         and metadata.leader(state.tp) >= 0
     )
-
-
-def answer_unblocks(
-    accumulator: RecordAccumulator, connections: Iterable[BrokerConnection], max_in_flight: int
-) -> bool:
-    """Whether an answer whose batches all succeeded may let a queued batch go before the
-    sender's timers (linger, backoff, deadlines) would: some connection was full
-    (max.in.flight.requests.per.connection) or a queued retry waits for its turn."""
-    queued = accumulator.queued
-    if not queued:
-        return False
-    if any(c.pending + 1 >= max_in_flight for c in connections):
-        return True
-    return any(state.batches[0].attempts for state in queued.values())
 
 
 class SenderSleep:

