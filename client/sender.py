@@ -22,7 +22,7 @@ transactional bit, and a failed one goes to the manager (the transaction must ab
 
 Not thread-safe: the producer's event loop owns it.
 
-(One module, ~670 lines: the send loop, the idempotent producer id and the transactional
+(One module, ~660 lines: the send loop, the idempotent producer id and the transactional
 requests share the in-flight state and the per-partition sequences; the retry policy already
 lives in ``client.batch_retry`` and the transactional wire calls in ``client.transaction_sender``.)
 """
