@@ -380,6 +380,9 @@ class RecordAccumulator:
         # always a new one: a transaction ends only once no batch is incomplete). It raises
         # when the producer may not send now.
         self.add_partition: Callable[[TopicPartition], object] | None = None
+        # Told of each new batch instead of ``wake`` (the sender: it may wake later, when the
+        # batch can first be sendable); None: ``wake``.
+        self.new_batch_opened: Callable[[PartitionState, ProducerBatch], None] | None = None
 
     def append(  # noqa: PLR0917 -- the hot path: positional calls are cheaper
         self,
@@ -440,7 +443,10 @@ class RecordAccumulator:
         batch = self.new_batch(state, upper)
         appended = batch.try_append(timestamp, key, value, headers, upper, future)
         assert appended, "the first record always fits"
-        self._wake()
+        if self.new_batch_opened is not None:
+            self.new_batch_opened(state, batch)
+        else:
+            self._wake()
 
     def new_batch(self, state: PartitionState, upper: int) -> ProducerBatch:
         """Open a new batch at the end of ``state``'s queue, big enough for a record of

@@ -159,17 +159,27 @@ class BrokerConnection:
                 self.listener.on_sent_without_ack(request)
 
     async def _read(self) -> None:
+        """Answers of the open stream, matched to the requests in order. The reader stays in
+        ``recv`` while the stream is open, idle or not (an idle wait ends after
+        request.timeout.ms and starts again): a request written meanwhile has a later
+        deadline, so no wake-up is needed to start waiting for its answer, and a stream
+        that breaks while idle is dropped at once (the next request opens a new one)."""
         clock = self._clock
         while True:
-            while not self.in_flight:
+            while self._stream is None:
                 self._reader_wakeup.clear()
                 await self._reader_wakeup.wait()
             stream = self._stream
-            assert stream is not None  # requests are in flight only on an open stream
-            remaining_ms = self.in_flight[0].deadline_ms - clock.monotonic_ms()
+            now_ms = clock.monotonic_ms()
+            in_flight = self.in_flight
+            remaining_ms = (
+                in_flight[0].deadline_ms - now_ms if in_flight else self._request_timeout_ms
+            )
             try:
                 response = await stream.recv(timeout_s=max(remaining_ms, 0) / 1000)
             except RpcError as e:
+                if e.status is RpcStatus.DEADLINE_EXCEEDED and not self._overdue(stream):
+                    continue  # an idle wait ended, or the first request is not due yet
                 if stream is self._stream and e.status is RpcStatus.DEADLINE_EXCEEDED:
                     e = RpcError(
                         RpcStatus.DEADLINE_EXCEEDED,
@@ -186,6 +196,13 @@ class BrokerConnection:
                 if request.request.acks != 0:
                     self.listener.on_response(request, response)
                 self._maybe_idle()
+
+    def _overdue(self, stream: BidiStream) -> bool:
+        """Whether ``stream``'s oldest unanswered request is past its deadline (a replaced
+        stream: its requests were failed already, so it is broken either way)."""
+        if stream is not self._stream:
+            return True
+        return bool(self.in_flight) and self.in_flight[0].deadline_ms <= self._clock.monotonic_ms()
 
     async def _broken(
         self, stream: BidiStream | None, error: RpcError, unsent: list[InFlightRequest]

@@ -5,7 +5,8 @@ One :class:`Sender` task per producer loops: expire what is past its deadline, d
 broker that leads a partition with a sendable batch into one ProduceRequest (one batch per
 partition, up to ``max.request.size``) on that broker's :class:`BrokerConnection`, then sleep
 until woken (a new or full batch, an answer, metadata, a producer id) or until the next
-linger, backoff or deadline is due. Answers come back through the
+linger, backoff or deadline is due; a new batch that can only linger does not wake it but
+brings its alarm forward (:mod:`client.sender_sleep`). Answers come back through the
 :class:`~client.producer_connection.ConnectionListener` methods: a batch succeeds, is retried
 at its place in the queue (:class:`BatchRetryPolicy`: ``retries``, ``retry.backoff.ms``, the
 batch's deadline) or fails, and every batch is finished exactly once (:meth:`Sender.finish`).
@@ -21,7 +22,7 @@ transactional bit, and a failed one goes to the manager (the transaction must ab
 
 Not thread-safe: the producer's event loop owns it.
 
-(One module, ~630 lines: the send loop, the idempotent producer id and the transactional
+(One module, ~660 lines: the send loop, the idempotent producer id and the transactional
 requests share the in-flight state and the per-partition sequences; the retry policy already
 lives in ``client.batch_retry`` and the transactional wire calls in ``client.transaction_sender``.)
 """
@@ -52,6 +53,7 @@ from kafkasim.client.producer_errors import (
     retriable,
 )
 from kafkasim.client.producer_metadata import MetadataRefresher
+from kafkasim.client.sender_sleep import SenderSleep, lingers
 from kafkasim.client.transaction_manager import TransactionManager
 from kafkasim.client.transaction_sender import TransactionalSender
 from kafkasim.common.clock import Clock
@@ -102,6 +104,8 @@ class Sender:
         self._accumulator = accumulator
         self._metadata = metadata
         self._wakeup = wakeup
+        self._sleep = SenderSleep(wakeup)
+        accumulator.new_batch_opened = self._new_batch_opened
         self._acks = config.acks
         self._idempotent = config.idempotence
         self._guarantee_order = not config.idempotence and config.max_in_flight == 1
@@ -133,6 +137,7 @@ class Sender:
         self.requests_sent = 0
         self.batches_sent = 0
         self.records_sent = 0
+        self.rounds = 0  # times run() looked for work (each wake-up of the loop)
         self.retries = 0
         self.producer_id_resets = 0
         # The transactional producer's half (client.transaction_sender), None without one.
@@ -193,6 +198,7 @@ class Sender:
         accumulator = self._accumulator
         try:
             while True:
+                self.rounds += 1
                 wakeup.clear()
                 now_ms = self._clock.monotonic_ms()
                 next_ms = self._expire(now_ms)
@@ -209,7 +215,7 @@ class Sender:
                 # At least 1 ms: a timer due "now" must not spin the loop (on the simulation's
                 # virtual clock a spinning task would stop time).
                 timeout_s = None if next_ms >= NEVER_MS else max(next_ms, 1) / 1000
-                await wakeup.wait(timeout_s)
+                await self._sleep.sleep(timeout_s)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # a bug: fail every record rather than leave futures hanging
@@ -421,6 +427,27 @@ class Sender:
             self._accumulator.partitions[batch.tp].in_flight -= 1
             self.finish(batch, base_offset=-1, log_append_time_ms=-1)
         self._wakeup.set()
+
+    def _needs_round(self) -> bool:
+        """Whether the sender has work besides its timers (a close, a flush, a transaction,
+        records waiting for metadata, a producer id to get): then no wake-up is deferred."""
+        accumulator = self._accumulator
+        return bool(
+            self._txn is not None
+            or self.closing
+            or accumulator.flushes_in_progress
+            or accumulator.waiting
+            or self._reset_pending
+            or (self._idempotent and self.producer_id < 0)
+            or self.refresher.wanted
+        )
+
+    def _new_batch_opened(self, state: PartitionState, batch: ProducerBatch) -> None:
+        linger_ms = self._config.linger_ms
+        if self._needs_round() or not lingers(state, batch, linger_ms, self._metadata):
+            self._wakeup.set()
+        else:
+            self._sleep.wake_by(linger_ms / 1000)
 
     def on_response(self, request: InFlightRequest, response: pb.ProduceResponse) -> None:
         results = {(p.topic, p.partition): p for p in response.partitions}

@@ -53,6 +53,8 @@ READ_UNCOMMITTED = "read_uncommitted"
 ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
 COMMIT, ABORT, SEND_OFFSETS, FETCH_OFFSETS = "commit", "abort", "send_offsets", "fetch_offsets"
 TXN_FUNCTIONS = (COMMIT, ABORT)
+_NAMES_TXN = frozenset((*TXN_FUNCTIONS, SEND_OFFSETS))  # the ops that must name a transaction
+_NAMES_GROUP = frozenset((SEND_OFFSETS, FETCH_OFFSETS))  # and those that must name a group
 MARKER_TYPES = ("COMMIT", "ABORT")  # Kafka's ControlRecordType names
 # Fields written only when they differ from their default (see the module docstring).
 _OPTIONAL_FIELDS = {"txn": None, "isolation": None, "group": None}
@@ -89,9 +91,9 @@ class Op:
     def __post_init__(self) -> None:
         if self.isolation is not None and self.isolation not in ISOLATION_LEVELS:
             raise ValueError(f"isolation {self.isolation!r} is none of {ISOLATION_LEVELS}")
-        if self.f in (*TXN_FUNCTIONS, SEND_OFFSETS) and self.txn is None:
+        if self.f in _NAMES_TXN and self.txn is None:
             raise ValueError(f"a {self.f} op names no transaction")
-        if self.f in (SEND_OFFSETS, FETCH_OFFSETS) and (self.group is None or self.offset is None):
+        if self.f in _NAMES_GROUP and (self.group is None or self.offset is None):
             raise ValueError(f"a {self.f} op needs a group and an offset")
 
     @property

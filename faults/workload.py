@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -191,22 +192,48 @@ class Workload:
         self._producers.append(producer)
         partitions = self.partitions_of(spec.topic)
         interval_s = 1.0 / spec.rate
-        n = 0
-        while not self._stopping.is_set():
-            value = f"{spec.name}-{n}"
-            partition = n % partitions
-            n += 1
-            self.record_send(spec, OpType.INVOKE, partition, value)
+        # One send per tick of a timer chain, each tick arming the next one interval later
+        # (as a loop sleeping interval_s after each send, without a task step and a future
+        # per record); the task waits for the chain to end when the producers stop.
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Future[None] = loop.create_future()
+        numbers = itertools.count()
+        timer: asyncio.TimerHandle | None = None
+
+        def tick() -> None:
+            nonlocal timer
+            if self._stopping.is_set():
+                ended.set_result(None)
+                return
             try:
-                future = producer.send(spec.topic, value.encode(), partition=partition)
-            except KafkasimError as e:
-                self.record_send(spec, OpType.FAIL, partition, value, error=str(e))
-            else:
-                self._pending.add(future)  # type: ignore[arg-type]
-                future.add_done_callback(
-                    lambda f, p=partition, v=value: self._sent(spec, p, v, f)  # type: ignore[misc]
-                )
-            await asyncio.sleep(interval_s)
+                self._send_one(spec, producer, next(numbers), partitions)
+            except BaseException as e:  # a bug: the task raises it
+                ended.set_exception(e)
+                return
+            timer = loop.call_later(interval_s, tick)
+
+        tick()
+        try:
+            await ended
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _send_one(self, spec: ProducerSpec, producer: Producer, n: int, partitions: int) -> None:
+        """Producer ``spec``'s ``n``-th send: value ``<name>-<n>``, round robin over the
+        topic's ``partitions``."""
+        value = f"{spec.name}-{n}"
+        partition = n % partitions
+        self.record_send(spec, OpType.INVOKE, partition, value)
+        try:
+            future = producer.send(spec.topic, value.encode(), partition=partition)
+        except KafkasimError as e:
+            self.record_send(spec, OpType.FAIL, partition, value, error=str(e))
+        else:
+            self._pending.add(future)  # type: ignore[arg-type]
+            future.add_done_callback(
+                lambda f, p=partition, v=value: self._sent(spec, p, v, f)  # type: ignore[misc]
+            )
 
     def _sent(self, spec: ProducerSpec, partition: int, value: str, future: asyncio.Future) -> None:  # type: ignore[type-arg]
         self._pending.discard(future)

@@ -61,7 +61,7 @@ import contextlib
 import logging
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
@@ -138,6 +138,9 @@ class TxnMetadata:
     producer_id: int
     first_offset: int
     last_offset: int | None = None
+
+    def copy(self) -> TxnMetadata:
+        return TxnMetadata(self.producer_id, self.first_offset, self.last_offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,14 +431,15 @@ class ProducerStateManager:
         the same request (or the write itself) fails, nothing was appended, so the state must
         go back to what it was.
         """
+        producers = self._producers
         saved: dict[int, ProducerStateEntry | None] = {}
         for pid in producer_ids:
-            entry = self._producers.get(pid)
+            entry = producers.get(pid)
             saved[pid] = None if entry is None else entry.copy()
         return SavedProducerState(
             saved,
-            {k: replace(t) for k, t in self._ongoing.items()},
-            {k: replace(t) for k, t in self._unreplicated.items()},
+            {k: t.copy() for k, t in self._ongoing.items()} if self._ongoing else {},
+            {k: t.copy() for k, t in self._unreplicated.items()} if self._unreplicated else {},
         )
 
     def restore_entries(self, saved: SavedProducerState) -> None:

@@ -145,6 +145,34 @@ def test_linger_ms_collects_records_that_arrive_within_it(tmp_path: Path) -> Non
     assert simulate(tmp_path, scenario) == [10, 10, 10]
 
 
+def test_lingering_batches_and_plain_answers_do_not_wake_the_sender(tmp_path: Path) -> None:
+    """A record every 20 ms with linger.ms=5: each is a batch of its own, appended by the
+    leader once its linger has passed (LogAppendTime minus the record's time: the linger plus
+    the network), and the sender loops about twice per batch, at its linger's end and at its
+    answer: not also when the batch is opened (``client.sender_sleep``)."""
+
+    async def scenario(cluster: SimCluster) -> tuple[list[int], list[int], int]:
+        await create(cluster, TOPIC, message_timestamp_type="LogAppendTime")
+        async with producing(cluster, {"linger.ms": 5}) as producer:
+            await warm_up(producer)
+            sender = producer._sender  # its loop count is what is tested
+            before = sender.rounds
+            futures = []
+            for i in range(20):
+                futures.append(producer.send(TOPIC, b"%d" % i, partition=0))
+                await asyncio.sleep(0.020)
+            await asyncio.gather(*futures)
+            rounds = sender.rounds - before
+        batches = [header for header, _ in stored(cluster, TP)[1:]]
+        waits = [header.max_timestamp - header.first_timestamp for header in batches]
+        return [header.records_count for header in batches], waits, rounds
+
+    counts, waits, rounds = simulate(tmp_path, scenario)
+    assert counts == [1] * 20
+    assert all(5 <= wait < 50 for wait in waits), waits
+    assert rounds <= 2 * 20 + 2, rounds  # was 3 per batch: opened, linger's end, answer
+
+
 def test_batch_size_caps_the_bytes_of_a_batch(tmp_path: Path) -> None:
     """batch.size=1000 and 100-byte values: a batch closes when the next record might not fit
     (Kafka's upper bound of a record: 31 bytes of overhead + key + value)."""
@@ -302,6 +330,26 @@ def test_keyless_records_avoid_partitions_without_a_leader(tmp_path: Path) -> No
 
 
 # -- order and idempotence under faults ----------------------------------------------------------
+
+
+def test_a_produce_stream_that_breaks_while_idle_is_replaced_before_the_next_request(
+    tmp_path: Path,
+) -> None:
+    """The connection's reader waits on the open stream even with nothing in flight, so a
+    broker restart between two sends is noticed as it happens: the next request goes on a
+    new stream at once instead of failing on the dead one and being retried."""
+
+    async def scenario(cluster: SimCluster) -> tuple[int, int, int]:
+        client = await create(cluster, TOPIC, rf=1)
+        async with producing(cluster) as producer:
+            first = await warm_up(producer)
+            await cluster.restart(1)
+            await client.wait_for_leaders(TOPIC, 1)
+            await asyncio.sleep(5)  # the old stream's break reaches the client meanwhile
+            second = await producer.send(TOPIC, b"after", partition=0)
+            return first.offset, second.offset, producer.retries
+
+    assert simulate(tmp_path, scenario, brokers=1) == (0, 1, 0)
 
 
 def test_per_partition_order_survives_a_leader_crash(tmp_path: Path) -> None:
