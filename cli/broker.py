@@ -23,6 +23,7 @@ from kafkasim.node.broker import Broker, controller_factory
 from kafkasim.node.broker_id import resolve_broker_id
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.loop_idle import idle_timing_loop
+from kafkasim.node.malloc_tuning import tune_malloc
 from kafkasim.node.rpc_grpc import GrpcBrokerTransport
 from kafkasim.node.zk_security import zk_security_for
 from kafkasim.storage.checkpoint_writer import BackgroundCheckpointWriter
@@ -115,6 +116,7 @@ async def serve(config: BrokerConfig) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.override)
+    tune_malloc()  # megabyte batches from reused heap, not fresh pages (node.malloc_tuning)
     # The loop's selector is timed: its idle fraction is RequestHandlerAvgIdlePercent.
     with asyncio.Runner(loop_factory=idle_timing_loop) as runner:
         runner.run(serve(config))

@@ -115,26 +115,26 @@ def fetch_params(request: pb.FetchRequest) -> FetchParams:
 
 def fetch_response(results: Iterable[FetchPartitionData]) -> pb.FetchResponse:
     """Null aborted transactions (not read_committed) go as an empty list: protobuf has no
-    null repeated field, and a read_uncommitted consumer reads none anyway."""
-    return pb.FetchResponse(
-        partitions=[
-            pb.FetchPartitionResponse(
-                topic=r.tp.topic,
-                partition=r.tp.partition,
-                error_code=error_code(r.error),
-                error_message=message_of(r.error),
-                high_watermark=r.high_watermark,
-                last_stable_offset=r.last_stable_offset,
-                log_start_offset=r.log_start_offset,
-                records=r.records,
-                aborted_transactions=[
-                    pb.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
-                    for t in r.aborted_transactions or ()
-                ],
-            )
-            for r in results
-        ]
-    )
+    null repeated field, and a read_uncommitted consumer reads none anyway.
+
+    Each partition is added in place (``partitions.add``): building a ``FetchPartitionResponse``
+    first and handing it to the repeated field deep-copies it, records included, at about
+    1.5 ms per MiB — more than the rest of serving a follower's 1 MiB fetch."""
+    response = pb.FetchResponse()
+    for r in results:
+        part = response.partitions.add(
+            topic=r.tp.topic,
+            partition=r.tp.partition,
+            error_code=error_code(r.error),
+            error_message=message_of(r.error),
+            high_watermark=r.high_watermark,
+            last_stable_offset=r.last_stable_offset,
+            log_start_offset=r.log_start_offset,
+            records=r.records,
+        )
+        for t in r.aborted_transactions or ():
+            part.aborted_transactions.add(producer_id=t.producer_id, first_offset=t.first_offset)
+    return response
 
 
 # -- WriteTxnMarkers -----------------------------------------------------------------------------

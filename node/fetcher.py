@@ -256,7 +256,9 @@ class ReplicaFetcher:
         if partition.leader_id != self.leader_id or partition.leader_epoch != state.leader_epoch:
             return  # the controller moved this partition meanwhile
         if result.error_code == 0:
-            if result.records:
+            # Read once: each read of a protobuf bytes field is a fresh copy (1 MiB per batch).
+            records = result.records
+            if records:
                 disk = self.disk.delay
                 if disk is not None:  # a slowed disk blocks this fetcher (node.disk_delay)
                     await disk.write()
@@ -264,7 +266,7 @@ class ReplicaFetcher:
                         return
                 flushes = log.flushes
                 try:
-                    log.append_as_follower(result.records)
+                    log.append_as_follower(records)
                 except InvalidOffsetError as e:
                     logger.warning(
                         "%s: follower append rejected (%s); truncating again", partition.tp, e

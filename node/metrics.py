@@ -304,9 +304,10 @@ class BrokerMetrics:
             for part in response.partitions:
                 if part.error_code and part.error_code not in _EXPECTED_FETCH_ERRORS:
                     self.failed_fetch[part.topic] = self.failed_fetch.get(part.topic, 0) + 1
-                if part.records:
+                size = len(part.records)  # one read: each is a copy of the records
+                if size:
                     key = (part.topic, fetcher)
-                    self.bytes_out[key] = self.bytes_out.get(key, 0) + len(part.records)
+                    self.bytes_out[key] = self.bytes_out.get(key, 0) + size
 
 
 async def _aclose(iterator: AsyncIterator[Any]) -> None:
