@@ -76,6 +76,11 @@ _WATCHES_BEFORE_PRUNING = 8
 PolicyViolationError = error_for_name("POLICY_VIOLATION")
 
 
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 @dataclass(frozen=True, slots=True)
 class PendingExpand:
     """Followers joining the ISR, written to ZooKeeper but not yet confirmed. The HW already
@@ -475,7 +480,9 @@ class Partition:
             if future.done():
                 continue
             if waiter[1] & moved:
-                future.set_result(None)
+                # A loop step later, as a done-callback would: the fetch resumes in the order
+                # asyncio.wait's waiters did (the simulation's schedules stay as they were).
+                future.get_loop().call_soon(_resolve, future)
             else:
                 kept.append(waiter)
         self._data_waiters = kept

@@ -317,16 +317,15 @@ class ReplicaManager:
         """Kafka's ``fetchMessages``: read from each partition; long-poll up to
         ``max_wait_ms`` until ``min_bytes`` are there (or an error, or nothing to wait on).
 
-        As Kafka's DelayedFetch: a follower's fetch is recorded (its LEO, caught-up time, ISR
-        expansion) once, when it arrives; a parked fetch is woken only by what can answer it
-        (``Partition.watch_data``) and then reads again."""
+        As Kafka's DelayedFetch, a parked fetch is woken only by what can answer it
+        (``Partition.watch_data``: a follower's by the log end, a consumer's by the HW), then
+        reads again. Unlike Kafka, each read of a follower's fetch records it (Kafka records
+        it once, on arrival: see ``_read_once``)."""
         deadline = self._clock.monotonic_ms() + max(params.max_wait_ms, 0)
         max_bytes = self.fetch_max_bytes(params.max_bytes)
         min_bytes = max(min(params.min_bytes, max_bytes), 1)
-        arrival = True
         while True:
-            results, total, woken = self._read_once(params, max_bytes, arrival)
-            arrival = False
+            results, total, woken = self._read_once(params, max_bytes)
             remaining = deadline - self._clock.monotonic_ms()
             if (
                 woken is None
@@ -352,12 +351,16 @@ class ReplicaManager:
         return cap if requested <= 0 else min(requested, cap)
 
     def _read_once(
-        self, params: FetchParams, max_bytes: int, arrival: bool
+        self, params: FetchParams, max_bytes: int
     ) -> tuple[list[FetchPartitionData], int, asyncio.Future[None] | None]:
         """One read of every partition of ``params``: the answers, their bytes, and a future
         that completes when a partition that had nothing may have something (None: every
-        partition answered data or an error). ``arrival``: the fetch's first read, the one
-        that records a follower's fetch."""
+        partition answered data or an error).
+
+        A follower's fetch is recorded at every read, also the one after a wake-up, at the
+        later time (Kafka's DelayedFetch records it only on arrival). Kept so: recording it
+        once moved the recorded sweeps' findings (``tests/sim/test_sweeps_find_bugs.py``'s
+        lagging-follower switch left its seed bound)."""
         is_follower = params.is_from_follower
         isolation = fetch_isolation(params.replica_id, params.isolation_level)
         wake_on = _WAKE_ON[isolation]
@@ -376,11 +379,10 @@ class ReplicaManager:
                         raise NotLeaderOrFollowerError(
                             f"broker {params.replica_id} is not a replica of {tp}"
                         )
-                    if arrival:
-                        partition.record_follower_fetch(
-                            params.replica_id, part.fetch_offset, now_ms, part.log_start_offset
-                        )
-                        self._maybe_expand_isr(partition)
+                    partition.record_follower_fetch(
+                        params.replica_id, part.fetch_offset, now_ms, part.log_start_offset
+                    )
+                    self._maybe_expand_isr(partition)
                 limit = min(part.partition_max_bytes or budget, budget)
                 info, last_stable = consumer_read(
                     log,
