@@ -64,7 +64,21 @@ from kafkasim.storage.log import (
 logger = logging.getLogger(__name__)
 
 NO_LEADER = -1
+# What a long-polling fetch waits for on a partition with nothing to answer yet (Kafka's
+# DelayedFetch: a follower's fetch completes once the log end passes its offset, a consumer's
+# once the HW does; a read_committed one's once the LSO does, which moves with either).
+WAKE_ON_LOG_END = 1
+WAKE_ON_HIGH_WATERMARK = 2
+WAKE_ON_ANY = WAKE_ON_LOG_END | WAKE_ON_HIGH_WATERMARK
+# Watches whose fetch was answered another way (its timeout, another partition's data) are
+# dropped at the next wake-up; past this many, also when a new one is added (a quiet partition).
+_WATCHES_BEFORE_PRUNING = 8
 PolicyViolationError = error_for_name("POLICY_VIOLATION")
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +146,8 @@ class Partition:
         self.isr: frozenset[int] = frozenset()
         self.pending_isr: PendingIsrChange | None = None
         self.followers: dict[int, FollowerState] = {}
-        self._data_waiters: list[asyncio.Future[None]] = []
+        # Long-polling fetches: each one's future and what it waits for (WAKE_ON_*).
+        self._data_waiters: list[tuple[asyncio.Future[None], int]] = []
         # The purgatories of requests waiting on this partition (the replica manager's).
         self.delayed = delayed if delayed is not None else DelayedOperations()
         self.rules = rules
@@ -210,8 +225,8 @@ class Partition:
             for r in self.assigned_replicas:
                 if r != self.broker_id and r not in self.followers:
                     self.followers[r] = FollowerState(r)
-        self.maybe_increment_high_watermark()
-        self._wake_data_waiters()
+        self._advance_high_watermark()
+        self._wake_data_waiters(WAKE_ON_ANY)
         return RoleChange(not was_leader, False, not was_leader)
 
     def make_follower(
@@ -265,8 +280,8 @@ class Partition:
                 f"min.isr requirement of {min_isr} for partition {self.tp}"
             )
         info = self.log.append_as_leader(records, self.leader_epoch, origin)
-        self.maybe_increment_high_watermark()
-        self._wake_data_waiters()
+        hw_moved = self._advance_high_watermark()
+        self._wake_data_waiters(WAKE_ON_ANY if hw_moved else WAKE_ON_LOG_END)
         return info
 
     def record_follower_fetch(
@@ -290,6 +305,16 @@ class Partition:
             self.maybe_complete_delete_records()
 
     def maybe_increment_high_watermark(self) -> bool:
+        """Move the HW to what the ISR has (see ``new_leader_high_watermark``); if it moved,
+        complete what waited for it (acks=all produces, consumers' fetches). Whether it moved."""
+        if not self._advance_high_watermark():
+            return False
+        self._wake_data_waiters(WAKE_ON_HIGH_WATERMARK)
+        return True
+
+    def _advance_high_watermark(self) -> bool:
+        """``maybe_increment_high_watermark`` without waking long-polling fetches: the caller
+        wakes them, once, for everything that moved."""
         if not self.is_leader:
             return False
         new_hw = new_leader_high_watermark(
@@ -303,7 +328,6 @@ class Partition:
         if not self.log.maybe_increment_high_watermark(new_hw):
             return False
         self.delayed.produce.check_and_complete(self.tp)
-        self._wake_data_waiters()
         return True
 
     # -- leader: ListOffsets ----------------------------------------------------------------
@@ -434,17 +458,34 @@ class Partition:
 
     # -- fetch long-poll --------------------------------------------------------------------
 
-    def data_waiter(self) -> asyncio.Future[None]:
-        """Completes the next time new data or a new HW becomes visible here."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._data_waiters.append(future)
-        return future
+    def watch_data(self, future: asyncio.Future[None], wake_on: int) -> None:
+        """Complete ``future`` (unless done by then) the next time what ``wake_on`` names moves
+        here (WAKE_ON_LOG_END, WAKE_ON_HIGH_WATERMARK), or the partition changes in a way every
+        fetch must see: a new leader epoch, a new log start, this replica stopping to lead.
+        One future may watch many partitions (one fetch)."""
+        waiters = self._data_waiters
+        if len(waiters) >= _WATCHES_BEFORE_PRUNING:
+            waiters = self._data_waiters = [w for w in waiters if not w[0].done()]
+        waiters.append((future, wake_on))
 
-    def _wake_data_waiters(self) -> None:
-        waiters, self._data_waiters = self._data_waiters, []
-        for future in waiters:
-            if not future.done():
-                future.set_result(None)
+    def _wake_data_waiters(self, moved: int = WAKE_ON_ANY) -> None:
+        """Wake the fetches waiting for what ``moved`` names (WAKE_ON_*), in the order they
+        began to wait; the others wait on."""
+        waiters = self._data_waiters
+        if not waiters:
+            return
+        kept: list[tuple[asyncio.Future[None], int]] = []
+        for waiter in waiters:
+            future = waiter[0]
+            if future.done():
+                continue
+            if waiter[1] & moved:
+                # A loop step later, as a done-callback would: the fetch resumes in the order
+                # asyncio.wait's waiters did (the simulation's schedules stay as they were).
+                future.get_loop().call_soon(_resolve, future)
+            else:
+                kept.append(waiter)
+        self._data_waiters = kept
 
     def notify_follower_append(self) -> None:
         """A follower's log grew (replication): wake consumers long-polling here."""

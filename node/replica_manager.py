@@ -41,12 +41,16 @@ from kafkasim.common.errors import (
     error_for_name,
 )
 from kafkasim.common.types import TopicPartition
-from kafkasim.common.waits import wait_any
 from kafkasim.controller.api import INTERNAL_TOPICS
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.disk_delay import DiskSlot
 from kafkasim.node.isr_writer import ZkIsrWriter
-from kafkasim.node.partition import Partition
+from kafkasim.node.partition import (
+    WAKE_ON_ANY,
+    WAKE_ON_HIGH_WATERMARK,
+    WAKE_ON_LOG_END,
+    Partition,
+)
 from kafkasim.node.purgatory import (
     DelayedDeleteRecords,
     DelayedOperations,
@@ -126,6 +130,21 @@ def fetch_isolation(replica_id: int, isolation_level: int) -> FetchIsolation:
     if isolation_level == READ_COMMITTED:
         return FetchIsolation.TXN_COMMITTED
     return FetchIsolation.HIGH_WATERMARK
+
+
+# What a parked fetch waits for, by how far it reads (Kafka's DelayedFetch): a replica the log
+# end, a consumer the HW, a read_committed consumer the LSO (which moves with either).
+_WAKE_ON = {
+    FetchIsolation.LOG_END: WAKE_ON_LOG_END,
+    FetchIsolation.HIGH_WATERMARK: WAKE_ON_HIGH_WATERMARK,
+    FetchIsolation.TXN_COMMITTED: WAKE_ON_ANY,
+}
+
+
+def _expire(woken: asyncio.Future[None]) -> None:
+    """A parked fetch's max wait is over: it reads once more and answers."""
+    if not woken.done():
+        woken.set_result(None)
 
 
 def _aborted(found: Sequence[AbortedTxn] | None) -> tuple[AbortedTransaction, ...] | None:
@@ -296,21 +315,32 @@ class ReplicaManager:
 
     async def fetch_messages(self, params: FetchParams) -> list[FetchPartitionData]:
         """Kafka's ``fetchMessages``: read from each partition; long-poll up to
-        ``max_wait_ms`` until ``min_bytes`` are there (or an error, or nothing to wait on)."""
+        ``max_wait_ms`` until ``min_bytes`` are there (or an error, or nothing to wait on).
+
+        As Kafka's DelayedFetch, a parked fetch is woken only by what can answer it
+        (``Partition.watch_data``: a follower's by the log end, a consumer's by the HW), then
+        reads again. Unlike Kafka, each read of a follower's fetch records it (Kafka records
+        it once, on arrival: see ``_read_once``)."""
         deadline = self._clock.monotonic_ms() + max(params.max_wait_ms, 0)
         max_bytes = self.fetch_max_bytes(params.max_bytes)
         min_bytes = max(min(params.min_bytes, max_bytes), 1)
         while True:
-            results, total, waiters = self._read_once(params, max_bytes)
+            results, total, woken = self._read_once(params, max_bytes)
             remaining = deadline - self._clock.monotonic_ms()
-            has_error = any(r.error is not None for r in results)
-            if total >= min_bytes or remaining <= 0 or has_error or not waiters:
-                for w in waiters:
-                    w.cancel()
+            if (
+                woken is None
+                or total >= min_bytes
+                or remaining <= 0
+                or any(r.error is not None for r in results)
+            ):
+                if woken is not None:
+                    woken.cancel()  # left in the partitions' watch lists: dropped there
                 return results
-            await wait_any(waiters, remaining / 1000)
-            for w in waiters:
-                w.cancel()
+            timer = woken.get_loop().call_later(remaining / 1000, _expire, woken)
+            try:
+                await woken
+            finally:
+                timer.cancel()
 
     def fetch_max_bytes(self, requested: int) -> int:
         """The most one fetch answer may hold: what the request asks (0: no limit asked),
@@ -322,13 +352,22 @@ class ReplicaManager:
 
     def _read_once(
         self, params: FetchParams, max_bytes: int
-    ) -> tuple[list[FetchPartitionData], int, list[asyncio.Future[None]]]:
+    ) -> tuple[list[FetchPartitionData], int, asyncio.Future[None] | None]:
+        """One read of every partition of ``params``: the answers, their bytes, and a future
+        that completes when a partition that had nothing may have something (None: every
+        partition answered data or an error).
+
+        A follower's fetch is recorded at every read, also the one after a wake-up, at the
+        later time (Kafka's DelayedFetch records it only on arrival). Kept so: recording it
+        once moved the recorded sweeps' findings (``tests/sim/test_sweeps_find_bugs.py``'s
+        lagging-follower switch left its seed bound)."""
         is_follower = params.is_from_follower
         isolation = fetch_isolation(params.replica_id, params.isolation_level)
+        wake_on = _WAKE_ON[isolation]
         now_ms = self._clock.time_ms()
         results: list[FetchPartitionData] = []
         total = 0
-        waiters: list[asyncio.Future[None]] = []
+        woken: asyncio.Future[None] | None = None
         budget = max_bytes
         for part in params.partitions:
             tp = part.tp
@@ -366,7 +405,9 @@ class ReplicaManager:
                     )
                 )
                 if not info.records:
-                    waiters.append(partition.data_waiter())
+                    if woken is None:
+                        woken = asyncio.get_running_loop().create_future()
+                    partition.watch_data(woken, wake_on)
             except Exception as e:
                 hosted = self.partitions.get(tp)
                 results.append(
@@ -377,7 +418,7 @@ class ReplicaManager:
                         log_start_offset=-1 if hosted is None else hosted.log.log_start_offset,
                     )
                 )
-        return results, total, waiters
+        return results, total, woken
 
     # -- offsets ----------------------------------------------------------------------------
 

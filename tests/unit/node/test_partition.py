@@ -15,7 +15,7 @@ import pytest
 from kafkasim.common.clock import ManualClock
 from kafkasim.common.errors import NotLeaderOrFollowerError, OffsetOutOfRangeError, error_for_name
 from kafkasim.common.types import TopicPartition
-from kafkasim.node.partition import Partition
+from kafkasim.node.partition import WAKE_ON_HIGH_WATERMARK, WAKE_ON_LOG_END, Partition
 from kafkasim.node.purgatory import DelayedDeleteRecords, PartitionWait
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log import Log
@@ -178,5 +178,38 @@ def test_a_follower_fetch_computes_the_hw_again_only_when_the_followers_leo_move
         assert computed == [5, 5] and checked == [6] and partition.high_watermark == 6
         partition.record_follower_fetch(3, 6, NOW_MS, log_start_offset=2)
         assert computed == [5, 5] and checked == [6, 6]  # its start moved: deletes checked
+
+    run(scenario())
+
+
+def test_watched_data_wakes_by_what_moved_and_drops_fetches_answered_otherwise(
+    tmp_path: Path,
+) -> None:
+    """A follower's watch (the log end) is not woken by a HW move nor a consumer's (the HW) by
+    an append the HW does not follow; a stop wakes both. Watches whose fetch ended another way
+    (its timeout) do not pile up on a partition that nothing wakes."""
+
+    async def scenario() -> None:
+        partition = leader(tmp_path)
+        loop = asyncio.get_running_loop()
+        follower, consumer = loop.create_future(), loop.create_future()
+        partition.watch_data(follower, WAKE_ON_LOG_END)
+        partition.watch_data(consumer, WAKE_ON_HIGH_WATERMARK)
+        partition.append_records_to_leader(make_batch([b"f"]), 1)  # LEO 6, the HW stays 5
+        await turns()
+        assert follower.done() and not consumer.done()
+        partition.watch_data(follower := loop.create_future(), WAKE_ON_LOG_END)
+        for replica in (2, 3):
+            partition.record_follower_fetch(replica, 6, NOW_MS)
+        await turns()
+        assert partition.high_watermark == 6 and consumer.done() and not follower.done()
+        partition.fail_waiters(NotLeaderOrFollowerError("stopped"))
+        await turns()
+        assert follower.done()
+        for _ in range(100):  # fetches that timed out: their futures are done
+            answered = loop.create_future()
+            partition.watch_data(answered, WAKE_ON_HIGH_WATERMARK)
+            answered.cancel()
+        assert len(partition._data_waiters) <= 8
 
     run(scenario())
