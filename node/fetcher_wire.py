@@ -24,9 +24,11 @@ from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError
 
+from kafkasim.common.errors import InvalidRecordError
 from kafkasim.common.rpc_grpc_client import ResponseDecoder
 from kafkasim.proto import METHOD_REPLICA_FETCH
 from kafkasim.proto import kafkasim_pb2 as pb
+from kafkasim.storage.records.varint import raw_varint
 
 # Field numbers of kafkasim.proto: FetchResponse.partitions, FetchPartitionResponse.records.
 _PARTITIONS = 2
@@ -61,19 +63,12 @@ class FetchAnswer:
     partitions: list[FetchedPartition]
 
 
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    """The varint at ``pos`` and the position after it."""
-    value = shift = 0
-    while pos < end:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-        if shift >= 64:
-            raise FetchAnswerError(f"a varint longer than 10 bytes at byte {pos}")
-    raise FetchAnswerError(f"the answer ends inside a varint (at byte {pos})")
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The varint at ``pos`` (at most 10 bytes) and the position after it."""
+    try:
+        return raw_varint(data, pos, 10)
+    except InvalidRecordError as e:
+        raise FetchAnswerError(f"a bad varint at byte {pos}: {e}") from e
 
 
 def _fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int, int]]:
@@ -84,19 +79,19 @@ def _fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int,
     pos = start
     while pos < end:
         key_at = pos
-        key, pos = _varint(data, pos, end)
+        key, pos = _varint(data, pos)
         number, wire = key >> 3, key & 7
         if number == 0:
             raise FetchAnswerError(f"field number 0 at byte {key_at}")
         value_at = pos
         if wire == _VARINT:
-            _, pos = _varint(data, pos, end)
+            _, pos = _varint(data, pos)
         elif wire == _I64:
             pos += 8
         elif wire == _I32:
             pos += 4
         elif wire == _LEN:
-            size, value_at = _varint(data, pos, end)
+            size, value_at = _varint(data, pos)
             pos = value_at + size
         else:
             raise FetchAnswerError(f"field {number} has wire type {wire} (groups are not used)")

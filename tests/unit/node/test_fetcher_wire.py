@@ -101,8 +101,8 @@ def test_an_empty_answer_has_no_partitions() -> None:
     ("data", "named"),
     [
         (full_answer().SerializeToString()[:-1], "runs past its message"),
-        (bytes([2 << 3 | 2, 0x80]), "ends inside a varint"),
-        (bytes([1 << 3]) + b"\xff" * 11, "longer than 10 bytes"),
+        (bytes([2 << 3 | 2, 0x80]), "varint runs past the end"),
+        (bytes([1 << 3]) + b"\xff" * 11, "varint is longer than 10 bytes"),
         (bytes([2 << 3 | 3]), "wire type 3"),
         (bytes([0]), "field number 0"),
         (bytes([2 << 3 | 2, 3, 1 << 3 | 2, 9, 0]), "runs past its message"),
