@@ -7,6 +7,9 @@ Pure, free-standing functions — ``<request>_params(pb) -> Params`` and
 ``<request>_response(results) -> pb`` — so that another front door (Kafka's binary protocol)
 fills the same domain values from its own structs and calls the replica manager unchanged.
 
+A fetch answer is written straight into its wire bytes (:class:`EncodedFetchResponse`, the
+records copied once), which both transports send as they are.
+
 Wire conventions kept here and nowhere else: an error travels as its Kafka code (0 for none)
 and, where the message has one, its message; an empty DescribeReplicas list means every
 partition; a ProduceStream answer echoes the request's ``correlation_id``.
@@ -144,8 +147,10 @@ class EncodedFetchResponse(EncodedMessage):
 def fetch_response(results: Iterable[FetchPartitionData]) -> EncodedFetchResponse:
     """The answer's wire bytes, the records copied once (into those bytes).
 
-    Building a ``pb.FetchResponse`` copies each partition's records into the message and
-    serializing it copies them again (about 0.2 ms per MiB each, issue 19): here protobuf
+    Building a ``pb.FetchResponse`` copies each partition's records into the message,
+    serializing it copies them again, and reading ``records`` back (for the metrics) a third
+    time: 1.8 ms of CPU per 1 MiB answer in process against 0.03 ms this way, and a leader's
+    CPU per MiB its followers copy fell from 1.37 to 1.13 ms (issue 19). Here protobuf
     encodes every small field — the fields before ``records`` and the aborted transactions
     after it, each as a ``FetchPartitionResponse`` of its own — and the records go between
     them under a key and length written by hand. The bytes are protobuf's own serialization
