@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 from google.protobuf.message import Message
 
 from kafkasim.common.errors import KafkasimError
+from kafkasim.proto import EncodedMessage
 
 if TYPE_CHECKING:
     from kafkasim.common.security import PasswordVerifier
@@ -57,8 +58,9 @@ class RpcError(KafkasimError):
         )
 
 
-UnaryHandler = Callable[[Message], Awaitable[Message]]
-StreamHandler = Callable[[AsyncIterator[Message]], AsyncIterator[Message]]
+# A handler answers a message, or the message already in wire form (``proto.EncodedMessage``).
+UnaryHandler = Callable[[Message], Awaitable[Message | EncodedMessage]]
+StreamHandler = Callable[[AsyncIterator[Message]], AsyncIterator[Message | EncodedMessage]]
 
 
 class BidiStream(Protocol):

@@ -51,7 +51,7 @@ from kafkasim.common.security import (
 )
 from kafkasim.common.tls import TlsMaterial, client_tls
 from kafkasim.common.waits import Wakeup
-from kafkasim.proto import MethodSpec, method_spec
+from kafkasim.proto import EncodedMessage, MethodSpec, method_spec
 
 __all__ = [
     "GrpcBidiStream",
@@ -145,8 +145,9 @@ def _spec(method: str, *, streaming: bool) -> MethodSpec:
 ResponseDecoder = Callable[[bytes], Any]
 
 
-def serialize(message: Message) -> bytes:
-    """The wire bytes of a message (the serializer of every gRPC method handler)."""
+def serialize(message: Message | EncodedMessage) -> bytes:
+    """The wire bytes of a message (the serializer of every gRPC method handler); an
+    :class:`EncodedMessage` (a handler's answer already in wire form) is its bytes, as is."""
     return message.SerializeToString()
 
 

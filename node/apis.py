@@ -169,7 +169,8 @@ class KafkaApis:
         async for request in requests:
             yield await self.handle_produce(request)
 
-    async def handle_fetch(self, request: pb.FetchRequest) -> pb.FetchResponse:
+    async def handle_fetch(self, request: pb.FetchRequest) -> replica.EncodedFetchResponse:
+        """A Fetch (consumer or follower), answered in wire form (``apis_replica``)."""
         results = await authz_replica.fetch_messages(self.broker, replica.fetch_params(request))
         return replica.fetch_response(results)
 

@@ -7,6 +7,9 @@ Pure, free-standing functions — ``<request>_params(pb) -> Params`` and
 ``<request>_response(results) -> pb`` — so that another front door (Kafka's binary protocol)
 fills the same domain values from its own structs and calls the replica manager unchanged.
 
+A fetch answer is written straight into its wire bytes (:class:`EncodedFetchResponse`, the
+records copied once), which both transports send as they are.
+
 Wire conventions kept here and nowhere else: an error travels as its Kafka code (0 for none)
 and, where the message has one, its message; an empty DescribeReplicas list means every
 partition; a ProduceStream answer echoes the request's ``correlation_id``.
@@ -15,6 +18,7 @@ partition; a ProduceStream answer echoes the request's ``correlation_id``.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from kafkasim.common.errors import KafkaError
 from kafkasim.common.types import TopicPartition
@@ -43,8 +47,10 @@ from kafkasim.node.replica_types import (
     TxnMarkerResult,
     WriteTxnMarkersParams,
 )
+from kafkasim.proto import EncodedMessage
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.records.batch import ControlRecordType
+from kafkasim.storage.records.varint import encode_unsigned_varint
 
 
 def error_code(error: KafkaError | type[KafkaError] | None) -> int:
@@ -113,28 +119,77 @@ def fetch_params(request: pb.FetchRequest) -> FetchParams:
     )
 
 
-def fetch_response(results: Iterable[FetchPartitionData]) -> pb.FetchResponse:
-    """Null aborted transactions (not read_committed) go as an empty list: protobuf has no
-    null repeated field, and a read_uncommitted consumer reads none anyway.
+# FetchResponse.partitions (field 2) and FetchPartitionResponse.records (field 8): the keys
+# (field number << 3 | 2, length-delimited) written by hand around each partition's records.
+_PARTITION_KEY = b"\x12"
+_RECORDS_KEY = b"\x42"
 
-    Each partition is added in place (``partitions.add``): building a ``FetchPartitionResponse``
-    first and handing it to the repeated field deep-copies it, records included, at about
-    1.5 ms per MiB — more than the rest of serving a follower's 1 MiB fetch."""
-    response = pb.FetchResponse()
+
+@dataclass(frozen=True, slots=True)
+class FetchedSize:
+    """What the metrics count of one partition of a fetch answer, known before encoding."""
+
+    topic: str
+    error_code: int
+    records_size: int
+
+
+class EncodedFetchResponse(EncodedMessage):
+    """A ``FetchResponse`` in wire form (``data``), and each partition's :class:`FetchedSize`."""
+
+    __slots__ = ("partitions",)
+
+    def __init__(self, data: bytes, partitions: tuple[FetchedSize, ...]) -> None:
+        super().__init__(pb.FetchResponse, data)
+        self.partitions = partitions
+
+
+def fetch_response(results: Iterable[FetchPartitionData]) -> EncodedFetchResponse:
+    """The answer's wire bytes, the records copied once (into those bytes).
+
+    Building a ``pb.FetchResponse`` copies each partition's records into the message,
+    serializing it copies them again, and reading ``records`` back (for the metrics) a third
+    time: 1.8 ms of CPU per 1 MiB answer in process against 0.03 ms this way, and a leader's
+    CPU per MiB its followers copy fell from 1.37 to 1.13 ms (issue 19). Here protobuf
+    encodes every small field — the fields before ``records`` and the aborted transactions
+    after it, each as a ``FetchPartitionResponse`` of its own — and the records go between
+    them under a key and length written by hand. The bytes are protobuf's own serialization
+    of the message, field for field (fields in number order, defaults left out).
+
+    Null aborted transactions (not read_committed) go as an empty list: protobuf has no
+    null repeated field, and a read_uncommitted consumer reads none anyway."""
+    pieces: list[bytes] = []
+    sizes: list[FetchedSize] = []
     for r in results:
-        part = response.partitions.add(
+        code = error_code(r.error)
+        head = pb.FetchPartitionResponse(
             topic=r.tp.topic,
             partition=r.tp.partition,
-            error_code=error_code(r.error),
+            error_code=code,
             error_message=message_of(r.error),
             high_watermark=r.high_watermark,
             last_stable_offset=r.last_stable_offset,
             log_start_offset=r.log_start_offset,
-            records=r.records,
-        )
-        for t in r.aborted_transactions or ():
-            part.aborted_transactions.add(producer_id=t.producer_id, first_offset=t.first_offset)
-    return response
+        ).SerializeToString()
+        tail = b""
+        if r.aborted_transactions:
+            aborted = pb.FetchPartitionResponse()
+            for t in r.aborted_transactions:
+                aborted.aborted_transactions.add(
+                    producer_id=t.producer_id, first_offset=t.first_offset
+                )
+            tail = aborted.SerializeToString()
+        records = r.records
+        size = len(records)
+        if size:
+            records_length = encode_unsigned_varint(size)
+            body = len(head) + 1 + len(records_length) + size + len(tail)
+            pieces += (_PARTITION_KEY, encode_unsigned_varint(body), head)
+            pieces += (_RECORDS_KEY, records_length, records, tail)
+        else:
+            pieces += (_PARTITION_KEY, encode_unsigned_varint(len(head) + len(tail)), head, tail)
+        sizes.append(FetchedSize(r.tp.topic, code, size))
+    return EncodedFetchResponse(b"".join(pieces), tuple(sizes))
 
 
 # -- WriteTxnMarkers -----------------------------------------------------------------------------

@@ -55,6 +55,7 @@ from prometheus_client.registry import Collector
 
 from kafkasim import proto
 from kafkasim.common.errors import error_for_name
+from kafkasim.node.apis_replica import EncodedFetchResponse
 from kafkasim.node.loop_idle import meter_of_running_loop
 from kafkasim.node.metrics_state import NO_STATE, Broker, StateReading, state_families
 from kafkasim.proto import kafkasim_pb2 as pb
@@ -299,15 +300,15 @@ class BrokerMetrics:
             for data in request.partitions:
                 if (data.topic, data.partition) in appended:
                     self.bytes_in[data.topic] = self.bytes_in.get(data.topic, 0) + len(data.records)
-        elif isinstance(response, pb.FetchResponse) and isinstance(request, pb.FetchRequest):
+        elif isinstance(response, EncodedFetchResponse) and isinstance(request, pb.FetchRequest):
+            # Sizes the answer knew before encoding: nothing reads the records back.
             fetcher = FOLLOWER if request.replica_id >= 0 else CONSUMER
             for part in response.partitions:
                 if part.error_code and part.error_code not in _EXPECTED_FETCH_ERRORS:
                     self.failed_fetch[part.topic] = self.failed_fetch.get(part.topic, 0) + 1
-                size = len(part.records)  # one read: each is a copy of the records
-                if size:
+                if part.records_size:
                     key = (part.topic, fetcher)
-                    self.bytes_out[key] = self.bytes_out.get(key, 0) + size
+                    self.bytes_out[key] = self.bytes_out.get(key, 0) + part.records_size
 
 
 async def _aclose(iterator: AsyncIterator[Any]) -> None:

@@ -40,7 +40,7 @@ from kafkasim.common.security import (
     PasswordVerifier,
 )
 from kafkasim.common.tls import TlsMaterial, principal_of_certificate
-from kafkasim.proto import METHODS, MethodSpec, check_servable
+from kafkasim.proto import METHODS, EncodedMessage, MethodSpec, check_servable
 
 __all__ = ["GrpcBrokerTransport", "GrpcServer"]
 
@@ -159,7 +159,7 @@ _SASL_KEYS = frozenset((SASL_MECHANISM_METADATA, SASL_USERNAME_METADATA, SASL_PA
 
 
 def _unary_behaviour(spec: MethodSpec, handler: UnaryHandler, identify: _Identify) -> Any:
-    async def behaviour(request: Message | _Undecodable, context: Any) -> Message:
+    async def behaviour(request: Message | _Undecodable, context: Any) -> Message | EncodedMessage:
         refused = identify(context)
         if refused is not None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, refused)
@@ -206,7 +206,7 @@ class _Requests:
 def _stream_behaviour(spec: MethodSpec, handler: StreamHandler, identify: _Identify) -> Any:
     async def behaviour(
         requests: AsyncIterator[Message | _Undecodable], context: Any
-    ) -> AsyncIterator[Message]:
+    ) -> AsyncIterator[Message | EncodedMessage]:
         refused = identify(context)
         if refused is not None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, refused)

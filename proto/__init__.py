@@ -7,7 +7,9 @@ generated code does not give without ``_grpc`` stubs:
 * ``METHOD_*`` — the full gRPC method name of every rpc (``/kafkasim.<Service>/<Method>``),
   the keys of ``common.rpc.Transport`` handler maps and calls;
 * ``METHODS`` — one :class:`MethodSpec` per rpc, read from the file descriptor, so the
-  request/response classes and streaming flags can never disagree with the .proto.
+  request/response classes and streaming flags can never disagree with the .proto;
+* :class:`EncodedMessage` — a response a handler has already written in wire form (both
+  transports send its bytes as they are).
 
 Invariant: ``METHODS`` has exactly one entry per ``METHOD_*`` constant
 (``tests/unit/proto/test_generated.py`` checks every rpc of the .proto has a constant).
@@ -71,6 +73,22 @@ METHOD_STOP_REPLICA = "/kafkasim.Controller/StopReplica"
 METHOD_CONTROLLED_SHUTDOWN = "/kafkasim.Controller/ControlledShutdown"
 
 
+class EncodedMessage:
+    """A message already in its wire form, ``data`` the bytes ``encodes.FromString`` parses:
+    what a handler may answer instead of building the message, where building it would copy
+    large bytes (a fetch answer's records). Both transports send ``SerializeToString()`` (the
+    bytes themselves, no copy) as they send a message's."""
+
+    __slots__ = ("data", "encodes")
+
+    def __init__(self, encodes: type[Message], data: bytes) -> None:
+        self.encodes = encodes
+        self.data = data
+
+    def SerializeToString(self) -> bytes:  # noqa: N802 -- protobuf's name, for the transports
+        return self.data
+
+
 @dataclass(frozen=True, slots=True)
 class MethodSpec:
     """One rpc of the contract, as both transports need it.
@@ -110,14 +128,19 @@ class MethodSpec:
                 f"{self.name} takes {self.request_cls.__name__}, got {type(message).__name__}"
             )
 
-    def check_response(self, message: object) -> Message:
-        """A handler answering with the wrong type is a bug in the handler."""
-        if not isinstance(message, self.response_cls):
-            raise TypeError(
-                f"handler for {self.name} must answer {self.response_cls.__name__}, "
-                f"got {type(message).__name__}"
-            )
-        return message
+    def check_response(self, message: object) -> Message | EncodedMessage:
+        """A handler answering with the wrong type is a bug in the handler (an
+        :class:`EncodedMessage` must encode the method's response type)."""
+        if isinstance(message, self.response_cls):
+            return message
+        if isinstance(message, EncodedMessage) and message.encodes is self.response_cls:
+            return message
+        what = type(message).__name__
+        if isinstance(message, EncodedMessage):
+            what = f"{what} encoding {message.encodes.__name__}"
+        raise TypeError(
+            f"handler for {self.name} must answer {self.response_cls.__name__}, got {what}"
+        )
 
 
 def _method_table() -> dict[str, MethodSpec]:
@@ -201,6 +224,7 @@ __all__ = [
     "METHOD_TXN_OFFSET_COMMIT",
     "METHOD_UPDATE_METADATA",
     "METHOD_WRITE_TXN_MARKERS",
+    "EncodedMessage",
     "MethodSpec",
     "check_servable",
     "kafkasim_pb2",

@@ -79,7 +79,16 @@ async def as_caller(caller: Caller, call: Callable[[], Awaitable[T]]) -> T:
 
 
 def grpc(broker: Broker, method: str) -> Callable[[Any], Awaitable[Any]]:
-    return broker.apis.unary_handlers("PLAINTEXT")[method]
+    """The broker's handler of ``method``, its answer read as a transport hands it over
+    (parsed from its wire bytes: a Fetch is answered already encoded)."""
+    handler = broker.apis.unary_handlers("PLAINTEXT")[method]
+    spec = proto.METHODS[method]
+
+    async def call(request: Any) -> Any:
+        answer = spec.check_response(await handler(request))
+        return spec.response_cls.FromString(answer.SerializeToString())
+
+    return call
 
 
 async def kafka(broker: Broker, api_key: int, version: int, **values: Any) -> Any:

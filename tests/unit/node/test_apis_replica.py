@@ -130,8 +130,13 @@ def test_fetch_request_becomes_fetch_params() -> None:
     assert not apis.fetch_params(pb.FetchRequest(replica_id=-1)).is_from_follower
 
 
+def decoded(answer: apis.EncodedFetchResponse) -> pb.FetchResponse:
+    """The answer as its receiver reads it: protobuf parsing its wire bytes."""
+    return pb.FetchResponse.FromString(answer.SerializeToString())
+
+
 def test_fetch_partition_data_becomes_the_response() -> None:
-    response = apis.fetch_response(
+    answer = apis.fetch_response(
         [
             FetchPartitionData(
                 A0, high_watermark=9, last_stable_offset=9, log_start_offset=2, records=b"r"
@@ -139,7 +144,8 @@ def test_fetch_partition_data_becomes_the_response() -> None:
             FetchPartitionData(B1, NotLeaderOrFollowerError("not here"), high_watermark=4),
         ]
     )
-    ok, failed = response.partitions
+    assert answer.partitions == (apis.FetchedSize("a", 0, 1), apis.FetchedSize("b", 6, 0))
+    ok, failed = decoded(answer).partitions
     assert (ok.error_code, ok.high_watermark, ok.last_stable_offset) == (0, 9, 9)
     assert (ok.log_start_offset, ok.records) == (2, b"r")
     assert (failed.topic, failed.error_code, failed.error_message) == ("b", 6, "not here")
@@ -149,12 +155,14 @@ def test_fetch_partition_data_becomes_the_response() -> None:
 
 def test_a_read_committed_answer_carries_its_lso_and_aborted_transactions() -> None:
     aborted = (AbortedTransaction(7, 3), AbortedTransaction(9, 5))
-    (part,) = apis.fetch_response(
-        [
-            FetchPartitionData(
-                A0, high_watermark=9, last_stable_offset=6, aborted_transactions=aborted
-            )
-        ]
+    (part,) = decoded(
+        apis.fetch_response(
+            [
+                FetchPartitionData(
+                    A0, high_watermark=9, last_stable_offset=6, aborted_transactions=aborted
+                )
+            ]
+        )
     ).partitions
     assert (part.high_watermark, part.last_stable_offset) == (9, 6)
     assert [(t.producer_id, t.first_offset) for t in part.aborted_transactions] == [(7, 3), (9, 5)]
