@@ -23,7 +23,9 @@ def test_unreachable_zookeeper_fails_start_in_time_naming_the_hosts() -> None:
         started = time.monotonic()
         with pytest.raises(ConnectionLossError, match=hosts):
             await zk.start()
-        assert time.monotonic() - started < 5
+        # Its connect timeout (0.5 s) ends it, not the session timeout (6 s) many times over:
+        # a generous bound for a loaded machine.
+        assert time.monotonic() - started < 20
         with pytest.raises(SessionExpiredError):
             await zk.get("/")
         await zk.close()

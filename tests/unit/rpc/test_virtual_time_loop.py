@@ -26,15 +26,17 @@ def test_time_starts_at_the_start_time_and_jumps_to_each_timer() -> None:
     async def main() -> list[float]:
         loop = asyncio.get_running_loop()
         seen = [loop.time()]
-        await asyncio.sleep(0.25)
+        await asyncio.sleep(30.0)
         seen.append(loop.time())
         await asyncio.sleep(86_400 * 3)  # longer than asyncio's one-day select cap
         seen.append(loop.time())
         return seen
 
     wall_started = time.monotonic()
-    assert run_simulation(main(), start_time=100.0) == [100.0, 100.25, 100.25 + 86_400 * 3]
-    assert time.monotonic() - wall_started < 1.0, "virtual time must not be slept through"
+    assert run_simulation(main(), start_time=100.0) == [100.0, 130.0, 130.0 + 86_400 * 3]
+    # 30 s slept for real would break the bound, which a loaded machine never nears (the unit
+    # suites also run niced beside the rest of ./dev test).
+    assert time.monotonic() - wall_started < 20.0, "virtual time must not be slept through"
 
 
 def test_callbacks_take_no_virtual_time() -> None:
