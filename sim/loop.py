@@ -463,6 +463,7 @@ class VirtualClock:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, epoch_ms: int = 1_700_000_000_000) -> None:
         self._loop = loop
+        self._loop_time = loop.time  # read ~100 000 times a run: bound once
         self._epoch_ms = epoch_ms
         # The last conversion: loop time moves only between callbacks, and the brokers and
         # clients read the clock many times in each one.
@@ -470,7 +471,7 @@ class VirtualClock:
         self._at_ms = 0
 
     def monotonic_ms(self) -> int:
-        now = self._loop.time()
+        now = self._loop_time()
         if now != self._at:
             self._at_ms = round(now * 1_000_000) // 1_000
             self._at = now
