@@ -22,6 +22,7 @@ from kafkasim.controller.zk_kazoo import KazooCoordination
 from kafkasim.node.broker import Broker, controller_factory
 from kafkasim.node.broker_id import resolve_broker_id
 from kafkasim.node.config import BrokerConfig
+from kafkasim.node.fetcher_wire import FOLLOWER_DECODERS
 from kafkasim.node.loop_idle import idle_timing_loop
 from kafkasim.node.malloc_tuning import tune_malloc
 from kafkasim.node.rpc_grpc import GrpcBrokerTransport
@@ -86,8 +87,11 @@ async def serve(config: BrokerConfig) -> None:
         config,
         # Over a TLS inter-broker listener, brokers call each other with that listener's
         # truststore and present its keystore as their client certificate (mutual TLS).
+        # Fetch answers are read with their records left in the received bytes (no copy).
         transport=GrpcBrokerTransport(
-            tls=config.listener_tls(config.inter_broker_listener), sasl=config.inter_broker_sasl()
+            tls=config.listener_tls(config.inter_broker_listener),
+            sasl=config.inter_broker_sasl(),
+            response_decoders=FOLLOWER_DECODERS,
         ),
         coordination_factory=coordination,
         clock=SystemClock(),

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,6 +141,10 @@ def _spec(method: str, *, streaming: bool) -> MethodSpec:
     return spec
 
 
+# Wire bytes of an answer -> what the caller is handed (GrpcTransport's response_decoders).
+ResponseDecoder = Callable[[bytes], Any]
+
+
 def serialize(message: Message) -> bytes:
     """The wire bytes of a message (the serializer of every gRPC method handler)."""
     return message.SerializeToString()
@@ -149,7 +153,14 @@ def serialize(message: Message) -> bytes:
 class _Channel:
     """One channel to a target plus its multi-callables, built once per method."""
 
-    def __init__(self, target: str, options: GrpcOptions, tls: TlsMaterial | None) -> None:
+    def __init__(
+        self,
+        target: str,
+        options: GrpcOptions,
+        tls: TlsMaterial | None,
+        decoders: Mapping[str, ResponseDecoder],
+    ) -> None:
+        self._decoders = decoders
         if tls is None:
             self.channel: Any = grpc.aio.insecure_channel(target, options=options.channel_options())
         else:
@@ -165,14 +176,13 @@ class _Channel:
     def stream(self, spec: MethodSpec) -> Any:
         return self._multicallable(self._streams, self.channel.stream_stream, spec)
 
-    @staticmethod
-    def _multicallable(built: dict[str, Any], make: Any, spec: MethodSpec) -> Any:
+    def _multicallable(self, built: dict[str, Any], make: Any, spec: MethodSpec) -> Any:
         callable_ = built.get(spec.name)
         if callable_ is None:
             callable_ = make(
                 spec.name,
                 request_serializer=serialize,
-                response_deserializer=spec.response_cls.FromString,
+                response_deserializer=self._decoders.get(spec.name, spec.response_cls.FromString),
             )
             built[spec.name] = callable_
         return callable_
@@ -322,6 +332,11 @@ class GrpcTransport:
     Channels are opened on first use and kept until ``close()``; gRPC reconnects them on its
     own (backoff capped by ``GrpcOptions``). ``open_stream`` must be called with the event loop
     running. After ``close()`` every call and stream fails with CANCELLED.
+
+    ``response_decoders``: per full method name, what turns an answer's wire bytes into what
+    ``call``/``recv`` return, instead of the contract's protobuf class (the broker's follower
+    reads ``ReplicaFetch`` answers with ``node.fetcher_wire.decode_fetch_answer``, which leaves
+    the records uncopied).
     """
 
     def __init__(
@@ -330,6 +345,7 @@ class GrpcTransport:
         *,
         tls: TlsMaterial | None = None,
         sasl: SaslCredentials | None = None,
+        response_decoders: Mapping[str, ResponseDecoder] | None = None,
     ) -> None:
         if tls is not None:
             check_grpc_client_tls(tls, "ssl.endpoint.identification.algorithm")
@@ -339,6 +355,7 @@ class GrpcTransport:
             )
         self._options = options or GrpcOptions()
         self._tls = tls
+        self._decoders: Mapping[str, ResponseDecoder] = dict(response_decoders or {})
         # Every call and stream carries the SASL credentials (checked per call by the
         # listener, node.rpc_grpc).
         self._metadata: tuple[tuple[str, str], ...] | None = (
@@ -359,7 +376,7 @@ class GrpcTransport:
             raise RpcError(RpcStatus.CANCELLED, "transport closed")
         channel = self._channels.get(target)
         if channel is None:
-            channel = _Channel(target, self._options, self._tls)
+            channel = _Channel(target, self._options, self._tls, self._decoders)
             self._channels[target] = channel
         return channel
 

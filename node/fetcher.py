@@ -45,6 +45,7 @@ from kafkasim.common.rpc import BidiStream, RpcError, RpcStatus, Transport
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.disk_delay import DiskSlot
+from kafkasim.node.fetcher_wire import FetchAnswer, FetchedPartition
 from kafkasim.node.partition import Partition
 from kafkasim.node.replication import follower_high_watermark, truncation_decision
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
@@ -240,7 +241,9 @@ class ReplicaFetcher:
             )
         await self._stream.send(request)
         response = await self._stream.recv((self.timeout_ms + self.max_wait_ms) / 1000)
-        assert isinstance(response, pb.FetchResponse)
+        # Over gRPC the broker's transport decodes the answer itself (node.fetcher_wire: the
+        # records as a view of the received bytes); other transports hand over the message.
+        assert isinstance(response, FetchAnswer | pb.FetchResponse)
         self.fetches += 1
         self._healthy = True
         for result in response.partitions:
@@ -250,13 +253,16 @@ class ReplicaFetcher:
                 continue  # removed or re-added while the fetch was in flight
             await self._process(current, result)
 
-    async def _process(self, state: FetchState, result: pb.FetchPartitionResponse) -> None:
+    async def _process(
+        self, state: FetchState, result: FetchedPartition | pb.FetchPartitionResponse
+    ) -> None:
         partition = state.partition
         log = partition.log
         if partition.leader_id != self.leader_id or partition.leader_epoch != state.leader_epoch:
             return  # the controller moved this partition meanwhile
         if result.error_code == 0:
-            # Read once: each read of a protobuf bytes field is a fresh copy (1 MiB per batch).
+            # Read once: each read of a protobuf bytes field is a fresh copy (1 MiB per batch);
+            # a FetchedPartition's records are a view of the answer's bytes.
             records = result.records
             if records:
                 disk = self.disk.delay

@@ -55,6 +55,7 @@ MAY_IMPORT_PROTO = {
     "apis_txn.py",
     "broker.py",
     "fetcher.py",
+    "fetcher_wire.py",
     "metadata_cache.py",
     "metrics.py",
     "rpc_grpc.py",

@@ -21,6 +21,7 @@ from kafkasim.common.rpc import BidiStream, RpcServer
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.fetcher import FetchState, ReplicaFetcher, ReplicaState
+from kafkasim.node.fetcher_wire import FetchAnswer, decode_fetch_answer
 from kafkasim.node.partition import Partition
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.config import LogConfig
@@ -34,14 +35,14 @@ BACKOFF_MS = 200
 class ScriptedStream:
     """The leader's end of the replication stream: answers each fetch from a script."""
 
-    def __init__(self, answers: list[pb.FetchResponse]) -> None:
+    def __init__(self, answers: list[pb.FetchResponse | FetchAnswer]) -> None:
         self.answers = answers
         self.sent: list[Message] = []
 
     async def send(self, message: Message) -> None:
         self.sent.append(message)
 
-    async def recv(self, timeout_s: float | None = None) -> Message:
+    async def recv(self, timeout_s: float | None = None) -> Any:
         return self.answers.pop(0)
 
     async def close(self) -> None:
@@ -82,6 +83,14 @@ def answer(records: bytes) -> pb.FetchResponse:
     )
 
 
+def as_received(message: pb.FetchResponse, form: str) -> pb.FetchResponse | FetchAnswer:
+    """The answer as a transport hands it over: the message itself (the simulation's), or
+    read off the wire with the records left in the received bytes (the broker's gRPC one)."""
+    if form == "message":
+        return message
+    return decode_fetch_answer(message.SerializeToString())
+
+
 def follower(tmp_path: Path, clock: ManualClock) -> Partition:
     log = Log.open(tmp_path / "topic-0", LogConfig.from_props({}), clock, topic_partition=TP)
     partition = Partition(TP, 2, log)
@@ -91,8 +100,9 @@ def follower(tmp_path: Path, clock: ManualClock) -> Partition:
     return partition
 
 
+@pytest.mark.parametrize("form", ["message", "wire"])
 def test_a_crc_bad_fetch_is_refused_logged_once_and_fetched_again_after_the_backoff(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, form: str
 ) -> None:
     good = make_batch([b"a", b"b"])
     bad = bytearray(good)
@@ -101,7 +111,9 @@ def test_a_crc_bad_fetch_is_refused_logged_once_and_fetched_again_after_the_back
     async def scenario() -> None:
         clock = ManualClock(T0)
         partition = follower(tmp_path, clock)
-        stream = ScriptedStream([answer(bytes(bad)), answer(good)])
+        stream = ScriptedStream(
+            [as_received(answer(bytes(bad)), form), as_received(answer(good), form)]
+        )
         config = BrokerConfig.from_props(
             {
                 "broker.id": 2,
@@ -139,6 +151,7 @@ def test_a_crc_bad_fetch_is_refused_logged_once_and_fetched_again_after_the_back
         assert isinstance(stream.sent[1], pb.FetchRequest)
         assert stream.sent[1].partitions[0].fetch_offset == 0
         assert partition.log.log_end_offset == 2
+        assert partition.log.high_watermark == 2  # min(log end, the leader's HW)
 
     asyncio.run(scenario())
 
