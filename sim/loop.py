@@ -304,7 +304,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     ) -> asyncio.TimerHandle:
         if delay is None:
             raise TypeError("delay must not be None")
-        return self.call_at(self._now + delay, callback, *args, context=context)
+        return self._timer_at(self._now + delay, callback, args, context)
 
     def call_at(
         self,
@@ -315,6 +315,17 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     ) -> asyncio.TimerHandle:
         if when is None:
             raise TypeError("when cannot be None")
+        return self._timer_at(when, callback, args, context)
+
+    def _timer_at(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        context: contextvars.Context | None,
+    ) -> asyncio.TimerHandle:
+        """call_at's work, the arguments as they came (call_later passes its own on without
+        packing them again)."""
         base: Any = self
         if base._closed:
             raise RuntimeError("Event loop is closed")
