@@ -251,6 +251,9 @@ def test_the_loop_lists_its_timers_and_refuses_callbacks_once_closed() -> None:
     second.cancel()
     assert sorted(loop.scheduled_timers(), key=lambda t: t.when()) == [second, first]
     assert first.when() == 2 and not first.cancelled() and second.cancelled()
+    heap = loop._scheduled  # type: ignore[attr-defined]
+    assert [float(due) for due in sorted(heap)] == [1.0, 2.0]
+    assert not any(hasattr(due, "__dict__") for due in heap)  # the timer in a slot
     loop.close()
     for schedule in (
         lambda: loop.call_soon(print),
