@@ -70,9 +70,9 @@ def topic_refusals(
     log_if_denied: bool = True,
 ) -> dict[TopicPartition, KafkaError]:
     """``error`` for each partition whose topic the caller may not ``operation``."""
-    tps = list(tps)
     if not auth.enabled:
         return {}
+    tps = list(tps)
     allowed = auth.allowed_names(
         operation, ResourceType.TOPIC, (tp.topic for tp in tps), log_if_denied=log_if_denied
     )
@@ -127,6 +127,8 @@ async def append_records(
         refused = every_partition(tps, TransactionalIdAuthorizationFailed())
     if not refused:
         refused = topic_refusals(auth, AclOperation.WRITE, tps)
+    if not refused:  # the common case, without _merged's two coroutines (per request)
+        return await broker.replica_manager.append_records(params)
 
     async def call(wanted: tuple[rt.PartitionRecords, ...]) -> list[rt.ProducePartitionResult]:
         return list(
@@ -142,7 +144,7 @@ async def fetch_messages(
     broker: ReplicaServices, params: rt.FetchParams
 ) -> list[rt.FetchPartitionData]:
     auth = request_auth(broker, "Fetch")
-    tps = [p.tp for p in params.partitions]
+    tps = (p.tp for p in params.partitions)
     if params.replica_id != rt.CONSUMER_REPLICA_ID:
         refused = (
             {}
@@ -151,6 +153,8 @@ async def fetch_messages(
         )
     else:
         refused = topic_refusals(auth, AclOperation.READ, tps)
+    if not refused:  # the common case, without _merged's two coroutines (per request)
+        return await broker.replica_manager.fetch_messages(params)
 
     async def call(wanted: tuple[rt.FetchPartitionParams, ...]) -> list[rt.FetchPartitionData]:
         return list(

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from google.protobuf.message import Message
 
@@ -48,9 +48,7 @@ class _Network(Protocol):
 
     def node_of(self, address: str) -> str: ...
     def reachable(self, src: str, dst: str) -> bool: ...
-    def _delay_s(self) -> float: ...
-    def _link_delay_s(self, src: str, dst: str) -> float: ...
-    def _leaves(self, src: str, dst: str) -> bool: ...
+    def _departure_s(self, src: str, dst: str) -> float | None: ...
     def _arrives(self, src: str, dst: str) -> bool: ...
     def _server_at(self, address: str) -> _Server | None: ...
 
@@ -61,18 +59,14 @@ class _Open:
 
 
 @dataclass(frozen=True, slots=True)
-class _Data:
-    payload: bytes
-
-
-@dataclass(frozen=True, slots=True)
 class _End:
     """Last frame: client to server it cancels the handler; server to client it ends the stream."""
 
     error: RpcError
 
 
-_Frame: TypeAlias = _Open | _Data | _End
+# A message's frame is its serialized bytes as they are (no wrapper object per message).
+_Frame: TypeAlias = _Open | bytes | _End
 
 
 class _Inbox:
@@ -144,8 +138,8 @@ class _Requests:
     def __aiter__(self) -> _Requests:
         return self
 
-    async def __anext__(self) -> Message:
-        return await self._inbox.get(None)
+    def __anext__(self) -> Coroutine[Any, Any, Message]:
+        return self._inbox.get(None)  # the wait itself: no coroutine around it per request
 
 
 class _Pipe:
@@ -170,12 +164,12 @@ class _Pipe:
         if self._closed:
             return
         src, dst = self._ends()
-        if not self._network._leaves(src, dst):
+        delay_s = self._network._departure_s(src, dst)
+        if delay_s is None:
             self._stream.doom()
             return
         loop = self._network.loop
         # Never before the previous frame: equal times on the loop's heap have no fixed order.
-        delay_s = self._network._delay_s() + self._network._link_delay_s(src, dst)
         arrival = max(loop.time() + delay_s, self._last_arrival)
         self._last_arrival = arrival
         self._queue.append((arrival, frame))
@@ -238,10 +232,10 @@ class _SimStream:
     def _at_server(self, frame: _Frame) -> None:
         if self.server_done:
             return
-        if isinstance(frame, _Open):
+        if isinstance(frame, bytes):
+            self.server_inbox.push(self.spec.request_cls.FromString(frame))
+        elif isinstance(frame, _Open):
             self._open_at_server()
-        elif isinstance(frame, _Data):
-            self.server_inbox.push(self.spec.request_cls.FromString(frame.payload))
         else:
             self.end_server()
 
@@ -279,7 +273,7 @@ class _SimStream:
         try:
             async for response in responses:
                 self.spec.check_response(response)
-                self.to_client.put(_Data(response.SerializeToString()))
+                self.to_client.put(response.SerializeToString())
         except Exception as exc:
             _log.exception("stream handler for %s raised; the caller gets INTERNAL", self.spec.name)
             end = RpcError(RpcStatus.INTERNAL, f"{type(exc).__name__}: {exc}")
@@ -309,8 +303,8 @@ class _SimStream:
     def _at_client(self, frame: _Frame) -> None:
         if self.client_done:
             return
-        if isinstance(frame, _Data):
-            self.client_inbox.push(self.spec.response_cls.FromString(frame.payload))
+        if isinstance(frame, bytes):
+            self.client_inbox.push(self.spec.response_cls.FromString(frame))
         elif isinstance(frame, _End):
             self.end_client(frame.error)
 
@@ -365,7 +359,7 @@ class SimBidiStream:
         error = self._stream.client_inbox.error
         if error is not None:
             raise RpcError(error.status, error.message)
-        self._stream.to_server.put(_Data(message.SerializeToString()))
+        self._stream.to_server.put(message.SerializeToString())
 
     async def recv(self, timeout_s: float | None = None) -> Message:
         """The next message; DEADLINE_EXCEEDED after ``timeout_s`` leaves the stream usable."""

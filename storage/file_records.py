@@ -57,6 +57,14 @@ class LogOffsetPosition(NamedTuple):
     size: int
 
 
+class ScannedBlock(NamedTuple):
+    """Bytes an offset search read (:meth:`FileRecords.locate`): ``data`` as the file held
+    it from position ``start``, for the read that follows at once to take its bytes from."""
+
+    start: int
+    data: bytes
+
+
 class TimestampAndOffset(NamedTuple):
     timestamp: int
     offset: int
@@ -66,6 +74,7 @@ class TimestampAndOffset(NamedTuple):
 _ENDS_KEPT = 16
 """Ends of reads and searches remembered per file (a partition's few readers: followers,
 consumers)."""
+_NOTHING_SCANNED = ScannedBlock(0, b"")
 _SCAN_BLOCK_BYTES = 16 * 1024
 """Bytes read at once when walking entry headers (a few index intervals of small batches)."""
 # baseOffset, batchLength, (partitionLeaderEpoch), magic, (crc, attributes), lastOffsetDelta
@@ -176,11 +185,23 @@ class FileRecords:
             return b""
         return os.pread(self.fd, end - position, position)
 
-    def read_entries(self, position: int, size: int) -> bytes:
+    def read_entries(self, position: int, size: int, scanned: ScannedBlock | None = None) -> bytes:
         """The whole entries within ``size`` bytes from ``position`` (an entry's start): the
         longest prefix of the read that header lengths cut into whole entries. Remembers
-        where they end for the next offset search (see the module doc)."""
-        data = self.read(position, size)
+        where they end for the next offset search (see the module doc).
+
+        ``scanned``: what the search that found ``position`` read just before (nothing written
+        since): the bytes are taken from it when it holds them all (a fetch near the log end,
+        the usual case), saving a second ``pread``."""
+        end = min(position + size, self._size)
+        if (
+            scanned is not None
+            and scanned.start <= position
+            and end <= scanned.start + len(scanned.data)
+        ):
+            data = scanned.data[position - scanned.start : max(end, position) - scanned.start]
+        else:
+            data = self.read(position, size)
         available = len(data)
         end = 0
         last_at = -1
@@ -238,20 +259,29 @@ class FileRecords:
         read or search ended right before ``target_offset`` (see the module doc), at or after
         ``start_position``, the walk starts there.
         """
+        return self.locate(target_offset, start_position)[0]
+
+    def locate(
+        self, target_offset: int, start_position: int
+    ) -> tuple[LogOffsetPosition | None, ScannedBlock]:
+        """:meth:`search_for_offset_with_size`, and the last block it read (for
+        :meth:`read_entries` right after: a segment's read of what it found)."""
         position = start_position
         known = self._ends.get(target_offset - 1)
         if known is not None and known > position:
             position = known
         size = self._size
-        block = memoryview(b"")
+        raw = b""
+        block = memoryview(raw)
         block_len = 0
         block_start = position
         unpack_from = _V2_BOUNDS.unpack_from
         while position + MIN_ENTRY_SIZE <= size:
             at = position - block_start
             if at + ENTRY_HEADER_BYTES > block_len:
-                block = memoryview(os.pread(self.fd, _SCAN_BLOCK_BYTES, position))
-                block_len = len(block)
+                raw = os.pread(self.fd, _SCAN_BLOCK_BYTES, position)
+                block = memoryview(raw)
+                block_len = len(raw)
                 block_start, at = position, 0
             is_v2 = False
             if at + RECORD_BATCH_OVERHEAD <= block_len:
@@ -263,12 +293,13 @@ class FileRecords:
                 header = _entry_header(block, at)
                 last_offset, entry_size = header.last_offset, header.size_in_bytes
             if position + entry_size > size:
-                return None
+                return None, _NOTHING_SCANNED
             if last_offset >= target_offset:
                 self._note_end(last_offset, position + entry_size)
-                return LogOffsetPosition(last_offset, position, entry_size)
+                found = LogOffsetPosition(last_offset, position, entry_size)
+                return found, ScannedBlock(block_start, raw)
             position += entry_size
-        return None
+        return None, _NOTHING_SCANNED
 
     def search_for_timestamp(
         self, target_timestamp: int, start_position: int, starting_offset: int

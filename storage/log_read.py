@@ -49,9 +49,8 @@ def read_segments(
             f"{topic_partition}, but we only have log segments in the range "
             f"{log_start_offset} to {end}."
         )
-    empty = FetchDataInfo(start_offset, segments.active.base_offset, -1, b"")
     if start_offset == end or (max_offset is not None and start_offset >= max_offset):
-        return empty
+        return FetchDataInfo(start_offset, segments.active.base_offset, -1, b"")
     segment = segments.floor(start_offset)
     while segment is not None:
         next_segment = segments.higher(segment.base_offset)
@@ -65,7 +64,7 @@ def read_segments(
         if info is not None:
             return info
         segment = next_segment
-    return empty
+    return FetchDataInfo(start_offset, segments.active.base_offset, -1, b"")
 
 
 def offset_by_timestamp(

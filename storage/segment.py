@@ -341,7 +341,9 @@ class LogSegment:
         """
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for log read from segment {self}")
-        start = self.translate_offset(start_offset)
+        mapping = self.offset_index.lookup(start_offset)
+        # translate_offset, keeping the bytes its search read for the read below
+        start, scanned = self.log.locate(start_offset, mapping.position)
         if start is None:
             return None
         limit = self.size if max_position is None else min(max_position, self.size)
@@ -349,7 +351,7 @@ class LogSegment:
         fetch_size = min(limit - start.position, adjusted)
         if fetch_size <= 0:
             return FetchDataInfo(start_offset, self.base_offset, start.position, b"")
-        data = self.log.read_entries(start.position, fetch_size)
+        data = self.log.read_entries(start.position, fetch_size, scanned)
         return FetchDataInfo(start_offset, self.base_offset, start.position, data)
 
     def find_offset_by_timestamp(

@@ -9,6 +9,8 @@ import operator
 import os
 import random
 import time
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 
@@ -251,6 +253,9 @@ def test_the_loop_lists_its_timers_and_refuses_callbacks_once_closed() -> None:
     second.cancel()
     assert sorted(loop.scheduled_timers(), key=lambda t: t.when()) == [second, first]
     assert first.when() == 2 and not first.cancelled() and second.cancelled()
+    heap = loop._scheduled  # type: ignore[attr-defined]
+    assert [float(due) for due in sorted(heap)] == [1.0, 2.0]
+    assert not any(hasattr(due, "__dict__") for due in heap)  # the timer in a slot
     loop.close()
     for schedule in (
         lambda: loop.call_soon(print),
@@ -324,6 +329,31 @@ def test_debug_mode_runs_the_same_and_reports_the_failing_handle() -> None:
     assert len(reports) == 1
     assert isinstance(reports[0]["exception"], ZeroDivisionError)
     assert "truediv" in repr(reports[0]["handle"])
+
+
+def test_a_failing_callback_is_reported_as_asyncios_loop_reports_it() -> None:
+    def reports_of(run: Callable[[Coroutine[Any, Any, list[str]]], list[str]]) -> list[object]:
+        reports: list[dict[str, Any]] = []
+
+        async def main() -> list[str]:
+            loop = asyncio.get_running_loop()
+            loop.set_exception_handler(lambda _, context: reports.append(context))
+            order: list[str] = []
+            loop.call_soon(operator.truediv, 1, 0)
+            loop.call_soon(order.append, "after")  # the loop goes on with the next callback
+            await asyncio.sleep(0)
+            return order
+
+        assert run(main()) == ["after"]
+        assert len(reports) == 1
+        report = reports[0]
+        assert isinstance(report["exception"], ZeroDivisionError)
+        return [sorted(report), report["message"], repr(report["handle"])]
+
+    assert reports_of(run_simulation) == reports_of(asyncio.run)
+    message = reports_of(run_simulation)[1]
+    assert isinstance(message, str) and message.startswith("Exception in callback")
+    assert "truediv" in message
 
 
 def test_a_run_tunes_the_garbage_collector_and_restores_it() -> None:

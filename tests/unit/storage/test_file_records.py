@@ -14,8 +14,9 @@ from kafkasim.common.errors import CorruptRecordError
 from kafkasim.storage import file_records
 from kafkasim.storage.file_records import FileRecords, LogOffsetPosition
 from kafkasim.storage.records.batch import MAGIC_OFFSET, RecordBatchBuilder
+from kafkasim.storage.records.entry import decode_entries
 from kafkasim.storage.records.legacy import encode_legacy
-from tests.unit.storage.logtools import T0
+from tests.unit.storage.logtools import T0, make_batch, open_log
 
 
 def _batch(base_offset: int, count: int, value_size: int) -> bytes:
@@ -225,3 +226,39 @@ def test_searches_reads_and_truncations_in_any_order_agree_with_the_walk(
                 records, target, start
             )
     records.close()
+
+
+def test_a_read_after_a_search_takes_its_bytes_from_the_searched_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A segment's read (search, then read): the entries come from the block the search read
+    when it holds them all (one ``pread`` for both), from the file otherwise; the same bytes
+    either way, cut to whole entries alike."""
+    monkeypatch.setattr(file_records, "_SCAN_BLOCK_BYTES", 700)  # blocks that end mid-file
+    entries = _small_batches(30)
+    records = _file(tmp_path, entries)
+    headers = list(records.batch_headers(0))
+    for _, header in headers[::3]:
+        for size in (0, 11, 150, 400, 10**6):
+            found, scanned = records.locate(header.base_offset, 0)
+            assert found is not None and found == _expected(records, header.base_offset, 0)
+            expected = records.read_entries(found.position, size)  # from the file
+            covered = min(found.position + size, records.size) <= scanned.start + len(scanned.data)
+            with monkeypatch.context() as patch:
+                reads = _preads(patch)
+                assert records.read_entries(found.position, size, scanned) == expected
+            assert reads == ([] if covered else [found.position])
+    records.close()
+
+
+def test_a_segment_read_near_the_log_end_reads_the_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, _ = open_log(tmp_path)
+    for i in range(5):
+        log.append_as_leader(make_batch([f"v{i}".encode()]), leader_epoch=0)
+    reads = _preads(monkeypatch)
+    info = log.read(3, 1 << 20)
+    assert len(reads) == 1  # the search's block; the batches are taken from it
+    assert [r.value for _, rs in decode_entries(info.records) for r in rs] == [b"v3", b"v4"]
+    log.close()
