@@ -47,7 +47,7 @@ from kafkasim.node.replica_types import (
     TxnMarkerResult,
     WriteTxnMarkersParams,
 )
-from kafkasim.proto import EncodedMessage
+from kafkasim.proto import FETCH_PARTITIONS_FIELD, FETCH_RECORDS_FIELD, EncodedMessage
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.records.batch import ControlRecordType
 from kafkasim.storage.records.varint import encode_unsigned_varint
@@ -119,10 +119,10 @@ def fetch_params(request: pb.FetchRequest) -> FetchParams:
     )
 
 
-# FetchResponse.partitions (field 2) and FetchPartitionResponse.records (field 8): the keys
-# (field number << 3 | 2, length-delimited) written by hand around each partition's records.
-_PARTITION_KEY = b"\x12"
-_RECORDS_KEY = b"\x42"
+# FetchResponse.partitions and FetchPartitionResponse.records: the keys (field number << 3 | 2,
+# length-delimited) written by hand around each partition's records.
+_PARTITION_KEY = encode_unsigned_varint(FETCH_PARTITIONS_FIELD << 3 | 2)
+_RECORDS_KEY = encode_unsigned_varint(FETCH_RECORDS_FIELD << 3 | 2)
 
 
 @dataclass(frozen=True, slots=True)

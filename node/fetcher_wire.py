@@ -26,13 +26,13 @@ from google.protobuf.message import DecodeError
 
 from kafkasim.common.errors import InvalidRecordError
 from kafkasim.common.rpc_grpc_client import ResponseDecoder
-from kafkasim.proto import METHOD_REPLICA_FETCH
+from kafkasim.proto import FETCH_PARTITIONS_FIELD, FETCH_RECORDS_FIELD, METHOD_REPLICA_FETCH
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.records.varint import raw_varint
 
-# Field numbers of kafkasim.proto: FetchResponse.partitions, FetchPartitionResponse.records.
-_PARTITIONS = 2
-_RECORDS = 8
+# FetchResponse.partitions, FetchPartitionResponse.records (as apis_replica writes them).
+_PARTITIONS = FETCH_PARTITIONS_FIELD
+_RECORDS = FETCH_RECORDS_FIELD
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 
 

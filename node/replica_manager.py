@@ -12,7 +12,7 @@ translate, ``node.apis``); both purgatories are ``node.purgatory``'s. It decides
 Every request path answers with Kafka's per-partition errors; nothing here raises into the
 transport. Not thread-safe: one event loop.
 
-(One module, ~640 lines: every request path shares the partitions map, the two purgatories and
+(One module, ~690 lines: every request path shares the partitions map, the two purgatories and
 the leader checks; the markers' translation is in ``node.replica_markers``, ListOffsets by
 timestamp in ``node.partition``, the ISR writes in ``node.isr_writer``.)
 """

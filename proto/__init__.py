@@ -73,6 +73,15 @@ METHOD_STOP_REPLICA = "/kafkasim.Controller/StopReplica"
 METHOD_CONTROLLED_SHUTDOWN = "/kafkasim.Controller/ControlledShutdown"
 
 
+# The fields a fetch answer's records travel in, for the hand-written codec of that answer
+# (node.apis_replica writes it, node.fetcher_wire reads it): read from the descriptor, so
+# both sides follow the .proto together.
+FETCH_PARTITIONS_FIELD = kafkasim_pb2.FetchResponse.DESCRIPTOR.fields_by_name["partitions"].number
+FETCH_RECORDS_FIELD = kafkasim_pb2.FetchPartitionResponse.DESCRIPTOR.fields_by_name[
+    "records"
+].number
+
+
 class EncodedMessage:
     """A message already in its wire form, ``data`` the bytes ``encodes.FromString`` parses:
     what a handler may answer instead of building the message, where building it would copy
@@ -183,6 +192,8 @@ def check_servable(unary: Iterable[str], streams: Iterable[str]) -> None:
 
 
 __all__ = [
+    "FETCH_PARTITIONS_FIELD",
+    "FETCH_RECORDS_FIELD",
     "METHODS",
     "METHOD_ADD_OFFSETS_TO_TXN",
     "METHOD_ADD_PARTITIONS_TO_TXN",

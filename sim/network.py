@@ -247,11 +247,15 @@ class SimNetwork:
 
     # ------------------------------------------------------------ delivery
 
-    def _delay_s(self) -> float:
-        jitter_ms = self._jitter_ms
+    def _jittered_s(self, base_ms: float, jitter_ms: float) -> float:
+        """``base_ms`` plus a uniform draw within ±``jitter_ms`` (no draw without jitter), at
+        least 0, in seconds."""
         # random.uniform(-jitter_ms, jitter_ms) inline: the same draw and the same arithmetic
         jitter = -jitter_ms + (jitter_ms - -jitter_ms) * self._rng.random() if jitter_ms else 0.0
-        return max(0.0, self._latency_ms + jitter) / 1000
+        return max(0.0, base_ms + jitter) / 1000
+
+    def _delay_s(self) -> float:
+        return self._jittered_s(self._latency_ms, self._jitter_ms)
 
     def _departure_s(self, src: str, dst: str) -> float | None:
         """Count a message sent now; None if it is dropped at once (cut link or loss roll),
@@ -272,9 +276,7 @@ class SimNetwork:
         if self._slow_links:
             slow = self._slow_links.get((src, dst))
             if slow is not None:
-                base_ms, jitter_ms = slow
-                jitter = self._rng.uniform(-jitter_ms, jitter_ms) if jitter_ms else 0.0
-                delay_s += max(0.0, base_ms + jitter) / 1000
+                delay_s += self._jittered_s(*slow)
         return delay_s
 
     def _arrives(self, src: str, dst: str) -> bool:

@@ -37,7 +37,13 @@ from kafkasim.common.sentinels import INT32_MAX
 from kafkasim.storage import file_names
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.epoch_cache import LeaderEpochFileCache
-from kafkasim.storage.file_records import Buffer, FileRecords, LogOffsetPosition, TimestampAndOffset
+from kafkasim.storage.file_records import (
+    Buffer,
+    FileRecords,
+    LogOffsetPosition,
+    ScannedBlock,
+    TimestampAndOffset,
+)
 from kafkasim.storage.offset_index import OffsetIndex
 from kafkasim.storage.producer_state import ProducerStateManager
 from kafkasim.storage.records.entry import LogEntryHeader
@@ -323,8 +329,15 @@ class LogSegment:
 
     def translate_offset(self, offset: int, start_position: int = 0) -> LogOffsetPosition | None:
         """The batch holding ``offset`` (or the next one): floor index entry, then a scan."""
+        return self._locate(offset, start_position)[0]
+
+    def _locate(
+        self, offset: int, start_position: int = 0
+    ) -> tuple[LogOffsetPosition | None, ScannedBlock]:
+        """:meth:`translate_offset`, and the bytes its scan read last (for a read right after:
+        ``FileRecords.locate``)."""
         mapping = self.offset_index.lookup(offset)
-        return self.log.search_for_offset_with_size(offset, max(mapping.position, start_position))
+        return self.log.locate(offset, max(mapping.position, start_position))
 
     def read(
         self,
@@ -341,9 +354,7 @@ class LogSegment:
         """
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for log read from segment {self}")
-        mapping = self.offset_index.lookup(start_offset)
-        # translate_offset, keeping the bytes its search read for the read below
-        start, scanned = self.log.locate(start_offset, mapping.position)
+        start, scanned = self._locate(start_offset)  # its scan's bytes serve the read below
         if start is None:
             return None
         limit = self.size if max_position is None else min(max_position, self.size)
