@@ -553,19 +553,29 @@ def test_port_zero_binds_a_real_port_reported_after_start(kind: str) -> None:
 def test_stop_with_grace_lets_a_running_call_finish_and_without_grace_fails_it(
     kind: str,
 ) -> None:
+    # The handler runs when the server stops (``started``), and takes 0.1 s with a grace of
+    # 2 s but longer than the call's deadline without one: a stop that let it finish would
+    # answer or time out, never UNAVAILABLE. (It slept 0.1 s in both, with the stop 0.05 s
+    # after the call: on a loaded machine the handler could finish before stop(0) took hold.)
+    started = asyncio.Event()
+    takes_s = [0.1]
+
     async def slow(request: Message) -> Message:
-        await asyncio.sleep(0.1)
+        started.set()
+        await asyncio.sleep(takes_s[0])
         return pb.ProduceResponse()
 
     async def scenario(env: Env) -> list[str]:
         client = env.transport("client")
         outcomes = []
-        for grace_s in (2.0, 0.0):
+        for grace_s, handler_s in ((2.0, 0.1), (0.0, 30.0)):
+            takes_s[0] = handler_s
+            started.clear()
             server = await env.serve(unary={proto.METHOD_PRODUCE: slow})
             pending = asyncio.ensure_future(
                 client.call(server.address, proto.METHOD_PRODUCE, produce_request(b""), timeout_s=5)
             )
-            await asyncio.sleep(0.05)
+            await asyncio.wait_for(started.wait(), 5)
             await server.stop(grace_s)
             try:
                 await pending
