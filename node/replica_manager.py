@@ -12,14 +12,13 @@ translate, ``node.apis``); both purgatories are ``node.purgatory``'s. It decides
 Every request path answers with Kafka's per-partition errors; nothing here raises into the
 transport. Not thread-safe: one event loop.
 
-(One module, ~690 lines: every request path shares the partitions map, the two purgatories and
-the leader checks; the markers' translation is in ``node.replica_markers``, ListOffsets by
-timestamp in ``node.partition``, the ISR writes in ``node.isr_writer``.)
+The fetch read and its long-poll are in ``node.replica_fetch``, the markers' translation in
+``node.replica_markers``, ListOffsets by timestamp in ``node.partition``, the ISR writes in
+``node.isr_writer``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -45,22 +44,16 @@ from kafkasim.controller.api import INTERNAL_TOPICS
 from kafkasim.node.config import BrokerConfig
 from kafkasim.node.disk_delay import DiskSlot
 from kafkasim.node.isr_writer import ZkIsrWriter
-from kafkasim.node.partition import (
-    WAKE_ON_ANY,
-    WAKE_ON_HIGH_WATERMARK,
-    WAKE_ON_LOG_END,
-    Partition,
-)
+from kafkasim.node.partition import Partition
 from kafkasim.node.purgatory import (
     DelayedDeleteRecords,
     DelayedOperations,
     DelayedProduce,
     PartitionWait,
 )
+from kafkasim.node.replica_fetch import ReadOnce, fetch_isolation, long_poll, read_partitions
 from kafkasim.node.replica_markers import MarkersWritten, write_txn_markers
 from kafkasim.node.replica_types import (
-    READ_COMMITTED,
-    AbortedTransaction,
     DeleteRecordsParams,
     DeleteRecordsPartitionResult,
     DescribeReplicasResult,
@@ -80,12 +73,10 @@ from kafkasim.node.replica_types import (
     TxnMarkerResult,
     WriteTxnMarkersParams,
 )
-from kafkasim.node.rules import KAFKA_RULES, ReplicationRules, consumer_read
+from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.storage.config import LogConfig
-from kafkasim.storage.log import FetchIsolation
 from kafkasim.storage.log_manager import LogManager
 from kafkasim.storage.records.validation import check_produce_records
-from kafkasim.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -120,39 +111,6 @@ def _delete_records_outcome(
     # Reached; it may have moved on since (or leadership moved: report the goal).
     low = partition.low_watermark if partition.is_leader else wait.required_offset
     return DeleteRecordsPartitionResult(result.tp, low_watermark=max(low, wait.required_offset))
-
-
-def fetch_isolation(replica_id: int, isolation_level: int) -> FetchIsolation:
-    """How far a fetch or ListOffsets may read (Kafka's ``FetchIsolation.of``): a replica
-    (id ≥ 0) to the log end, a consumer to the HW, or to the LSO with read_committed."""
-    if replica_id >= 0:
-        return FetchIsolation.LOG_END
-    if isolation_level == READ_COMMITTED:
-        return FetchIsolation.TXN_COMMITTED
-    return FetchIsolation.HIGH_WATERMARK
-
-
-# What a parked fetch waits for, by how far it reads (Kafka's DelayedFetch): a replica the log
-# end, a consumer the HW, a read_committed consumer the LSO (which moves with either).
-_WAKE_ON = {
-    FetchIsolation.LOG_END: WAKE_ON_LOG_END,
-    FetchIsolation.HIGH_WATERMARK: WAKE_ON_HIGH_WATERMARK,
-    FetchIsolation.TXN_COMMITTED: WAKE_ON_ANY,
-}
-
-
-def _expire(woken: asyncio.Future[None]) -> None:
-    """A parked fetch's max wait is over: it reads once more and answers."""
-    if not woken.done():
-        woken.set_result(None)
-
-
-def _aborted(found: Sequence[AbortedTxn] | None) -> tuple[AbortedTransaction, ...] | None:
-    """A read's aborted transactions as a fetch answers them (None: not a read_committed
-    read)."""
-    if found is None:
-        return None
-    return tuple(AbortedTransaction(t.producer_id, t.first_offset) for t in found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,31 +274,14 @@ class ReplicaManager:
     async def fetch_messages(self, params: FetchParams) -> list[FetchPartitionData]:
         """Kafka's ``fetchMessages``: read from each partition; long-poll up to
         ``max_wait_ms`` until ``min_bytes`` are there (or an error, or nothing to wait on).
-
         As Kafka's DelayedFetch, a parked fetch is woken only by what can answer it
-        (``Partition.watch_data``: a follower's by the log end, a consumer's by the HW), then
-        reads again. Unlike Kafka, each read of a follower's fetch records it (Kafka records
-        it once, on arrival: see ``_read_once``)."""
-        deadline = self._clock.monotonic_ms() + max(params.max_wait_ms, 0)
-        max_bytes = self.fetch_max_bytes(params.max_bytes)
-        min_bytes = max(min(params.min_bytes, max_bytes), 1)
-        while True:
-            results, total, woken = self._read_once(params, max_bytes)
-            remaining = deadline - self._clock.monotonic_ms()
-            if (
-                woken is None
-                or total >= min_bytes
-                or remaining <= 0
-                or any(r.error is not None for r in results)
-            ):
-                if woken is not None:
-                    woken.cancel()  # left in the partitions' watch lists: dropped there
-                return results
-            timer = woken.get_loop().call_later(remaining / 1000, _expire, woken)
-            try:
-                await woken
-            finally:
-                timer.cancel()
+        (``node.replica_fetch``)."""
+        return await long_poll(
+            params,
+            self.fetch_max_bytes(params.max_bytes),
+            self._clock.monotonic_ms,
+            self._read_once,
+        )
 
     def fetch_max_bytes(self, requested: int) -> int:
         """The most one fetch answer may hold: what the request asks (0: no limit asked),
@@ -350,75 +291,18 @@ class ReplicaManager:
         cap: int = self.config["fetch.max.bytes"]
         return cap if requested <= 0 else min(requested, cap)
 
-    def _read_once(
-        self, params: FetchParams, max_bytes: int
-    ) -> tuple[list[FetchPartitionData], int, asyncio.Future[None] | None]:
-        """One read of every partition of ``params``: the answers, their bytes, and a future
-        that completes when a partition that had nothing may have something (None: every
-        partition answered data or an error).
-
-        A follower's fetch is recorded at every read, also the one after a wake-up, at the
-        later time (Kafka's DelayedFetch records it only on arrival). Kept so: recording it
-        once moved the recorded sweeps' findings (``tests/sim/test_sweeps_find_bugs.py``'s
-        lagging-follower switch left its seed bound)."""
-        is_follower = params.is_from_follower
-        isolation = fetch_isolation(params.replica_id, params.isolation_level)
-        wake_on = _WAKE_ON[isolation]
-        now_ms = self._clock.time_ms()
-        results: list[FetchPartitionData] = []
-        total = 0
-        woken: asyncio.Future[None] | None = None
-        budget = max_bytes
-        for part in params.partitions:
-            tp = part.tp
-            try:
-                partition = self.leader_partition(tp, part.current_leader_epoch)
-                log = partition.log
-                if is_follower:
-                    if params.replica_id not in partition.assigned_replicas:
-                        raise NotLeaderOrFollowerError(
-                            f"broker {params.replica_id} is not a replica of {tp}"
-                        )
-                    partition.record_follower_fetch(
-                        params.replica_id, part.fetch_offset, now_ms, part.log_start_offset
-                    )
-                    self._maybe_expand_isr(partition)
-                limit = min(part.partition_max_bytes or budget, budget)
-                info, last_stable = consumer_read(
-                    log,
-                    part.fetch_offset,
-                    max(limit, 0),
-                    min_one_message=total == 0,
-                    isolation=isolation,
-                    rules=self.rules,
-                )
-                total += len(info.records)
-                budget -= len(info.records)
-                results.append(
-                    FetchPartitionData(
-                        tp,
-                        high_watermark=partition.high_watermark,
-                        last_stable_offset=last_stable,
-                        log_start_offset=log.log_start_offset,
-                        records=info.records,
-                        aborted_transactions=_aborted(info.aborted_transactions),
-                    )
-                )
-                if not info.records:
-                    if woken is None:
-                        woken = asyncio.get_running_loop().create_future()
-                    partition.watch_data(woken, wake_on)
-            except Exception as e:
-                hosted = self.partitions.get(tp)
-                results.append(
-                    FetchPartitionData(
-                        tp,
-                        _kafka_error(e),
-                        high_watermark=-1 if hosted is None else hosted.high_watermark,
-                        log_start_offset=-1 if hosted is None else hosted.log.log_start_offset,
-                    )
-                )
-        return results, total, woken
+    def _read_once(self, params: FetchParams, max_bytes: int) -> ReadOnce:
+        """One read of every partition of ``params`` (``replica_fetch.read_partitions``)."""
+        return read_partitions(
+            params,
+            max_bytes,
+            now_ms=self._clock.time_ms(),
+            leader_partition=self.leader_partition,
+            hosted=self.partitions,
+            rules=self.rules,
+            expand_isr=self._maybe_expand_isr,
+            kafka_error=_kafka_error,
+        )
 
     # -- offsets ----------------------------------------------------------------------------
 
