@@ -256,6 +256,40 @@ class LogSegment:
         self._max_ts_and_offset = (max_ts, max_ts_offset)
         self.last_modified_ms = now_ms
 
+    def append_batch(
+        self,
+        head: Buffer,
+        body: Buffer,
+        last_offset: int,
+        max_timestamp: int,
+        *,
+        size: int,
+        now_ms: int,
+    ) -> None:
+        """:meth:`append` of one batch (the usual append), written as ``head`` + ``body``
+        (``size`` bytes together): the same checks, file bytes and index entries, without the
+        lists and per-batch tuples the general form needs."""
+        if not 0 <= last_offset - self.base_offset <= INT32_MAX:
+            raise InvalidOffsetError(
+                f"offset {last_offset} does not fit segment {self.base_offset} (relative int32)"
+            )
+        records = self.log
+        position = records.size
+        if position == 0:
+            self._rolling_based_timestamp = max_timestamp
+        records.append((head, body), size)
+        max_ts, max_ts_offset = self._max_ts_and_offset or self._load_max_timestamp()
+        if max_timestamp > max_ts:
+            max_ts, max_ts_offset = max_timestamp, last_offset
+        since_last = self.bytes_since_last_index_entry
+        if since_last > self.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(max_ts, max_ts_offset)
+            since_last = 0
+        self.bytes_since_last_index_entry = since_last + size
+        self._max_ts_and_offset = (max_ts, max_ts_offset)
+        self.last_modified_ms = now_ms
+
     def should_roll(
         self,
         config: LogConfig,
