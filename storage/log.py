@@ -326,20 +326,31 @@ class Log:
         head, last_offset, max_timestamp, record_count = planned
         size = len(view)
         config = self.config
-        segment = self.segments.active
-        first_offset = self._next_offset
-        if size > config.segment_bytes or segment.should_roll(
-            config, max_timestamp, last_offset, size, now_ms
-        ):
+        if size > config.segment_bytes:
             return None
         try:
             # The header's first 16 bytes rewritten, the rest of the batch as received.
-            segment.append_batch(
-                head, view[16:], last_offset, max_timestamp, size=size, now_ms=now_ms
-            )
+            if not self.segments.active.append_batch_unless_rolling(
+                head,
+                view[16:],
+                last_offset,
+                max_timestamp,
+                size=size,
+                now_ms=now_ms,
+                config=config,
+            ):
+                return None
         except OSError as e:
             raise self._write_failed(e) from e
-        self._advance_log_end(((leader_epoch, first_offset),), last_offset)
+        # _advance_log_end's work for the one epoch of a leader append.
+        first_offset = self._next_offset
+        latest = self.epoch_cache.latest_epoch
+        if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
+            self.epoch_cache.assign(leader_epoch, first_offset)
+        self._next_offset = next_offset = last_offset + 1
+        self.producer_state.update_map_end_offset(next_offset)
+        if next_offset - self.recovery_point >= config.flush_messages:
+            self.flush()
         return LogAppendInfo(
             first_offset,
             last_offset,

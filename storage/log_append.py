@@ -258,8 +258,11 @@ def plan_client_batch(
         low, high = -UNBOUNDED, UNBOUNDED
     records = view[RECORDS_OFFSET:]
     found = walk(records, count, last_delta, True, rules.compacted, first_ts, low, high)
-    if found is None or max(NO_TIMESTAMP, first_ts + found) != max_ts:
-        return None  # a fault, or a maxTimestamp to correct: the general path
+    if found is None:
+        return None  # a fault: the general path names it
+    largest = first_ts + found
+    if (largest if largest > NO_TIMESTAMP else NO_TIMESTAMP) != max_ts:
+        return None  # a maxTimestamp to correct: the general path copies the batch
     head = _BASE_AND_EPOCH.pack(next_offset, length, leader_epoch)
     return head, next_offset + last_delta, max_ts, count
 
