@@ -1,7 +1,9 @@
 """The log of one partition replica: its segments, offsets, producer state and epochs.
 
-(One module, ~700 lines: the state every part of the log shares; appends, reads, retention and
-transactions are in ``log_append``, ``log_read``, ``log_retention`` and ``log_transactions``.)
+(One module, ~770 lines: the state every part of the log shares; appends, reads, retention and
+transactions are in ``log_append``, ``log_read``, ``log_retention`` and ``log_transactions``.
+The leader's one-batch append, ``_append_planned_batch``, is here because it moves this state
+itself: the usual produce request's cost is the Python calls it saves.)
 
 Kafka's ``UnifiedLog`` with its ``LocalLog``. It owns the segment map, the leader-epoch cache
 and the producer state, and keeps:
@@ -270,6 +272,9 @@ class Log:
         now_ms = self._clock.time_ms()
         is_client = origin is AppendOrigin.CLIENT
         if is_client:
+            # The usual request first: one plain client batch checked and written in one pass
+            # (the same checks and effects; tests/unit/storage/test_log_append_paths.py).
+            # Whatever it declines, a fault included, takes the general path below.
             planned = plan_client_batch(view, self._rules, now_ms, self._next_offset, leader_epoch)
             if planned is not None:
                 info = self._append_planned_batch(view, planned, leader_epoch, now_ms)
