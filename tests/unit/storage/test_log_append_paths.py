@@ -16,12 +16,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkasim.common.errors import KafkaError
 from kafkasim.storage import log as log_module
 from kafkasim.storage.log import AppendOrigin, Log, LogAppendInfo
+from kafkasim.storage.records import validation
 from kafkasim.storage.records.batch import RecordBatchBuilder
 from kafkasim.storage.records.compression import CompressionType
 from kafkasim.storage.segment import LogSegment
@@ -29,6 +31,12 @@ from tests.unit.storage.logtools import T0, make_batch, open_log, read_all
 from tests.unit.storage.records.crafted import CORRUPTIONS, with_header
 
 Outcome = LogAppendInfo | tuple[type[KafkaError], str]
+
+needs_compiled_walk = pytest.mark.skipif(
+    validation.COMPILED_WALK is None,
+    reason="the one-batch path walks records with the compiled walk only (without it, or "
+    "with KAFKASIM_PURE_PYTHON set, every append takes the general path)",
+)
 
 
 @contextmanager
@@ -131,6 +139,7 @@ def test_the_one_batch_path_leaves_what_the_general_path_leaves(
         assert _files(fast.dir) == _files(general.dir)
 
 
+@needs_compiled_walk
 def test_a_plain_client_batch_takes_the_one_batch_path(tmp_path: Path) -> None:
     """The comparison above is not vacuous: the usual append is written by the one-batch path,
     and a roll that falls due sends the append to the general path, which rolls."""
@@ -151,6 +160,7 @@ def test_a_plain_client_batch_takes_the_one_batch_path(tmp_path: Path) -> None:
     log.close()
 
 
+@needs_compiled_walk
 def test_a_failed_write_on_the_one_batch_path_is_a_storage_error(tmp_path: Path) -> None:
     """The same KAFKA_STORAGE_ERROR, dir handler call and untouched log end as the general
     path's failed write."""
