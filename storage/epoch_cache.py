@@ -123,8 +123,8 @@ class LeaderEpochFileCache:
     @property
     def latest_epoch(self) -> int | None:
         """The latest epoch that has messages assigned to it."""
-        latest = self.latest_entry
-        return latest.epoch if latest is not None else None
+        entries = self._entries  # read on every leader append: no second property call
+        return entries[-1].epoch if entries else None
 
     @property
     def epochs(self) -> list[int]:

@@ -142,10 +142,13 @@ class FileRecords:
         """
         position = self._size
         disk_faults.check_space(self.path)
-        written = os.pwritev(self.fd, chunks, position)
+        fd = self._fd
+        if fd is None:
+            fd = self.fd  # raises: closed
+        written = os.pwritev(fd, chunks, position)
         while written < total_bytes:  # short writes are legal; finish the job
             joined = b"".join(bytes(c) for c in chunks)
-            written += os.pwrite(self.fd, joined[written:], position + written)
+            written += os.pwrite(fd, joined[written:], position + written)
         self._size += total_bytes
         return position
 

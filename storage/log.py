@@ -1,7 +1,9 @@
 """The log of one partition replica: its segments, offsets, producer state and epochs.
 
-(One module, ~700 lines: the state every part of the log shares; appends, reads, retention and
-transactions are in ``log_append``, ``log_read``, ``log_retention`` and ``log_transactions``.)
+(One module, ~770 lines: the state every part of the log shares; appends, reads, retention and
+transactions are in ``log_append``, ``log_read``, ``log_retention`` and ``log_transactions``.
+The leader's one-batch append, ``_append_planned_batch``, is here because it moves this state
+itself: the usual produce request's cost is the Python calls it saves.)
 
 Kafka's ``UnifiedLog`` with its ``LocalLog``. It owns the segment map, the leader-epoch cache
 and the producer state, and keeps:
@@ -33,6 +35,7 @@ from kafkasim.common.clock import Clock
 from kafkasim.common.errors import (
     InvalidOffsetError,
     InvalidRecordError,
+    KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
@@ -43,6 +46,7 @@ from kafkasim.common.sentinels import (
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
+    NO_TIMESTAMP,
 )
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage import file_names
@@ -61,6 +65,7 @@ from kafkasim.storage.log_append import (
     as_replicated,
     assign_offsets,
     check_client_sequences,
+    plan_client_batch,
     validate_and_convert,
 )
 from kafkasim.storage.log_read import offset_by_timestamp, read_entries, read_segments
@@ -101,6 +106,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+_CLIENT = AppendOrigin.CLIENT  # read per append: a module global, not an enum lookup
 
 
 class Log:
@@ -261,13 +267,24 @@ class Log:
         origin only (a client's: INVALID_RECORD, from the validator); a marker whose epochs are
         stale is INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED.
         """
-        self._check_open()
+        if self._closed:
+            self._check_open()  # raises
+        view = memoryview(records)
+        now_ms = self._clock.time_ms()
+        is_client = origin is _CLIENT
+        if is_client:
+            # The usual request first: one plain client batch checked and written in one pass
+            # (the same checks and effects; tests/unit/storage/test_log_append_paths.py).
+            # Whatever it declines, a fault included, takes the general path below.
+            planned = plan_client_batch(view, self._rules, now_ms, self._next_offset, leader_epoch)
+            if planned is not None:
+                info = self._append_planned_batch(view, planned, leader_epoch, now_ms)
+                if info is not None:
+                    return info
         rules = self._rules
-        entries = analyze_append(memoryview(records), rules, leader=True)
+        entries = analyze_append(view, rules, leader=True)
         if not entries:
             raise InvalidRecordError(f"{self.topic_partition}: the append holds no record batch")
-        now_ms = self._clock.time_ms()
-        is_client = origin is AppendOrigin.CLIENT
         entries = validate_and_convert(entries, rules, now_ms, is_client=is_client)
         append_time = now_ms if rules.log_append_time else -1
         plan = assign_offsets(entries, self._next_offset, leader_epoch, append_time)
@@ -301,6 +318,60 @@ class Log:
                 self.producer_state.restore_entries(saved)
             raise
         return plan.info(append_time, self.log_start_offset)
+
+    def _append_planned_batch(
+        self,
+        view: memoryview,
+        planned: tuple[bytes, int, int, int],
+        leader_epoch: int,
+        now_ms: int,
+    ) -> LogAppendInfo | None:
+        """Write the one batch ``plan_client_batch`` vouched for, as the general path would
+        (no producer state to check: the batch has no producer id); None, with nothing done,
+        when the append must roll or exceeds segment.bytes (the general path does both)."""
+        head, last_offset, max_timestamp, record_count = planned
+        size = len(view)
+        config = self.config
+        if size > config.segment_bytes:
+            return None
+        try:
+            # The header's first 16 bytes rewritten, the rest of the batch as received.
+            if not self.segments.active.append_batch_unless_rolling(
+                head,
+                view[16:],
+                last_offset,
+                max_timestamp,
+                size=size,
+                now_ms=now_ms,
+                config=config,
+            ):
+                return None
+        except OSError as e:
+            raise self._write_failed(e) from e
+        # _advance_log_end's work for the one epoch of a leader append.
+        first_offset = self._next_offset
+        latest = self.epoch_cache.latest_epoch
+        if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
+            self.epoch_cache.assign(leader_epoch, first_offset)
+        self._next_offset = next_offset = last_offset + 1
+        self.producer_state.update_map_end_offset(next_offset)
+        if next_offset - self.recovery_point >= config.flush_messages:
+            self.flush()
+        # _make from one tuple: half the cost of the named tuple's __new__ with its default.
+        return LogAppendInfo._make(
+            (
+                first_offset,
+                last_offset,
+                max_timestamp,
+                last_offset if max_timestamp > NO_TIMESTAMP else first_offset,
+                NO_TIMESTAMP,
+                self.log_start_offset,
+                record_count,
+                1,
+                size,
+                False,
+            )
+        )
 
     def append_as_follower(self, records: Buffer) -> LogAppendInfo:
         """Append batches exactly as the leader wrote them; offsets must continue the log."""
@@ -371,20 +442,28 @@ class Log:
             if completed:
                 complete_txns(self.producer_state, segment.txn_index, completed)
         except OSError as e:
-            # Nothing was counted as appended (sizes move only after a write succeeds); the
-            # dir is as suspect as Kafka deems it: the handler takes it offline.
-            if self.on_io_error is not None:
-                self.on_io_error(e)
-            raise KafkaStorageError(
-                f"Error while appending records to {self.topic_partition} in dir "
-                f"{self.dir.parent}: {e}"
-            ) from e
+            raise self._write_failed(e) from e
+        self._advance_log_end(plan.epochs, plan.last_offset)
+
+    def _write_failed(self, e: OSError) -> KafkaError:
+        """The error an append's failed write raises (after telling the dir's handler)."""
+        # Nothing was counted as appended (sizes move only after a write succeeds); the
+        # dir is as suspect as Kafka deems it: the handler takes it offline.
+        if self.on_io_error is not None:
+            self.on_io_error(e)
+        return KafkaStorageError(
+            f"Error while appending records to {self.topic_partition} in dir {self.dir.parent}: {e}"
+        )
+
+    def _advance_log_end(self, epochs: Sequence[tuple[int, int]], last_offset: int) -> None:
+        """After a write: record new leader epochs, move the log end, flush if
+        flush.messages is due."""
         cache = self.epoch_cache
-        for epoch, start in plan.epochs:
+        for epoch, start in epochs:
             latest = cache.latest_epoch
             if epoch >= 0 and (latest is None or epoch > latest):
                 cache.assign(epoch, start)
-        self._next_offset = plan.last_offset + 1
+        self._next_offset = last_offset + 1
         self.producer_state.update_map_end_offset(self._next_offset)
         if self._next_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()

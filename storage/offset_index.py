@@ -40,8 +40,9 @@ class OffsetIndex(AbstractIndex):
     """
 
     entry_size: ClassVar[int] = _ENTRY.size
-    _last: OffsetPosition | None = None
-    """The last entry once read or appended (Kafka's ``_lastOffset``); None after truncation."""
+    _last_offset: int | None = None
+    """The last entry's offset once read or appended (Kafka's ``_lastOffset``); None after
+    truncation. (Only the offset: an append, once per log append, builds no tuple.)"""
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The greatest entry with offset <= ``target_offset``; ``(base_offset, 0)`` if none."""
@@ -76,10 +77,10 @@ class OffsetIndex(AbstractIndex):
         """The offset of the last entry, or ``base_offset`` if the index is empty."""
         if self._entries == 0:
             return self.base_offset
-        last = self._last
+        last = self._last_offset
         if last is None:
-            last = self._last = self._parse(self._entries - 1)
-        return last.offset
+            last = self._last_offset = self._parse(self._entries - 1).offset
+        return last
 
     def append(self, offset: int, position: int) -> None:
         """Add ``offset -> position``; ``offset`` must exceed every offset already indexed.
@@ -98,7 +99,8 @@ class OffsetIndex(AbstractIndex):
                 f"attempt to append offset {offset} to full index {self.path} "
                 f"({entries} of {self.max_entries} entries)"
             )
-        if entries != 0 and offset <= self.last_offset:
+        last = self._last_offset
+        if entries != 0 and offset <= (self.last_offset if last is None else last):
             raise InvalidOffsetError(
                 f"attempt to append offset {offset} at slot {entries} of {self.path}, no larger "
                 f"than the last offset appended ({self.last_offset})"
@@ -110,7 +112,7 @@ class OffsetIndex(AbstractIndex):
             raise ValueError(f"position {position} for offset {offset} does not fit an int32")
         _ENTRY.pack_into(self._view(), entries * self.entry_size, relative, position)
         self._entries = entries + 1
-        self._last = OffsetPosition(offset, position)
+        self._last_offset = offset
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``; an exact hit goes too."""
@@ -121,7 +123,7 @@ class OffsetIndex(AbstractIndex):
 
     def _truncate_to_entries(self, entries: int) -> None:
         super()._truncate_to_entries(entries)
-        self._last = None
+        self._last_offset = None
 
     def sanity_check(self) -> None:
         """CorruptIndexError if the last offset is below the base or the length is not n * 8."""

@@ -256,6 +256,58 @@ class LogSegment:
         self._max_ts_and_offset = (max_ts, max_ts_offset)
         self.last_modified_ms = now_ms
 
+    def append_batch_unless_rolling(
+        self,
+        head: Buffer,
+        body: Buffer,
+        last_offset: int,
+        max_timestamp: int,
+        *,
+        size: int,
+        now_ms: int,
+        config: LogConfig,
+    ) -> bool:
+        """:meth:`append` of one batch (the usual append) unless :meth:`should_roll` says the
+        log must roll first: False then, with nothing written. The batch is written as
+        ``head`` + ``body`` (``size`` bytes together). The same roll rules, checks, file bytes
+        and index entries as ``should_roll`` then ``append``, in one call without the lists
+        and per-batch tuples of the general form: the leader's common append, per batch."""
+        records = self.log
+        position = records.size
+        # should_roll's conditions, its time rule's usual case inline (a segment whose
+        # rolling timestamp is known; the helper works it out otherwise).
+        if position > 0:
+            rolling = self._rolling_based_timestamp
+            waited = (
+                max_timestamp - rolling
+                if rolling is not None and rolling >= 0
+                else self._time_waited_for_roll(now_ms, max_timestamp)
+            )
+            if waited > config.segment_ms - self.roll_jitter_ms:
+                return False
+        if (
+            position > config.segment_bytes - size
+            or self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not 0 <= last_offset - self.base_offset <= INT32_MAX
+        ):
+            return False
+        if position == 0:
+            self._rolling_based_timestamp = max_timestamp
+        records.append((head, body), size)
+        max_ts, max_ts_offset = self._max_ts_and_offset or self._load_max_timestamp()
+        if max_timestamp > max_ts:
+            max_ts, max_ts_offset = max_timestamp, last_offset
+        since_last = self.bytes_since_last_index_entry
+        if since_last > self.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(max_ts, max_ts_offset)
+            since_last = 0
+        self.bytes_since_last_index_entry = since_last + size
+        self._max_ts_and_offset = (max_ts, max_ts_offset)
+        self.last_modified_ms = now_ms
+        return True
+
     def should_roll(
         self,
         config: LogConfig,

@@ -92,7 +92,7 @@ class TimeIndex(AbstractIndex):
                 f"attempt to append ({timestamp}, {offset}) to full time index {self.path} "
                 f"({entries} of {self.max_entries} entries, the last one reserved)"
             )
-        last = self.last_entry
+        last = self._last or self.last_entry  # the cached entry without a property call
         if entries != 0 and offset < last.offset:
             raise InvalidOffsetError(
                 f"attempt to append offset {offset} at slot {entries} of {self.path}, smaller "

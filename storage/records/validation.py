@@ -68,7 +68,7 @@ from kafkasim.storage.records.compression import CompressionType, decompress
 from kafkasim.storage.records.varint import raw_varint
 from kafkasim.storage.records.walk_vector import MIN_RECORDS, walk_records
 
-_UNBOUNDED = 1 << 70
+UNBOUNDED = 1 << 70
 """Farther than any int64 timestamp delta can reach: a bound that never trips."""
 
 Walk = Callable[..., int | None]
@@ -172,7 +172,7 @@ def validate_batch_records(
     base_ts = header.first_timestamp
     log_append_time = header.attributes & TIMESTAMP_TYPE_MASK != 0
     if timestamp_range is None or log_append_time:
-        low, high = -_UNBOUNDED, _UNBOUNDED
+        low, high = -UNBOUNDED, UNBOUNDED
     else:
         low, high = timestamp_range[0] - base_ts, timestamp_range[1] - base_ts
     last_delta = header.last_offset_delta
@@ -359,7 +359,7 @@ def _walk(
     end = len(data)
     pos = 0
     prev = -1
-    max_delta = -_UNBOUNDED
+    max_delta = -UNBOUNDED
     index = 0
     try:
         for index in range(count):
