@@ -50,6 +50,7 @@ from kafkasim.node.config import BrokerConfig
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_records import OFFSETS_TOPIC
 from kafkasim.node.metadata_cache import ClusterView, MetadataCache
+from kafkasim.node.produce_wire import ProduceRequestView
 from kafkasim.node.producer_ids import ProducerIdManager
 from kafkasim.node.replica_manager import ReplicaManager
 from kafkasim.node.topic_creation import TopicCreator
@@ -156,7 +157,11 @@ class KafkaApis:
 
     # -- partitions: the replica manager ----------------------------------------------------
 
-    async def handle_produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+    async def handle_produce(
+        self, request: pb.ProduceRequest | ProduceRequestView
+    ) -> pb.ProduceResponse:
+        """A Produce: protobuf's message, or over gRPC the request as ``node.produce_wire``
+        reads it off the wire (the records not copied)."""
         # acks=0 producers do not wait for this answer (it comes back at once: no purgatory).
         results = await authz_replica.append_records(
             self.broker, replica.produce_params(request), request.transactional_id or None

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from kafkasim.common.errors import KafkaError
 from kafkasim.common.types import TopicPartition
+from kafkasim.node.produce_wire import ProduceRequestView
 from kafkasim.node.replica_types import (
     DeleteRecordsParams,
     DeleteRecordsPartition,
@@ -65,13 +66,17 @@ def message_of(error: KafkaError | None) -> str:
 # -- Produce -------------------------------------------------------------------------------------
 
 
-def produce_params(request: pb.ProduceRequest) -> ProduceParams:
+def produce_params(request: pb.ProduceRequest | ProduceRequestView) -> ProduceParams:
+    """A produce request's params: from protobuf, or from the wire as ``node.produce_wire``
+    reads it (the records then a view into the request's bytes, not copied)."""
     return ProduceParams(
-        acks=request.acks,
-        timeout_ms=request.timeout_ms,
-        partitions=tuple(
-            PartitionRecords(TopicPartition(p.topic, p.partition), p.records)
-            for p in request.partitions
+        request.acks,
+        request.timeout_ms,
+        tuple(
+            [
+                PartitionRecords(TopicPartition(p.topic, p.partition), p.records)
+                for p in request.partitions
+            ]
         ),
     )
 

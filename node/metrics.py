@@ -58,6 +58,7 @@ from kafkasim.common.errors import error_for_name
 from kafkasim.node.apis_replica import EncodedFetchResponse
 from kafkasim.node.loop_idle import meter_of_running_loop
 from kafkasim.node.metrics_state import NO_STATE, Broker, StateReading, state_families
+from kafkasim.node.produce_wire import ProduceRequestView
 from kafkasim.proto import kafkasim_pb2 as pb
 
 UnaryHandler = Callable[[Any], Awaitable[Any]]
@@ -290,7 +291,9 @@ class BrokerMetrics:
         return timed
 
     def _count_bytes(self, request: Any, response: Any) -> None:
-        if isinstance(response, pb.ProduceResponse) and isinstance(request, pb.ProduceRequest):
+        if isinstance(response, pb.ProduceResponse) and isinstance(
+            request, (pb.ProduceRequest, ProduceRequestView)
+        ):
             # A partition answered with a base offset was appended to the log; as in Kafka it
             # counts whatever the acks wait brings afterwards.
             appended = {(p.topic, p.partition) for p in response.partitions if p.base_offset >= 0}

@@ -58,6 +58,7 @@ MAY_IMPORT_PROTO = {
     "fetcher_wire.py",
     "metadata_cache.py",
     "metrics.py",
+    "produce_wire.py",
     "rpc_grpc.py",
     "topic_creation.py",
     "txn_marker_sender.py",
