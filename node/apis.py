@@ -159,9 +159,10 @@ class KafkaApis:
 
     async def handle_produce(
         self, request: pb.ProduceRequest | ProduceRequestView
-    ) -> pb.ProduceResponse:
-        """A Produce: protobuf's message, or over gRPC the request as ``node.produce_wire``
-        reads it off the wire (the records not copied)."""
+    ) -> replica.EncodedProduceResponse:
+        """A Produce: protobuf's message, or over gRPC a large request as ``node.produce_wire``
+        reads it off the wire (the records not copied); answered in wire form
+        (``apis_replica``)."""
         # acks=0 producers do not wait for this answer (it comes back at once: no purgatory).
         results = await authz_replica.append_records(
             self.broker, replica.produce_params(request), request.transactional_id or None

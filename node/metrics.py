@@ -55,7 +55,7 @@ from prometheus_client.registry import Collector
 
 from kafkasim import proto
 from kafkasim.common.errors import error_for_name
-from kafkasim.node.apis_replica import EncodedFetchResponse
+from kafkasim.node.apis_replica import EncodedFetchResponse, EncodedProduceResponse
 from kafkasim.node.loop_idle import meter_of_running_loop
 from kafkasim.node.metrics_state import NO_STATE, Broker, StateReading, state_families
 from kafkasim.node.produce_wire import ProduceRequestView
@@ -291,7 +291,28 @@ class BrokerMetrics:
         return timed
 
     def _count_bytes(self, request: Any, response: Any) -> None:
-        if isinstance(response, pb.ProduceResponse) and isinstance(
+        if isinstance(response, EncodedProduceResponse) and isinstance(
+            request, (pb.ProduceRequest, ProduceRequestView)
+        ):
+            # The results the answer was written from (nothing parses it back). A partition
+            # answered with a base offset was appended to the log; as in Kafka it counts
+            # whatever the acks wait brings afterwards.
+            results = response.results
+            failed = self.failed_produce
+            for r in results:
+                code = 0 if r.error is None else r.error.code
+                if code and code not in _EXPECTED_PRODUCE_ERRORS:
+                    failed[r.tp.topic] = failed.get(r.tp.topic, 0) + 1
+            if len(results) == 1 and len(request.partitions) == 1:  # the common case
+                data, result = request.partitions[0], results[0]
+                if result.base_offset >= 0 and result.tp == (data.topic, data.partition):
+                    self.bytes_in[data.topic] = self.bytes_in.get(data.topic, 0) + len(data.records)
+                return
+            written = {r.tp for r in results if r.base_offset >= 0}
+            for data in request.partitions:
+                if (data.topic, data.partition) in written:
+                    self.bytes_in[data.topic] = self.bytes_in.get(data.topic, 0) + len(data.records)
+        elif isinstance(response, pb.ProduceResponse) and isinstance(
             request, (pb.ProduceRequest, ProduceRequestView)
         ):
             # A partition answered with a base offset was appended to the log; as in Kafka it
