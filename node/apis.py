@@ -172,8 +172,13 @@ class KafkaApis:
     async def handle_produce_stream(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """A producer's pipelined connection: one request at a time, answered in order (as
         Kafka handles a connection); the client keeps several in flight to fill the pipe."""
+        broker = self.broker
         async for request in requests:
-            yield await self.handle_produce(request)
+            # handle_produce's body, without a coroutine of its own per request.
+            results = await authz_replica.append_records(
+                broker, replica.produce_params(request), request.transactional_id or None
+            )
+            yield replica.produce_response(results, request.correlation_id)
 
     async def handle_fetch(self, request: pb.FetchRequest) -> replica.EncodedFetchResponse:
         """A Fetch (consumer or follower), answered in wire form (``apis_replica``)."""

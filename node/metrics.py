@@ -268,20 +268,27 @@ class BrokerMetrics:
 
         async def timed(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
             taken: deque[tuple[Any, int]] = deque()
+            # Bound once per stream, not looked up per request.
+            monotonic_ms, take, record, count = (
+                clock.monotonic_ms,
+                taken.append,
+                stats.record,
+                self._count_bytes,
+            )
 
             async def stamped() -> AsyncIterator[Any]:
                 async for request in requests:
-                    taken.append((request, clock.monotonic_ms()))
+                    take((request, monotonic_ms()))
                     yield request
 
             arrivals = stamped()
             responses = handler(arrivals)
             try:
                 async for response in responses:
-                    now_ms = clock.monotonic_ms()
+                    now_ms = monotonic_ms()
                     request, start_ms = taken.popleft() if taken else (None, now_ms)
-                    stats.record(now_ms - start_ms)
-                    self._count_bytes(request, response)
+                    record(now_ms - start_ms)
+                    count(request, response)
                     yield response
             finally:
                 # Closed here, not by the garbage collector: the simulation stays deterministic.
