@@ -164,10 +164,11 @@ class KafkaApis:
         reads it off the wire (the records not copied); answered in wire form
         (``apis_replica``)."""
         # acks=0 producers do not wait for this answer (it comes back at once: no purgatory).
+        params = replica.produce_params(request)
         results = await authz_replica.append_records(
-            self.broker, replica.produce_params(request), request.transactional_id or None
+            self.broker, params, request.transactional_id or None
         )
-        return replica.produce_response(results, request.correlation_id)
+        return replica.produce_response(results, request.correlation_id, params.partitions)
 
     async def handle_produce_stream(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """A producer's pipelined connection: one request at a time, answered in order (as
@@ -175,10 +176,11 @@ class KafkaApis:
         broker = self.broker
         async for request in requests:
             # handle_produce's body, without a coroutine of its own per request.
+            params = replica.produce_params(request)
             results = await authz_replica.append_records(
-                broker, replica.produce_params(request), request.transactional_id or None
+                broker, params, request.transactional_id or None
             )
-            yield replica.produce_response(results, request.correlation_id)
+            yield replica.produce_response(results, request.correlation_id, params.partitions)
 
     async def handle_fetch(self, request: pb.FetchRequest) -> replica.EncodedFetchResponse:
         """A Fetch (consumer or follower), answered in wire form (``apis_replica``)."""

@@ -301,24 +301,7 @@ class BrokerMetrics:
         if isinstance(response, EncodedProduceResponse) and isinstance(
             request, (pb.ProduceRequest, ProduceRequestView)
         ):
-            # The results the answer was written from (nothing parses it back). A partition
-            # answered with a base offset was appended to the log; as in Kafka it counts
-            # whatever the acks wait brings afterwards.
-            results = response.results
-            failed = self.failed_produce
-            for r in results:
-                code = 0 if r.error is None else r.error.code
-                if code and code not in _EXPECTED_PRODUCE_ERRORS:
-                    failed[r.tp.topic] = failed.get(r.tp.topic, 0) + 1
-            if len(results) == 1 and len(request.partitions) == 1:  # the common case
-                data, result = request.partitions[0], results[0]
-                if result.base_offset >= 0 and result.tp == (data.topic, data.partition):
-                    self.bytes_in[data.topic] = self.bytes_in.get(data.topic, 0) + len(data.records)
-                return
-            written = {r.tp for r in results if r.base_offset >= 0}
-            for data in request.partitions:
-                if (data.topic, data.partition) in written:
-                    self.bytes_in[data.topic] = self.bytes_in.get(data.topic, 0) + len(data.records)
+            self._count_produce(response)
         elif isinstance(response, pb.ProduceResponse) and isinstance(
             request, (pb.ProduceRequest, ProduceRequestView)
         ):
@@ -340,6 +323,27 @@ class BrokerMetrics:
                 if part.records_size:
                     key = (part.topic, fetcher)
                     self.bytes_out[key] = self.bytes_out.get(key, 0) + part.records_size
+
+    def _count_produce(self, response: EncodedProduceResponse) -> None:
+        """The results the answer was written from and the request's partitions (nothing
+        parses the answer back, nor reads the request's records again). A partition answered
+        with a base offset was appended to the log; as in Kafka it counts whatever the acks
+        wait brings afterwards."""
+        results, partitions = response.results, response.partitions
+        failed, bytes_in = self.failed_produce, self.bytes_in
+        for r in results:
+            code = 0 if r.error is None else r.error.code
+            if code and code not in _EXPECTED_PRODUCE_ERRORS:
+                failed[r.tp.topic] = failed.get(r.tp.topic, 0) + 1
+        if len(results) == 1 and len(partitions) == 1:  # the common case
+            result, part = results[0], partitions[0]
+            if result.base_offset >= 0 and result.tp == part.tp:
+                bytes_in[part.tp.topic] = bytes_in.get(part.tp.topic, 0) + len(part.records)
+            return
+        written = {r.tp for r in results if r.base_offset >= 0}
+        for part in partitions:
+            if part.tp in written:
+                bytes_in[part.tp.topic] = bytes_in.get(part.tp.topic, 0) + len(part.records)
 
 
 async def _aclose(iterator: AsyncIterator[Any]) -> None:
