@@ -25,6 +25,7 @@ from kafkasim.node.config import BrokerConfig
 from kafkasim.node.fetcher_wire import FOLLOWER_DECODERS
 from kafkasim.node.loop_idle import idle_timing_loop
 from kafkasim.node.malloc_tuning import tune_malloc
+from kafkasim.node.produce_wire import PRODUCE_DECODERS
 from kafkasim.node.rpc_grpc import GrpcBrokerTransport
 from kafkasim.node.zk_security import zk_security_for
 from kafkasim.storage.checkpoint_writer import BackgroundCheckpointWriter
@@ -87,11 +88,13 @@ async def serve(config: BrokerConfig) -> None:
         config,
         # Over a TLS inter-broker listener, brokers call each other with that listener's
         # truststore and present its keystore as their client certificate (mutual TLS).
-        # Fetch answers are read with their records left in the received bytes (no copy).
+        # Fetch answers and produce requests are read with their records left in the
+        # received bytes (no copy).
         transport=GrpcBrokerTransport(
             tls=config.listener_tls(config.inter_broker_listener),
             sasl=config.inter_broker_sasl(),
             response_decoders=FOLLOWER_DECODERS,
+            request_decoders=PRODUCE_DECODERS,
         ),
         coordination_factory=coordination,
         clock=SystemClock(),

@@ -50,6 +50,7 @@ from kafkasim.node.config import BrokerConfig
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_records import OFFSETS_TOPIC
 from kafkasim.node.metadata_cache import ClusterView, MetadataCache
+from kafkasim.node.produce_wire import ProduceRequestView
 from kafkasim.node.producer_ids import ProducerIdManager
 from kafkasim.node.replica_manager import ReplicaManager
 from kafkasim.node.topic_creation import TopicCreator
@@ -156,18 +157,30 @@ class KafkaApis:
 
     # -- partitions: the replica manager ----------------------------------------------------
 
-    async def handle_produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+    async def handle_produce(
+        self, request: pb.ProduceRequest | ProduceRequestView
+    ) -> replica.EncodedProduceResponse:
+        """A Produce: protobuf's message, or over gRPC a large request as ``node.produce_wire``
+        reads it off the wire (the records not copied); answered in wire form
+        (``apis_replica``)."""
         # acks=0 producers do not wait for this answer (it comes back at once: no purgatory).
+        params = replica.produce_params(request)
         results = await authz_replica.append_records(
-            self.broker, replica.produce_params(request), request.transactional_id or None
+            self.broker, params, request.transactional_id or None
         )
-        return replica.produce_response(results, request.correlation_id)
+        return replica.produce_response(results, request.correlation_id, params.partitions)
 
     async def handle_produce_stream(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """A producer's pipelined connection: one request at a time, answered in order (as
         Kafka handles a connection); the client keeps several in flight to fill the pipe."""
+        broker = self.broker
         async for request in requests:
-            yield await self.handle_produce(request)
+            # handle_produce's body, without a coroutine of its own per request.
+            params = replica.produce_params(request)
+            results = await authz_replica.append_records(
+                broker, params, request.transactional_id or None
+            )
+            yield replica.produce_response(results, request.correlation_id, params.partitions)
 
     async def handle_fetch(self, request: pb.FetchRequest) -> replica.EncodedFetchResponse:
         """A Fetch (consumer or follower), answered in wire form (``apis_replica``)."""

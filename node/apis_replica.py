@@ -8,7 +8,8 @@ Pure, free-standing functions — ``<request>_params(pb) -> Params`` and
 fills the same domain values from its own structs and calls the replica manager unchanged.
 
 A fetch answer is written straight into its wire bytes (:class:`EncodedFetchResponse`, the
-records copied once), which both transports send as they are.
+records copied once), and so is a produce answer (:class:`EncodedProduceResponse`, without
+building the protobuf message); both transports send them as they are.
 
 Wire conventions kept here and nowhere else: an error travels as its Kafka code (0 for none)
 and, where the message has one, its message; an empty DescribeReplicas list means every
@@ -17,11 +18,12 @@ partition; a ProduceStream answer echoes the request's ``correlation_id``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kafkasim.common.errors import KafkaError
 from kafkasim.common.types import TopicPartition
+from kafkasim.node.produce_wire import ProduceRequestView
 from kafkasim.node.replica_types import (
     DeleteRecordsParams,
     DeleteRecordsPartition,
@@ -65,35 +67,123 @@ def message_of(error: KafkaError | None) -> str:
 # -- Produce -------------------------------------------------------------------------------------
 
 
-def produce_params(request: pb.ProduceRequest) -> ProduceParams:
+def produce_params(request: pb.ProduceRequest | ProduceRequestView) -> ProduceParams:
+    """A produce request's params: from protobuf, or from the wire as ``node.produce_wire``
+    reads it (the records then a view into the request's bytes, not copied)."""
     return ProduceParams(
-        acks=request.acks,
-        timeout_ms=request.timeout_ms,
-        partitions=tuple(
-            PartitionRecords(TopicPartition(p.topic, p.partition), p.records)
-            for p in request.partitions
+        request.acks,
+        request.timeout_ms,
+        tuple(
+            [
+                PartitionRecords(TopicPartition(p.topic, p.partition), p.records)
+                for p in request.partitions
+            ]
         ),
     )
 
 
-def produce_response(
-    results: Iterable[ProducePartitionResult], correlation_id: int = 0
-) -> pb.ProduceResponse:
-    return pb.ProduceResponse(
-        correlation_id=correlation_id,
-        partitions=[
-            pb.ProducePartitionResponse(
-                topic=r.tp.topic,
-                partition=r.tp.partition,
-                error_code=error_code(r.error),
-                error_message=message_of(r.error),
-                base_offset=r.base_offset,
-                log_append_time_ms=r.log_append_time_ms,
-                log_start_offset=r.log_start_offset,
-            )
-            for r in results
-        ],
+# ProduceResponse and ProducePartitionResponse: each field's key (field number << 3 | wire
+# type), read from the .proto's descriptor, for the hand-written answer below.
+def _key(message: type[pb.ProduceResponse | pb.ProducePartitionResponse], name: str) -> bytes:
+    field = message.DESCRIPTOR.fields_by_name[name]
+    wire = 2 if field.type in (field.TYPE_STRING, field.TYPE_BYTES, field.TYPE_MESSAGE) else 0
+    return encode_unsigned_varint(field.number << 3 | wire)
+
+
+_RESPONSE_PARTITIONS = _key(pb.ProduceResponse, "partitions")
+_CORRELATION_ID = _key(pb.ProduceResponse, "correlation_id")
+_TOPIC, _PARTITION, _ERROR_CODE, _ERROR_MESSAGE, _BASE_OFFSET, _APPEND_TIME, _START_OFFSET = (
+    _key(pb.ProducePartitionResponse, name)
+    for name in (
+        "topic",
+        "partition",
+        "error_code",
+        "error_message",
+        "base_offset",
+        "log_append_time_ms",
+        "log_start_offset",
     )
+)
+_ONE_BYTE_VARINTS = tuple(bytes((n,)) for n in range(0x80))
+_MASK64 = (1 << 64) - 1
+
+
+def _varint(value: int) -> bytes:
+    """Protobuf's varint of an int32 or int64 (a negative one as its 64-bit two's complement,
+    ten bytes)."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE_VARINTS[value]
+    value &= _MASK64
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_MINUS_ONE = _varint(-1)  # the log append time of a topic on CreateTime; an unknown offset
+
+
+class EncodedProduceResponse(EncodedMessage):
+    """A ``ProduceResponse`` in wire form (``data``), the results it answers and the request's
+    partitions (what the request metrics count: the records' sizes read without reading the
+    request's protobuf fields back, which would copy the records again)."""
+
+    __slots__ = ("partitions", "results")
+
+    def __init__(
+        self,
+        data: bytes,
+        results: list[ProducePartitionResult],
+        partitions: Sequence[PartitionRecords],
+    ) -> None:
+        super().__init__(pb.ProduceResponse, data)
+        self.results = results
+        self.partitions = partitions
+
+
+def produce_response(
+    results: Iterable[ProducePartitionResult],
+    correlation_id: int = 0,
+    partitions: Sequence[PartitionRecords] = (),
+) -> EncodedProduceResponse:
+    """The answer's wire bytes, written by hand: protobuf's own serialization of the
+    ``ProduceResponse`` of these results, byte for byte (fields in number order, defaults
+    left out), in half the time of building and serializing the message (1.4 against 2.6 us
+    for one partition, in process; one answer per produce request, on the broker's loop).
+    ``partitions``: the request's, kept for the request metrics."""
+    results = list(results)
+    pieces: list[bytes] = []
+    for r in results:
+        tp = r.tp
+        fields: list[bytes] = []
+        if tp.topic:
+            topic = tp.topic.encode()
+            fields += (_TOPIC, _varint(len(topic)), topic)
+        if tp.partition:
+            fields += (_PARTITION, _varint(tp.partition))
+        if r.error is not None:
+            code = error_code(r.error)
+            if code:
+                fields += (_ERROR_CODE, _varint(code))
+            message = message_of(r.error).encode()
+            if message:
+                fields += (_ERROR_MESSAGE, _varint(len(message)), message)
+        if r.base_offset:
+            fields += (_BASE_OFFSET, _varint(r.base_offset))
+        if r.log_append_time_ms:
+            fields += (
+                _APPEND_TIME,
+                _MINUS_ONE if r.log_append_time_ms == -1 else _varint(r.log_append_time_ms),
+            )
+        if r.log_start_offset:
+            fields += (_START_OFFSET, _varint(r.log_start_offset))
+        body = b"".join(fields)
+        pieces += (_RESPONSE_PARTITIONS, _varint(len(body)), body)
+    if correlation_id:
+        pieces += (_CORRELATION_ID, _varint(correlation_id))
+    return EncodedProduceResponse(b"".join(pieces), results, partitions)
 
 
 # -- Fetch ---------------------------------------------------------------------------------------

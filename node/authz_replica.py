@@ -113,6 +113,8 @@ def has_transactional_records(partitions: Iterable[rt.PartitionRecords]) -> bool
 async def append_records(
     broker: ReplicaServices, params: rt.ProduceParams, transactional_id: str | None
 ) -> list[rt.ProducePartitionResult]:
+    if broker.authorizer is None:  # nothing to refuse: per request, skip building the auth
+        return await broker.replica_manager.append_records(params)
     auth = request_auth(broker, "Produce")
     tps = [p.tp for p in params.partitions]
     refused: dict[TopicPartition, KafkaError] = {}

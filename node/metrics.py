@@ -55,9 +55,10 @@ from prometheus_client.registry import Collector
 
 from kafkasim import proto
 from kafkasim.common.errors import error_for_name
-from kafkasim.node.apis_replica import EncodedFetchResponse
+from kafkasim.node.apis_replica import EncodedFetchResponse, EncodedProduceResponse
 from kafkasim.node.loop_idle import meter_of_running_loop
 from kafkasim.node.metrics_state import NO_STATE, Broker, StateReading, state_families
+from kafkasim.node.produce_wire import ProduceRequestView
 from kafkasim.proto import kafkasim_pb2 as pb
 
 UnaryHandler = Callable[[Any], Awaitable[Any]]
@@ -267,20 +268,27 @@ class BrokerMetrics:
 
         async def timed(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
             taken: deque[tuple[Any, int]] = deque()
+            # Bound once per stream, not looked up per request.
+            monotonic_ms, take, record, count = (
+                clock.monotonic_ms,
+                taken.append,
+                stats.record,
+                self._count_bytes,
+            )
 
             async def stamped() -> AsyncIterator[Any]:
                 async for request in requests:
-                    taken.append((request, clock.monotonic_ms()))
+                    take((request, monotonic_ms()))
                     yield request
 
             arrivals = stamped()
             responses = handler(arrivals)
             try:
                 async for response in responses:
-                    now_ms = clock.monotonic_ms()
+                    now_ms = monotonic_ms()
                     request, start_ms = taken.popleft() if taken else (None, now_ms)
-                    stats.record(now_ms - start_ms)
-                    self._count_bytes(request, response)
+                    record(now_ms - start_ms)
+                    count(request, response)
                     yield response
             finally:
                 # Closed here, not by the garbage collector: the simulation stays deterministic.
@@ -290,7 +298,13 @@ class BrokerMetrics:
         return timed
 
     def _count_bytes(self, request: Any, response: Any) -> None:
-        if isinstance(response, pb.ProduceResponse) and isinstance(request, pb.ProduceRequest):
+        if isinstance(response, EncodedProduceResponse) and isinstance(
+            request, (pb.ProduceRequest, ProduceRequestView)
+        ):
+            self._count_produce(response)
+        elif isinstance(response, pb.ProduceResponse) and isinstance(
+            request, (pb.ProduceRequest, ProduceRequestView)
+        ):
             # A partition answered with a base offset was appended to the log; as in Kafka it
             # counts whatever the acks wait brings afterwards.
             appended = {(p.topic, p.partition) for p in response.partitions if p.base_offset >= 0}
@@ -309,6 +323,27 @@ class BrokerMetrics:
                 if part.records_size:
                     key = (part.topic, fetcher)
                     self.bytes_out[key] = self.bytes_out.get(key, 0) + part.records_size
+
+    def _count_produce(self, response: EncodedProduceResponse) -> None:
+        """The results the answer was written from and the request's partitions (nothing
+        parses the answer back, nor reads the request's records again). A partition answered
+        with a base offset was appended to the log; as in Kafka it counts whatever the acks
+        wait brings afterwards."""
+        results, partitions = response.results, response.partitions
+        failed, bytes_in = self.failed_produce, self.bytes_in
+        for r in results:
+            code = 0 if r.error is None else r.error.code
+            if code and code not in _EXPECTED_PRODUCE_ERRORS:
+                failed[r.tp.topic] = failed.get(r.tp.topic, 0) + 1
+        if len(results) == 1 and len(partitions) == 1:  # the common case
+            result, part = results[0], partitions[0]
+            if result.base_offset >= 0 and result.tp == part.tp:
+                bytes_in[part.tp.topic] = bytes_in.get(part.tp.topic, 0) + len(part.records)
+            return
+        written = {r.tp for r in results if r.base_offset >= 0}
+        for part in partitions:
+            if part.tp in written:
+                bytes_in[part.tp.topic] = bytes_in.get(part.tp.topic, 0) + len(part.records)
 
 
 async def _aclose(iterator: AsyncIterator[Any]) -> None:

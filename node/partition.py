@@ -50,7 +50,7 @@ from kafkasim.node.replication import (
     record_follower_fetch,
 )
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
-from kafkasim.storage.file_records import TimestampAndOffset
+from kafkasim.storage.file_records import Buffer, TimestampAndOffset
 from kafkasim.storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -265,7 +265,7 @@ class Partition:
     # -- leader: appends, follower fetches, HW ----------------------------------------------
 
     def append_records_to_leader(
-        self, records: bytes, required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT
+        self, records: Buffer, required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT
     ) -> LogAppendInfo:
         """Append as leader; NOT_ENOUGH_REPLICAS for acks=all below min.insync.replicas.
         ``origin`` COORDINATOR for transaction markers (see ``Log.append_as_leader``)."""

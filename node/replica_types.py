@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from kafkasim.common.errors import KafkaError
 from kafkasim.common.types import TopicPartition
+from kafkasim.storage.file_records import Buffer
 from kafkasim.storage.producer_state import AppendOrigin
 from kafkasim.storage.records.batch import ControlRecordType
 
@@ -36,10 +37,11 @@ READ_COMMITTED = 1
 
 @dataclass(frozen=True, slots=True)
 class PartitionRecords:
-    """One partition's part of a produce: one or more RecordBatch v2, as the client sent them."""
+    """One partition's part of a produce: one or more RecordBatch v2, as the client sent them
+    (over gRPC a view into the request's received bytes: ``node.produce_wire``)."""
 
     tp: TopicPartition
-    records: bytes
+    records: Buffer
 
 
 @dataclass(frozen=True, slots=True)

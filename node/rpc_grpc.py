@@ -10,8 +10,11 @@ What a caller sees of a server's trouble:
 
     the handler raised (logged with traceback here)          INTERNAL
     a request body that is not a message of the method       INVALID_ARGUMENT, no traceback
-    (not protobuf, or not the method's request type)         (``RpcStatus.INTERNAL`` to our
-                                                             clients, like any other status)
+    (not protobuf, or not the method's request type; or      (``RpcStatus.INTERNAL`` to our
+    refused by the method's request decoder)                 clients, like any other status)
+
+A handler is handed the request protobuf parsed, or, for a method given a request decoder
+(``GrpcBrokerTransport(request_decoders=...)``), what that decoder made of the bytes.
 
 Not thread-safe: one event loop owns a server and its handlers.
 """
@@ -29,7 +32,13 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from kafkasim.common.rpc import StreamHandler, UnaryHandler
-from kafkasim.common.rpc_grpc_client import GrpcOptions, GrpcTransport, serialize
+from kafkasim.common.rpc_grpc_client import (
+    GrpcOptions,
+    GrpcTransport,
+    ResponseDecoder,
+    serialize,
+)
+from kafkasim.common.sasl import SaslCredentials
 from kafkasim.common.security import (
     ANONYMOUS,
     CALLER,
@@ -67,15 +76,21 @@ class _UndecodableRequestError(Exception):
     """Raised into a stream handler by its requests iterator for an undecodable message."""
 
 
-def _deserializer(spec: MethodSpec) -> Callable[[bytes], Message | _Undecodable]:
-    def deserialize(data: bytes) -> Message | _Undecodable:
+# Wire bytes of a request -> what the handler is handed, instead of the contract's protobuf
+# message (GrpcBrokerTransport's request_decoders); a ValueError for bytes it cannot read.
+RequestDecoder = Callable[[bytes], Any]
+
+
+def _deserializer(spec: MethodSpec, decode: RequestDecoder | None = None) -> Callable[[bytes], Any]:
+    parse = spec.request_cls.FromString if decode is None else decode
+
+    def deserialize(data: bytes) -> Any:
         try:
-            message: Message = spec.request_cls.FromString(data)
-        except DecodeError as exc:
+            return parse(data)
+        except (DecodeError, ValueError) as exc:
             return _Undecodable(
                 spec.name, spec.request_cls.DESCRIPTOR.full_name, str(exc) or "undecodable"
             )
-        return message
 
     return deserialize
 
@@ -159,13 +174,12 @@ _SASL_KEYS = frozenset((SASL_MECHANISM_METADATA, SASL_USERNAME_METADATA, SASL_PA
 
 
 def _unary_behaviour(spec: MethodSpec, handler: UnaryHandler, identify: _Identify) -> Any:
-    async def behaviour(request: Message | _Undecodable, context: Any) -> Message | EncodedMessage:
+    async def behaviour(request: Any, context: Any) -> Message | EncodedMessage:
         refused = identify(context)
         if refused is not None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, refused)
         if isinstance(request, _Undecodable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.describe())
-        assert isinstance(request, Message)
         try:
             return spec.check_response(await handler(request))
         except Exception as exc:
@@ -181,14 +195,14 @@ class _Requests:
     client closed the stream or went away: the handler is cancelled then, as gRPC itself does
     when the handler is busy elsewhere, instead of seeing a clean end of its requests."""
 
-    def __init__(self, requests: AsyncIterator[Message | _Undecodable]) -> None:
+    def __init__(self, requests: AsyncIterator[Any]) -> None:
         self._requests = requests
         self.undecodable: _Undecodable | None = None
 
     def __aiter__(self) -> _Requests:
         return self
 
-    async def __anext__(self) -> Message:
+    async def __anext__(self) -> Any:
         try:
             request = await self._requests.__anext__()
         except StopAsyncIteration:
@@ -205,7 +219,7 @@ class _Requests:
 
 def _stream_behaviour(spec: MethodSpec, handler: StreamHandler, identify: _Identify) -> Any:
     async def behaviour(
-        requests: AsyncIterator[Message | _Undecodable], context: Any
+        requests: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[Message | EncodedMessage]:
         refused = identify(context)
         if refused is not None:
@@ -236,6 +250,7 @@ def _generic_handlers(
     unary: Mapping[str, UnaryHandler],
     streams: Mapping[str, StreamHandler],
     identify: _Identify,
+    decoders: Mapping[str, RequestDecoder],
 ) -> list[Any]:
     by_service: dict[str, dict[str, Any]] = {}
     for method, unary_handler in unary.items():
@@ -243,7 +258,7 @@ def _generic_handlers(
         by_service.setdefault(spec.service, {})[spec.short_name] = (
             grpc.unary_unary_rpc_method_handler(
                 _unary_behaviour(spec, unary_handler, identify),
-                request_deserializer=_deserializer(spec),
+                request_deserializer=_deserializer(spec, decoders.get(method)),
                 response_serializer=serialize,
             )
         )
@@ -252,7 +267,7 @@ def _generic_handlers(
         by_service.setdefault(spec.service, {})[spec.short_name] = (
             grpc.stream_stream_rpc_method_handler(
                 _stream_behaviour(spec, stream_handler, identify),
-                request_deserializer=_deserializer(spec),
+                request_deserializer=_deserializer(spec, decoders.get(method)),
                 response_serializer=serialize,
             )
         )
@@ -281,12 +296,13 @@ class GrpcServer:
         tls: TlsMaterial | None = None,
         listener: str = "",
         sasl: PasswordVerifier | None = None,
+        request_decoders: Mapping[str, RequestDecoder] | None = None,
     ) -> None:
         check_servable(unary, streams)
         self._requested_address = address
         self._address = address
         self._handlers = _generic_handlers(
-            unary, streams, _Identify(listener, tls is not None, sasl)
+            unary, streams, _Identify(listener, tls is not None, sasl), request_decoders or {}
         )
         self._options = options
         self._tls = tls
@@ -334,7 +350,26 @@ class GrpcServer:
 
 
 class GrpcBrokerTransport(GrpcTransport):
-    """``common.rpc.Transport`` over grpc.aio: the client transport plus servers."""
+    """``common.rpc.Transport`` over grpc.aio: the client transport plus servers.
+
+    ``request_decoders``: per full method name, what turns a request's wire bytes into what
+    its handler is handed, instead of the contract's protobuf class (the broker reads
+    ``Produce``/``ProduceStream`` requests with ``node.produce_wire.decode_produce_request``,
+    which leaves the records uncopied); a decoder raises ``ValueError`` for bytes it cannot
+    read (the caller gets INVALID_ARGUMENT, as for bytes protobuf cannot parse).
+    """
+
+    def __init__(
+        self,
+        options: GrpcOptions | None = None,
+        *,
+        tls: TlsMaterial | None = None,
+        sasl: SaslCredentials | None = None,
+        response_decoders: Mapping[str, ResponseDecoder] | None = None,
+        request_decoders: Mapping[str, RequestDecoder] | None = None,
+    ) -> None:
+        super().__init__(options, tls=tls, sasl=sasl, response_decoders=response_decoders)
+        self._request_decoders: Mapping[str, RequestDecoder] = dict(request_decoders or {})
 
     def server(
         self,
@@ -350,7 +385,14 @@ class GrpcBrokerTransport(GrpcTransport):
         over TLS with ``tls``; ``listener`` names it to the callers it serves; ``sasl``: the
         users of a SASL_SSL listener, whose calls must carry credentials."""
         return GrpcServer(
-            address, unary, streams, self._options, tls=tls, listener=listener, sasl=sasl
+            address,
+            unary,
+            streams,
+            self._options,
+            tls=tls,
+            listener=listener,
+            sasl=sasl,
+            request_decoders=self._request_decoders,
         )
 
 

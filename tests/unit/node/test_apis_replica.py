@@ -11,6 +11,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from kafkasim.common.errors import (
     NotLeaderOrFollowerError,
     RequestTimedOutError,
@@ -58,6 +61,7 @@ MAY_IMPORT_PROTO = {
     "fetcher_wire.py",
     "metadata_cache.py",
     "metrics.py",
+    "produce_wire.py",
     "rpc_grpc.py",
     "topic_creation.py",
     "txn_marker_sender.py",
@@ -80,13 +84,14 @@ def test_produce_request_becomes_per_partition_records_in_order() -> None:
 
 
 def test_produce_results_become_the_response_with_codes_messages_and_the_correlation_id() -> None:
-    response = apis.produce_response(
-        [
-            ProducePartitionResult(A0, base_offset=10, log_append_time_ms=-1, log_start_offset=0),
-            ProducePartitionResult(B1, RequestTimedOutError("acks=all not satisfied")),
-        ],
-        correlation_id=7,
-    )
+    results = [
+        ProducePartitionResult(A0, base_offset=10, log_append_time_ms=-1, log_start_offset=0),
+        ProducePartitionResult(B1, RequestTimedOutError("acks=all not satisfied")),
+    ]
+    encoded = apis.produce_response(results, correlation_id=7)
+    assert encoded.encodes is pb.ProduceResponse
+    assert encoded.results == results  # what the request metrics count
+    response = pb.ProduceResponse.FromString(encoded.SerializeToString())
     assert response.correlation_id == 7
     ok, failed = response.partitions
     assert (ok.topic, ok.partition, ok.error_code, ok.error_message) == ("a", 0, 0, "")
@@ -357,3 +362,53 @@ def test_only_the_wire_modules_of_node_import_protobuf() -> None:
     assert importing <= MAY_IMPORT_PROTO, sorted(importing - MAY_IMPORT_PROTO)
     for domain in ("replica_manager.py", "partition.py", "purgatory.py", "replica_types.py"):
         assert domain not in importing
+
+
+def _protobuf_produce_response(
+    results: list[ProducePartitionResult], correlation_id: int
+) -> pb.ProduceResponse:
+    """The answer built as protobuf's message, as the broker built it before it wrote the
+    bytes by hand."""
+    return pb.ProduceResponse(
+        correlation_id=correlation_id,
+        partitions=[
+            pb.ProducePartitionResponse(
+                topic=r.tp.topic,
+                partition=r.tp.partition,
+                error_code=apis.error_code(r.error),
+                error_message=apis.message_of(r.error),
+                base_offset=r.base_offset,
+                log_append_time_ms=r.log_append_time_ms,
+                log_start_offset=r.log_start_offset,
+            )
+            for r in results
+        ],
+    )
+
+
+_INT32 = st.integers(-(2**31), 2**31 - 1)
+_INT64 = st.integers(-(2**63), 2**63 - 1)
+_ERRORS = st.sampled_from(
+    [
+        None,
+        RequestTimedOutError("acks=all not satisfied"),
+        UnknownTopicOrPartitionError("é"),
+        RequestTimedOutError(""),
+    ]
+)
+_RESULTS = st.builds(
+    ProducePartitionResult,
+    st.builds(TopicPartition, st.text(max_size=12), _INT32),
+    _ERRORS,
+    _INT64 | st.sampled_from([-1, 0, 1, 127, 128]),
+    _INT64 | st.sampled_from([-1, 0]),
+    _INT64 | st.sampled_from([-1, 0]),
+)
+
+
+@given(st.lists(_RESULTS, max_size=4), _INT64)
+def test_the_produce_answer_is_protobufs_own_serialization_byte_for_byte(
+    results: list[ProducePartitionResult], correlation_id: int
+) -> None:
+    expected = _protobuf_produce_response(results, correlation_id).SerializeToString()
+    assert apis.produce_response(results, correlation_id).SerializeToString() == expected

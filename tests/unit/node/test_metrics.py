@@ -11,15 +11,25 @@ from __future__ import annotations
 import asyncio
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkasim import proto
-from kafkasim.common.errors import CorruptRecordError, KafkaError
+from kafkasim.common.clock import ManualClock
+from kafkasim.common.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    KafkaError,
+    NotLeaderOrFollowerError,
+)
 from kafkasim.common.types import TopicPartition
+from kafkasim.node.apis_replica import produce_params, produce_response
 from kafkasim.node.broker import Broker
-from kafkasim.node.metrics import LATENCY_BUCKETS_MS, RequestStats, request_name
+from kafkasim.node.metrics import LATENCY_BUCKETS_MS, BrokerMetrics, RequestStats, request_name
+from kafkasim.node.replica_types import ProducePartitionResult
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.sim.cluster import SimCluster, broker_address
 from tests.sim.helpers import create, leader_of, partition_on, produce_all, simulate
@@ -476,3 +486,32 @@ def test_consumer_group_lag_is_high_watermark_minus_committed_offset(tmp_path: P
         await cluster.wait_for(lambda: value(coordinator, GROUP_LAG, **lag) == 5, what="lag 5")
 
     simulate(tmp_path, scenario)
+
+
+def test_produce_bytes_in_counts_the_appended_partitions_of_a_written_answer() -> None:
+    """An answer written in wire form (``apis_replica.EncodedProduceResponse``) is counted from
+    its results and the request's partitions: bytes in for each partition answered with a base
+    offset, a failed produce for an unexpected error, none for an expected one."""
+    metrics = BrokerMetrics(cast(Any, SimpleNamespace(clock=ManualClock())))
+    a0, a1, b0 = (TopicPartition(t, p) for t, p in (("a", 0), ("a", 1), ("b", 0)))
+    params = produce_params(
+        pb.ProduceRequest(
+            partitions=[
+                pb.ProducePartitionData(topic="a", partition=0, records=b"x" * 10),
+                pb.ProducePartitionData(topic="a", partition=1, records=b"y" * 20),
+                pb.ProducePartitionData(topic="b", partition=0, records=b"z" * 40),
+            ]
+        )
+    )
+    results = [
+        ProducePartitionResult(a0, base_offset=5),
+        ProducePartitionResult(a1, InvalidRecordError("keyless")),
+        ProducePartitionResult(b0, NotLeaderOrFollowerError("moved")),
+    ]
+    request = pb.ProduceRequest()
+    metrics._count_bytes(request, produce_response(results, 1, params.partitions))
+    assert metrics.bytes_in == {"a": 10}
+    assert metrics.failed_produce == {"a": 1}
+    one = produce_response([ProducePartitionResult(b0, base_offset=0)], 2, params.partitions[2:])
+    metrics._count_bytes(request, one)
+    assert metrics.bytes_in == {"a": 10, "b": 40}
