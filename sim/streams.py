@@ -176,7 +176,9 @@ class _Pipe:
             return
         loop = network.loop
         # Never before the previous frame: equal times on the loop's heap have no fixed order.
-        arrival = max(loop.time() + delay_s, self._last_arrival)
+        arrival = loop.time() + delay_s
+        last = self._last_arrival
+        arrival = last if last > arrival else arrival  # max(arrival, last) without its call
         self._last_arrival = arrival
         self._queue.append((arrival, frame))
         if self._timer is None:
