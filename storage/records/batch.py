@@ -523,7 +523,10 @@ class RecordBatchBuilder:
         _check_range("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
         _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
         _check_range("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX)
-        self._compression = CompressionType(compression)
+        # CompressionType() of a member is that member (an enum call: skipped for one)
+        self._compression = (
+            compression if type(compression) is CompressionType else CompressionType(compression)
+        )
         self._attributes = _attributes(
             self._compression, timestamp_type, is_transactional, is_control
         )
