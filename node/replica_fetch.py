@@ -54,13 +54,15 @@ def fetch_isolation(replica_id: int, isolation_level: int) -> FetchIsolation:
     return FetchIsolation.HIGH_WATERMARK
 
 
-# What a parked fetch waits for, by how far it reads (Kafka's DelayedFetch): a replica the log
-# end, a consumer the HW, a read_committed consumer the LSO (which moves with either).
-_WAKE_ON = {
-    FetchIsolation.LOG_END: WAKE_ON_LOG_END,
-    FetchIsolation.HIGH_WATERMARK: WAKE_ON_HIGH_WATERMARK,
-    FetchIsolation.TXN_COMMITTED: WAKE_ON_ANY,
-}
+def _wake_on(isolation: FetchIsolation) -> int:
+    """What a parked fetch waits for, by how far it reads (Kafka's DelayedFetch): a replica the
+    log end, a consumer the HW, a read_committed consumer the LSO (which moves with either).
+    Tested by identity: an Enum's hash (a dict's key) is a Python call, and every read asks."""
+    if isolation is FetchIsolation.LOG_END:
+        return WAKE_ON_LOG_END
+    if isolation is FetchIsolation.HIGH_WATERMARK:
+        return WAKE_ON_HIGH_WATERMARK
+    return WAKE_ON_ANY
 
 
 def _expire(woken: asyncio.Future[None]) -> None:
@@ -127,7 +129,7 @@ def read_partitions(
     switch left its seed bound)."""
     is_follower = params.is_from_follower
     isolation = fetch_isolation(params.replica_id, params.isolation_level)
-    wake_on = _WAKE_ON[isolation]
+    wake_on = _wake_on(isolation)
     results: list[FetchPartitionData] = []
     total = 0
     woken: asyncio.Future[None] | None = None
@@ -155,8 +157,9 @@ def read_partitions(
                 isolation=isolation,
                 rules=rules,
             )
-            total += len(info.records)
-            budget -= len(info.records)
+            size = len(info.records)
+            total += size
+            budget -= size
             results.append(
                 FetchPartitionData(
                     tp,

@@ -266,13 +266,19 @@ class SimNetwork:
         on a slowed link)."""
         stats = self.stats
         stats.sent += 1
-        # Loopback (a node to itself) neither loses nor is cut.
+        # Loopback (a node to itself) neither loses nor is cut. ``reachable`` is asked only
+        # while some link is cut (without a cut it is True: a call less per message).
         if src != dst and (
-            (self._loss > 0.0 and self._rng.random() < self._loss) or not self.reachable(src, dst)
+            (self._loss > 0.0 and self._rng.random() < self._loss)
+            or ((self._isolated or self._one_way or self._sides) and not self.reachable(src, dst))
         ):
             stats.dropped += 1
             return None
-        delay_s = self._delay_s()
+        # _delay_s inline: the same draw and the same arithmetic as _jittered_s's
+        jitter_ms = self._jitter_ms
+        jitter = -jitter_ms + (jitter_ms - -jitter_ms) * self._rng.random() if jitter_ms else 0.0
+        delay_ms = self._latency_ms + jitter
+        delay_s = (delay_ms if delay_ms > 0.0 else 0.0) / 1000  # max(0.0, delay_ms), NaN too
         if self._slow_links:
             slow = self._slow_links.get((src, dst))
             if slow is not None:
@@ -281,7 +287,7 @@ class SimNetwork:
 
     def _arrives(self, src: str, dst: str) -> bool:
         """Count a message delivered; False if the link was cut while it travelled."""
-        if not self.reachable(src, dst):
+        if (self._isolated or self._one_way or self._sides) and not self.reachable(src, dst):
             self.stats.dropped += 1
             return False
         self.stats.delivered += 1

@@ -85,7 +85,9 @@ class _Inbox:
     def push(self, message: Message) -> None:
         if self._error is None:
             self._items.append(message)
-            self._wake()
+            waiter = self._waiter  # _wake inline (once per message)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(True)
 
     def fail(self, error: RpcError, *, drop_queued: bool = False) -> None:
         if self._error is None:
@@ -146,14 +148,13 @@ class _Pipe:
     """One direction of a stream: frames arrive in the order sent, or the stream is doomed."""
 
     def __init__(
-        self,
-        stream: _SimStream,
-        ends: Callable[[], tuple[str, str]],
-        on_frame: Callable[[_Frame], None],
+        self, stream: _SimStream, to_server: bool, on_frame: Callable[[_Frame], None]
     ) -> None:
         self._stream = stream
         self._network = stream.network
-        self._ends = ends
+        # The direction: the ends are read from the stream at each frame (the server's node is
+        # known only once the stream is open there).
+        self._to_server = to_server
         self._on_frame = on_frame
         self._queue: deque[tuple[float, _Frame]] = deque()
         self._last_arrival = 0.0
@@ -163,14 +164,21 @@ class _Pipe:
     def put(self, frame: _Frame) -> None:
         if self._closed:
             return
-        src, dst = self._ends()
-        delay_s = self._network._departure_s(src, dst)
+        stream = self._stream
+        if self._to_server:
+            src, dst = stream.client_node, stream.server_node
+        else:
+            src, dst = stream.server_node, stream.client_node
+        network = self._network
+        delay_s = network._departure_s(src, dst)
         if delay_s is None:
-            self._stream.doom()
+            stream.doom()
             return
-        loop = self._network.loop
+        loop = network.loop
         # Never before the previous frame: equal times on the loop's heap have no fixed order.
-        arrival = max(loop.time() + delay_s, self._last_arrival)
+        arrival = loop.time() + delay_s
+        last = self._last_arrival
+        arrival = last if last > arrival else arrival  # max(arrival, last) without its call
         self._last_arrival = arrival
         self._queue.append((arrival, frame))
         if self._timer is None:
@@ -178,16 +186,22 @@ class _Pipe:
 
     def _flush(self) -> None:
         self._timer = None
-        now = self._network.loop.time()
-        while self._queue and self._queue[0][0] <= now and not self._closed:
-            _, frame = self._queue.popleft()
-            src, dst = self._ends()
-            if not self._network._arrives(src, dst):
-                self._stream.doom()
+        network = self._network
+        stream = self._stream
+        queue = self._queue
+        now = network.loop.time()
+        while queue and queue[0][0] <= now and not self._closed:
+            _, frame = queue.popleft()
+            if self._to_server:
+                src, dst = stream.client_node, stream.server_node
+            else:
+                src, dst = stream.server_node, stream.client_node
+            if not network._arrives(src, dst):
+                stream.doom()
                 return
             self._on_frame(frame)
-        if self._queue and not self._closed:
-            self._timer = self._network.loop.call_at(self._queue[0][0], self._flush)
+        if queue and not self._closed:
+            self._timer = network.loop.call_at(queue[0][0], self._flush)
 
     def close(self) -> None:
         """Deliver nothing more (the frames in flight are lost)."""
@@ -214,8 +228,8 @@ class _SimStream:
         loop = network.loop
         self.client_inbox = _Inbox(loop)
         self.server_inbox = _Inbox(loop)
-        self.to_server = _Pipe(self, lambda: (self.client_node, self.server_node), self._at_server)
-        self.to_client = _Pipe(self, lambda: (self.server_node, self.client_node), self._at_client)
+        self.to_server = _Pipe(self, True, self._at_server)
+        self.to_client = _Pipe(self, False, self._at_client)
         self.server: _Server | None = None
         self.handler_task: asyncio.Task[None] | None = None
         self.client_done = False

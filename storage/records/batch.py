@@ -120,6 +120,7 @@ MAX_RECORD_OVERHEAD: Final = 21
 """Upper bound of a record's fixed fields: length 5 + attributes 1 + timestamp 10 + offset 5."""
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+_tuple_new = tuple.__new__
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
@@ -218,7 +219,8 @@ class BatchHeader(NamedTuple):
                 f"record batch at position {pos} is truncated: {available} bytes left, "
                 f"its header alone takes {RECORD_BATCH_OVERHEAD}"
             )
-        header = cls._make(_HEADER.unpack_from(buf, pos))
+        # tuple.__new__ as ``_make`` calls it (the unpack always has the 13 fields it checks)
+        header = _tuple_new(cls, _HEADER.unpack_from(buf, pos))
         if header.magic != MAGIC_V2:
             raise CorruptRecordError(
                 f"record batch at position {pos} has magic {header.magic}, expected {MAGIC_V2}"
@@ -291,6 +293,8 @@ def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int
     """CRC-32C of bytes [pos + 21, pos + size): what the batch at ``pos`` must store."""
     if type(buf) is memoryview:  # the append path's case: slice it, no second view to release
         return int(_crc(buf[pos + ATTRIBUTES_OFFSET : pos + size]))
+    if type(buf) is bytes:  # a read's: immutable, nothing to release for
+        return int(_crc(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]))
     with memoryview(buf) as view:
         return int(_crc(view[pos + ATTRIBUTES_OFFSET : pos + size]))
 
@@ -302,7 +306,7 @@ def validate_batch(
     that its CRC matches its content; return its header or raise CorruptRecordError."""
     limit = len(buf) - pos if available is None else min(available, len(buf) - pos)
     header = BatchHeader.parse(buf, pos)
-    size = header.size_in_bytes
+    size = LOG_OVERHEAD + header.batch_length  # header.size_in_bytes
     if size > limit:
         raise CorruptRecordError(
             f"record batch at position {pos} declares {size} bytes but only {limit} are available"
@@ -519,7 +523,10 @@ class RecordBatchBuilder:
         _check_range("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
         _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
         _check_range("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX)
-        self._compression = CompressionType(compression)
+        # CompressionType() of a member is that member (an enum call: skipped for one)
+        self._compression = (
+            compression if type(compression) is CompressionType else CompressionType(compression)
+        )
         self._attributes = _attributes(
             self._compression, timestamp_type, is_transactional, is_control
         )
@@ -841,6 +848,9 @@ def record_area(buf: bytes | bytearray | memoryview, pos: int, header: BatchHead
     """The records of the batch at ``pos`` (``header`` parsed there), decompressed: bytes, so
     that slices of it are the records' immutable keys and values. CorruptRecordError for a
     payload that does not decompress."""
+    if type(buf) is bytes and not header.attributes & COMPRESSION_CODEC_MASK:
+        # A read's bytes, uncompressed (the usual case): the slice is the copy, no view.
+        return buf[pos + RECORDS_OFFSET : pos + LOG_OVERHEAD + header.batch_length]
     ctype = header.compression
     # Views released on every path, so that a caller's bytearray can grow again afterwards.
     with (

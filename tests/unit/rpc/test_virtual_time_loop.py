@@ -126,6 +126,20 @@ def test_virtual_clock_reads_whole_milliseconds_of_loop_time() -> None:
     assert run_simulation(main()) == [(1_000_000, 0), (1_001_001, 1001), (1_001_001, 1001)]
 
 
+def test_virtual_clock_reads_any_loops_time() -> None:
+    # On its own loop the clock reads the loop's time attribute; on another through time().
+    class FixedTimeLoop(asyncio.SelectorEventLoop):
+        def time(self) -> float:
+            return 2.5
+
+    loop = FixedTimeLoop()
+    try:
+        clock = VirtualClock(loop, epoch_ms=1_000)
+        assert (clock.monotonic_ms(), clock.time_ms()) == (2_500, 3_500)
+    finally:
+        loop.close()
+
+
 def test_virtual_clock_default_epoch() -> None:
     loop = VirtualTimeLoop(start_time=2.0)
     try:

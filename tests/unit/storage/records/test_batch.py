@@ -846,3 +846,42 @@ def test_rebuild_batch_keeps_log_append_time() -> None:
     assert rebuilt_header.timestamp_type is TimestampType.LOG_APPEND_TIME
     assert rebuilt_header.max_timestamp == 123_456
     assert [r.timestamp for r in rebuilt] == [123_456]
+
+
+# --- the same answers from every buffer type ----------------------------------------------------
+
+
+@pytest.mark.parametrize("compression", [CompressionType.NONE, CompressionType.GZIP])
+def test_decode_and_crc_answer_the_same_for_bytes_bytearray_and_memoryview(
+    compression: CompressionType,
+) -> None:
+    # A read's bytes take shortcuts (no view to release, no decompression to ask for): the
+    # same header, records and CRC as a bytearray or a view of the same batches, at any position.
+    first = RecordBatchBuilder(base_offset=5, compression=compression)
+    first.append(1, b"k", b"v1")
+    second = RecordBatchBuilder(base_offset=6, compression=compression)
+    second.append(2, None, b"v2")
+    second.append(3, b"k3", None)
+    data = first.build() + second.build()
+    pos = len(first.build())
+    size = len(data) - pos
+    answers = []
+    for buf in (data, bytearray(data), memoryview(data)):
+        header, records = decode_batch(buf, pos)
+        answers.append((header, records, compute_crc(buf, pos, size)))
+        if isinstance(buf, bytearray):
+            buf.extend(b"\0")  # no view of it was left behind
+    assert answers[0] == answers[1] == answers[2]
+    header, records, crc = answers[0]
+    assert crc == header.crc
+    assert [(r.offset, r.key, r.value) for r in records] == [(6, None, b"v2"), (7, b"k3", None)]
+    assert all(type(r.value) is bytes for r in records if r.value is not None)
+
+
+def test_a_truncated_batch_in_bytes_is_corrupt_as_in_a_bytearray() -> None:
+    builder = RecordBatchBuilder()
+    builder.append(1, b"k", b"value")
+    data = builder.build()[:-1]
+    for buf in (data, bytearray(data)):
+        with pytest.raises(CorruptRecordError, match="only"):
+            decode_batch(buf)
