@@ -1,5 +1,5 @@
 import sys
 
-from kafkasim.cli.main import main
+from kafkasim.cli.entry import main
 
 sys.exit(main())

@@ -1,0 +1,61 @@
+"""The command line's process entry keeps hypothesis (a test-only library that kio hooks into
+when it can import it) out of every ``kafkasim`` process: no start-up cost for it and no
+``.hypothesis`` directory left where a command ran; the Kafka protocol's schemas still load."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import hypothesis
+
+from kafkasim.cli import entry
+from tests.cli_run import ROOT
+
+_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def test_a_command_run_in_a_fresh_directory_leaves_no_hypothesis_directory(
+    tmp_path: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkasim.cli", "--help"],
+        capture_output=True,
+        text=True,
+        env=_ENV,
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "broker" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_entry_loads_the_command_line_and_the_protocol_without_hypothesis() -> None:
+    probe = (
+        "import sys\n"
+        "from kafkasim.cli.entry import keep_test_only_modules_out\n"
+        "keep_test_only_modules_out()\n"
+        "import kafkasim.cli.main, kafkasim.node.kafka_apis\n"
+        "loaded = sorted(n for n, m in sys.modules.items() if n.startswith('hypothesis') and m)\n"
+        "print(loaded)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env=_ENV,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_process_that_already_loaded_hypothesis_keeps_it() -> None:
+    entry.keep_test_only_modules_out()
+    assert sys.modules["hypothesis"] is hypothesis
