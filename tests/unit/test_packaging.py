@@ -66,7 +66,7 @@ def test_the_wheel_holds_only_the_kafkasim_import_name(wheel: Path) -> None:
     )
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "kafkasim = kafkasim.cli.main:main" in text
+    assert "kafkasim = kafkasim.cli.entry:main" in text
 
 
 def test_the_unpacked_wheel_imports_beside_another_proto_package(
@@ -80,7 +80,7 @@ def test_the_unpacked_wheel_imports_beside_another_proto_package(
     code = (
         "import proto, kafkasim, kafkasim.proto\n"
         "from kafkasim.proto import kafkasim_pb2\n"
-        "from kafkasim.cli.main import main\n"
+        "from kafkasim.cli.entry import main\n"
         "assert proto.OWNER == 'proto-plus', proto.__file__\n"
         "print(kafkasim.__file__)\n"
         "print(kafkasim_pb2.ProduceRequest.DESCRIPTOR.full_name)\n"
