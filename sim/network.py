@@ -274,11 +274,7 @@ class SimNetwork:
         ):
             stats.dropped += 1
             return None
-        # _delay_s inline: the same draw and the same arithmetic as _jittered_s's
-        jitter_ms = self._jitter_ms
-        jitter = -jitter_ms + (jitter_ms - -jitter_ms) * self._rng.random() if jitter_ms else 0.0
-        delay_ms = self._latency_ms + jitter
-        delay_s = (delay_ms if delay_ms > 0.0 else 0.0) / 1000  # max(0.0, delay_ms), NaN too
+        delay_s = self._jittered_s(self._latency_ms, self._jitter_ms)
         if self._slow_links:
             slow = self._slow_links.get((src, dst))
             if slow is not None:

@@ -1,6 +1,6 @@
 """RecordBatch v2 (magic 2): Kafka's on-disk and on-wire record format since 0.11.
 
-(One module, ~950 lines: the layout, the builder, the decoder and control batches share the
+(One module, ~975 lines: the layout, the builder, the decoder and control batches share the
 byte offsets and the inlined varint fast paths, measured hot; a third of it is the layout's
 documentation. The record walk the decoder and the consumer's columns share is
 :mod:`storage.records.columns`.)
