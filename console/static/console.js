@@ -21,28 +21,54 @@ function seconds(ms) {
   return ((ms - origin) / 1000).toFixed(1) + " s";
 }
 
+function setCell(cell, ...children) {
+  // Only a changed cell is redrawn: an unchanged one keeps its nodes.
+  const text = children.map((c) => c instanceof Node ? c.outerHTML : String(c)).join("");
+  if (cell.dataset.drawn === text) return;
+  cell.dataset.drawn = text;
+  cell.replaceChildren(...children);
+}
+
 function drawBrokers(v) {
+  // Rows are updated in place, never rebuilt: the view arrives every second, and a fault
+  // button replaced between a press and its release would lose the click (CI saw a test's
+  // click land on a button just replaced: a stale element).
   const body = document.querySelector("#brokers tbody");
-  body.replaceChildren();
+  const wanted = new Set();
+  let order = 0;
   for (const b of v.brokers) {
-    const role = b.controller ? el("span", {class: "badge"}, "controller") : "";
-    const listeners = [b.address, b.kafka_address ? "Kafka " + b.kafka_address : ""]
-      .filter(Boolean).join("  ");
-    const buttons = el("td", {class: "live-only"});
-    if (live && v.faults_enabled) {
-      for (const action of FAULTS) {
+    const id = `broker-${b.id}`;
+    wanted.add(id);
+    let row = document.getElementById(id);
+    if (!row) {
+      row = el("tr", {id}, el("td", {}, b.id), el("td", {class: "process"}), el("td"),
+        el("td"), el("td"), el("td"), el("td", {class: "live-only"}));
+    }
+    if (body.rows[order] !== row) body.insertBefore(row, body.rows[order] || null);
+    order += 1;
+    row.className = b.process;
+    row.dataset.process = b.process;
+    row.dataset.registered = b.registered;
+    row.dataset.controller = b.controller;
+    const cells = row.cells;
+    setCell(cells[1], b.process);
+    setCell(cells[2], b.registered ? "registered" : "not registered");
+    setCell(cells[3], ...(b.controller ? [el("span", {class: "badge"}, "controller")] : []));
+    setCell(cells[4], b.leaderships);
+    setCell(cells[5], [b.address, b.kafka_address ? "Kafka " + b.kafka_address : ""]
+      .filter(Boolean).join("  "));
+    const withButtons = live && v.faults_enabled;
+    if (withButtons !== (cells[6].childElementCount > 0)) {
+      cells[6].replaceChildren();
+      for (const action of withButtons ? FAULTS : []) {
         const button = el("button", {"data-action": action, "data-broker": b.id,
           id: `fault-${action}-${b.id}`}, action);
         button.onclick = () => fault(action, b.id);
-        buttons.append(button);
+        cells[6].append(button);
       }
     }
-    body.append(el("tr", {id: `broker-${b.id}`, class: b.process, "data-process": b.process,
-      "data-registered": b.registered, "data-controller": b.controller},
-      el("td", {}, b.id), el("td", {class: "process"}, b.process),
-      el("td", {}, b.registered ? "registered" : "not registered"), el("td", {}, role),
-      el("td", {}, b.leaderships), el("td", {}, listeners), buttons));
   }
+  for (const row of [...body.rows]) if (!wanted.has(row.id)) row.remove();
 }
 
 function drawTopics(v) {

@@ -97,6 +97,22 @@ def attr(driver: object, css: str, name: str) -> str | None:
     return value
 
 
+def press_after_redraws(driver: object, element_id: str) -> None:
+    """Find a button, let the page draw two more views, then press it: the rows are updated in
+    place, so the button found is still the one on the page (it was rebuilt on every view once,
+    and a press could land on a button just replaced; CI saw it as a stale element)."""
+    from selenium.webdriver.common.by import By
+
+    button = driver.find_element(By.ID, element_id)  # type: ignore[attr-defined]
+    before = int(attr(driver, "body", "data-updates") or 0)
+    wait_for(
+        "two more views drawn",
+        lambda: int(attr(driver, "body", "data-updates") or 0) >= before + 2,
+        20,
+    )
+    button.click()
+
+
 def attr_once(
     driver: object, css: str, name: str, accept: Callable[[str], bool], timeout_s: float
 ) -> str:
@@ -178,7 +194,7 @@ def test_kill_and_restart_the_leader_from_the_page(
         )
         driver.save_screenshot(str(tmp_path / "1b-workload.png"))  # type: ignore[attr-defined]
 
-        driver.find_element(By.ID, f"fault-kill-{leader}").click()  # type: ignore[attr-defined]
+        press_after_redraws(driver, f"fault-kill-{leader}")
         driver.switch_to.alert.accept()  # type: ignore[attr-defined]
         limit = SESSION_TIMEOUT_S + 15
         wait_for(
@@ -215,7 +231,7 @@ def test_kill_and_restart_the_leader_from_the_page(
         print("workload verdict:", driver.find_element(By.ID, "wl-verdict").text.splitlines()[0])  # type: ignore[attr-defined]
         driver.save_screenshot(str(tmp_path / "2b-verdict.png"))  # type: ignore[attr-defined]
 
-        driver.find_element(By.ID, f"fault-restart-{leader}").click()  # type: ignore[attr-defined]
+        press_after_redraws(driver, f"fault-restart-{leader}")
         driver.switch_to.alert.accept()  # type: ignore[attr-defined]
         wait_for(
             "the ISR expanded",
