@@ -32,7 +32,7 @@ class InFlightRequest:
     correlation_id: int
     request: pb.ProduceRequest
     batches: list[ProducerBatch]
-    deadline_ms: int = 0  # answer expected by then (set when written)
+    deadline_ms: int = 0  # answer expected by then (set when put in flight)
     written: bool = False  # on the stream; with acks=0 its records are then done
 
 
@@ -84,6 +84,7 @@ class BrokerConnection:
         self._writer_wakeup = asyncio.Event()
         self._reader_wakeup = asyncio.Event()
         self._idle = asyncio.Event()
+        self._given_up = False  # take_requests() took them: the connection is being closed
         name = f"{client_id}-broker-{broker_id}"
         self._tasks = [
             asyncio.get_running_loop().create_task(self._write(), name=f"{name}-writer"),
@@ -118,6 +119,7 @@ class BrokerConnection:
         """Every request written or queued, oldest first; the connection forgets them (an
         answer that still arrives for one is skipped)."""
         taken = self.requests()
+        self._given_up = True  # a write under way must not finish a taken request
         self.in_flight.clear()
         self._outbox.clear()
         return taken
@@ -147,14 +149,24 @@ class BrokerConnection:
             stream = self._stream
             try:
                 stream = self._open()
-                await stream.send(request.request)
             except RpcError as e:
                 await self._broken(stream, e, [request])
                 continue
-            request.written = True
+            # In flight from before the write: the broker's answer can be read before grpc.aio
+            # reports the write done (a loaded machine: the demo's acks=1 part, where the
+            # reader found no request for the answer, dropped it, and the request waited out
+            # request.timeout.ms while the paused followers' ZooKeeper sessions expired).
             request.deadline_ms = self._clock.monotonic_ms() + self._request_timeout_ms
             self.in_flight.append(request)
             self._reader_wakeup.set()
+            try:
+                await stream.send(request.request)
+            except RpcError as e:
+                await self._broken(stream, e, [])  # fails it with the stream's other requests
+                continue
+            if stream is not self._stream or self._given_up:
+                continue  # the stream broke meanwhile, or the sender took the requests
+            request.written = True
             if request.request.acks == 0:
                 self.listener.on_sent_without_ack(request)
 
