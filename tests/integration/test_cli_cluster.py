@@ -221,6 +221,44 @@ def test_main_job_demo_ends_with_the_expected_verdicts(tmp_path: Path) -> None:
     assert "SIGKILL the leader" in out.stdout and "back in the ISR" in out.stdout
 
 
+def test_a_terminated_demo_stops_what_it_started(tmp_path: Path) -> None:
+    """SIGTERM (``timeout``, a service manager) stops the demo's ZooKeeper and brokers too."""
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kafkasim.cli",
+            "demo",
+            "cluster",
+            "--quick",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+    try:
+        assert demo.stdout is not None
+        started: list[str] = []
+        for line in demo.stdout:
+            started.append(line)
+            if "acks=all: topic" in line:  # the cluster is up and the demo at work
+                break
+        assert len(started) >= 4 and _processes_under(tmp_path), "".join(started)
+        demo.terminate()
+        _, err = demo.communicate(timeout=90)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert demo.returncode != 0
+    assert "Traceback" not in err, err
+    assert _processes_under(tmp_path) == []
+
+
 def _processes_under(root: Path) -> list[int]:
     """Pids of the processes whose command line names ``root`` (what `cluster up` started)."""
     found = []
