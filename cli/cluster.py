@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kafkasim.cli import console
+from kafkasim.cli.console_bind import add_bind
 from kafkasim.cli.status import StatusFilter, describe_cluster
 from kafkasim.cluster import compose_secure
 from kafkasim.cluster.chaos import LOCAL, ZK_SESSION_TIMEOUT_MS_DEFAULT, LocalBackend
@@ -68,7 +68,7 @@ def register(sub: Any) -> None:
         "CA and certificates made under DIR/certs; the tools given --dir use them",
     )
     up.add_argument("--console", action="store_true", help="then serve the live web console on it")
-    console.add_bind(up)
+    add_bind(up)
     up.set_defaults(func=cmd_up)
     status = verbs.add_parser("status", help="brokers, controller, partitions, HW and LEO")
     status.add_argument("--dir", type=Path, default=DEFAULT_DIR)
@@ -188,6 +188,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         )
     print(f"stop it with: kafkasim cluster down --dir {args.dir}", flush=True)
     if args.console:
+        # Loaded here only: the console's server and backends cost ~0.3 s of CPU at start.
+        from kafkasim.cli import console  # noqa: PLC0415
+
         console.serve(console.live_console(root), args.bind)
     return 0
 

@@ -10,7 +10,8 @@ import argparse
 import json
 from pathlib import Path
 
-from kafkasim.cli.cluster import COMPOSE_BACKEND, STATE_FILE
+from kafkasim.cluster.state_file import BACKEND as COMPOSE_BACKEND
+from kafkasim.cluster.state_file import STATE_FILE
 from kafkasim.common.config import read_properties
 from kafkasim.common.rpc_grpc_client import GrpcTransport, client_transport
 from kafkasim.common.zk_acl import ZkSecurity

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 import uvicorn
 
+from kafkasim.cli.console_bind import DEFAULT_BIND, add_bind, parse_bind
 from kafkasim.cli.pipes import say
 from kafkasim.cluster.chaos import ChaosBackend, LocalBackend
 from kafkasim.cluster.compose import ComposeBackend, Runner, compose_command, run_command
@@ -40,18 +41,15 @@ from kafkasim.console.server import LiveConsole, ReplayConsole, allowed_hosts_fo
 from kafkasim.console.workload import ConsoleWorkload
 from kafkasim.faults.history import History
 
-__all__ = ["DEFAULT_BIND", "compose_console", "live_console", "parse_bind", "register", "serve"]
-
-DEFAULT_BIND: Final = "127.0.0.1:9021"
-
-
-def add_bind(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--bind",
-        default=DEFAULT_BIND,
-        metavar="HOST:PORT",
-        help=f"where the console listens (default {DEFAULT_BIND}; port 0: a free one)",
-    )
+__all__ = [
+    "DEFAULT_BIND",
+    "add_bind",
+    "compose_console",
+    "live_console",
+    "parse_bind",
+    "register",
+    "serve",
+]
 
 
 def register(sub: Any) -> None:
@@ -69,13 +67,6 @@ def register(sub: Any) -> None:
     p.add_argument("--zookeeper", help="ZooKeeper's HOST:PORT (with --bootstrap)")
     add_bind(p)
     p.set_defaults(func=cmd_console)
-
-
-def parse_bind(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"--bind expects HOST:PORT (port 0-65535), got {text!r}")
-    return host, int(port)
 
 
 def live_console(root: Path, runner: Runner = run_command) -> LiveConsole:

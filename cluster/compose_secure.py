@@ -57,6 +57,7 @@ from kafkasim.cluster.compose import (
     config_environment,
     run_command,
 )
+from kafkasim.cluster.state_file import BACKEND, STATE_FILE
 from kafkasim.common.private_files import write_private
 from kafkasim.common.zk_acl import jaas_client_text
 from kafkasim.controller.zk_kazoo import secure_root
@@ -70,6 +71,7 @@ __all__ = [
     "LISTENERS",
     "SECRETS_DIR",
     "SECRETS_MOUNT",
+    "STATE_FILE",
     "SecuredCompose",
     "attached_cluster",
     "broker_principal",
@@ -81,7 +83,6 @@ __all__ = [
     "state",
 ]
 
-BACKEND: Final = "compose"  # cluster.json's "backend" for a compose cluster's state
 SECRETS_MOUNT: Final = "/run/kafkasim-secrets"  # the read-only bind mounts (host's owner)
 SECRETS_DIR: Final = "/run/kafkasim/secrets"  # the entrypoint's copies (tmpfs, kafkasim's)
 TMPFS: Final = "/run/kafkasim"
@@ -89,7 +90,6 @@ KEYSTORE: Final = "broker.keystore.pem"
 TRUSTSTORE: Final = "ca.crt"
 JAAS: Final = "zookeeper-client.jaas"
 OVERRIDE_FILE: Final = "compose-secured.yml"
-STATE_FILE: Final = "cluster.json"  # a cluster's state, which --dir tools read
 CLIENT_CERT: Final = "admin"  # the tools' certificate, as LocalCluster's
 ZOOKEEPER_USER: Final = "kafka"
 ZOOKEEPER_CONNECT: Final = "zookeeper:2181"

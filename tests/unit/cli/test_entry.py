@@ -40,6 +40,7 @@ def test_the_entry_loads_the_command_line_and_the_protocol_without_hypothesis() 
         "from kafkasim.cli.entry import keep_test_only_modules_out\n"
         "keep_test_only_modules_out()\n"
         "import kafkasim.cli.main, kafkasim.node.kafka_apis\n"
+        "kafkasim.cli.main.build_parser()  # every verb's module\n"
         "loaded = sorted(n for n, m in sys.modules.items() if n.startswith('hypothesis') and m)\n"
         "print(loaded)\n"
     )

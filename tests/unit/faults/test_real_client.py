@@ -124,6 +124,7 @@ def test_the_failure_runner_and_the_command_import_without_confluent_kafka() -> 
     code = (
         "import sys; sys.modules['confluent_kafka'] = None\n"
         "import kafkasim.faults.runner, kafkasim.faults.real_client, kafkasim.cli.main\n"
+        "kafkasim.cli.main.build_parser()  # every verb's module\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
