@@ -73,9 +73,8 @@ class Outcomes:
         self.done.set()
 
 
-async def exchange(stream: AnswerBeforeWriteDone, acks: int, count: int) -> Outcomes:
-    outcomes = Outcomes()
-    connection = BrokerConnection(
+def connect(outcomes: Outcomes, stream: AnswerBeforeWriteDone) -> BrokerConnection:
+    return BrokerConnection(
         outcomes,
         1,
         "127.0.0.1:1",
@@ -84,6 +83,11 @@ async def exchange(stream: AnswerBeforeWriteDone, acks: int, count: int) -> Outc
         client_id="test",
         request_timeout_ms=TIMEOUT_MS,
     )
+
+
+async def exchange(stream: AnswerBeforeWriteDone, acks: int, count: int) -> Outcomes:
+    outcomes = Outcomes()
+    connection = connect(outcomes, stream)
     try:
         for correlation_id in range(count):
             outcomes.done.clear()
@@ -123,15 +127,7 @@ def test_requests_taken_during_a_write_are_not_finished_by_it() -> None:
     async def run() -> tuple[Outcomes, list[int]]:
         outcomes = Outcomes()
         stream = AnswerBeforeWriteDone()
-        connection = BrokerConnection(
-            outcomes,
-            1,
-            "127.0.0.1:1",
-            transport=OneStreamTransport(stream),  # type: ignore[arg-type]
-            clock=SystemClock(),
-            client_id="test",
-            request_timeout_ms=TIMEOUT_MS,
-        )
+        connection = connect(outcomes, stream)
         stream.answers = _NeverAnswers()  # type: ignore[assignment]
         connection.submit(InFlightRequest(7, pb.ProduceRequest(correlation_id=7, acks=0), []))
         await asyncio.sleep(0)
