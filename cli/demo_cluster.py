@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -287,20 +286,7 @@ async def run_demo(root: Path, *, quick: bool) -> int:
     return 0 if safe else 3
 
 
-def _interrupt_on_sigterm() -> None:
-    """SIGTERM (``timeout``, a service manager, a test's kill) ends the demo as Ctrl-C does:
-    through its ``finally`` blocks, which stop the ZooKeeper and brokers it started. Python's
-    default for SIGTERM ends the process at once and left those four processes running."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, interrupt)
-
-
 def run(root: Path | None, quick: bool) -> int:
-    _interrupt_on_sigterm()
     if root is not None:
         root.mkdir(parents=True, exist_ok=True)
         return asyncio.run(run_demo(root, quick=quick))

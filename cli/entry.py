@@ -9,10 +9,13 @@ directory it had not run in before, ~1.5 s more and a ``.hypothesis`` directory 
 (hypothesis' cache of Unicode categories). A ``None`` in ``sys.modules`` makes
 ``import hypothesis`` raise ImportError, the case kio handles when hypothesis is not installed.
 Code that imports the command line's modules itself (the tests) is left as it is.
+
+It also makes SIGTERM end a command as Ctrl-C does (:func:`interrupt_on_sigterm`).
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 
 TEST_ONLY_MODULES = ("hypothesis",)
@@ -24,8 +27,23 @@ def keep_test_only_modules_out() -> None:
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # None blocks the import
 
 
+def interrupt_on_sigterm() -> None:
+    """SIGTERM (``timeout``, a service manager, a test's kill) ends a command as Ctrl-C does:
+    through its ``finally`` blocks, so the processes it started (the demo's and a chaos run's
+    ZooKeeper and brokers) are stopped. Python's default ends the process at once and left
+    them running. Verbs with a shutdown of their own (the broker, the console consumer, the
+    web console) install their own handler over this one."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def main() -> int:
     keep_test_only_modules_out()
+    interrupt_on_sigterm()
     from kafkasim.cli.main import main as run_command  # noqa: PLC0415 - after the block
 
     return run_command()

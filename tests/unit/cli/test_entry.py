@@ -60,3 +60,31 @@ def test_the_entry_loads_the_command_line_and_the_protocol_without_hypothesis() 
 def test_a_process_that_already_loaded_hypothesis_keeps_it() -> None:
     entry.keep_test_only_modules_out()
     assert sys.modules["hypothesis"] is hypothesis
+
+
+def test_sigterm_ends_a_command_through_its_clean_up() -> None:
+    """The entry turns SIGTERM into the Ctrl-C path: ``finally`` blocks run (the demo and
+    chaos runs stop the processes they started there), and a second SIGTERM does not cut them."""
+    probe = (
+        "import os, signal, time\n"
+        "from kafkasim.cli import entry\n"
+        "entry.interrupt_on_sigterm()\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(30)\n"
+        "except KeyboardInterrupt:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(0.1)\n"
+        "    print('cleaned up')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env=_ENV,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "cleaned up"
