@@ -164,8 +164,8 @@ class BrokerConnection:
             except RpcError as e:
                 await self._broken(stream, e, [])  # fails it with the stream's other requests
                 continue
-            if stream is not self._stream or self._given_up:
-                continue  # the stream broke meanwhile, or the sender took the requests
+            if request.written or stream is not self._stream or self._given_up:
+                continue  # answered already, or the stream broke, or the sender took it
             request.written = True
             if request.request.acks == 0:
                 self.listener.on_sent_without_ack(request)
@@ -207,6 +207,9 @@ class BrokerConnection:
                 request = self.in_flight.popleft()
                 if request.request.acks != 0:
                     self.listener.on_response(request, response)
+                elif not request.written:  # answered before its write reported done
+                    request.written = True
+                    self.listener.on_sent_without_ack(request)
                 self._maybe_idle()
 
     def _overdue(self, stream: BidiStream) -> bool:

@@ -22,9 +22,11 @@ class AnswerBeforeWriteDone:
     is queued at once, and ``send`` returns only after the loop has run a few more steps (as a
     loaded machine can order grpc.aio's write completion after the answer's read)."""
 
-    def __init__(self, *, fail_write: bool = False) -> None:
+    def __init__(self, *, fail_write: bool = False, break_after_answer: bool = False) -> None:
         self.answers: asyncio.Queue[Message] = asyncio.Queue()
         self.fail_write = fail_write
+        self.break_after_answer = break_after_answer
+        self.answered = 0
         self.closed = False
 
     async def send(self, message: Message) -> None:
@@ -36,8 +38,12 @@ class AnswerBeforeWriteDone:
             await asyncio.sleep(0)
 
     async def recv(self, timeout_s: float | None = None) -> Message:
+        if self.break_after_answer and self.answered:
+            raise RpcError(RpcStatus.UNAVAILABLE, "connection reset")
         try:
-            return await asyncio.wait_for(self.answers.get(), timeout_s)
+            answer = await asyncio.wait_for(self.answers.get(), timeout_s)
+            self.answered += 1
+            return answer
         except TimeoutError:
             raise RpcError(RpcStatus.DEADLINE_EXCEEDED, "no answer") from None
 
@@ -109,9 +115,19 @@ def test_an_answer_read_before_the_write_is_done_answers_its_request(acks: int) 
     assert outcomes.failed == []
 
 
-def test_an_acks_0_request_is_done_once_written_even_if_its_answer_came_first() -> None:
+def test_an_acks_0_request_is_done_once_even_if_its_answer_came_first() -> None:
+    # The answer proves the write: the reader finishes the request, and the write's late
+    # completion does not finish it again (nor, had the stream broken meanwhile, leave it
+    # unfinished).
     outcomes = asyncio.run(exchange(AnswerBeforeWriteDone(), 0, 3))
     assert outcomes.written == [0, 1, 2]
+    assert outcomes.answered == [] and outcomes.failed == []
+
+
+def test_an_acks_0_request_answered_then_cut_off_is_done_once() -> None:
+    # Answered, then the stream broke, both before the write reported done.
+    outcomes = asyncio.run(exchange(AnswerBeforeWriteDone(break_after_answer=True), 0, 1))
+    assert outcomes.written == [0]
     assert outcomes.answered == [] and outcomes.failed == []
 
 
