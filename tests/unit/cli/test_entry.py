@@ -17,18 +17,24 @@ from tests.cli_run import ROOT
 _ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def test_a_command_run_in_a_fresh_directory_leaves_no_hypothesis_directory(
-    tmp_path: Path,
-) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "kafkasim.cli", "--help"],
+def python(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """This interpreter run with ``args`` in a process of its own (the entry's effects are
+    per process), the repository on its path."""
+    return subprocess.run(
+        [sys.executable, *args],
         capture_output=True,
         text=True,
         env=_ENV,
-        cwd=tmp_path,
+        cwd=cwd,
         timeout=300,
         check=False,
     )
+
+
+def test_a_command_run_in_a_fresh_directory_leaves_no_hypothesis_directory(
+    tmp_path: Path,
+) -> None:
+    done = python("-m", "kafkasim.cli", "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "broker" in done.stdout
     assert list(tmp_path.iterdir()) == []
@@ -44,15 +50,7 @@ def test_the_entry_loads_the_command_line_and_the_protocol_without_hypothesis() 
         "loaded = sorted(n for n, m in sys.modules.items() if n.startswith('hypothesis') and m)\n"
         "print(loaded)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        env=_ENV,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
-    )
+    done = python("-c", probe)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
@@ -77,14 +75,6 @@ def test_sigterm_ends_a_command_through_its_clean_up() -> None:
         "    time.sleep(0.1)\n"
         "    print('cleaned up')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        env=_ENV,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-    )
+    done = python("-c", probe)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "cleaned up"
