@@ -15,6 +15,7 @@ It also makes SIGTERM end a command as Ctrl-C does (:func:`interrupt_on_sigterm`
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 
@@ -27,18 +28,39 @@ def keep_test_only_modules_out() -> None:
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # None blocks the import
 
 
+class _Terminated:
+    """Whether SIGTERM interrupted the command (then the process ends by that signal)."""
+
+    signalled = False
+
+
 def interrupt_on_sigterm() -> None:
     """SIGTERM (``timeout``, a service manager, a test's kill) ends a command as Ctrl-C does:
     through its ``finally`` blocks, so the processes it started (the demo's and a chaos run's
     ZooKeeper and brokers) are stopped. Python's default ends the process at once and left
     them running. Verbs with a shutdown of their own (the broker, the console consumer, the
-    web console) install their own handler over this one."""
+    web console) install their own handler over this one; :func:`end_as_terminated` then ends
+    the process by the signal, so its exit status still says it was terminated."""
 
     def interrupt(signum: int, frame: object) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up
+        _Terminated.signalled = True
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, interrupt)
+
+
+def end_as_terminated() -> None:
+    """After the clean-up of a command SIGTERM interrupted: end by SIGTERM's default action
+    (exit status 128+15 to a shell, -15 to Popen), as a process the signal ended, what is
+    printed flushed first. Returns when SIGTERM did not interrupt the command."""
+    if not _Terminated.signalled:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.raise_signal(signal.SIGTERM)
 
 
 def main() -> int:
@@ -46,4 +68,7 @@ def main() -> int:
     interrupt_on_sigterm()
     from kafkasim.cli.main import main as run_command  # noqa: PLC0415 - after the block
 
-    return run_command()
+    try:
+        return run_command()
+    finally:
+        end_as_terminated()

@@ -5,6 +5,7 @@ when it can import it) out of every ``kafkasim`` process: no start-up cost for i
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -60,9 +61,10 @@ def test_a_process_that_already_loaded_hypothesis_keeps_it() -> None:
     assert sys.modules["hypothesis"] is hypothesis
 
 
-def test_sigterm_ends_a_command_through_its_clean_up() -> None:
+def test_sigterm_ends_a_command_through_its_clean_up_then_by_the_signal() -> None:
     """The entry turns SIGTERM into the Ctrl-C path: ``finally`` blocks run (the demo and
-    chaos runs stop the processes they started there), and a second SIGTERM does not cut them."""
+    chaos runs stop the processes they started there), a second SIGTERM does not cut them, and
+    the process then ends by the signal, its output flushed."""
     probe = (
         "import os, signal, time\n"
         "from kafkasim.cli import entry\n"
@@ -74,7 +76,16 @@ def test_sigterm_ends_a_command_through_its_clean_up() -> None:
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    time.sleep(0.1)\n"
         "    print('cleaned up')\n"
+        "finally:\n"
+        "    entry.end_as_terminated()\n"
+        "print('not reached')\n"
     )
     done = python("-c", probe)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == -signal.SIGTERM, done.stderr
     assert done.stdout.strip() == "cleaned up"
+
+
+def test_a_command_not_terminated_ends_as_it_returns() -> None:
+    done = python("-c", "from kafkasim.cli import entry; entry.end_as_terminated(); print('on')")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "on"
