@@ -77,6 +77,16 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         )
         assert made.returncode == 0, made.stdout + made.stderr
         run(cluster, "admin", _orders_with_two_records)
+        # A follower learns the high watermark from its next fetch; a test comparing replica
+        # states before and after must start once every replica knows it (CI caught a
+        # follower at 0 before and at 2 after).
+        wait_until(
+            lambda: all(
+                (r.high_watermark, r.log_end_offset) == (2, 2)
+                for r in run(cluster, "admin", replicas).values()
+            ),
+            "every replica of orders-0 to know the high watermark 2",
+        )
         added = kafkasim(
             "acls",
             "--authorizer-properties", f"zookeeper.connect={cluster.zookeeper.connect_string}",
