@@ -44,8 +44,6 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
-import crc32c
-
 from kafkasim.common.clock import ManualClock
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage import log_append as log_module
@@ -59,6 +57,7 @@ from kafkasim.storage.records.batch import (
     RecordBatchBuilder,
 )
 from kafkasim.storage.records.compression import CompressionType
+from kafkasim.storage.records.crc import crc32c
 from kafkasim.storage.records.walk_vector import MIN_RECORDS, walk_records
 
 TP = TopicPartition("bench", 0)
@@ -311,7 +310,7 @@ def bench_recovery(root: Path, total_bytes: int) -> tuple[float, float]:
                 pos = 0
                 while pos + RECORD_BATCH_OVERHEAD <= len(view):
                     length = 12 + int.from_bytes(view[pos + 8 : pos + 12], "big")
-                    crc32c.crc32c(view[pos + 21 : pos + length])
+                    crc32c(view[pos + 21 : pos + length])
                     pos += length
                 view.release()
         return time.perf_counter() - start

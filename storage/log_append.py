@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from crc32c import crc32c
-
 from kafkasim.common.errors import (
     CorruptRecordError,
     InvalidOffsetError,
@@ -50,6 +48,7 @@ from kafkasim.storage.records.batch import (
     set_partition_leader_epoch,
 )
 from kafkasim.storage.records.compression import MAX_CODEC_ID, CompressionType
+from kafkasim.storage.records.crc import crc32c
 from kafkasim.storage.records.validation import UNBOUNDED, validate_leader_batch
 from kafkasim.storage.segment import AppendedBatch
 

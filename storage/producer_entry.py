@@ -31,12 +31,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import crc32c
-
 from kafkasim.common.errors import StorageInternalError
 from kafkasim.common.sentinels import INT32_MAX, NO_TIMESTAMP
 from kafkasim.storage.file_names import SNAPSHOT_SUFFIX
 from kafkasim.storage.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE
+from kafkasim.storage.records.crc import crc32c
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_COORDINATOR_EPOCH = -1
@@ -180,7 +179,7 @@ def encode_snapshot(entries: list[ProducerStateEntry]) -> bytes:
             e.coordinator_epoch,
             -1 if e.current_txn_first_offset is None else e.current_txn_first_offset,
         )
-    return _HEADER.pack(PRODUCER_SNAPSHOT_VERSION, crc32c.crc32c(bytes(body))) + bytes(body)
+    return _HEADER.pack(PRODUCER_SNAPSHOT_VERSION, crc32c(bytes(body))) + bytes(body)
 
 
 def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
@@ -190,7 +189,7 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
     version, stored_crc = _HEADER.unpack_from(data, 0)
     if version != PRODUCER_SNAPSHOT_VERSION:
         raise CorruptSnapshotError(f"snapshot contained an unknown file version {version}")
-    computed_crc = crc32c.crc32c(data[_ENTRIES_OFFSET:])
+    computed_crc = crc32c(data[_ENTRIES_OFFSET:])
     if stored_crc != computed_crc:
         raise CorruptSnapshotError(
             f"snapshot is corrupt (CRC is no longer valid). Stored crc: {stored_crc}. "

@@ -59,8 +59,6 @@ from enum import IntEnum
 from itertools import repeat, starmap
 from typing import Final, NamedTuple
 
-import crc32c as _crc32c
-
 from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
 from kafkasim.common.sentinels import (
     INT16_MAX,
@@ -73,6 +71,7 @@ from kafkasim.common.sentinels import (
 )
 from kafkasim.storage.records.columns import BatchColumns, walk_records
 from kafkasim.storage.records.compression import CompressionType, compress, decompress
+from kafkasim.storage.records.crc import crc32c as _crc
 from kafkasim.storage.records.varint import (
     NULL_VARINT,
     SMALL_VARINT_LIMIT,
@@ -127,8 +126,6 @@ _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
 _CONTROL_KEY = struct.Struct(">hh")
 _END_TXN_VALUE = struct.Struct(">hi")
-
-_crc = _crc32c.crc32c
 
 
 class TimestampType(IntEnum):

@@ -1,0 +1,46 @@
+"""CRC-32C (Castagnoli), the checksum of a v2 record batch and of a producer snapshot.
+
+Two maintained C implementations, each where it is the faster (issue 19; `./dev bench crc`
+prints the table on the machine at hand):
+
+- ``crc32c`` (the ICRAR package) runs the SSE4.2 ``crc32`` instruction on three interleaved
+  streams: ~26 GB/s at best, and the cheapest call (~120 ns for a small batch).
+- ``awscrt.checksums`` (the AWS Common Runtime's aws-checksums, what botocore uses for S3's
+  CRC-32C) folds with carry-less multiplication (VPCLMULQDQ on AVX-512 machines): ~55 GB/s
+  from 64 KiB up, twice the instruction's rate. Its call costs ~50 ns more, and loading its
+  library ~50 ms, so it is loaded at the first large input: a process that only ever checks
+  small batches (most tools, most clients) never pays for it.
+
+Measured on this project's machine (best of 5, µs per call): 1 KiB 0.16 / 0.19, 4 KiB
+0.30 / 0.25, 16 KiB 0.91 / 0.55, 256 KiB 9.4 / 4.7. At 256 KiB that is ~6 % of a whole append
+(bench/storage_bench.py). Both give the same value for every input (tests/unit/storage/records/
+test_crc.py checks them against each other and against Kafka's known vectors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Final, TypeAlias
+
+from crc32c import crc32c as _instruction
+
+LARGE: Final = 4096
+"""From this many bytes on, the folding implementation is the faster one."""
+
+Bytes: TypeAlias = bytes | bytearray | memoryview
+
+
+def crc32c(data: Bytes) -> int:
+    """The CRC-32C of ``data`` (bytes, bytearray or a contiguous memoryview), unsigned."""
+    if len(data) < LARGE:
+        return int(_instruction(data))
+    return _folding()(data)
+
+
+@cache
+def _folding() -> Callable[[Bytes], int]:
+    from awscrt import checksums  # noqa: PLC0415 - loaded at the first large input
+
+    folding: Callable[[Bytes], int] = checksums.crc32c
+    return folding
