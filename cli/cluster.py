@@ -38,13 +38,13 @@ from kafkasim.cli.status import StatusFilter, describe_cluster
 from kafkasim.cluster import compose_secure
 from kafkasim.cluster.chaos import LOCAL, ZK_SESSION_TIMEOUT_MS_DEFAULT, LocalBackend
 from kafkasim.cluster.local import BrokerProcess, LocalCluster, process_alive
+from kafkasim.cluster.state_file import BACKEND as COMPOSE_BACKEND  # not ours to manage
+from kafkasim.cluster.state_file import STATE_FILE
 from kafkasim.common.coordination import NoNodeError
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
 from kafkasim.controller.zk_process import zookeeper_available
 
-STATE_FILE = compose_secure.STATE_FILE
-COMPOSE_BACKEND = compose_secure.BACKEND  # the state of a compose cluster: not ours to manage
 DEFAULT_DIR = Path("kafkasim-cluster")
 
 

@@ -30,8 +30,10 @@ from kafkasim.cli.console_bind import DEFAULT_BIND, add_bind, parse_bind
 from kafkasim.cli.pipes import say
 from kafkasim.cluster.chaos import ChaosBackend, LocalBackend
 from kafkasim.cluster.compose import ComposeBackend, Runner, compose_command, run_command
-from kafkasim.cluster.compose_secure import BACKEND, STATE_FILE, attached_cluster, save_state
+from kafkasim.cluster.compose_secure import attached_cluster, save_state
 from kafkasim.cluster.local import LocalCluster
+from kafkasim.cluster.state_file import BACKEND as COMPOSE_BACKEND
+from kafkasim.cluster.state_file import STATE_FILE
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc_grpc_client import client_transport
 from kafkasim.console.faults import Injector
@@ -78,7 +80,7 @@ def live_console(root: Path, runner: Runner = run_command) -> LiveConsole:
     state = json.loads(path.read_text())
     if not isinstance(state, dict):
         raise ValueError(f"{path} is not a cluster's state (a JSON object)")
-    if state.get("backend") == BACKEND:
+    if state.get("backend") == COMPOSE_BACKEND:
         return compose_console(root, state, runner)
     cluster = LocalCluster.attach(state)
     target = LocalTarget(cluster, state["zookeeper"]["connect"], state.get("client_properties", {}))

@@ -30,6 +30,27 @@ TEST_OVERRIDES: tuple[str, ...] = tuple(
 """``TEST_BROKER_PROPS`` as ``kafkasim cluster up`` flags."""
 
 
+def python(
+    *args: str,
+    stdin: str = "",
+    env: Mapping[str, str] | None = None,
+    cwd: Path = ROOT,
+    timeout: float = 300.0,
+) -> subprocess.CompletedProcess[str]:
+    """This interpreter run with ``args`` in a process of its own, the repository on its path
+    (``env`` adds variables to this process's environment), ``stdin`` as its input."""
+    return subprocess.run(
+        [sys.executable, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def kafkasim(
     *args: str,
     stdin: str = "",
@@ -38,16 +59,7 @@ def kafkasim(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``kafkasim ARGS`` with ``stdin`` as its input (``env`` adds variables to this
     process's environment)."""
-    return subprocess.run(
-        [sys.executable, "-m", "kafkasim.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-        cwd=ROOT,
-        timeout=timeout,
-        check=False,
-    )
+    return python("-m", "kafkasim.cli", *args, stdin=stdin, env=env, timeout=timeout)
 
 
 @contextlib.contextmanager

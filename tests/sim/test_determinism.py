@@ -3,10 +3,7 @@ randomised per process, so nothing may depend on it); another seed, another trac
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,22 +11,15 @@ import pytest
 from kafkasim.faults import runner, schedules
 from kafkasim.node.rules import ReplicationRules
 from kafkasim.sim.backend import sim_backend
+from tests.cli_run import python
 from tests.sweep_scenarios import short
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _trace(seed: int, hash_seed: int) -> str:
-    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed), "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-m", "tests.sim.trace_scenario", str(seed)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-        check=True,
+    out = python(
+        "-m", "tests.sim.trace_scenario", str(seed), env={"PYTHONHASHSEED": str(hash_seed)}
     )
+    assert out.returncode == 0, out.stderr
     return out.stdout.strip().splitlines()[-1]
 
 

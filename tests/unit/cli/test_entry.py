@@ -4,32 +4,14 @@ when it can import it) out of every ``kafkasim`` process: no start-up cost for i
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import hypothesis
 
 from kafkasim.cli import entry
-from tests.cli_run import ROOT
-
-_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def python(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    """This interpreter run with ``args`` in a process of its own (the entry's effects are
-    per process), the repository on its path."""
-    return subprocess.run(
-        [sys.executable, *args],
-        capture_output=True,
-        text=True,
-        env=_ENV,
-        cwd=cwd,
-        timeout=300,
-        check=False,
-    )
+from tests.cli_run import python
 
 
 def test_a_command_run_in_a_fresh_directory_leaves_no_hypothesis_directory(

@@ -6,16 +6,11 @@ was built alone or among all the others."""
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
 
 import pytest
 
 from kafkasim.cli.main import VERBS, build_parser, main, verb_named
-from tests.cli_run import ROOT
-
-_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+from tests.cli_run import python
 
 # What the process of each verb may load of the verbs' modules: its own and those it imports.
 _LOADED = {
@@ -46,15 +41,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 @pytest.mark.parametrize("verb", sorted(_LOADED))
 def test_a_verbs_process_loads_no_other_verbs_module(verb: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, "-v", verb, "--help"],
-        capture_output=True,
-        text=True,
-        env=_ENV,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
-    )
+    done = python("-c", _PROBE, "-v", verb, "--help")
     assert done.returncode == 0, done.stderr
     help_text, loaded = done.stdout.rsplit("\n", 2)[:2]
     assert f"usage: kafkasim {verb}" in help_text

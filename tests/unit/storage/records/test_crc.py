@@ -5,8 +5,6 @@ and a process that only checks small inputs never loads it."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import crc32c as instruction
 import pytest
@@ -16,7 +14,7 @@ from hypothesis import strategies as st
 
 from kafkasim.storage.records import crc
 from kafkasim.storage.records.crc import LARGE, crc32c
-from tests.cli_run import ROOT
+from tests.cli_run import python
 
 
 @pytest.mark.parametrize(
@@ -78,13 +76,6 @@ def test_small_inputs_never_load_the_folding_library() -> None:
         "crc32c(bytes(4096))\n"
         "print('awscrt' in sys.modules)\n"
     )
-    run = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=60,
-        check=False,
-    )
+    run = python("-c", probe)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["False", "True"]
