@@ -15,6 +15,9 @@ were asked for, so a file never goes back to an older snapshot. :meth:`drain` wa
 write asked for so far: the clean shutdown drains before it writes the final checkpoints and
 the clean-shutdown marker, so those are the last words on disk.
 
+The same writer fsyncs a log's rolled segments (``storage.roll_flush``), as Kafka's scheduler
+does both.
+
 The simulation keeps :class:`InlineCheckpointWriter` (the default): a thread would run outside
 virtual time, and a run must replay byte for byte from its seed.
 """
@@ -33,6 +36,9 @@ logger = logging.getLogger(__name__)
 
 
 class CheckpointWriter(Protocol):
+    in_background: bool
+    """Whether a submitted write runs on another thread (and returns before it is done)."""
+
     def submit(self, what: str, write: Callable[[], None]) -> None:
         """Run ``write`` (one checkpoint file's I/O; ``what`` names it for a failure's log)."""
 
@@ -45,6 +51,8 @@ class CheckpointWriter(Protocol):
 
 class InlineCheckpointWriter:
     """Writes at once, on the caller's thread; an error propagates to the caller."""
+
+    in_background = False
 
     def submit(self, what: str, write: Callable[[], None]) -> None:
         del what
@@ -60,6 +68,8 @@ class InlineCheckpointWriter:
 class BackgroundCheckpointWriter:
     """Writes on one thread of its own, in submission order. A failed write is logged
     (as an inline one fails its periodic task); the next period writes the file again."""
+
+    in_background = True
 
     def __init__(self, name: str = "checkpoint-writer") -> None:
         self._name = name

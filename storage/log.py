@@ -1,6 +1,6 @@
 """The log of one partition replica: its segments, offsets, producer state and epochs.
 
-(One module, ~770 lines: the state every part of the log shares; appends, reads, retention and
+(One module, ~810 lines: the state every part of the log shares; appends, reads, retention and
 transactions are in ``log_append``, ``log_read``, ``log_retention`` and ``log_transactions``.
 The leader's one-batch append, ``_append_planned_batch``, is here because it moves this state
 itself: the usual produce request's cost is the Python calls it saves.)
@@ -18,7 +18,9 @@ What an append holds, reads and retention's choices are worked out by functions 
 state (``log_append``, ``log_read``, ``log_retention``); this class orders them and moves the
 offsets. It reads time only from its injected clock and starts no threads: the owner (the
 broker's log manager) calls ``delete_old_segments``, ``flush`` and ``run_pending_deletions`` on
-its own schedule. Not thread-safe: one owner, one event loop.
+its own schedule; a roll's fsync goes to the owner's background writer when it has one
+(``roll_flush``), and the log applies its outcome on its own thread. Not thread-safe: one
+owner, one event loop.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ from kafkasim.storage.log_transactions import (
 from kafkasim.storage.producer_state import ProducerStateManager, SavedProducerState
 from kafkasim.storage.records.batch import Record
 from kafkasim.storage.records.entry import LogEntryHeader
+from kafkasim.storage.roll_flush import RollFlushes
 from kafkasim.storage.segment import FetchDataInfo, LogSegment, new_segment
 from kafkasim.storage.segments import LogSegments
 from kafkasim.storage.txn_index import AbortedTxn, CompletedTxn
@@ -146,6 +149,10 @@ class Log:
         # Told of an I/O error on an append (Kafka's LogDirFailureChannel): the log manager
         # takes the log dir offline. The append itself fails with KAFKA_STORAGE_ERROR.
         self.on_io_error: Callable[[OSError], None] | None = None
+        # Where a roll's fsync runs: None, at the roll (the simulation, tests); otherwise on the
+        # log manager's background writer (storage.roll_flush says why).
+        self.roll_flushes: RollFlushes | None = None
+        self._truncations = 0  # a background flush asked for before one does not count
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -491,8 +498,16 @@ class Log:
         self.producer_state.take_snapshot()
         segment = self.create_segment(new_offset)
         self.segments.add(segment)
-        # Kafka flushes the old segment asynchronously on roll; we have no threads, so do it now.
-        self.flush(new_offset)
+        # Kafka flushes the old segment on its scheduler's thread: a broker process on its
+        # background writer, the simulation here and now (virtual time has no threads).
+        if self.roll_flushes is None:
+            self.flush(new_offset)
+        elif new_offset > self.recovery_point:
+            self.roll_flushes.submit(
+                self.segments.between(self.recovery_point, new_offset),
+                new_offset,
+                self._truncations,
+            )
         return segment
 
     def create_segment(self, base_offset: int, *, file_suffix: str = "") -> LogSegment:
@@ -602,6 +617,7 @@ class Log:
             self._next_offset,
             target_offset,
         )
+        self._truncations += 1
         self.segments.truncate_to(target_offset)
         self._next_offset = self.segments.active.read_next_offset()
         self.epoch_cache.truncate_from_end(target_offset)
@@ -615,6 +631,7 @@ class Log:
         """Delete every segment and restart the log empty at ``new_offset``."""
         self._check_open()
         logger.info("%s: truncating fully and starting at %d", self.topic_partition, new_offset)
+        self._truncations += 1
         self.segments.delete_all()
         self.segments.add(self.create_segment(new_offset))
         self._next_offset = new_offset
@@ -717,6 +734,8 @@ class Log:
         """fsync segments holding offsets below ``up_to`` (default: LEO); advance the
         recovery point."""
         self._check_open()
+        if self.roll_flushes is not None:
+            self.apply_background_flushes()
         target = self._next_offset if up_to is None else min(up_to, self._next_offset)
         if target <= self.recovery_point:
             return
@@ -725,6 +744,23 @@ class Log:
         self.recovery_point = target
         self.last_flush_ms = self._clock.time_ms()
         self.flushes += 1
+
+    def apply_background_flushes(self) -> None:
+        """Move the recovery point past what the background writer has fsynced since the last
+        call (unless a truncation came in between); report a failed fsync to ``on_io_error``,
+        as a failed append is."""
+        if self.roll_flushes is None:
+            return
+        for done in self.roll_flushes.take_done():
+            if done.error is not None:
+                if self.on_io_error is not None:
+                    self.on_io_error(done.error)
+                continue
+            if done.generation != self._truncations or done.up_to <= self.recovery_point:
+                continue
+            self.recovery_point = done.up_to
+            for records, size in done.sizes:
+                records.flushed_size = max(records.flushed_size, size)
 
     def flush_if_due(self) -> bool:
         """The ``flush.ms`` rule, for the owner's periodic check."""

@@ -51,6 +51,7 @@ from kafkasim.storage.config import (
     topic_defaults_from_broker,
 )
 from kafkasim.storage.log import Log
+from kafkasim.storage.roll_flush import RollFlushes
 
 logger = logging.getLogger(__name__)
 
@@ -270,6 +271,8 @@ class LogManager:
         self._logs[tp] = log
         self._dir_of[tp] = d
         log.on_io_error = functools.partial(self._dir_failed, d)
+        if self._checkpoint_writer.in_background:
+            log.roll_flushes = RollFlushes(self._checkpoint_writer, str(tp))
 
     def _dir_failed(self, d: Path, error: OSError) -> None:
         """An I/O error in ``d``: the dir is offline from now on (reported once)."""
@@ -326,6 +329,7 @@ class LogManager:
         second writer here fsynced the same file again on the event loop every 5 s."""
         s = self.settings
         for log in self._logs.values():
+            log.apply_background_flushes()
             log.flush_if_due()
             log.run_pending_deletions()
         if self._due("retention", s.retention_check_interval_ms):
