@@ -26,6 +26,10 @@ and noisy, so only ratios and growth are meaningful, never absolute targets).
 3. Recovery of a 1 GiB log (no clean-shutdown marker) in MB/s against a bare read + CRC pass.
 4. Memory: opening a log of 1000 segments keeps indexes memory-mapped: Python heap allocated
    while opening against the bytes of index data on disk.
+5. The append that rolls a full segment (1 GiB, the default; 64 MiB with ``--quick``) of
+   256 KiB batches: the old segment's fsync at the roll, as the simulation does it, against a
+   broker process's background writer (``storage.roll_flush``), interleaved, medians; beside
+   them the median of the other appends of the same runs.
 
 Run: ``make bench`` (or ``python -m bench.storage_bench --quick`` for a smoke run).
 """
@@ -47,6 +51,7 @@ from pathlib import Path
 from kafkasim.common.clock import ManualClock
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage import log_append as log_module
+from kafkasim.storage.checkpoint_writer import BackgroundCheckpointWriter
 from kafkasim.storage.config import LogConfig
 from kafkasim.storage.log import Log
 from kafkasim.storage.records import validation
@@ -59,6 +64,7 @@ from kafkasim.storage.records.batch import (
 from kafkasim.storage.records.compression import CompressionType
 from kafkasim.storage.records.crc import crc32c
 from kafkasim.storage.records.walk_vector import MIN_RECORDS, walk_records
+from kafkasim.storage.roll_flush import RollFlushes
 
 TP = TopicPartition("bench", 0)
 T0 = 1_700_000_000_000
@@ -321,6 +327,41 @@ def bench_recovery(root: Path, total_bytes: int) -> tuple[float, float]:
     return size / 1e6 / recover_s, size / 1e6 / bare_s
 
 
+def bench_roll(root: Path, segment_bytes: int, rounds: int) -> tuple[float, float, float]:
+    """Seconds of the append that rolls, with the fsync inline and on a background writer
+    (medians of ``rounds`` each, interleaved), and the median of every other append."""
+    batch = _batch_of(256 * 1024)
+    config = LogConfig.from_props({"segment.bytes": segment_bytes})
+    count = segment_bytes // len(batch) + 8
+    rolls: dict[bool, list[float]] = {False: [], True: []}
+    others: list[float] = []
+    for _ in range(rounds):
+        for background in (False, True):
+            d = root / "roll"
+            shutil.rmtree(d, ignore_errors=True)
+            log = Log.open(d, config, ManualClock(T0), topic_partition=TP)
+            writer = BackgroundCheckpointWriter("bench-roll")
+            if background:
+                log.roll_flushes = RollFlushes(writer, "bench")
+            times = []
+            for _ in range(count):
+                start = time.perf_counter()
+                log.append_as_leader(batch, leader_epoch=0)
+                times.append(time.perf_counter() - start)
+            assert log.num_segments == 2, "one roll a run"
+            roll = max(range(count), key=times.__getitem__)
+            rolls[background].append(times.pop(roll))
+            others.extend(times)
+            writer.close()
+            log.close_handlers()
+    shutil.rmtree(root / "roll", ignore_errors=True)
+    return (
+        statistics.median(rolls[False]),
+        statistics.median(rolls[True]),
+        statistics.median(others),
+    )
+
+
 def bench_open_memory(root: Path, segments: int) -> tuple[int, int, int]:
     """Open a log of ``segments`` segments, each with ~2000 entries in each index."""
     d = root / "many-segments"
@@ -418,6 +459,15 @@ def main(argv: list[str] | None = None) -> int:
             f"({index_bytes / count / 1024:.1f} KiB a segment); Python heap held after open "
             f"{heap / 1e6:.2f} MB ({heap / count / 1024:.1f} KiB a segment, whatever the index "
             f"size: heap/index {heap / max(index_bytes, 1):.3f})"
+        )
+
+        mib = 64 if quick else 1024
+        print(f"\n5. the append that rolls a {mib} MiB segment (256 KiB batches)")
+        inline, background, other = bench_roll(root, mib * 1024 * 1024, 2 if quick else 3)
+        print(
+            f"   fsync at the roll {inline * 1e3:8.1f} ms, on the background writer "
+            f"{background * 1e3:6.1f} ms (ratio {inline / background:.0f}x); any other append "
+            f"{other * 1e3:.2f} ms"
         )
     finally:
         shutil.rmtree(root, ignore_errors=True)
