@@ -734,8 +734,7 @@ class Log:
         """fsync segments holding offsets below ``up_to`` (default: LEO); advance the
         recovery point."""
         self._check_open()
-        if self.roll_flushes is not None:
-            self.apply_background_flushes()
+        self.apply_background_flushes()
         target = self._next_offset if up_to is None else min(up_to, self._next_offset)
         if target <= self.recovery_point:
             return

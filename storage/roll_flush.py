@@ -77,7 +77,6 @@ class RollFlushes:
             _close_all(fds)
             raise
         done = self._done
-        outcome = (up_to, generation, tuple(sizes))
 
         def flush() -> None:
             error: OSError | None = None
@@ -88,7 +87,7 @@ class RollFlushes:
                 error = e
             finally:
                 _close_all(fds)
-            done.append(FlushDone(*outcome, error))
+            done.append(FlushDone(up_to, generation, tuple(sizes), error))
 
         self._writer.submit(f"flush of {self._name} below offset {up_to}", flush)
 

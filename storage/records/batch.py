@@ -289,11 +289,11 @@ def peek_magic(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
 def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
     """CRC-32C of bytes [pos + 21, pos + size): what the batch at ``pos`` must store."""
     if type(buf) is memoryview:  # the append path's case: slice it, no second view to release
-        return int(_crc(buf[pos + ATTRIBUTES_OFFSET : pos + size]))
+        return _crc(buf[pos + ATTRIBUTES_OFFSET : pos + size])
     if type(buf) is bytes:  # a read's: immutable, nothing to release for
-        return int(_crc(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]))
+        return _crc(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
     with memoryview(buf) as view:
-        return int(_crc(view[pos + ATTRIBUTES_OFFSET : pos + size]))
+        return _crc(view[pos + ATTRIBUTES_OFFSET : pos + size])
 
 
 def validate_batch(

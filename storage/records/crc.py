@@ -23,18 +23,20 @@ from collections.abc import Callable
 from functools import cache
 from typing import Final, TypeAlias
 
-from crc32c import crc32c as _instruction
+import crc32c as _crc32c
 
 LARGE: Final = 4096
 """From this many bytes on, the folding implementation is the faster one."""
 
 Bytes: TypeAlias = bytes | bytearray | memoryview
 
+_instruction: Callable[[Bytes], int] = _crc32c.crc32c  # typed here: no int() per call
+
 
 def crc32c(data: Bytes) -> int:
     """The CRC-32C of ``data`` (bytes, bytearray or a contiguous memoryview), unsigned."""
     if len(data) < LARGE:
-        return int(_instruction(data))
+        return _instruction(data)
     return _folding()(data)
 
 
