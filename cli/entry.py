@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+from types import FrameType
 
 TEST_ONLY_MODULES = ("hypothesis",)
 
@@ -40,11 +41,24 @@ def interrupt_on_sigterm() -> None:
     ZooKeeper and brokers) are stopped. Python's default ends the process at once and left
     them running. Verbs with a shutdown of their own (the broker, the console consumer, the
     web console) install their own handler over this one; :func:`end_as_terminated` then ends
-    the process by the signal, so its exit status still says it was terminated."""
+    the process by the signal, so its exit status still says it was terminated.
 
-    def interrupt(signum: int, frame: object) -> None:
+    "As Ctrl-C does" means through whatever handles SIGINT at that moment. In a command run
+    by ``asyncio.run`` that is asyncio's runner, which cancels the main task: the
+    cancellation arrives at the task's next ``await``. Raising KeyboardInterrupt from the
+    handler instead lands wherever the main thread is, inside a C extension too: the demo,
+    terminated while it made its first gRPC channel, died of a segmentation fault in grpc's
+    channel set-up before its ``finally`` ran, and left ZooKeeper and its three brokers
+    running (half the runs on a loaded machine). Outside an event loop SIGINT's handler is
+    Python's default, which raises KeyboardInterrupt, as before."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up
         _Terminated.signalled = True
+        on_ctrl_c = signal.getsignal(signal.SIGINT)
+        if callable(on_ctrl_c) and on_ctrl_c is not signal.default_int_handler:
+            on_ctrl_c(signal.SIGINT, frame)  # asyncio's runner: cancel the main task
+            return
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, interrupt)

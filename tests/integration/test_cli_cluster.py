@@ -256,7 +256,7 @@ def test_a_terminated_demo_stops_what_it_started(tmp_path: Path) -> None:
             demo.wait()
     assert demo.returncode != 0
     assert "Traceback" not in err, err
-    assert _processes_under(tmp_path) == []
+    assert _processes_under(tmp_path) == [], err
 
 
 def _processes_under(root: Path) -> list[int]:

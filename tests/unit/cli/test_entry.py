@@ -67,6 +67,38 @@ def test_sigterm_ends_a_command_through_its_clean_up_then_by_the_signal() -> Non
     assert done.stdout.strip() == "cleaned up"
 
 
+def test_sigterm_in_an_event_loop_cancels_the_main_task_at_its_next_await() -> None:
+    """Under ``asyncio.run`` SIGTERM does what Ctrl-C does there: asyncio's runner cancels the
+    main task. Nothing is raised inside the code the main thread is running (grpc's channel
+    set-up segfaulted when a KeyboardInterrupt landed in it, and the demo's brokers were left
+    running): the synchronous work finishes, the cancellation arrives at the next ``await``,
+    the ``finally`` runs, and the process ends by the signal."""
+    probe = (
+        "import asyncio, os, signal, time\n"
+        "from kafkasim.cli import entry\n"
+        "entry.interrupt_on_sigterm()\n"
+        "async def main():\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        until = time.monotonic() + 0.3\n"
+        "        while time.monotonic() < until:  # the signal's handler runs in here\n"
+        "            pass\n"
+        "        print('synchronous part done', flush=True)\n"
+        "        await asyncio.sleep(30)\n"
+        "    finally:\n"
+        "        print('cleaned up', flush=True)\n"
+        "try:\n"
+        "    asyncio.run(main())\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+        "finally:\n"
+        "    entry.end_as_terminated()\n"
+    )
+    done = python("-c", probe)
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    assert done.stdout.split("\n")[:3] == ["synchronous part done", "cleaned up", "interrupted"]
+
+
 def test_a_command_not_terminated_ends_as_it_returns() -> None:
     done = python("-c", "from kafkasim.cli import entry; entry.end_as_terminated(); print('on')")
     assert done.returncode == 0, done.stderr
