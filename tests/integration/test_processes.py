@@ -5,6 +5,7 @@ min.insync.replicas=2 may be lost."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 from kafkasim.client.simple import MinimalClient
@@ -43,6 +44,16 @@ async def _controller_id(cluster: LocalCluster) -> tuple[int, int]:
         return zk_data.decode_controller(data), zk_data.decode_controller_epoch(epoch)
     finally:
         await zk.close()
+
+
+def test_each_broker_leaves_its_start_up_objects_out_of_full_collections(
+    local_cluster: LocalCluster,
+) -> None:
+    """node.gc_tuning, in the broker processes themselves."""
+    for broker in local_cluster.brokers.values():
+        log = broker.log_path.read_text()
+        found = re.search(r"broker \d+: (\d+) start-up objects left out of full collections", log)
+        assert found is not None and int(found.group(1)) > 50_000, log[-2000:]
 
 
 def test_sigkill_of_the_leader_loses_no_acknowledged_record(local_cluster: LocalCluster) -> None:
