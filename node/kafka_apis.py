@@ -51,11 +51,11 @@ from kafkasim.node.kafka_codec import (
     KafkaRequest,
     UnsupportedVersionError,
     build,
-    error_message,
     group_by_topic,
     millis,
     response_schema,
 )
+from kafkasim.node.produce_response import encode_produce_response
 from kafkasim.storage.records.batch import ControlRecordType
 
 logger = logging.getLogger(__name__)
@@ -264,26 +264,9 @@ class KafkaProtocolApis:
                     f"acks=0 produce to {failed[0].tp} failed: {failed[0].error!r}"
                 )
             return None
-        by_topic = group_by_topic(
-            (
-                result.tp.topic,
-                {
-                    "index": result.tp.partition,
-                    "error_code": error_code(result.error),
-                    "base_offset": result.base_offset,
-                    "log_append_time": result.log_append_time_ms,
-                    "log_start_offset": result.log_start_offset,
-                    "error_message": error_message(result.error),
-                },
-            )
-            for result in results
-        )
-        return build(
-            response_schema(request),
-            responses=[
-                {"name": name, "partition_responses": parts} for name, parts in by_topic.items()
-            ],
-        )
+        # Written straight to bytes: kio's typed build and generic writer cost a fifth of a
+        # small produce's time (node.produce_response).
+        return encode_produce_response(request.api_version, results)
 
     async def fetch(self, request: KafkaRequest) -> Any:
         body = request.body

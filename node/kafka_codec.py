@@ -34,10 +34,12 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
 from kafkasim.common.errors import KafkaError
+from kafkasim.node.produce_response import EncodedBody
 
 API_VERSIONS_KEY = 18
 _KEY_VERSION = struct.Struct(">hh")
 _SIZE = struct.Struct(">i")
+_CORRELATION_ID = struct.Struct(">i")
 _HEADER_V1_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 
 
@@ -128,7 +130,13 @@ def decode_request(
 
 def encode_response(request: KafkaRequest | UnsupportedVersionError, body: Any) -> bytes:
     """The size-prefixed response frame answering ``request`` with ``body`` (a kio response
-    entity). ApiVersions answers with header v0 whatever its version (as Kafka does)."""
+    entity, or an :class:`EncodedBody` already in its wire form). ApiVersions answers with
+    header v0 whatever its version (as Kafka does)."""
+    if isinstance(body, EncodedBody):
+        header = _CORRELATION_ID.pack(request.correlation_id)
+        if body.flexible:
+            header += b"\0"  # response header v1: no tagged fields
+        return _SIZE.pack(len(header) + len(body.data)) + header + body.data
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
     correlation_id = i32(request.correlation_id)
