@@ -363,14 +363,29 @@ _FIXED_SIZE: dict[str, int] = {
 }
 
 
+# One field as check_frame walks it: the field, its name in errors ("Entity.field") and
+# whether its strings and arrays have the legacy (non-compact) layout.
+_Step = tuple["_Field", str, bool]
+
+
 @functools.cache
-def _layout(entity: Any) -> tuple[tuple[_Field, ...], dict[int, _Field]]:
-    """``entity``'s fields in wire order, and its tagged fields by tag."""
-    fields = _fields(entity)
-    return (
-        tuple(f for f in fields if f.tag is None),
-        {f.tag: f for f in fields if f.tag is not None},
+def _layout(entity: Any) -> tuple[tuple[_Step, ...], dict[int, _Step], bool, str]:
+    """``entity``'s fields in wire order and its tagged fields by tag, as steps; whether it is
+    flexible; its tagged-field section's name in errors. Made once per schema: the names were
+    formatted again for every field of every request."""
+    name = entity.__name__
+    flexible = bool(entity.__flexible__)
+    header = name == "RequestHeader"
+    plain = tuple(
+        # RequestHeader.client_id keeps the legacy string layout in flexible headers too.
+        (f, f"{name}.{f.name}", not flexible or (header and f.name == "client_id"))
+        for f in _fields(entity)
+        if f.tag is None
     )
+    tagged = {
+        f.tag: (f, f"{name}.{f.name}", not flexible) for f in _fields(entity) if f.tag is not None
+    }
+    return plain, tagged, flexible, f"{name}: tagged fields"
 
 
 def check_frame(entity: Any, frame: bytes, offset: int, end: int | None = None) -> int:
@@ -378,13 +393,10 @@ def check_frame(entity: Any, frame: bytes, offset: int, end: int | None = None) 
     string and byte length checked against the bytes left (nothing is built); the offset
     after it. Raises :class:`InvalidRequestFrameError` naming the field that does not fit."""
     end = len(frame) if end is None else end
-    fields, tagged = _layout(entity)
-    flexible = bool(entity.__flexible__)
-    header = entity.__name__ == "RequestHeader"
-    for field in fields:
-        offset = _check_field(entity, field, frame, offset, end, flexible=flexible, header=header)
+    plain, tagged, flexible, where = _layout(entity)
+    for step in plain:
+        offset = _check_field(step, frame, offset, end, flexible)
     if flexible:
-        where = f"{entity.__name__}: tagged fields"
         count, offset = _uvarint(frame, offset, end, where)
         for _ in range(count):
             tag, offset = _uvarint(frame, offset, end, where)
@@ -392,18 +404,14 @@ def check_frame(entity: Any, frame: bytes, offset: int, end: int | None = None) 
             stop = _skip(offset, size, end, f"{where}: tag {tag}")
             known = tagged.get(tag)
             if known is not None:
-                _check_field(entity, known, frame, offset, stop, flexible=flexible, header=False)
+                _check_field(known, frame, offset, stop, flexible)
             offset = stop
     return offset
 
 
-def _check_field(
-    entity: Any, field: _Field, frame: bytes, offset: int, end: int, *, flexible: bool, header: bool
-) -> int:
-    where = f"{entity.__name__}.{field.name}"
+def _check_field(step: _Step, frame: bytes, offset: int, end: int, flexible: bool) -> int:
+    field, where, legacy = step
     if not field.array:
-        # RequestHeader.client_id keeps the legacy string layout in flexible headers too.
-        legacy = not flexible or (header and field.name == "client_id")
         return _check_value(field, frame, offset, end, legacy=legacy, where=where)
     if flexible:
         count, offset = _uvarint(frame, offset, end, where)
