@@ -43,25 +43,31 @@ def interrupt_on_sigterm() -> None:
     web console) install their own handler over this one; :func:`end_as_terminated` then ends
     the process by the signal, so its exit status still says it was terminated.
 
-    "As Ctrl-C does" means through whatever handles SIGINT at that moment. In a command run
-    by ``asyncio.run`` that is asyncio's runner, which cancels the main task: the
-    cancellation arrives at the task's next ``await``. Raising KeyboardInterrupt from the
-    handler instead lands wherever the main thread is, inside a C extension too: the demo,
-    terminated while it made its first gRPC channel, died of a segmentation fault in grpc's
-    channel set-up before its ``finally`` ran, and left ZooKeeper and its three brokers
-    running (13 of 31 runs on a loaded machine). Outside an event loop SIGINT's handler is
-    Python's default, which raises KeyboardInterrupt, as before."""
+    Inside an event loop (a command run by ``asyncio.run``) the KeyboardInterrupt is raised by
+    a callback of the loop, between two of its steps, as asyncio's runner delivers Ctrl-C: the
+    runner then cancels the tasks, and each one's ``finally`` runs at its ``await``. Raised by
+    the handler itself it landed wherever the main thread was, inside a C extension too: the
+    demo, terminated while it made its first gRPC channel, died of a segmentation fault in
+    grpc's channel set-up before its ``finally`` ran, and left ZooKeeper and its three brokers
+    running (13 of 31 runs on a loaded machine). Handing SIGTERM to asyncio's own SIGINT
+    handler was not enough: asyncio installs none where SIGINT is ignored, as in any command
+    a non-interactive shell starts in the background (CI's test lanes). Outside an event loop
+    the handler raises KeyboardInterrupt at once, as Python does for Ctrl-C."""
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up
         _Terminated.signalled = True
-        on_ctrl_c = signal.getsignal(signal.SIGINT)
-        if callable(on_ctrl_c) and on_ctrl_c is not signal.default_int_handler:
-            on_ctrl_c(signal.SIGINT, frame)  # asyncio's runner: cancel the main task
-            return
-        raise KeyboardInterrupt(f"signal {signum}")
+        asyncio = sys.modules.get("asyncio")  # not imported: no event loop runs
+        loop = asyncio.events._get_running_loop() if asyncio is not None else None
+        if loop is None:
+            raise KeyboardInterrupt(f"signal {signum}")
+        loop.call_soon_threadsafe(_raise_interrupt, signum)
 
     signal.signal(signal.SIGTERM, interrupt)
+
+
+def _raise_interrupt(signum: int) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def end_as_terminated() -> None:

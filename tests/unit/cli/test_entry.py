@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import hypothesis
+import pytest
 
 from kafkasim.cli import entry
 from tests.cli_run import python
@@ -67,16 +68,20 @@ def test_sigterm_ends_a_command_through_its_clean_up_then_by_the_signal() -> Non
     assert done.stdout.strip() == "cleaned up"
 
 
-def test_sigterm_in_an_event_loop_cancels_the_main_task_at_its_next_await() -> None:
-    """Under ``asyncio.run`` SIGTERM does what Ctrl-C does there: asyncio's runner cancels the
-    main task. Nothing is raised inside the code the main thread is running (grpc's channel
-    set-up segfaulted when a KeyboardInterrupt landed in it, and the demo's brokers were left
-    running): the synchronous work finishes, the cancellation arrives at the next ``await``,
-    the ``finally`` runs, and the process ends by the signal."""
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_sigterm_in_an_event_loop_cancels_the_main_task_at_its_next_await(sigint: str) -> None:
+    """Under ``asyncio.run`` SIGTERM is delivered between two steps of the loop, as asyncio
+    delivers Ctrl-C. Nothing is raised inside the code the main thread is running (grpc's
+    channel set-up segfaulted when a KeyboardInterrupt landed in it, and the demo's brokers
+    were left running): the synchronous work finishes, the cancellation arrives at the next
+    ``await``, the ``finally`` runs, and the process ends by the signal. Also where SIGINT is
+    ignored (a command a script starts in the background), where asyncio has no Ctrl-C
+    handler of its own."""
     probe = (
         "import asyncio, os, signal, time\n"
         "from kafkasim.cli import entry\n"
-        "entry.interrupt_on_sigterm()\n"
+        + ("signal.signal(signal.SIGINT, signal.SIG_IGN)\n" if sigint == "ignored" else "")
+        + "entry.interrupt_on_sigterm()\n"
         "async def main():\n"
         "    try:\n"
         "        os.kill(os.getpid(), signal.SIGTERM)\n"
