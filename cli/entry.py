@@ -19,6 +19,7 @@ import contextlib
 import signal
 import sys
 from types import FrameType
+from typing import NoReturn
 
 TEST_ONLY_MODULES = ("hypothesis",)
 
@@ -60,13 +61,13 @@ def interrupt_on_sigterm() -> None:
         asyncio = sys.modules.get("asyncio")  # not imported: no event loop runs
         loop = asyncio.events._get_running_loop() if asyncio is not None else None
         if loop is None:
-            raise KeyboardInterrupt(f"signal {signum}")
+            _raise_interrupt(signum)
         loop.call_soon_threadsafe(_raise_interrupt, signum)
 
     signal.signal(signal.SIGTERM, interrupt)
 
 
-def _raise_interrupt(signum: int) -> None:
+def _raise_interrupt(signum: int) -> NoReturn:
     raise KeyboardInterrupt(f"signal {signum}")
 
 

@@ -34,7 +34,6 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
 from kafkasim.common.errors import KafkaError
-from kafkasim.node.produce_response import EncodedBody
 
 API_VERSIONS_KEY = 18
 _KEY_VERSION = struct.Struct(">hh")
@@ -126,6 +125,16 @@ def decode_request(
     return KafkaRequest(
         api_key, api_version, header.correlation_id, header.client_id, body, client_host
     )
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedBody:
+    """A response body already in its wire form (``node.produce_response``):
+    :func:`encode_response` writes it after the response header as it is (``flexible``: the
+    header is v1, with tagged fields)."""
+
+    data: bytes
+    flexible: bool
 
 
 def encode_response(request: KafkaRequest | UnsupportedVersionError, body: Any) -> bytes:

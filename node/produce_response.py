@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from kafkasim.node.apis_replica import error_code
+from kafkasim.node.kafka_codec import EncodedBody, error_message
 from kafkasim.node.replica_types import ProducePartitionResult
+from kafkasim.storage.records.varint import encode_unsigned_varint
 
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
@@ -38,15 +40,6 @@ _PARTITION_V3 = struct.Struct(">ihqq")  # index, error_code, base_offset, log_ap
 _PARTITION_V5 = struct.Struct(">ihqqq")  # ... log_start_offset
 _NO_THROTTLE = _INT32.pack(0)
 FIRST_FLEXIBLE_VERSION = 9
-
-
-@dataclass(frozen=True, slots=True)
-class EncodedBody:
-    """A response body already in its wire form: ``kafka_codec.encode_response`` writes it after
-    the response header as it is (``flexible``: the header is v1, with tagged fields)."""
-
-    data: bytes
-    flexible: bool
 
 
 def encode_produce_response(version: int, results: Sequence[ProducePartitionResult]) -> EncodedBody:
@@ -64,8 +57,7 @@ def encode_produce_response(version: int, results: Sequence[ProducePartitionResu
         _string(out, topic, flexible)
         _array_length(out, len(parts), flexible)
         for result in parts:
-            error = result.error
-            code = 0 if error is None else error.code
+            code = error_code(result.error)
             if version >= 5:
                 out += _PARTITION_V5.pack(
                     result.tp.partition,
@@ -83,8 +75,7 @@ def encode_produce_response(version: int, results: Sequence[ProducePartitionResu
                 )
             if version >= 8:
                 _array_length(out, 0, flexible)  # record_errors
-                message = (error.message or None) if error is not None else None
-                _nullable_string(out, message, flexible)
+                _nullable_string(out, error_message(result.error), flexible)
             if flexible:
                 out.append(0)  # the partition's tagged fields
         if flexible:
@@ -100,16 +91,9 @@ def _timestamp(ms: int) -> int:
     return ms if ms >= 0 else -1
 
 
-def _uvarint(out: bytearray, value: int) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
 def _array_length(out: bytearray, length: int, flexible: bool) -> None:
     if flexible:
-        _uvarint(out, length + 1)
+        out += encode_unsigned_varint(length + 1)
     else:
         out += _INT32.pack(length)
 
@@ -117,7 +101,7 @@ def _array_length(out: bytearray, length: int, flexible: bool) -> None:
 def _string(out: bytearray, text: str, flexible: bool) -> None:
     data = text.encode()
     if flexible:
-        _uvarint(out, len(data) + 1)
+        out += encode_unsigned_varint(len(data) + 1)
     else:
         out += _INT16.pack(len(data))
     out += data
