@@ -429,7 +429,12 @@ class Producer:
                         self._accumulator.none_waiting.clear()
                         await self._accumulator.none_waiting.wait()
             except TimeoutError:
-                raise self._transactional_timeout(timeout_s, "EndTxn(true)") from None
+                # The commit has not begun (no EndTxn is pending), so abort_transaction is
+                # still allowed; the message says what was awaited, not EndTxn.
+                topics = ", ".join(sorted(self._waiting))
+                raise self._transactional_timeout(
+                    timeout_s, f"the metadata of topic(s) {topics} before EndTxn(true)"
+                ) from None
         await self._await_transactional(tm.commit_transaction(), timeout_s, deadline)
 
     async def abort_transaction(self, timeout_s: float | None = None) -> None:

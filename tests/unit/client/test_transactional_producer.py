@@ -399,6 +399,9 @@ def test_a_commit_that_timed_out_is_finished_by_calling_it_again() -> None:
             producer.begin_transaction()
             cluster.hold_produce = True
             producer.send("a", b"1")
+            # Topic a's metadata arrives within a few loop steps: the timeout below then falls
+            # on EndTxn however slow the machine (on a loaded one 10 ms once passed before).
+            await settle()
             with pytest.raises(DeliveryTimeoutError, match=r"while awaiting EndTxn\(true\)"):
                 await producer.commit_transaction(timeout_s=0.01)
             with pytest.raises(IllegalTransactionStateError, match="must be retried"):
@@ -409,6 +412,29 @@ def test_a_commit_that_timed_out_is_finished_by_calling_it_again() -> None:
 
     cluster = run(scenario)
     assert [s.request.committed for s in sent(cluster, "EndTxn")] == [True]  # type: ignore[attr-defined]
+
+
+def test_a_commit_that_timed_out_awaiting_a_topic_has_not_begun() -> None:
+    """Records still waiting for their topic's metadata hold the commit back (Kafka's send
+    blocks until it is known); a timeout then names that wait, and, no EndTxn being pending,
+    abort_transaction is allowed and fails those records."""
+
+    async def scenario(cluster: FakeCluster) -> None:
+        async with transactional(cluster) as producer:
+            await ready(producer)
+            producer.begin_transaction()
+            record: asyncio.Future[Any] = producer.send("unknown-topic", b"1")
+            with pytest.raises(
+                DeliveryTimeoutError,
+                match=r"while awaiting the metadata of topic\(s\) unknown-topic before EndTxn",
+            ):
+                await producer.commit_transaction(timeout_s=0.01)
+            await producer.abort_transaction()
+            with pytest.raises(TransactionAbortedError):
+                await record
+
+    cluster = run(scenario)
+    assert not sent(cluster, "EndTxn")  # nothing was sent to the partition: nothing to end
 
 
 # -- the calls' preconditions and close ---------------------------------------------------------
