@@ -85,7 +85,7 @@ LATENCY_RATE = 200.0  # one-record requests a second (see section 4 above)
 # Section 4's second figure: the same requests over this many ProduceStreams at once.
 PIPELINED_STREAMS = 4
 SINK_METHOD = "/bench.Sink/Stream"
-_OPTIONS = [
+OPTIONS = [
     ("grpc.max_send_message_length", 64 << 20),
     ("grpc.max_receive_message_length", 64 << 20),
 ]
@@ -113,14 +113,14 @@ def _batch() -> bytes:
 # -- the bare gRPC ceiling ---------------------------------------------------------------------
 
 
-async def _sink(port: int) -> None:
-    async def stream(requests, _context):  # type: ignore[no-untyped-def]
-        async for message in requests:
-            yield len(message).to_bytes(8, "big")
-
-    server = grpc.aio.server(options=_OPTIONS)
+async def serve_bare_stream(port: int, method: str, stream: Any) -> None:
+    """A grpc.aio server of raw bytes on 127.0.0.1:``port`` whose one bidirectional method
+    ``/service/Name`` is ``stream``; says "ready" on stdout once it listens, then serves until
+    it is stopped."""
+    service, name = method.strip("/").split("/")
+    server = grpc.aio.server(options=OPTIONS)
     handler = grpc.method_handlers_generic_handler(
-        "bench.Sink", {"Stream": grpc.stream_stream_rpc_method_handler(stream)}
+        service, {name: grpc.stream_stream_rpc_method_handler(stream)}
     )
     server.add_generic_rpc_handlers((handler,))
     server.add_insecure_port(f"127.0.0.1:{port}")
@@ -129,8 +129,16 @@ async def _sink(port: int) -> None:
     await server.wait_for_termination()
 
 
+async def _sink(port: int) -> None:
+    async def stream(requests, _context):  # type: ignore[no-untyped-def]
+        async for message in requests:
+            yield len(message).to_bytes(8, "big")
+
+    await serve_bare_stream(port, SINK_METHOD, stream)
+
+
 async def _bare_stream(port: int, payload: bytes, count: int, window: int) -> float:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=_OPTIONS) as channel:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OPTIONS) as channel:
         call = channel.stream_stream(SINK_METHOD)()
         start = time.perf_counter()
         sent = received = 0
@@ -505,7 +513,7 @@ async def _bare_round_trips(port: int, rate: float, seconds: float) -> tuple[flo
     time at ``rate`` a second (the sink answers 8 bytes)."""
     payload = SMALL_RECORD + bytes(70)  # a one-record batch's size
     latencies: list[float] = []
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=_OPTIONS) as channel:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OPTIONS) as channel:
         call = channel.stream_stream(SINK_METHOD)()
         begin = time.perf_counter()
         for i in range(int(rate * seconds)):

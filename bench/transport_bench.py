@@ -44,7 +44,7 @@ from typing import Any
 
 import grpc
 
-from bench.cluster_bench import cpu_seconds
+from bench.cluster_bench import OPTIONS, cpu_seconds, serve_bare_stream
 from kafkasim.cluster.local import REPO_ROOT
 from kafkasim.controller.zk_process import free_loopback_port
 from kafkasim.node.malloc_tuning import tune_malloc
@@ -56,10 +56,6 @@ COUNTS = {200: 4000, 16 << 10: 3000, 1 << 20: 800}
 REQUEST_BYTES = 100  # a follower's fetch request for one partition, about
 _SIZE = struct.Struct(">i")
 _METHOD = "/bench.Replica/Fetch"
-_OPTIONS = [
-    ("grpc.max_send_message_length", 64 << 20),
-    ("grpc.max_receive_message_length", 64 << 20),
-]
 RoundTrip = Callable[[int], Awaitable[Any]]
 
 
@@ -79,15 +75,7 @@ async def _serve(mode: str, port: int) -> None:
             async for request in requests:
                 yield answers[_SIZE.unpack_from(request)[0]]
 
-        server = grpc.aio.server(options=_OPTIONS)
-        handler = grpc.method_handlers_generic_handler(
-            "bench.Replica", {"Fetch": grpc.stream_stream_rpc_method_handler(stream)}
-        )
-        server.add_generic_rpc_handlers((handler,))
-        server.add_insecure_port(f"127.0.0.1:{port}")
-        await server.start()
-        print("ready", flush=True)
-        await server.wait_for_termination()
+        await serve_bare_stream(port, _METHOD, stream)
         return
     headers = {size: _SIZE.pack(size) for size in SIZES}
 
@@ -144,7 +132,7 @@ async def _client(mode: str, port: int) -> tuple[RoundTrip, Callable[[], Awaitab
     loop = asyncio.get_running_loop()
     requests = {size: _SIZE.pack(REQUEST_BYTES) + _request(size) for size in SIZES}
     if mode == "grpc":
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=_OPTIONS)
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OPTIONS)
         call = channel.stream_stream(_METHOD)()
 
         async def grpc_round_trip(size: int) -> Any:
