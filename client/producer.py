@@ -92,7 +92,7 @@ partitioner is 2.4-3.2's sticky one (KIP-480), not 3.3's adaptive one (KIP-794).
 
 Not thread-safe: one event loop owns a producer.
 
-(One module, ~655 lines: ``send`` and ``send_many`` share the life of the producer and its
+(One module, ~660 lines: ``send`` and ``send_many`` share the life of the producer and its
 checks, the transactional calls its sender; what splits off already lives in the modules of
 the table above.)
 """
