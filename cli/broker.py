@@ -27,6 +27,7 @@ from kafkasim.node.gc_tuning import freeze_startup_objects
 from kafkasim.node.loop_idle import idle_timing_loop
 from kafkasim.node.malloc_tuning import tune_malloc
 from kafkasim.node.produce_wire import PRODUCE_DECODERS
+from kafkasim.node.rpc_framed import FramedTransport
 from kafkasim.node.rpc_grpc import GrpcBrokerTransport
 from kafkasim.node.zk_security import zk_security_for
 from kafkasim.storage.checkpoint_writer import BackgroundCheckpointWriter
@@ -69,6 +70,23 @@ def _halt(reason: str) -> None:
     os._exit(1)
 
 
+def replication_transport(config: BrokerConfig) -> FramedTransport:
+    """The framed transport of the broker's replication listeners and of its followers'
+    fetches over them. An answer is bounded by the largest fetch answer a leader builds (its
+    response limit, overshot by at most one batch) or the largest frame the broker reads."""
+    listener = config.replica_fetch_listener
+    return FramedTransport(
+        tls=config.listener_tls(listener) if listener is not None else None,
+        response_decoders=FOLLOWER_DECODERS,
+        max_answer_bytes=max(
+            config["socket.request.max.bytes"],
+            config["replica.fetch.response.max.bytes"] + config["message.max.bytes"] + 65_536,
+        ),
+        max_request_bytes=config["socket.request.max.bytes"],
+        connect_timeout_s=config["replica.socket.timeout.ms"] / 1000,
+    )
+
+
 async def serve(config: BrokerConfig) -> None:
     session_timeout_ms = config["zookeeper.session.timeout.ms"]
     connect_timeout_ms = config["zookeeper.connection.timeout.ms"] or session_timeout_ms
@@ -97,6 +115,9 @@ async def serve(config: BrokerConfig) -> None:
             response_decoders=FOLLOWER_DECODERS,
             request_decoders=PRODUCE_DECODERS,
         ),
+        # Replication listeners (replica.fetch.listener.name) speak framed TCP; a follower
+        # connects to them with that listener's TLS material, as to the inter-broker one.
+        replication_transport=replication_transport(config),
         coordination_factory=coordination,
         clock=SystemClock(),
         controller_factory=controller_factory(lambda _broker_id: random.Random()),

@@ -85,6 +85,9 @@ class BrokerProcess:
     adopted_pid: int | None = None
     # The address its listeners bind and advertise (its network namespace's, ``cluster.netns``).
     host: str = "127.0.0.1"
+    # Its replication listener's port (followers fetch over it, ``node.rpc_framed``); None:
+    # followers fetch over gRPC on the inter-broker listener.
+    replication_port: int | None = None
 
     def __post_init__(self) -> None:
         self.log_path = self.data_dir / "broker.log"
@@ -97,6 +100,11 @@ class BrokerProcess:
     def kafka_address(self) -> str:
         """Where Kafka's own clients connect (``bootstrap.servers``)."""
         return f"{self.host}:{self.kafka_port}"
+
+    @property
+    def replication_address(self) -> str | None:
+        """Where followers fetch from this broker (None: over gRPC, at ``address``)."""
+        return None if self.replication_port is None else f"{self.host}:{self.replication_port}"
 
     @property
     def metrics_url(self) -> str | None:
@@ -170,9 +178,13 @@ class LocalCluster:
         detached: bool = False,
         tls: bool = False,
         zookeeper_host: str = "127.0.0.1",
+        framed_replication: bool = False,
     ) -> None:
         self.root = root
         self.detached = detached
+        # Followers fetch over each broker's replication listener (REPLICATION, framed TCP:
+        # node.rpc_framed) instead of gRPC on the inter-broker listener.
+        self.framed_replication = framed_replication
         # TLS on every listener, inter-broker traffic included, with client certificates
         # required (mutual TLS): a throw-away CA and certificates under <root>/certs.
         self.tls = tls
@@ -200,6 +212,7 @@ class LocalCluster:
                 data_dir / "server.properties",
                 kafka_port=self._fresh_port(),
                 metrics_port=self._metrics_port(broker_id),
+                replication_port=self._fresh_port() if framed_replication else None,
             )
 
     def _make_zookeeper_credentials(self) -> None:
@@ -239,6 +252,7 @@ class LocalCluster:
             },
             "overrides": {k: str(v) for k, v in self.broker_props.items()},
             "tls": self.tls,
+            "framed_replication": self.framed_replication,
             "client_properties": self.client_properties(),
             "metrics_base": self.metrics_base,
             "brokers": [
@@ -247,6 +261,7 @@ class LocalCluster:
                     "pid": b.pid,
                     "address": b.address,
                     "kafka_address": b.kafka_address,
+                    "replication_address": b.replication_address,
                     "metrics": b.metrics_url,
                     "data": str(b.data_dir),
                     "log": str(b.log_path),
@@ -271,6 +286,7 @@ class LocalCluster:
             zookeeper=zookeeper,
             detached=True,
             tls=bool(state.get("tls", False)),
+            framed_replication=bool(state.get("framed_replication", False)),
         )
         cluster.metrics_base = int(state.get("metrics_base", -1))
         for b in state["brokers"]:
@@ -284,10 +300,20 @@ class LocalCluster:
                 kafka_port=_port_of(b["kafka_address"]),
                 metrics_port=None if metrics is None else _port_of(metrics.split("/")[2]),
                 adopted_pid=b["pid"],
+                replication_port=None
+                if b.get("replication_address") is None
+                else _port_of(b["replication_address"]),
             )
         for broker in cluster.brokers.values():
             cluster._ports_taken.update(
-                p for p in (broker.port, broker.kafka_port, broker.metrics_port) if p is not None
+                p
+                for p in (
+                    broker.port,
+                    broker.kafka_port,
+                    broker.metrics_port,
+                    broker.replication_port,
+                )
+                if p is not None
             )
         return cluster
 
@@ -359,6 +385,15 @@ class LocalCluster:
         }
         if self.tls:
             props.update(self._tls_props(broker))
+        if broker.replication_address is not None:
+            # A third listener for followers' fetches, of the inter-broker listener's security.
+            inter = "SSL" if self.tls else "PLAINTEXT"
+            props["listeners"] = f"{props['listeners']},REPLICATION://{broker.replication_address}"
+            props["listener.security.protocol.map"] = (
+                f"{inter}:{inter},KAFKA:{inter},REPLICATION:{inter}"
+            )
+            props["listener.wire.protocol.map"] = "REPLICATION:replication"
+            props["replica.fetch.listener.name"] = "REPLICATION"
         props.update(self.broker_props)
         lines = [f"{k}={v}" for k, v in props.items()]
         # Overrides may carry passwords (ssl.*.password, sasl.jaas.config): owner only.
@@ -394,13 +429,19 @@ class LocalCluster:
         we did). Any other exit (a bad config, a port the user chose) is not retried."""
         broker = self.brokers[broker_id]
         found = _BIND_FAILURE.search(error)
-        ours = found is not None and found.group(1) in (broker.address, broker.kafka_address)
+        ours = found is not None and found.group(1) in (
+            broker.address,
+            broker.kafka_address,
+            broker.replication_address,
+        )
         if not ours or broker.restarts >= _PORT_RETRIES_MAX:
             return False
         logger.warning("broker %d: %s; retrying on new ports", broker_id, error)
         broker.restarts += 1
         broker.port = self._fresh_port()
         broker.kafka_port = self._fresh_port()
+        if broker.replication_port is not None:
+            broker.replication_port = self._fresh_port()
         if self.metrics_base == 0:
             broker.metrics_port = self._fresh_port()
         self.start_broker(broker_id)

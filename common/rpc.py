@@ -3,10 +3,12 @@
 Messages are the protobuf classes generated from ``proto/kafkasim.proto``. A method is named
 as gRPC names it: ``/kafkasim.<Service>/<Method>`` (``METHOD_PRODUCE`` …, see ``proto``'s
 method table). A :class:`ClientTransport` calls; a :class:`Transport` (a broker's) also serves.
-Two implementations, and nothing else imports a transport:
+Three implementations, and nothing else imports a transport:
 
 * grpc.aio over TCP (the only modules that import ``grpc``): ``common/rpc_grpc_client.py``
   calls (clients, tools, Spark, cluster backends), ``node/rpc_grpc.py`` serves;
+* framed TCP for bidirectional streams only (``node/rpc_framed.py``): the replication
+  listener's, over which followers fetch when ``replica.fetch.listener.name`` names one;
 * ``sim/network.py`` — in-memory, on the virtual-time loop, with seeded delays, loss and
   partitions (the simulation's SimNetwork).
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from google.protobuf.message import Message
 
@@ -61,6 +63,9 @@ class RpcError(KafkasimError):
 # A handler answers a message, or the message already in wire form (``proto.EncodedMessage``).
 UnaryHandler = Callable[[Message], Awaitable[Message | EncodedMessage]]
 StreamHandler = Callable[[AsyncIterator[Message]], AsyncIterator[Message | EncodedMessage]]
+# Wire bytes of an answer -> what the caller is handed, instead of the contract's protobuf
+# class (a transport's ``response_decoders``: the follower's fetch answers, records uncopied).
+ResponseDecoder = Callable[[bytes | bytearray], Any]
 
 
 class BidiStream(Protocol):

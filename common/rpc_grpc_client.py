@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +42,7 @@ import grpc
 from google.protobuf.message import Message
 
 from kafkasim.common.errors import InvalidConfigError
-from kafkasim.common.rpc import RpcError, RpcStatus
+from kafkasim.common.rpc import ResponseDecoder, RpcError, RpcStatus
 from kafkasim.common.sasl import SaslCredentials, client_sasl
 from kafkasim.common.security import (
     SASL_MECHANISM_METADATA,
@@ -139,10 +139,6 @@ def _spec(method: str, *, streaming: bool) -> MethodSpec:
         kind = "bidirectional-stream" if streaming else "unary"
         raise RpcError(RpcStatus.UNIMPLEMENTED, f"{method} is not a {kind} rpc of kafkasim.proto")
     return spec
-
-
-# Wire bytes of an answer -> what the caller is handed (GrpcTransport's response_decoders).
-ResponseDecoder = Callable[[bytes], Any]
 
 
 def serialize(message: Message | EncodedMessage) -> bytes:

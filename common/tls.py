@@ -19,7 +19,9 @@ What is read (Kafka's rules, each violation an INVALID_CONFIG naming the key):
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
 import os
 import ssl
 import tempfile
@@ -33,6 +35,7 @@ from cryptography.hazmat.primitives import serialization
 
 from kafkasim.common.config import ConfigKey, ConfigType
 from kafkasim.common.errors import InvalidConfigError, KafkaError
+from kafkasim.common.security import ANONYMOUS
 
 __all__ = [
     "CLIENT_AUTH_VALUES",
@@ -385,3 +388,36 @@ def principal_of_certificate(der_or_pem: bytes) -> str:
     else:
         certificate = x509.load_der_x509_certificate(der_or_pem)
     return "User:" + certificate.subject.rfc4514_string()
+
+
+# How long a client has to finish its TLS handshake before the connection is closed.
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+
+
+async def server_handshake(
+    writer: asyncio.StreamWriter,
+    context: ssl.SSLContext,
+    *,
+    where: str,
+    what: str,
+    log: logging.Logger,
+) -> str | None:
+    """The server's TLS handshake on an accepted connection (``where``: the peer; ``what``:
+    the listener, named in ``log``'s line when it fails): the principal of the client's
+    certificate (``User:<subject DN>``, Kafka's default principal builder),
+    ``User:ANONYMOUS`` without one, None (logged, as Kafka's "Failed authentication") if it
+    failed."""
+    try:
+        await writer.start_tls(context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+    except (ssl.SSLError, ConnectionError, TimeoutError, OSError) as e:
+        reason = getattr(e, "reason", None) or str(e) or type(e).__name__
+        detail = getattr(e, "verify_message", None)  # why a certificate was refused
+        if detail:
+            reason = f"{reason}: {detail}"
+        log.info(
+            "%s: Failed authentication with %s (SSL handshake failed: %s)", what, where, reason
+        )
+        return None
+    ssl_object = writer.get_extra_info("ssl_object")
+    der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    return principal_of_certificate(der) if der else ANONYMOUS

@@ -225,12 +225,13 @@ class FetchedSize:
 
 
 class EncodedFetchResponse(EncodedMessage):
-    """A ``FetchResponse`` in wire form (``data``), and each partition's :class:`FetchedSize`."""
+    """A ``FetchResponse`` in wire form (its ``pieces``: the records as read from the file,
+    between the encoded fields around them), and each partition's :class:`FetchedSize`."""
 
     __slots__ = ("partitions",)
 
-    def __init__(self, data: bytes, partitions: tuple[FetchedSize, ...]) -> None:
-        super().__init__(pb.FetchResponse, data)
+    def __init__(self, pieces: Sequence[bytes], partitions: tuple[FetchedSize, ...]) -> None:
+        super().__init__(pb.FetchResponse, pieces=pieces)
         self.partitions = partitions
 
 
@@ -279,7 +280,9 @@ def fetch_response(results: Iterable[FetchPartitionData]) -> EncodedFetchRespons
         else:
             pieces += (_PARTITION_KEY, encode_unsigned_varint(len(head) + len(tail)), head, tail)
         sizes.append(FetchedSize(r.tp.topic, code, size))
-    return EncodedFetchResponse(b"".join(pieces), tuple(sizes))
+    # Not joined here: the framed replication transport writes the pieces one by one (a
+    # copy of the records less per answer); gRPC joins them when it sends.
+    return EncodedFetchResponse(pieces, tuple(sizes))
 
 
 # -- WriteTxnMarkers -----------------------------------------------------------------------------

@@ -56,10 +56,10 @@ from kafkasim.node.acl_authorizer import acl_authorizer_for
 from kafkasim.node.admin_calls import AdminCalls
 from kafkasim.node.apis import KafkaApis
 from kafkasim.node.broker_config_admin import load_dynamic_config
-from kafkasim.node.config import WIRE_KAFKA, BrokerConfig
+from kafkasim.node.config import WIRE_KAFKA, WIRE_REPLICATION, BrokerConfig
 from kafkasim.node.config_changes import TopicConfigChangeListener
 from kafkasim.node.disk_delay import DiskSlot
-from kafkasim.node.fetcher import ReplicaFetcherManager
+from kafkasim.node.fetcher import ReplicaFetcherManager, StreamRoute
 from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_records import OFFSETS_TOPIC
 from kafkasim.node.kafka_apis import KafkaProtocolApis, kafka_handler_tables
@@ -153,6 +153,7 @@ class Broker:
         rules: ReplicationRules = KAFKA_RULES,
         marker_sender_factory: MarkerSenderFactory = rpc_marker_sender,
         checkpoint_writer: CheckpointWriter | None = None,
+        replication_transport: Transport | None = None,
     ) -> None:
         self.config = config
         # What a fatal storage failure does (Kafka's Exit.halt(1)): the broker process exits at
@@ -163,6 +164,10 @@ class Broker:
         self._rng = rng or random.Random()
         self.broker_id = config.broker_id
         self.transport = transport
+        # What serves and calls replication listeners (replica.fetch.listener.name): the
+        # framed transport in a broker process (cli.broker), else the broker's own (the
+        # simulation's SimNetwork carries the same stream).
+        self.replication_transport = replication_transport or transport
         # A ZooKeeper session cannot be revived once expired: a new one comes from the factory.
         self._coordination_factory = coordination_factory
         self.zk = coordination_factory()
@@ -196,6 +201,7 @@ class Broker:
             rules=rules,
             disk=self.disk,
         )
+        fetch_listener = config.replica_fetch_listener
         self.fetchers = ReplicaFetcherManager(
             self.broker_id,
             self.metadata.address_of,
@@ -204,6 +210,11 @@ class Broker:
             clock,
             rules=rules,
             disk=self.disk,
+            stream_route=None
+            if fetch_listener is None
+            else StreamRoute(
+                fetch_listener, self.metadata.listener_address_of, self.replication_transport
+            ),
         )
         self.replica_manager.on_become_follower = self._follow
         self.replica_manager.on_stop_following = self.fetchers.remove
@@ -222,7 +233,8 @@ class Broker:
             scram_credentials=self.scram_credentials,
         )
         self.server: RpcServer | None = None  # the inter-broker listener's
-        self.servers: dict[str, RpcServer] = {}  # every gRPC listener's, by name
+        # Every gRPC and replication listener's server, by name.
+        self.servers: dict[str, RpcServer] = {}
         self.kafka_listeners: dict[str, KafkaListener] = {}  # the Kafka-protocol ones
         # Idempotent producers' ids; made in start(), once the ZooKeeper session exists.
         self.producer_ids: ProducerIdManager | None = None
@@ -345,6 +357,19 @@ class Broker:
                 )
                 await listener.start()
                 self.kafka_listeners[name] = listener
+                continue
+            if wire[name] == WIRE_REPLICATION:
+                # Followers' fetches only (node.rpc_framed), authorized as on any listener.
+                fetch = self.apis.stream_handlers()[proto.METHOD_REPLICA_FETCH]
+                server = self.replication_transport.server(
+                    f"{host}:{port}",
+                    {},
+                    self.metrics.instrument_streams({proto.METHOD_REPLICA_FETCH: fetch}),
+                    tls=self.config.listener_tls(name),
+                    listener=name,
+                )
+                await server.start()
+                self.servers[name] = server
                 continue
             server = self.transport.server(
                 f"{host}:{port}",

@@ -55,8 +55,17 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
         "listener.wire.protocol.map",
         LST,
         None,
-        "Listener name → wire protocol, grpc or kafka (kafkasim's own key; default: a listener "
-        "named KAFKA speaks Kafka's binary protocol, every other one gRPC).",
+        "Listener name → wire protocol, grpc, kafka or replication (kafkasim's own key; "
+        "default: a listener named KAFKA speaks Kafka's binary protocol, every other one "
+        "gRPC). A replication listener serves followers' fetches only, as size-framed "
+        "messages over TCP or TLS.",
+    ),
+    ConfigKey(
+        "replica.fetch.listener.name",
+        S,
+        None,
+        "The replication listener followers fetch from (kafkasim's own key; default: none, "
+        "followers fetch over gRPC on the inter-broker listener). Every broker needs it.",
     ),
     ConfigKey(
         "inter.broker.listener.name",
@@ -358,6 +367,25 @@ def _check_broker_rules(config: Config) -> None:
             f"inter.broker.listener.name {inter_broker} speaks {wire[inter_broker]}: brokers and "
             "the controller talk to each other over gRPC, so it must name a grpc listener"
         )
+    for name in listeners:
+        if wire[name] == WIRE_REPLICATION and protocols[name] not in ("PLAINTEXT", "SSL"):
+            raise InvalidConfigError(
+                f"Listener {name} is a replication listener, which carries no SASL "
+                f"credentials: it must use PLAINTEXT or SSL, not {protocols[name]} (SSL with "
+                "ssl.client.auth=required authenticates followers by their certificates)"
+            )
+    fetch_listener = (config["replica.fetch.listener.name"] or "").upper()
+    if fetch_listener:
+        if fetch_listener not in advertised:
+            raise InvalidConfigError(
+                "replica.fetch.listener.name must be a listener name defined in "
+                f"advertised.listeners: {fetch_listener} is not ({', '.join(advertised)})"
+            )
+        if wire[fetch_listener] != WIRE_REPLICATION:
+            raise InvalidConfigError(
+                f"replica.fetch.listener.name {fetch_listener} speaks {wire[fetch_listener]}: "
+                "it must name a listener mapped to replication in listener.wire.protocol.map"
+            )
 
 
 BROKER_CONFIG_DEF = ConfigDef(
@@ -377,21 +405,24 @@ _LISTENER_PREFIX = "listener.name."
 _DEFAULT_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 WIRE_GRPC = "grpc"
 WIRE_KAFKA = "kafka"
+WIRE_REPLICATION = "replication"
+_WIRES = (WIRE_GRPC, WIRE_KAFKA, WIRE_REPLICATION)
 KAFKA_LISTENER = "KAFKA"
 
 
 def wire_protocol_map(values: list[str] | None, listeners: Mapping[str, object]) -> dict[str, str]:
-    """``listener.wire.protocol.map`` (``NAME:grpc|kafka`` entries) → {listener: wire protocol}
+    """``listener.wire.protocol.map`` (``NAME:grpc|kafka|replication`` entries) → {listener:
+    wire protocol}
     for every listener in ``listeners``: a listener the map does not name speaks Kafka's
     protocol when it is called KAFKA and gRPC otherwise. INVALID_CONFIG naming a bad entry."""
     named: dict[str, str] = {}
     for value in values or []:
         name, sep, wire = value.partition(":")
         wire = wire.strip().lower()
-        if not sep or not name.strip() or wire not in (WIRE_GRPC, WIRE_KAFKA):
+        if not sep or not name.strip() or wire not in _WIRES:
             raise InvalidConfigError(
                 f"Invalid value {value} for configuration listener.wire.protocol.map: "
-                "expected NAME:grpc or NAME:kafka"
+                "expected NAME:grpc, NAME:kafka or NAME:replication"
             )
         named[name.strip().upper()] = wire
     for name in named:
@@ -543,8 +574,15 @@ class BrokerConfig:
 
     @property
     def wire_protocols(self) -> dict[str, str]:
-        """{listener name: "grpc" or "kafka"} (``listener.wire.protocol.map``)."""
+        """{listener name: "grpc", "kafka" or "replication"} (``listener.wire.protocol.map``)."""
         return wire_protocol_map(self.config["listener.wire.protocol.map"], self.listeners)
+
+    @property
+    def replica_fetch_listener(self) -> str | None:
+        """The replication listener followers fetch from (``replica.fetch.listener.name``),
+        None: over gRPC on the inter-broker listener."""
+        name: str | None = self.config["replica.fetch.listener.name"]
+        return name.upper() if name else None
 
     @property
     def security_protocols(self) -> dict[str, str]:

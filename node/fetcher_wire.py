@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import DecodeError
 
 from kafkasim.common.errors import InvalidRecordError
-from kafkasim.common.rpc_grpc_client import ResponseDecoder
+from kafkasim.common.rpc import ResponseDecoder
 from kafkasim.proto import FETCH_PARTITIONS_FIELD, FETCH_RECORDS_FIELD, METHOD_REPLICA_FETCH
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.storage.records.varint import raw_varint
@@ -63,7 +63,7 @@ class FetchAnswer:
     partitions: list[FetchedPartition]
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def _varint(data: bytes | bytearray, pos: int) -> tuple[int, int]:
     """The varint at ``pos`` (at most 10 bytes) and the position after it."""
     try:
         return raw_varint(data, pos, 10)
@@ -71,7 +71,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         raise FetchAnswerError(f"a bad varint at byte {pos}: {e}") from e
 
 
-def _fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int, int]]:
+def _fields(data: bytes | bytearray, start: int, end: int) -> list[tuple[int, int, int, int, int]]:
     """Each field of the message in ``data[start:end]``: (number, wire type, where its key
     starts, where its value starts, where it ends); a length-delimited value is
     ``data[value_start:end]``."""
@@ -101,7 +101,7 @@ def _fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int,
     return out
 
 
-def _partition(data: bytes, view: memoryview, start: int, end: int) -> FetchedPartition:
+def _partition(data: bytes | bytearray, view: memoryview, start: int, end: int) -> FetchedPartition:
     records = view[0:0]
     kept: list[memoryview] = []
     last = start
@@ -130,7 +130,7 @@ def _partition(data: bytes, view: memoryview, start: int, end: int) -> FetchedPa
     )
 
 
-def decode_fetch_answer(data: bytes) -> FetchAnswer:
+def decode_fetch_answer(data: bytes | bytearray) -> FetchAnswer:
     """The ``FetchResponse`` in ``data`` (its wire bytes), the records not copied."""
     view = memoryview(data)
     partitions: list[FetchedPartition] = []

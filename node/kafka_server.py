@@ -16,12 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import ssl
 import struct
 from collections.abc import Awaitable, Callable
 
-from kafkasim.common.security import ANONYMOUS, CALLER, Caller
-from kafkasim.common.tls import TlsMaterial, principal_of_certificate
+from kafkasim.common.security import CALLER, Caller
+from kafkasim.common.tls import TlsMaterial, server_handshake
 from kafkasim.node.kafka_apis import CloseConnectionError, KafkaProtocolApis
 from kafkasim.node.kafka_codec import (
     API_VERSIONS_KEY,
@@ -36,8 +35,6 @@ from kafkasim.node.sasl_auth import ListenerAuthenticator
 logger = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-# How long a client has to finish its TLS handshake before the connection is closed.
-TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class KafkaListener:
@@ -114,7 +111,9 @@ class KafkaListener:
         CALLER.set(caller)
         try:
             if self._ssl_context is not None:
-                principal = await self._handshake(writer, where)
+                principal = await server_handshake(
+                    writer, self._ssl_context, where=where, what="kafka listener", log=logger
+                )
                 if principal is None:
                     return
                 caller = Caller(principal, caller.host, caller.listener)
@@ -140,28 +139,6 @@ class KafkaListener:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
-
-    async def _handshake(self, writer: asyncio.StreamWriter, where: str) -> str | None:
-        """The TLS handshake of a connection: the principal of the client's certificate
-        (``User:<subject DN>``, Kafka's default principal builder), ``User:ANONYMOUS``
-        without one, None (logged, as Kafka's "Failed authentication") if it failed."""
-        assert self._ssl_context is not None
-        try:
-            await writer.start_tls(self._ssl_context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
-        except (ssl.SSLError, ConnectionError, TimeoutError, OSError) as e:
-            reason = getattr(e, "reason", None) or str(e) or type(e).__name__
-            detail = getattr(e, "verify_message", None)  # why a certificate was refused
-            if detail:
-                reason = f"{reason}: {detail}"
-            logger.info(
-                "kafka listener: Failed authentication with %s (SSL handshake failed: %s)",
-                where,
-                reason,
-            )
-            return None
-        ssl_object = writer.get_extra_info("ssl_object")
-        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-        return principal_of_certificate(der) if der else ANONYMOUS
 
     async def _connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str, host: str

@@ -88,6 +88,17 @@ class MetadataCache:
         endpoint = self.brokers.get(broker_id)
         return None if endpoint is None else f"{endpoint.host}:{endpoint.port}"
 
+    def listener_address_of(self, broker_id: int, listener: str) -> str | None:
+        """Where broker ``broker_id``'s listener ``listener`` is (None: not live, or it has no
+        such listener; never its inter-broker address instead)."""
+        endpoint = self.brokers.get(broker_id)
+        if endpoint is None:
+            return None
+        for named in endpoint.listeners:
+            if named.name == listener:
+                return f"{named.host}:{named.port}"
+        return None
+
     def add_brokers(self, endpoints: list[pb.BrokerEndpoint]) -> None:
         for endpoint in endpoints:
             copy = pb.BrokerEndpoint()

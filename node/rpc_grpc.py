@@ -31,13 +31,8 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from kafkasim.common.rpc import StreamHandler, UnaryHandler
-from kafkasim.common.rpc_grpc_client import (
-    GrpcOptions,
-    GrpcTransport,
-    ResponseDecoder,
-    serialize,
-)
+from kafkasim.common.rpc import ResponseDecoder, StreamHandler, UnaryHandler
+from kafkasim.common.rpc_grpc_client import GrpcOptions, GrpcTransport, serialize
 from kafkasim.common.sasl import SaslCredentials
 from kafkasim.common.security import (
     ANONYMOUS,

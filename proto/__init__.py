@@ -17,7 +17,7 @@ Invariant: ``METHODS`` has exactly one entry per ``METHOD_*`` constant
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -88,11 +88,28 @@ class EncodedMessage:
     large bytes (a fetch answer's records). Both transports send ``SerializeToString()`` (the
     bytes themselves, no copy) as they send a message's."""
 
-    __slots__ = ("data", "encodes")
+    __slots__ = ("_data", "_pieces", "encodes")
 
-    def __init__(self, encodes: type[Message], data: bytes) -> None:
+    def __init__(
+        self, encodes: type[Message], data: bytes = b"", *, pieces: Sequence[bytes] = ()
+    ) -> None:
+        """The wire form as ``data``, or as ``pieces`` whose concatenation it is (joined only
+        for a transport that needs one buffer: gRPC does, the framed replication transport
+        writes them one by one)."""
         self.encodes = encodes
-        self.data = data
+        self._data: bytes | None = None if pieces else data
+        self._pieces = tuple(pieces)
+
+    @property
+    def data(self) -> bytes:
+        if self._data is None:
+            self._data = b"".join(self._pieces)
+            self._pieces = ()
+        return self._data
+
+    def pieces(self) -> Sequence[bytes]:
+        """The wire form in pieces, without joining them."""
+        return self._pieces if self._data is None else (self._data,)
 
     def SerializeToString(self) -> bytes:  # noqa: N802 -- protobuf's name, for the transports
         return self.data

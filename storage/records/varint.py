@@ -145,7 +145,7 @@ def decode_unsigned_varint(buf: bytes | bytearray | memoryview, pos: int = 0) ->
     return raw, pos
 
 
-def raw_varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+def raw_varint(data: bytes | bytearray | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
     """The still zig-zagged value of a varint (``max_bytes`` 5) or varlong (10) at ``pos``:
     the record walks' slow path, for varints of three bytes or more (they inline the rest)."""
     if max_bytes == 5:

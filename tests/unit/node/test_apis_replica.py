@@ -62,6 +62,7 @@ MAY_IMPORT_PROTO = {
     "metadata_cache.py",
     "metrics.py",
     "produce_wire.py",
+    "rpc_framed.py",
     "rpc_grpc.py",
     "topic_creation.py",
     "txn_marker_sender.py",

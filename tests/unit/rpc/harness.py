@@ -1,8 +1,9 @@
-"""Run one transport scenario over real gRPC on loopback or over SimNetwork on virtual time.
+"""Run one transport scenario over real gRPC or the framed transport on loopback, or over
+SimNetwork on virtual time.
 
 A scenario is ``async def scenario(env: Env) -> T``. ``run(kind, scenario)`` builds the world
-for ``kind`` ("grpc" or "sim"), runs the scenario on the right event loop, and closes every
-transport and server it made — so tests stay clean under ``-W error``.
+for ``kind`` ("grpc", "framed" or "sim"), runs the scenario on the right event loop, and
+closes every transport and server it made — so tests stay clean under ``-W error``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from kafkasim.common.rpc import RpcServer, StreamHandler, Transport, UnaryHandler
+from kafkasim.node.rpc_framed import FramedTransport
 from kafkasim.node.rpc_grpc import GrpcBrokerTransport
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.sim.loop import run_simulation
@@ -24,6 +26,8 @@ from kafkasim.sim.network import SimNetwork, SimTransport
 T = TypeVar("T")
 
 KINDS = ["grpc", "sim"]
+# The transports that carry bidirectional streams: those two, and the framed replication one.
+STREAM_KINDS = [*KINDS, "framed"]
 
 # A real-network scenario must finish well within this; virtual time limit for the sim.
 REAL_SCENARIO_TIMEOUT_S = 10.0
@@ -40,9 +44,13 @@ class Env:
     servers: list[RpcServer] = field(default_factory=list)
 
     def transport(self, node: str) -> Transport:
-        transport: Transport = (
-            GrpcBrokerTransport() if self.network is None else SimTransport(self.network, node)
-        )
+        transport: Transport
+        if self.network is not None:
+            transport = SimTransport(self.network, node)
+        elif self.kind == "framed":
+            transport = FramedTransport()
+        else:
+            transport = GrpcBrokerTransport()
         self.transports.append(transport)
         return transport
 
@@ -73,10 +81,10 @@ class Env:
 
 def run(kind: str, scenario: Callable[[Env], Awaitable[T]], *, seed: int = 1) -> T:
     """Run ``scenario`` on a fresh world of ``kind``; returns the scenario's result."""
-    if kind == "grpc":
+    if kind in ("grpc", "framed"):
 
         async def real_main() -> T:
-            env = Env("grpc", None)
+            env = Env(kind, None)
             try:
                 async with asyncio.timeout(REAL_SCENARIO_TIMEOUT_S):
                     return await scenario(env)
