@@ -87,15 +87,19 @@ def local_cluster(
     broker_props: dict[str, object] | None = None,
     *,
     tls: bool = False,
+    framed_replication: bool = False,
 ) -> Iterator[LocalCluster]:
     """A started ``LocalCluster`` of ``brokers`` brokers under ``root`` (``broker_props`` added
-    to every broker's config; ``tls``: mutual TLS on every listener), stopped after whatever
-    happens; skips the test when a real ZooKeeper cannot run here."""
+    to every broker's config; ``tls``: mutual TLS on every listener; ``framed_replication``:
+    followers fetch over replication listeners), stopped after whatever happens; skips the
+    test when a real ZooKeeper cannot run here."""
     reason = zookeeper_available()
     if reason is not None:
         pytest.skip(f"real ZooKeeper unavailable: {reason}")
     props = {**TEST_BROKER_PROPS, **(broker_props or {})}
-    cluster = LocalCluster(root, brokers=brokers, broker_props=props, tls=tls)
+    cluster = LocalCluster(
+        root, brokers=brokers, broker_props=props, tls=tls, framed_replication=framed_replication
+    )
     try:
         cluster.start()
         yield cluster

@@ -233,3 +233,62 @@ def test_a_deposed_leader_keeps_its_hw_until_its_first_fetch_in_the_new_epoch_lo
         assert partition.fetched_leader_epoch == 1
 
     asyncio.run(scenario())
+
+
+class RecordingTransport(ScriptedTransport):
+    """Remembers where each stream was opened."""
+
+    def __init__(self, stream: ScriptedStream) -> None:
+        super().__init__(stream)
+        self.opened: list[tuple[str, str]] = []
+
+    def open_stream(self, target: str, method: str) -> BidiStream:
+        self.opened.append((target, method))
+        return self.stream
+
+
+def test_a_stream_route_takes_the_fetch_stream_to_the_leaders_replication_listener(
+    tmp_path: Path,
+) -> None:
+    """With ``replica.fetch.listener.name`` the stream goes over the route's transport to the
+    leader's listener of that name, never over the unary transport; a leader without that
+    listener is UNAVAILABLE naming it (as Kafka's BrokerEndPointNotAvailableException), and
+    the next fetch tries again."""
+    from kafkasim.common.rpc import RpcError, RpcStatus
+    from kafkasim.node.fetcher import StreamRoute
+
+    async def scenario() -> None:
+        clock = ManualClock(T0)
+        partition = follower(tmp_path, clock)
+        good = make_batch([b"a"])
+        framed = RecordingTransport(ScriptedStream([answer(good)]))
+        unary = RecordingTransport(ScriptedStream([]))
+        listeners: dict[int, str] = {}
+        config = BrokerConfig.from_props(
+            {"broker.id": 2, "log.dirs": str(tmp_path), "zookeeper.connect": "sim"}
+        )
+        fetcher = ReplicaFetcher(
+            2,
+            1,
+            address_of=lambda _b: "leader:9092",
+            transport=unary,
+            config=config,
+            clock=clock,
+            stream_route=StreamRoute(
+                "REPLICATION",
+                lambda broker, name: listeners.get(broker) if name == "REPLICATION" else None,
+                framed,
+            ),
+        )
+        fetcher.states[TP] = FetchState(partition, 0, ReplicaState.FETCHING)
+        with pytest.raises(RpcError) as raised:
+            await fetcher._step()
+        assert raised.value.status is RpcStatus.UNAVAILABLE
+        assert "leader broker 1 has no listener REPLICATION" in raised.value.message
+        listeners[1] = "leader:9093"
+        await fetcher._step()
+        assert framed.opened == [("leader:9093", "/kafkasim.Replication/ReplicaFetch")]
+        assert unary.opened == []
+        assert partition.log.log_end_offset == 1
+
+    asyncio.run(scenario())
