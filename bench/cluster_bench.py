@@ -259,9 +259,15 @@ async def _latency_at_rate(
 
 
 async def _cluster(
-    root: Path, brokers: int, topic: str, rf: int, configs: dict[str, str]
+    root: Path,
+    brokers: int,
+    topic: str,
+    rf: int,
+    configs: dict[str, str],
+    *,
+    framed_replication: bool = False,
 ) -> tuple[LocalCluster, MinimalClient]:
-    cluster = LocalCluster(root, brokers=brokers)
+    cluster = LocalCluster(root, brokers=brokers, framed_replication=framed_replication)
     cluster.start()
     client = MinimalClient(GrpcTransport(), cluster.bootstrap, SystemClock())
     await client.create_topic(topic, 1, rf, configs)
@@ -289,20 +295,27 @@ def _start_sink(port: int) -> subprocess.Popen[bytes]:
 
 
 @contextlib.asynccontextmanager
-async def _one_and_three(root: Path) -> AsyncIterator[tuple[MinimalClient, MinimalClient]]:
-    """Two clusters up at once, each with the topic "bench" of one partition: one broker, and
-    three brokers with RF=3 and min ISR 2; their clients; both stopped on the way out."""
-    c1, k1 = await _cluster(root / "one", 1, "bench", 1, {})
-    try:
-        c3, k3 = await _cluster(root / "three", 3, "bench", 3, {"min.insync.replicas": "2"})
-        try:
-            yield k1, k3
-        finally:
-            await k3.transport.close()
-            c3.stop()
-    finally:
-        await k1.transport.close()
-        c1.stop()
+async def _one_and_three(
+    root: Path,
+) -> AsyncIterator[tuple[MinimalClient, MinimalClient, MinimalClient]]:
+    """Three clusters up at once, each with the topic "bench" of one partition: one broker,
+    and twice three brokers with RF=3 and min ISR 2, whose followers fetch over gRPC in the
+    one and over replication listeners (framed TCP, ``node.rpc_framed``) in the other; their
+    clients; all stopped on the way out."""
+    async with contextlib.AsyncExitStack() as stack:
+        clients = []
+        for name, brokers, configs, framed in (
+            ("one", 1, {}, False),
+            ("three", 3, {"min.insync.replicas": "2"}, False),
+            ("framed", 3, {"min.insync.replicas": "2"}, True),
+        ):
+            cluster, client = await _cluster(
+                root / name, brokers, "bench", brokers, configs, framed_replication=framed
+            )
+            stack.callback(cluster.stop)
+            stack.push_async_callback(client.transport.close)
+            clients.append(client)
+        yield clients[0], clients[1], clients[2]
 
 
 async def _failover(
@@ -459,52 +472,56 @@ async def _broker_bound(quick: bool) -> None:
     count, reps = (100, 3) if quick else (600, 5)
     tp = TopicPartition("bench", 0)
     with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
-        async with _one_and_three(Path(tmp)) as (k1, k3):
-            await _produce_load(k1, tp, batch, count=20, window=8, acks=1)  # warm up
-            await _produce_load(k3, tp, batch, count=20, window=8, acks=-1)
-            singles: list[float] = []
-            replicated: list[float] = []
-            singles_n: list[float] = []
-            replicated_n: list[float] = []
+        async with _one_and_three(Path(tmp)) as (k1, k3, kf):
+            clients = {"one": (k1, 1), "grpc": (k3, -1), "framed": (kf, -1)}
+            for client, acks in clients.values():  # warm up
+                await _produce_load(client, tp, batch, count=20, window=8, acks=acks)
+            one_stream: dict[str, list[float]] = {key: [] for key in clients}
+            streams: dict[str, list[float]] = {key: [] for key in clients}
+            latency: dict[str, list[tuple[float, float]]] = {"grpc": [], "framed": []}
             for _ in range(reps):
-                singles.append(await _produce_load(k1, tp, batch, count=count, window=8, acks=1))
-                replicated.append(
-                    await _produce_load(k3, tp, batch, count=count, window=8, acks=-1)
-                )
-                singles_n.append(
-                    await _produce_over_streams(
-                        k1, tp, batch, count=count, streams=PIPELINED_STREAMS, acks=1
+                for key, (client, acks) in clients.items():
+                    one_stream[key].append(
+                        await _produce_load(client, tp, batch, count=count, window=8, acks=acks)
                     )
-                )
-                replicated_n.append(
-                    await _produce_over_streams(
-                        k3, tp, batch, count=count, streams=PIPELINED_STREAMS, acks=-1
+                    streams[key].append(
+                        await _produce_over_streams(
+                            client, tp, batch, count=count, streams=PIPELINED_STREAMS, acks=acks
+                        )
                     )
-                )
-            p50, p99 = await _latency_at_rate(
-                k3, tp, one, rate=LATENCY_RATE, seconds=2 if quick else 10
-            )
+            for _ in range(1 if quick else 3):
+                for key, runs in latency.items():
+                    runs.append(
+                        await _latency_at_rate(
+                            clients[key][0], tp, one, rate=LATENCY_RATE, seconds=2 if quick else 5
+                        )
+                    )
     per_mb = SMALL_PER_BATCH * 1e6 / len(batch)  # records per MB of batches
-    single, three = statistics.median(singles), statistics.median(replicated)
     print(
         f"\n4. broker-bound: {SMALL_PER_BATCH} x {len(SMALL_RECORD)} B records a request "
         f"({len(batch)} bytes), 8 in flight on one ProduceStream, medians of {reps} interleaved"
     )
-    print(f"   one broker, acks=1            {single * per_mb:10,.0f} records/s")
     print(
-        f"   three brokers, RF=3, acks=all {three * per_mb:10,.0f} records/s   ratio "
-        f"{three / single:.2f} (aim >= 0.6; Kafka's own benchmark 0.51)"
+        "   (three brokers RF=3 acks=all twice: followers fetching over gRPC, and over "
+        "replication listeners)"
     )
-    single_n, three_n = statistics.median(singles_n), statistics.median(replicated_n)
+    single, single_n = statistics.median(one_stream["one"]), statistics.median(streams["one"])
+    print(f"   one broker, acks=1                     {single * per_mb:10,.0f} records/s")
+    for key in ("grpc", "framed"):
+        three, three_n = statistics.median(one_stream[key]), statistics.median(streams[key])
+        p50, p99 = _medians(latency[key])
+        print(
+            f"   RF=3 acks=all, replication over {key:6} {three * per_mb:10,.0f} records/s   "
+            f"ratio {three / single:.2f} (aim >= 0.6; Kafka's own benchmark 0.51)"
+        )
+        print(
+            f"      over {PIPELINED_STREAMS} ProduceStreams: {three_n * per_mb:,.0f} records/s, "
+            f"ratio {three_n / single_n:.2f} to one broker's {single_n * per_mb:,.0f}; "
+            f"1-record acks=all at {LATENCY_RATE:.0f}/s: p50 {p50:.1f} ms, p99 {p99:.1f} ms"
+        )
     print(
-        f"   over {PIPELINED_STREAMS} ProduceStreams: one broker {single_n * per_mb:,.0f}, three "
-        f"brokers {three_n * per_mb:,.0f} records/s, ratio {three_n / single_n:.2f} (one stream "
-        "answers one request at a time, as a Kafka connection: RF=3 is bound there by the "
-        "acks=all round trip)"
-    )
-    print(
-        f"   latency, 1-record acks=all unary requests at {LATENCY_RATE:.0f}/s: p50 {p50:.1f} ms, "
-        f"p99 {p99:.1f} ms"
+        "   (one stream answers one request at a time, as a Kafka connection: RF=3 is bound "
+        "there by the acks=all round trip)"
     )
 
 
@@ -538,21 +555,25 @@ async def _latency_path(quick: bool, rate: float) -> None:
     tp = TopicPartition("bench", 0)
     port = free_loopback_port()
     sink = _start_sink(port)
-    runs: dict[str, list[tuple[float, float]]] = {"bare": [], "acks1": [], "all": []}
+    runs: dict[str, list[tuple[float, float]]] = {
+        "bare": [],
+        "acks1": [],
+        "all": [],
+        "framed": [],
+    }
     try:
         with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
-            async with _one_and_three(Path(tmp)) as (k1, k3):
+            async with _one_and_three(Path(tmp)) as (k1, k3, kf):
                 await _bare_round_trips(port, rate, 1.0)  # warm up
-                await _latency_at_rate(k1, tp, one, rate=rate, seconds=1.0)
-                await _latency_at_rate(k3, tp, one, rate=rate, seconds=1.0)
+                brokers = {"acks1": k1, "all": k3, "framed": kf}
+                for client in brokers.values():
+                    await _latency_at_rate(client, tp, one, rate=rate, seconds=1.0)
                 for _ in range(reps):
                     runs["bare"].append(await _bare_round_trips(port, rate, seconds))
-                    runs["acks1"].append(
-                        await _latency_at_rate(k1, tp, one, rate=rate, seconds=seconds)
-                    )
-                    runs["all"].append(
-                        await _latency_at_rate(k3, tp, one, rate=rate, seconds=seconds)
-                    )
+                    for key, client in brokers.items():
+                        runs[key].append(
+                            await _latency_at_rate(client, tp, one, rate=rate, seconds=seconds)
+                        )
     finally:
         os.kill(sink.pid, signal.SIGTERM)
         sink.wait(timeout=10)
@@ -564,6 +585,7 @@ async def _latency_path(quick: bool, rate: float) -> None:
         "bare": "bare grpc.aio round trip",
         "acks1": "one broker, acks=1",
         "all": "three brokers, RF=3, acks=all",
+        "framed": "  the same, replication listeners",
     }
     medians = {k: _medians(v) for k, v in runs.items()}
     for key, label in labels.items():
@@ -574,6 +596,11 @@ async def _latency_path(quick: bool, rate: float) -> None:
     print(
         f"   acks=all over acks=1: +{acks_all - acks1:.2f} ms at the p50 "
         f"({(acks_all - acks1) / bare:.1f} bare round trips); the aim: p50 <= 2 ms"
+    )
+    framed = medians["framed"][0]
+    print(
+        f"   over replication listeners: +{framed - acks1:.2f} ms "
+        f"({(framed - acks1) / bare:.1f} bare round trips)"
     )
 
 
