@@ -419,5 +419,11 @@ async def server_handshake(
         )
         return None
     ssl_object = writer.get_extra_info("ssl_object")
-    der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    try:
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    except ValueError as e:
+        # The session broke right after the handshake (a bad record read with the client's
+        # Finished): "handshake not done yet".
+        log.info("%s: Failed authentication with %s (SSL session broken: %s)", what, where, e)
+        return None
     return principal_of_certificate(der) if der else ANONYMOUS

@@ -132,7 +132,8 @@ class KafkaListener:
                     return
                 CALLER.set(Caller(principal, caller.host, caller.listener))
             await self._connection(reader, writer, where, host)
-        except ConnectionError as e:
+        except OSError as e:
+            # The peer went away, or broke the TLS session (ssl.SSLError: a bad record).
             logger.info("kafka listener: %s went away: %s", where, e)
         finally:
             self._connections.discard(task)

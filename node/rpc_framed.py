@@ -192,7 +192,8 @@ class FramedServer:
             # The stream's handler runs in this task: its caller is set once, here.
             CALLER.set(Caller(principal, host, self._listener))
             await self._stream(reader, writer, where)
-        except ConnectionError as e:
+        except OSError as e:
+            # The peer went away, or broke the TLS session (ssl.SSLError: a bad record).
             _log.info("replication listener: %s went away: %s", where, e)
         except asyncio.CancelledError:
             # The client went away (its requests ended) or the server stopped: the connection
@@ -215,7 +216,7 @@ class FramedServer:
                     _log.warning("replication listener: closing %s: no valid hello", where)
                     return
                 method = (await reader.readexactly(size)).decode("utf-8", "replace")
-        except (asyncio.IncompleteReadError, TimeoutError):
+        except (asyncio.IncompleteReadError, TimeoutError, OSError):
             return
         handler = self._streams.get(method)
         spec = method_spec(method, streaming=True)
@@ -242,8 +243,8 @@ class FramedServer:
         except _StreamEndedError as e:
             _log.warning("replication listener: ending %s's %s: %s", where, spec.name, e.message)
             writer.write(_end_frame(e.status, e.message))
-        except (ConnectionError, asyncio.CancelledError):
-            raise
+        except (OSError, asyncio.CancelledError):
+            raise  # the connection's trouble, not the handler's
         except Exception as exc:
             _log.exception("stream handler for %s raised; the caller gets INTERNAL", spec.name)
             writer.write(_end_frame(RpcStatus.INTERNAL, f"{type(exc).__name__}: {exc}"))
@@ -255,7 +256,7 @@ class FramedServer:
             if aclose is not None:
                 with contextlib.suppress(Exception):
                     await aclose()
-        with contextlib.suppress(ConnectionError):
+        with contextlib.suppress(OSError):
             await writer.drain()
 
     async def _requests(self, reader: asyncio.StreamReader, spec: MethodSpec) -> AsyncIterator[Any]:
@@ -273,7 +274,8 @@ class FramedServer:
                         "(InvalidReceiveException)",
                     )
                 data = await reader.readexactly(size)
-            except (asyncio.IncompleteReadError, ConnectionError):
+            except (asyncio.IncompleteReadError, OSError):
+                # The client went away (or broke the TLS session): the stream is over.
                 task = asyncio.current_task()
                 assert task is not None
                 task.cancel()

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import os
 import ssl
 from pathlib import Path
 from typing import Any, cast
@@ -144,3 +145,41 @@ def test_requested_client_auth_takes_a_certificate_when_there_is_one(
     assert [c.principal for c in seen] == ["User:CN=alice,OU=kafkasim", ANONYMOUS]
     seen, outcomes = run("none", [clients["alice"]])
     assert outcomes == ["ok"] and seen[0].principal == ANONYMOUS
+
+
+def test_a_broken_tls_record_ends_only_that_connection_quietly(
+    clients: dict[str, ssl.SSLContext | None], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A peer that writes a forged TLS record into its session (ssl.SSLError on the listener:
+    an OSError, not a ConnectionError) loses its connection with one INFO line, no error from
+    asyncio, and the listener goes on serving."""
+    forged = b"\x17\x03\x03\x00\x20" + bytes(32)  # application data that cannot decrypt
+    from tests.unit.node.test_kafka_apis import FakeBroker
+
+    async def main() -> str:
+        listener = KafkaListener(
+            "127.0.0.1",
+            0,
+            KafkaProtocolApis(cast(Any, FakeBroker()), "SSL"),
+            max_request_bytes=1 << 20,
+            idle_timeout_ms=10_000,
+            listener="SSL",
+            tls=SERVER["none"],
+        )
+        await listener.start()
+        try:
+            host, port = listener.address.rsplit(":", 1)
+            reader, writer = await asyncio.open_connection(
+                host, int(port), ssl=clients["anonymous"], server_hostname=host
+            )
+            os.write(writer.get_extra_info("socket").fileno(), forged)
+            assert await asyncio.wait_for(reader.read(), 5) == b""  # closed
+            writer.transport.abort()
+            return await api_versions(host, int(port), clients["anonymous"])
+        finally:
+            await listener.stop()
+
+    with caplog.at_level(logging.INFO):
+        assert asyncio.run(main()) == "ok"
+    loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not loud, loud

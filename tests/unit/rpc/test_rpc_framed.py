@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import struct
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -429,3 +430,41 @@ def test_mutual_tls_gives_the_handler_the_certificates_principal(
     assert seen == [alice, alice]
     assert len(failed_authentications()) == 3, failed_authentications()
     assert all("replication listener" in line for line in failed_authentications())
+
+
+@pytest.mark.parametrize("after_hello", [False, True], ids=["before-hello", "after-hello"])
+def test_a_broken_tls_record_ends_only_that_connection_quietly(
+    certs: Certs, caplog: pytest.LogCaptureFixture, after_hello: bool
+) -> None:
+    """A peer that writes a forged TLS record into its session (ssl.SSLError on the server,
+    an OSError but not a ConnectionError) loses its connection with one INFO line: no task
+    error from asyncio, no handler blamed with a traceback, and the server goes on."""
+    forged = b"\x17\x03\x03\x00\x20" + bytes(32)  # application data that cannot decrypt
+
+    async def scenario(env: Env) -> None:
+        material = certs.server("none")
+        server = await serve(
+            env, {proto.METHOD_REPLICA_FETCH: echo_fetch_stream}, tls=material, listener="R"
+        )
+        host, _, port = server.address.rpartition(":")
+        context = certs.client(None).client_context()
+        reader, writer = await asyncio.open_connection(
+            host, int(port), ssl=context, server_hostname=host
+        )
+        if after_hello:
+            writer.write(hello(proto.METHOD_REPLICA_FETCH))
+            await writer.drain()
+            await asyncio.sleep(0.1)
+        os.write(writer.get_extra_info("socket").fileno(), forged)
+        assert await asyncio.wait_for(reader.read(), TIMEOUT_S) == b""  # closed
+        writer.transport.abort()
+        tls_client = client(env, tls=certs.client(None))
+        stream = tls_client.open_stream(server.address, proto.METHOD_REPLICA_FETCH)
+        await stream.send(fetch(42))
+        assert hw_of(await stream.recv(TIMEOUT_S)) == 42
+        await stream.close()
+
+    with caplog.at_level(logging.INFO):
+        run("framed", scenario)
+    loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not loud, loud
