@@ -265,7 +265,7 @@ async def _cluster(
     rf: int,
     configs: dict[str, str],
     *,
-    framed_replication: bool = False,
+    framed_replication: bool | None = None,
 ) -> tuple[LocalCluster, MinimalClient]:
     cluster = LocalCluster(root, brokers=brokers, framed_replication=framed_replication)
     cluster.start()

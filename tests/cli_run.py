@@ -87,7 +87,7 @@ def local_cluster(
     broker_props: dict[str, object] | None = None,
     *,
     tls: bool = False,
-    framed_replication: bool = False,
+    framed_replication: bool | None = None,
 ) -> Iterator[LocalCluster]:
     """A started ``LocalCluster`` of ``brokers`` brokers under ``root`` (``broker_props`` added
     to every broker's config; ``tls``: mutual TLS on every listener; ``framed_replication``:

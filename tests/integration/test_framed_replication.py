@@ -1,7 +1,8 @@
 """Followers fetching over replication listeners (``replica.fetch.listener.name``, framed TCP
-or TLS: ``node/rpc_framed.py``) on three real broker processes and a real ZooKeeper: every
-broker registers the listener, acks=all is acknowledged only once followers have fetched over
-it, and after a SIGKILL of the leader nothing acknowledged is lost."""
+or TLS: ``node/rpc_framed.py``; local clusters have them by default) on three real broker
+processes and a real ZooKeeper: every broker registers the listener, acks=all is acknowledged
+only once followers have fetched over it, and after a SIGKILL of the leader nothing
+acknowledged is lost. The same over gRPC, for a cluster without them."""
 
 from __future__ import annotations
 
@@ -65,17 +66,22 @@ async def _survives_a_leader_kill(cluster: LocalCluster) -> None:
     try:
         registered = await _registrations(cluster)
         for broker_id, broker in cluster.brokers.items():
-            assert ("REPLICATION", broker.host, broker.replication_port) in registered[
-                broker_id
-            ].endpoints
+            names = [name for name, _, _ in registered[broker_id].endpoints]
+            if cluster.framed_replication:
+                assert ("REPLICATION", broker.host, broker.replication_port) in registered[
+                    broker_id
+                ].endpoints
+            else:
+                assert "REPLICATION" not in names
         await client.create_topic("events", 1, 3, {"min.insync.replicas": "2"})
         await client.wait_for_leaders("events", 1)
         acked = await _produce(client, [b"before-%d" % i for i in range(30)])
         leader = client.metadata.leader(TP)
         # The two followers' fetch streams are connections to its replication listener.
         port = cluster.brokers[leader].replication_port
-        assert port is not None
-        assert _established_to(port) >= 2
+        assert (port is not None) is cluster.framed_replication
+        if port is not None:
+            assert _established_to(port) >= 2
         cluster.kill(leader)  # SIGKILL
         started = time.monotonic()
         acked.update(await _produce(client, [b"after-%d" % i for i in range(30)]))
@@ -92,10 +98,15 @@ async def _survives_a_leader_kill(cluster: LocalCluster) -> None:
             assert "Traceback" not in log, log[-3000:]
 
 
-@pytest.mark.parametrize("tls", [False, True], ids=["plaintext", "mutual-tls"])
+@pytest.mark.parametrize(
+    ("tls", "framed"),
+    [(False, True), (True, True), (False, False)],
+    ids=["plaintext", "mutual-tls", "over-grpc"],
+)
 def test_followers_fetch_over_the_replication_listener_and_fail_over(
-    tmp_path: Path, tls: bool
+    tmp_path: Path, tls: bool, framed: bool
 ) -> None:
-    # acks=all with min ISR 2 needs a follower's fetch: there is no gRPC path for it to take.
-    with local_cluster(tmp_path, brokers=3, tls=tls, framed_replication=True) as cluster:
+    # acks=all with min ISR 2 needs a follower's fetch: with a replication listener there is
+    # no gRPC path for it to take. Without one (over-grpc), followers fetch over gRPC.
+    with local_cluster(tmp_path, brokers=3, tls=tls, framed_replication=framed) as cluster:
         asyncio.run(_survives_a_leader_kill(cluster))

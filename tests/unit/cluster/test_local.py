@@ -60,6 +60,40 @@ def test_attaching_to_the_recorded_state_keeps_ports_overrides_and_pids(tmp_path
     assert not any(b.running for b in again.brokers.values())
 
 
+def test_brokers_get_a_replication_listener_unless_the_props_lay_out_listeners(
+    tmp_path: Path,
+) -> None:
+    """Followers fetch over a REPLICATION listener (framed TCP; TLS on a TLS cluster) of the
+    inter-broker listener's security, recorded in the state and kept by attach; props that lay
+    the listeners out themselves are taken as they are."""
+    from kafkasim.node.config import BrokerConfig
+
+    cluster = LocalCluster(tmp_path / "default", brokers=2)
+    broker = cluster.brokers[2]
+    props = _config(cluster, 2)
+    assert broker.replication_address is not None
+    assert props["listeners"].endswith(f",REPLICATION://{broker.replication_address}")
+    assert props["listener.wire.protocol.map"] == "REPLICATION:replication"
+    assert props["replica.fetch.listener.name"] == "REPLICATION"
+    config = BrokerConfig.from_props(props)
+    assert config.replica_fetch_listener == "REPLICATION"
+    assert config.security_protocols["REPLICATION"] == "PLAINTEXT"
+    again = LocalCluster.attach(cluster.state())
+    assert again.framed_replication
+    assert again.brokers[2].replication_port == broker.replication_port
+    tls = _config(LocalCluster(tmp_path / "tls", brokers=1, tls=True), 1)
+    assert "REPLICATION:SSL" in tls["listener.security.protocol.map"]
+    own = LocalCluster(
+        tmp_path / "own", brokers=1, broker_props={"listeners": "PLAINTEXT://127.0.0.1:0"}
+    )
+    assert not own.framed_replication
+    assert own.brokers[1].replication_address is None
+    assert "replica.fetch.listener.name" not in _config(own, 1)
+    assert not LocalCluster(
+        tmp_path / "off", brokers=1, framed_replication=False
+    ).framed_replication
+
+
 def test_an_adopted_process_is_known_by_pid_and_command_line(tmp_path: Path) -> None:
     """Alive while its command line names the broker's config; paused after SIGSTOP."""
     cluster = LocalCluster(tmp_path, brokers=1)
@@ -92,13 +126,30 @@ def test_no_two_listeners_share_a_port_when_the_kernel_repeats_one(
 ) -> None:
     """The kernel may hand the same free port to two probes in a row; a cluster never hands
     it out twice (two listeners of a broker on one port was a start-up error in CI)."""
-    repeated = iter([41000, 41000, 41001, 41001, 41002, 41003, 41003, 41004, 41005, 41006])
+    repeated = iter(
+        [
+            41000,
+            41000,
+            41001,
+            41001,
+            41002,
+            41003,
+            41003,
+            41004,
+            41005,
+            41006,
+            41006,
+            41007,
+            41008,
+            41009,
+        ]
+    )
     monkeypatch.setattr("kafkasim.cluster.local.free_loopback_port", lambda: next(repeated))
     cluster = LocalCluster(tmp_path, brokers=2)
     ports = [
         p
         for b in cluster.brokers.values()
-        for p in (b.port, b.kafka_port, b.metrics_port)
+        for p in (b.port, b.kafka_port, b.metrics_port, b.replication_port)
         if p is not None
     ]
-    assert len(ports) == 6 and len(set(ports)) == 6
+    assert len(ports) == 8 and len(set(ports)) == 8
