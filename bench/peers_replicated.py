@@ -1,6 +1,7 @@
 """Issue 19's replication aim with each system's own producer perf tool: three brokers, a
 topic of RF=3 with min.insync.replicas=2 and acks=all, against one broker with acks=1
-(``./dev bench peers --replicated [--quick] [--partitions N] [--sizes 100 1024]``).
+(``./dev bench peers --replicated [--quick] [--partitions N] [--sizes 100 1024]
+[--grpc-replication]``).
 
 Four setups, all up for the whole run: kafkasim's ``LocalCluster`` with one broker and with
 three, and Apache Kafka 0.9.0.1's (``bench.apache_kafka.ApacheKafkaCluster``) with one and with
@@ -11,6 +12,10 @@ min.insync.replicas=2 and acks=all (``-1`` for Kafka's tool). Topics have 1 part
 default, as ``./dev bench peers`` has (Kafka's own 2014 benchmark, whose three-broker RF=3
 acks=all figure was 0.51 of its one-broker one, used 6 partitions: ``--partitions 6``); the
 same count on both systems.
+
+kafkasim's followers fetch over replication listeners (``LocalCluster``'s default);
+``--grpc-replication`` adds a fifth setup, kafkasim's three brokers with followers fetching
+over gRPC, and prints its RF=3 / one-broker ratio beside the other.
 
 Every run gets a fresh topic: created, its ISR waited for (every replica in it), one record
 acknowledged in each partition with the setup's acks (connections made and the followers
@@ -78,6 +83,8 @@ class Setup:
     label: str  # ONE_BROKER or REPLICATED
     brokers: int
     acks: str  # as the system's tool is given it
+    # kafkasim's followers fetch over replication listeners (LocalCluster's default), or gRPC.
+    framed_replication: bool = True
 
     @property
     def name(self) -> str:
@@ -94,6 +101,8 @@ SETUPS = (
     Setup("Kafka", ONE_BROKER, 1, "1"),
     Setup("Kafka", REPLICATED, 3, "-1"),
 )
+# With --grpc-replication, a fifth setup: kafkasim's RF=3 with its followers fetching over gRPC.
+GRPC_REPLICATED = Setup("kafkasim", f"{REPLICATED} (gRPC replication)", 3, "all", False)
 
 
 def rotated(items: Sequence[T], round_: int) -> list[T]:
@@ -208,11 +217,11 @@ def kafka_tool_perf(cluster: ApacheKafkaCluster) -> Perf:
 
 
 @contextlib.contextmanager
-def sides(root: Path, partitions: int) -> Iterator[list[Side]]:
-    """The four clusters of ``SETUPS``, started in turn and stopped (by pid) on the way out."""
+def sides(root: Path, partitions: int, setups: Sequence[Setup]) -> Iterator[list[Side]]:
+    """The clusters of ``setups``, started in turn and stopped (by pid) on the way out."""
     with contextlib.ExitStack() as stack:
         out: list[Side] = []
-        for number, setup in enumerate(SETUPS):
+        for number, setup in enumerate(setups):
             where = root / f"{number}-{setup.system}-{setup.brokers}"
             print(f"starting {setup.name} ({setup.brokers} broker(s)) ...", flush=True)
             if setup.system == "Kafka":
@@ -220,7 +229,9 @@ def sides(root: Path, partitions: int) -> Iterator[list[Side]]:
                 target: Target = KafkaTarget(kafka)
                 perf = kafka_tool_perf(kafka)
             else:
-                ours = LocalCluster(where, brokers=setup.brokers)
+                ours = LocalCluster(
+                    where, brokers=setup.brokers, framed_replication=setup.framed_replication
+                )
                 stack.callback(ours.stop)
                 ours.start()
                 target, perf = KafkasimTarget(ours), kafkasim_perf(ours)
@@ -228,8 +239,12 @@ def sides(root: Path, partitions: int) -> Iterator[list[Side]]:
         yield out
 
 
-def run(counts: Counts, partitions: int, sizes: Sequence[int]) -> None:
-    """Calibrate each setup's batching, measure ``counts.rounds`` rotated rounds, print."""
+def run(
+    counts: Counts, partitions: int, sizes: Sequence[int], *, grpc_replication: bool = False
+) -> None:
+    """Calibrate each setup's batching, measure ``counts.rounds`` rotated rounds, print (with
+    ``grpc_replication``, kafkasim's RF=3 with followers over gRPC too)."""
+    setups = [*SETUPS, GRPC_REPLICATED] if grpc_replication else list(SETUPS)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     # The warm-up producers' librdkafka warnings (Kafka 0.9's deprecated fallback settings).
     logging.basicConfig(level=logging.ERROR, format="%(name)s: %(message)s")
@@ -245,7 +260,7 @@ def run(counts: Counts, partitions: int, sizes: Sequence[int]) -> None:
     notes: list[str] = []
     with (
         tempfile.TemporaryDirectory(prefix="kafkasim-peers-replicated-") as tmp,
-        sides(Path(tmp), partitions) as all_sides,
+        sides(Path(tmp), partitions, setups) as all_sides,
     ):
         for size in sizes:
             for side in all_sides:
@@ -267,9 +282,18 @@ def run(counts: Counts, partitions: int, sizes: Sequence[int]) -> None:
     print(f"medians of {counts.rounds} rotated rounds (records/s), each setup with its best "
           "batching (batch.size/linger.ms):")  # fmt: skip
     for size in sizes:
-        chosen = (f"{s.name} {best[s.name, size][0]}/{best[s.name, size][1]}ms" for s in SETUPS)
+        chosen = (f"{s.name} {best[s.name, size][0]}/{best[s.name, size][1]}ms" for s in setups)
         print(f"  {size} B: " + ", ".join(chosen))
     print("\n".join(ratio_lines(medians, sizes)))
+    if grpc_replication:
+        for size in sizes:
+            grpc = medians[GRPC_REPLICATED.name, size]
+            one = medians[SETUPS[0].name, size]
+            framed = medians[SETUPS[1].name, size]
+            print(
+                f"  {size} B, kafkasim RF=3 with followers over gRPC: {grpc:.0f} records/s, "
+                f"RF3/1 {grpc / one:.2f} (over replication listeners: {framed / one:.2f})"
+            )
     print(
         "aims (issue 19): kafkasim RF3/1 >= 0.6 (Kafka's 2014 benchmark: 0.51, 6 partitions); "
         "kafkasim/Kafka at RF=3 >= 0.5"
@@ -282,13 +306,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicated", action="store_true", help="(this comparison)")
     parser.add_argument("--quick", action="store_true", help="fewer records, 3 rounds")
+    parser.add_argument(
+        "--grpc-replication",
+        action="store_true",
+        help="also kafkasim's RF=3 with followers over gRPC instead of replication listeners",
+    )
     parser.add_argument("--partitions", type=int, default=1, help="partitions per topic (1)")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), choices=SIZES,
                         help="record sizes in bytes (100 1024)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.partitions < 1:
         parser.error(f"--partitions must be >= 1, got {args.partitions}")
-    run(QUICK if args.quick else FULL, args.partitions, args.sizes)
+    run(
+        QUICK if args.quick else FULL,
+        args.partitions,
+        args.sizes,
+        grpc_replication=args.grpc_replication,
+    )
 
 
 if __name__ == "__main__":
