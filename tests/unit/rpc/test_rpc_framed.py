@@ -468,3 +468,18 @@ def test_a_broken_tls_record_ends_only_that_connection_quietly(
         run("framed", scenario)
     loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert not loud, loud
+
+
+def test_an_answers_small_pieces_are_joined_and_its_large_ones_written_as_they_are() -> None:
+    """Few writes (each small piece alone was a TCP segment and a send call of its own), and no
+    copy of the records (the large pieces are the very objects handed over)."""
+    from kafkasim.node.rpc_framed import _coalesced
+
+    big, other = bytes(64 * 1024), b"r" * (32 * 1024)
+    pieces = [b"\x0a", b"\x05", b"head", big, b"tail", other, big, b"", b"end"]
+    writes = _coalesced(b"HEAD!", pieces)
+    assert b"".join(writes) == b"HEAD!" + b"".join(pieces)
+    assert [len(w) for w in writes] == [11, len(big), 4, len(other), len(big), 3]
+    assert writes[1] is big and writes[3] is other and writes[4] is big
+    assert _coalesced(b"H", [big]) == [b"H", big]
+    assert _coalesced(b"H", [b"a", b"b"]) == [b"Hab"]
