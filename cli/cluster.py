@@ -182,9 +182,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"  bootstrap.servers (Kafka clients)         {cluster.kafka_bootstrap}")
     for b in cluster.brokers.values():
         metrics = f"  metrics {b.metrics_url}" if b.metrics_url else ""
+        # Where followers fetch from it (node.rpc_framed), when it has a replication listener.
+        replication = f"  replication {b.replication_address}" if b.replication_address else ""
         print(
-            f"  broker {b.broker_id}  gRPC {b.address}  Kafka {b.kafka_address}{metrics}  "
-            f"pid {b.pid}  log {b.log_path}"
+            f"  broker {b.broker_id}  gRPC {b.address}  Kafka {b.kafka_address}{replication}"
+            f"{metrics}  pid {b.pid}  log {b.log_path}"
         )
     print(f"stop it with: kafkasim cluster down --dir {args.dir}", flush=True)
     if args.console:
