@@ -82,6 +82,41 @@ def _kip101_hw_lag_then_failover(tmp_path: Path, *, bug: bool) -> tuple[int, int
     return simulate(tmp_path, scenario, brokers=2, rules=rules)  # type: ignore[no-any-return]
 
 
+REPLICATION_LISTENER = {
+    "listeners": "PLAINTEXT://broker-{broker_id}:9092,REPLICATION://broker-{broker_id}:9093",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT",
+    "listener.wire.protocol.map": "REPLICATION:replication",
+    "replica.fetch.listener.name": "REPLICATION",
+}
+
+
+def test_followers_on_a_replication_listener_fail_over_as_over_the_inter_broker_one(
+    tmp_path: Path,
+) -> None:
+    """``replica.fetch.listener.name`` in the simulation: SimNetwork carries the replication
+    listener's stream (real brokers: node.rpc_framed), the followers' fetch streams go to each
+    leader's REPLICATION address, and invariant 5 holds across a leader crash as before."""
+
+    async def scenario(cluster: SimCluster) -> None:
+        client = await create(cluster, "events", min_insync_replicas="2")
+        acked = await produce_all(client, TP, [b"before-%d" % i for i in range(20)])
+        old_leader = leader_of(cluster, TP)
+        for broker_id, broker in cluster.brokers.items():
+            assert "REPLICATION" in broker.servers
+            if broker_id != old_leader:
+                fetcher = broker.fetchers.fetchers[old_leader]
+                assert fetcher._stream_target == f"broker-{old_leader}:9093"
+        await cluster.crash(old_leader)
+        await cluster.wait_for(
+            lambda: leader_of(cluster, TP) not in (-1, old_leader), what="a new leader"
+        )
+        acked.update(await produce_all(client, TP, [b"after-%d" % i for i in range(20)]))
+        read = {r.value: r.offset for r in await client.read_all(TP)}
+        assert read == acked
+
+    simulate(tmp_path, scenario, **REPLICATION_LISTENER)
+
+
 def test_kip101_case1_hw_truncation_then_failover_loses_nothing(tmp_path: Path) -> None:
     acked, readable = _kip101_hw_lag_then_failover(tmp_path, bug=False)
     assert (acked, readable) == (10, 10)
