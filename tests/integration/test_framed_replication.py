@@ -17,12 +17,10 @@ from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import SystemClock
 from kafkasim.common.rpc_grpc_client import GrpcTransport
 from kafkasim.common.tls import client_tls
-from kafkasim.common.types import TopicPartition
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
 from tests.cli_run import local_cluster
-
-TP = TopicPartition("events", 0)
+from tests.integration.test_processes import TP, _produce
 
 
 async def _registrations(cluster: LocalCluster) -> dict[int, zk_data.BrokerInfo]:
@@ -49,15 +47,6 @@ def _established_to(port: int) -> int:
         if local_port == port and fields[3] == "01":  # 01: ESTABLISHED
             count += 1
     return count
-
-
-async def _produce(client: MinimalClient, values: list[bytes]) -> dict[bytes, int]:
-    acked = {}
-    for value in values:
-        result = await client.produce(TP, [value], acks=-1)
-        assert result.ok, result
-        acked[value] = result.base_offset
-    return acked
 
 
 async def _survives_a_leader_kill(cluster: LocalCluster) -> None:
