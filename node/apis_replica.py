@@ -280,8 +280,8 @@ def fetch_response(results: Iterable[FetchPartitionData]) -> EncodedFetchRespons
         else:
             pieces += (_PARTITION_KEY, encode_unsigned_varint(len(head) + len(tail)), head, tail)
         sizes.append(FetchedSize(r.tp.topic, code, size))
-    # Not joined here: the framed replication transport writes the pieces one by one (a
-    # copy of the records less per answer); gRPC joins them when it sends.
+    # Not joined here: the framed replication transport writes the records as they are (a
+    # copy of them less per answer); gRPC joins the pieces when it sends.
     return EncodedFetchResponse(pieces, tuple(sizes))
 
 

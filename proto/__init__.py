@@ -85,8 +85,9 @@ FETCH_RECORDS_FIELD = kafkasim_pb2.FetchPartitionResponse.DESCRIPTOR.fields_by_n
 class EncodedMessage:
     """A message already in its wire form, ``data`` the bytes ``encodes.FromString`` parses:
     what a handler may answer instead of building the message, where building it would copy
-    large bytes (a fetch answer's records). Both transports send ``SerializeToString()`` (the
-    bytes themselves, no copy) as they send a message's."""
+    large bytes (a fetch answer's records). gRPC and SimNetwork send ``SerializeToString()``
+    (the bytes themselves, no copy) as they send a message's; the framed transport its
+    ``pieces()``."""
 
     __slots__ = ("_data", "_pieces", "encodes")
 
@@ -94,8 +95,8 @@ class EncodedMessage:
         self, encodes: type[Message], data: bytes = b"", *, pieces: Sequence[bytes] = ()
     ) -> None:
         """The wire form as ``data``, or as ``pieces`` whose concatenation it is (joined only
-        for a transport that needs one buffer: gRPC does, the framed replication transport
-        writes them one by one)."""
+        for a transport that needs one buffer: gRPC and SimNetwork do; the framed replication
+        transport writes the large pieces as they are)."""
         self.encodes = encodes
         self._data: bytes | None = None if pieces else data
         self._pieces = tuple(pieces)
