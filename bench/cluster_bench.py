@@ -43,7 +43,7 @@
 Real processes on loopback (Debian's ZooKeeper, ``kafkasim broker`` processes); every
 process started here is stopped here. Run: ``python -m bench.cluster_bench [--quick]``.
 
-(One module, ~620 lines: the five sections share the cluster, sink and timing helpers and
+(One module, ~645 lines: the five sections share the cluster, sink and timing helpers and
 print one report.)
 """
 

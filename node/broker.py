@@ -18,7 +18,7 @@ Lifecycle (``start``):
 checkpoints, clean-shutdown marker), close the session and stop serving. ``crash`` (tests and
 the simulation) stops everything without any of that.
 
-(One module, ~660 lines: it is the wiring of a broker — every component it builds, starts and
+(One module, ~685 lines: it is the wiring of a broker — every component it builds, starts and
 stops in one order; the parts live in their own modules (security in ``node.zk_security`` and
 ``node.sasl_config``, the coordinators in ``node.group_*`` and ``node.txn_*``).)
 """

@@ -3,7 +3,7 @@
 One declaration per key; the storage keys (``log.dirs``, ``log.segment.bytes`` …) come from
 ``storage.config.BROKER_LOG_KEYS``. Unknown keys are an INVALID_CONFIG error naming the key.
 
-(One module, ~640 lines: every broker key is declared here beside the cross-key rules that read
+(One module, ~680 lines: every broker key is declared here beside the cross-key rules that read
 them — listeners, TLS, SASL, ZooKeeper security — so that a key and its checks cannot drift apart.)
 """
 

@@ -45,7 +45,7 @@ import ssl
 import struct
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf.message import DecodeError, Message
 
@@ -89,7 +89,7 @@ def _end_frame(status: RpcStatus, message: str) -> bytes:
     return _HEAD.pack(len(payload) + 1, _END) + payload
 
 
-def _end_error(payload: bytes) -> RpcError:
+def _end_error(payload: bytes | bytearray) -> RpcError:
     name, _, message = payload.decode("utf-8", "replace").partition("\n")
     try:
         status = RpcStatus(name)
@@ -373,7 +373,7 @@ class _Answers(asyncio.BufferedProtocol):
         if kind == _ANSWER:
             self._stream.arrived(body)
         else:
-            self._stream.fail(_end_error(bytes(body)))
+            self._stream.fail(_end_error(body))
 
     def eof_received(self) -> bool | None:
         return None  # close the transport
@@ -485,11 +485,11 @@ class FramedStream:
 
 
 def _parser(cls: type[Message]) -> ResponseDecoder:
-    """The contract's decoding of ``cls`` (a copy of the bytes to parse: for the methods
-    without a decoder of their own, whose answers are small)."""
+    """The contract's decoding of ``cls``, for the methods without a decoder of their own."""
 
     def parse(data: bytes | bytearray) -> Message:
-        return cls.FromString(bytes(data))
+        # protobuf parses any buffer, the received bytearray as it is (its stubs say bytes)
+        return cls.FromString(cast(bytes, data))
 
     return parse
 

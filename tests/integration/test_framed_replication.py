@@ -7,7 +7,6 @@ acknowledged is lost. The same over gRPC, for a cluster without them."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from kafkasim.common.tls import client_tls
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
 from tests.cli_run import local_cluster
-from tests.integration.test_processes import TP, _produce
+from tests.integration.test_processes import TP, _produce, kill_the_leader_and_read_back
 
 
 async def _registrations(cluster: LocalCluster) -> dict[int, zk_data.BrokerInfo]:
@@ -71,14 +70,7 @@ async def _survives_a_leader_kill(cluster: LocalCluster) -> None:
         assert (port is not None) is cluster.framed_replication
         if port is not None:
             assert _established_to(port) >= 2
-        cluster.kill(leader)  # SIGKILL
-        started = time.monotonic()
-        acked.update(await _produce(client, [b"after-%d" % i for i in range(30)]))
-        assert time.monotonic() - started < 60
-        await client.refresh_metadata(["events"])
-        assert client.metadata.leader(TP) not in (-1, leader)
-        read = {r.value: r.offset for r in await client.read_all(TP)}
-        assert read == acked
+        await kill_the_leader_and_read_back(cluster, client, acked, leader)
     finally:
         await client.transport.close()
     for broker_id, broker in cluster.brokers.items():

@@ -56,20 +56,28 @@ def test_each_broker_leaves_its_start_up_objects_out_of_full_collections(
         assert found is not None and int(found.group(1)) > 50_000, log[-2000:]
 
 
+async def kill_the_leader_and_read_back(
+    cluster: LocalCluster, client: MinimalClient, acked: dict[bytes, int], leader: int
+) -> None:
+    """SIGKILL ``leader``; 30 more acks=all records go to its successor within 60 s, and
+    everything acknowledged (``acked`` and those) reads back at its offset."""
+    cluster.kill(leader)  # SIGKILL
+    started = time.monotonic()
+    acked.update(await _produce(client, [b"after-%d" % i for i in range(30)]))
+    assert time.monotonic() - started < 60
+    await client.refresh_metadata(["events"])
+    assert client.metadata.leader(TP) not in (-1, leader)
+    read = {r.value: r.offset for r in await client.read_all(TP)}
+    assert read == acked
+
+
 def test_sigkill_of_the_leader_loses_no_acknowledged_record(local_cluster: LocalCluster) -> None:
     async def main() -> None:
         client = await _client(local_cluster)
         try:
             acked = await _produce(client, [b"before-%d" % i for i in range(30)])
             leader = client.metadata.leader(TP)
-            local_cluster.kill(leader)  # SIGKILL
-            started = time.monotonic()
-            acked.update(await _produce(client, [b"after-%d" % i for i in range(30)]))
-            assert time.monotonic() - started < 60
-            await client.refresh_metadata(["events"])
-            assert client.metadata.leader(TP) not in (-1, leader)
-            read = {r.value: r.offset for r in await client.read_all(TP)}
-            assert read == acked
+            await kill_the_leader_and_read_back(local_cluster, client, acked, leader)
         finally:
             await client.transport.close()
 
