@@ -31,6 +31,7 @@ from kafkasim.node.rpc_framed import FramedTransport
 from kafkasim.node.rpc_grpc import GrpcBrokerTransport
 from kafkasim.node.zk_security import zk_security_for
 from kafkasim.storage.checkpoint_writer import BackgroundCheckpointWriter
+from kafkasim.storage.records.crc import load_folding
 
 logger = logging.getLogger(__name__)
 
@@ -150,9 +151,18 @@ async def serve(config: BrokerConfig) -> None:
     await broker.shutdown()
 
 
+def prepare_process() -> None:
+    """What a broker process sets up before its event loop runs: the allocator for megabyte
+    batches (reused heap, not fresh pages: node.malloc_tuning), and the CRC-32C library for
+    large batches loaded now rather than on the loop at the first produce (storage.records.crc).
+    """
+    tune_malloc()
+    load_folding()
+
+
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.override)
-    tune_malloc()  # megabyte batches from reused heap, not fresh pages (node.malloc_tuning)
+    prepare_process()
     # The loop's selector is timed: its idle fraction is RequestHandlerAvgIdlePercent.
     with asyncio.Runner(loop_factory=idle_timing_loop) as runner:
         runner.run(serve(config))
