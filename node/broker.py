@@ -56,7 +56,7 @@ from kafkasim.node.acl_authorizer import acl_authorizer_for
 from kafkasim.node.admin_calls import AdminCalls
 from kafkasim.node.apis import KafkaApis
 from kafkasim.node.broker_config_admin import load_dynamic_config
-from kafkasim.node.config import WIRE_KAFKA, WIRE_REPLICATION, BrokerConfig
+from kafkasim.node.config import BrokerConfig
 from kafkasim.node.config_changes import TopicConfigChangeListener
 from kafkasim.node.disk_delay import DiskSlot
 from kafkasim.node.fetcher import ReplicaFetcherManager, StreamRoute
@@ -64,6 +64,7 @@ from kafkasim.node.group_coordinator import GroupCoordinator
 from kafkasim.node.group_records import OFFSETS_TOPIC
 from kafkasim.node.kafka_apis import KafkaProtocolApis, kafka_handler_tables
 from kafkasim.node.kafka_server import KafkaListener
+from kafkasim.node.listener_config import WIRE_KAFKA, WIRE_REPLICATION
 from kafkasim.node.metadata_cache import MetadataCache
 from kafkasim.node.metrics import BrokerMetrics
 from kafkasim.node.offsets_topic import ReplicaOffsetsTopic, ReplicaTransactionLogTopic

@@ -11,7 +11,8 @@ import pytest
 
 from kafkasim.cluster.certs import create_certs
 from kafkasim.common.errors import InvalidConfigError
-from kafkasim.node.config import WIRE_REPLICATION, BrokerConfig
+from kafkasim.node.config import BrokerConfig
+from kafkasim.node.listener_config import WIRE_REPLICATION
 from kafkasim.node.metadata_cache import MetadataCache
 from kafkasim.proto import kafkasim_pb2 as pb
 
