@@ -14,7 +14,8 @@ compose/docker-compose.yml (``kafkasim certs compose --dir DIR``; compose/README
   addresses and the TLS client properties), marked ``"backend": "compose"``.
 
 The override makes every listener of brokers 1-3 TLS with client certificates required
-(``ssl.client.auth=required``: INTERNAL, the inter-broker and controller one, included),
+(``ssl.client.auth=required``: INTERNAL, the inter-broker and controller one, and
+REPLICATION, where followers fetch and present their broker certificate, included),
 ``zookeeper.set.acl=true`` with the JAAS file, and, when asked, Kafka's ACL authorizer with
 the brokers' certificate principals as ``super.users``. Each broker gets its own keystore,
 the CA and the JAAS file as read-only bind mounts in ``/run/kafkasim-secrets`` (never the
@@ -23,8 +24,8 @@ image's unprivileged user cannot read: the broker starts as root only to copy th
 tmpfs ``/run/kafkasim/secrets`` (owned by that user, still 0600), then drops to it for good
 (compose/broker-entrypoint.sh). A one-shot service, ``zookeeper-acl``, locks ZooKeeper's root
 znode to the brokers' identity (as ``LocalCluster`` does) before any broker starts. Ports
-stay as the base file has them: nothing new is published, and INTERNAL stays on the
-``cluster`` network.
+stay as the base file has them: nothing new is published, and INTERNAL and REPLICATION stay
+on the ``cluster`` network.
 
 Not covered: the scalable ``broker`` service (profile ``scale``) has no certificate and
 cannot join a secured cluster; the metrics endpoints stay plain HTTP on loopback, as for
@@ -96,7 +97,7 @@ ZOOKEEPER_CONNECT: Final = "zookeeper:2181"
 ACL_SERVICE: Final = "zookeeper-acl"
 AUTHORIZER_CLASS: Final = "kafka.security.authorizer.AclAuthorizer"
 # The base file's listeners (compose/docker-compose.yml): every one TLS here.
-LISTENERS: Final = ("INTERNAL", "EXTERNAL", "KAFKA_INTERNAL", "KAFKA_EXTERNAL")
+LISTENERS: Final = ("INTERNAL", "EXTERNAL", "KAFKA_INTERNAL", "KAFKA_EXTERNAL", "REPLICATION")
 # The base file's published host ports (its ${VAR:-default}s), by broker id.
 _DEFAULT_BASES: Final = {"PORT": 19091, "KAFKA_PORT": 29091, "METRICS_PORT": 39091}
 

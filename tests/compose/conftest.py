@@ -38,10 +38,24 @@ from kafkasim.cluster.compose import (
     free_broker_ports,
     port_environment,
 )
+from tests.integration.test_framed_replication import established_to
 
 __all__ = ["BROKER_IDS", "COMPOSE_FILE", "ComposeCluster", "compose_unavailable"]
 
 TEST_COMPOSE_FILE = Path(__file__).resolve().parent / "docker-compose.test.yml"
+REPLICATION_PORT = 9096  # the brokers' REPLICATION listener in their containers
+
+
+def replication_connections(cluster: ComposeCluster) -> int:
+    """Followers' fetch streams the brokers accepted on their REPLICATION listeners: TCP
+    connections established to that port, from each broker container's /proc/net/tcp."""
+    return sum(
+        established_to(
+            REPLICATION_PORT, cluster.compose("exec", "-T", f"broker-{b}", "cat", "/proc/net/tcp")
+        )
+        for b in BROKER_IDS
+    )
+
 
 _HINT = "run ./dev test as root on Debian to install and start one"
 

@@ -22,7 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.compose.conftest import BROKER_IDS, ComposeCluster, compose_unavailable
+from tests.compose.conftest import (
+    BROKER_IDS,
+    ComposeCluster,
+    compose_unavailable,
+    replication_connections,
+)
 
 _REASON = compose_unavailable()
 if _REASON is not None:
@@ -276,7 +281,7 @@ def test_a_kafka_client_on_the_host_round_trips_records_through_the_kafka_listen
     """confluent-kafka (librdkafka) on the host, bootstrapped on the published KAFKA_EXTERNAL
     listeners: metadata names every broker by its host-published Kafka address (the listener
     the client came in on), and what it produces with acks=all and idempotence it consumes
-    back, in order."""
+    back, in order. The followers fetch over the brokers' REPLICATION listeners."""
     topic, count = "kafka-client-round-trip", 200
 
     async def create() -> None:
@@ -312,6 +317,8 @@ def test_a_kafka_client_on_the_host_round_trips_records_through_the_kafka_listen
         producer.produce(topic, value, partition=0, on_delivery=delivered)
     assert producer.flush(120) == 0, "records still undelivered after 120 s"
     assert not failures and offsets == list(range(count)), failures
+    # acks=all waited for the followers, which fetch from the leader's REPLICATION listener.
+    assert replication_connections(compose_cluster) >= 2
 
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "round-trip", "enable.auto.commit": False}

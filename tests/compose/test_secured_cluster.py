@@ -5,7 +5,7 @@ credentials; ZooKeeper's root locked by the ``zookeeper-acl`` service).
 A project of its own (not the session's plaintext one) on free 127.0.0.1 ports, with
 compose/docker-compose.yml, the tests' override and the secured override. kafkasim's client on
 the host, with the generated admin certificate, creates an RF 3 topic, produces and reads it
-back to the high watermark (the followers replicated over the TLS internal listener), and the
+back to the high watermark (the followers replicated over the TLS replication listener), and the
 ``--dir`` state serves ``kafkasim topics``; confluent-kafka with the same certificate reaches
 the published Kafka listeners. A plaintext client and a TLS client without a certificate are
 refused on both protocols, and the brokers keep serving. ZooKeeper is not published to the
@@ -32,6 +32,7 @@ from tests.compose.conftest import (
     TEST_COMPOSE_FILE,
     ComposeCluster,
     compose_unavailable,
+    replication_connections,
 )
 
 _REASON = compose_unavailable()
@@ -140,6 +141,7 @@ def test_tls_clients_with_the_certificate_are_served_and_others_refused(
     cluster, files = secured
     values = asyncio.run(asyncio.wait_for(_produce_and_read(cluster), DEADLINE_S))
     assert values == [b"one", b"two"]
+    assert replication_connections(cluster) >= 2  # the followers' fetch streams, over TLS
     listed = kafkasim("topics", "--dir", str(files.directory), "--list")
     assert listed.returncode == 0, listed.stdout + listed.stderr
     assert TP.topic in listed.stdout.split()

@@ -37,10 +37,13 @@ async def _registrations(cluster: LocalCluster) -> dict[int, zk_data.BrokerInfo]
         await zk.close()
 
 
-def _established_to(port: int) -> int:
-    """TCP connections on this machine established to local port ``port`` (/proc/net/tcp)."""
+def established_to(port: int, table: str | None = None) -> int:
+    """TCP connections established to local port ``port`` in ``table``, the text of a network
+    namespace's /proc/net/tcp (by default this machine's)."""
+    if table is None:
+        table = Path("/proc/net/tcp").read_text()
     count = 0
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+    for line in table.splitlines()[1:]:
         fields = line.split()
         local_port = int(fields[1].rpartition(":")[2], 16)
         if local_port == port and fields[3] == "01":  # 01: ESTABLISHED
@@ -69,7 +72,7 @@ async def _survives_a_leader_kill(cluster: LocalCluster) -> None:
         port = cluster.brokers[leader].replication_port
         assert (port is not None) is cluster.framed_replication
         if port is not None:
-            assert _established_to(port) >= 2
+            assert established_to(port) >= 2
         await kill_the_leader_and_read_back(cluster, client, acked, leader)
     finally:
         await client.transport.close()

@@ -192,6 +192,7 @@ def test_compose_brokers_serve_kafka_clients_on_the_host_at_the_address_they_adv
         "EXTERNAL": "grpc",
         "KAFKA_INTERNAL": "kafka",
         "KAFKA_EXTERNAL": "kafka",
+        "REPLICATION": "replication",
     }
     assert config.inter_broker_listener == "INTERNAL"
     advertised = config.advertised_listeners
@@ -223,9 +224,30 @@ def test_scaled_compose_brokers_serve_metrics_inside_the_network_only() -> None:
 
 def test_scaled_compose_brokers_have_the_internal_listeners_only() -> None:
     config, published = _compose_broker("broker")
-    assert config.wire_protocols == {"INTERNAL": "grpc", "KAFKA_INTERNAL": "kafka"}
+    assert config.wire_protocols == {
+        "INTERNAL": "grpc",
+        "KAFKA_INTERNAL": "kafka",
+        "REPLICATION": "replication",
+    }
     assert config.advertised_listeners["KAFKA_INTERNAL"] == ("broker", 9094)
+    # A leader among them serves its followers as brokers 1-3 do (every broker needs it).
+    assert config.replica_fetch_listener == "REPLICATION"
+    assert config.advertised_listeners["REPLICATION"] == ("broker", 9096)
     assert published == {}
+
+
+@pytest.mark.parametrize("broker_id", compose.BROKER_IDS)
+def test_compose_followers_fetch_from_a_replication_listener_on_the_cluster_network(
+    broker_id: int,
+) -> None:
+    """As ``cluster up``'s brokers: followers fetch over framed TCP (node.rpc_framed), from the
+    leader's REPLICATION listener, advertised under the name only the network "cluster" knows
+    and not published to the host."""
+    config, published = _compose_broker(f"broker-{broker_id}")
+    assert config.replica_fetch_listener == "REPLICATION"
+    assert config.advertised_listeners["REPLICATION"] == (f"broker-{broker_id}.cluster", 9096)
+    assert config.listeners["REPLICATION"][1] == 9096 not in published
+    assert config.security_protocols["REPLICATION"] == "PLAINTEXT"
 
 
 def test_every_broker_port_variable_is_one_the_compose_file_publishes_by() -> None:

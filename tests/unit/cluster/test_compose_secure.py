@@ -107,6 +107,9 @@ def test_every_listener_of_a_secured_broker_is_mutual_tls_with_its_own_certifica
     assert principal_of_certificate(material.chain_pem) == compose_secure.broker_principal(
         broker_id
     )
+    # Followers fetch over mutual TLS too, presenting the same broker certificate.
+    assert config.replica_fetch_listener == "REPLICATION"
+    assert config.listener_tls("REPLICATION") == material
     # The other brokers verify it by the name its internal listeners advertise.
     sans = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     host, _ = config.advertised_listeners["INTERNAL"]
@@ -175,8 +178,8 @@ def test_the_internal_listeners_stay_on_the_compose_network(
     assert "ports" not in service and "networks" not in service  # the base file's stand
     config = on_host(secured, broker_id)
     _, published = compose_service(f"broker-{broker_id}")
-    internal = {config.listeners[n][1] for n in ("INTERNAL", "KAFKA_INTERNAL")}
-    assert internal == {9092, 9094}
+    internal = {config.listeners[n][1] for n in ("INTERNAL", "KAFKA_INTERNAL", "REPLICATION")}
+    assert internal == {9092, 9094, 9096}
     assert internal.isdisjoint(published)
     # What is published is on loopback only: the external listeners and the metrics.
     assert set(published) == {9093, 9095, 9404}
