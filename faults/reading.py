@@ -163,7 +163,10 @@ class _Reader:
 
     def cluster(self, value: object, path: str) -> ClusterSpec:
         t = self.table(
-            value, path, ("topics",), ("brokers", "unclean_leader_election", "broker_config")
+            value,
+            path,
+            ("topics",),
+            ("brokers", "unclean_leader_election", "late_delivery", "broker_config"),
         )
         topics = self.tables(t["topics"], key_path(path, "topics"))
         return ClusterSpec(
@@ -174,6 +177,9 @@ class _Reader:
             ),
             unclean_leader_election=self.boolean(
                 t.get("unclean_leader_election", False), key_path(path, "unclean_leader_election")
+            ),
+            late_delivery=self.boolean(
+                t.get("late_delivery", False), key_path(path, "late_delivery")
             ),
             broker_config=self.config(t.get("broker_config", {}), key_path(path, "broker_config")),
         )

@@ -28,6 +28,8 @@ The file, every key (defaults as shown; ``[seed_faults]`` and ``[[faults]]`` may
     [cluster]
     brokers = 3
     unclean_leader_election = false
+    late_delivery = false                # the simulation: a cut holds messages (TCP) instead
+                                         # of losing them (sim.network, 5); real networks do
     broker_config = { "replica.lag.time.max.ms" = 5000 }   # extra server.properties
 
     [[cluster.topics]]
@@ -244,11 +246,15 @@ class TopicSpec:
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
     """Brokers 1..``brokers`` and one ZooKeeper. ``broker_config`` is extra server.properties
-    for every broker; the runner sets ids, listeners, log dirs and ZooKeeper itself."""
+    for every broker; the runner sets ids, listeners, log dirs and ZooKeeper itself.
+    ``late_delivery``: the simulation's cut links hold unary messages and deliver them after
+    the cut heals, as TCP retransmits (``sim.network``, 5); real backends deliver late by
+    themselves, so it changes nothing there."""
 
     brokers: int = 3
     topics: tuple[TopicSpec, ...] = ()
     unclean_leader_election: bool = False
+    late_delivery: bool = False
     broker_config: dict[str, ConfigValue] = field(default_factory=dict)
 
 

@@ -86,6 +86,8 @@ def document(scenario: Scenario) -> dict[str, Any]:
         "brokers": s.cluster.brokers,
         "unclean_leader_election": s.cluster.unclean_leader_election,
     }
+    if s.cluster.late_delivery:  # written only when on: older files stay as they were
+        cluster["late_delivery"] = True
     if s.cluster.broker_config:
         cluster["broker_config"] = dict(s.cluster.broker_config)
     topics = []

@@ -10,7 +10,9 @@ How the faults map onto the simulation:
   no answers, no heartbeats, a session that may expire — is the same.
 * ``isolate``: cut from every other node, ZooKeeper included. ``isolate_zk``: from ZooKeeper
   only. ``split``: brokers in separate groups cannot reach each other (clients and ZooKeeper
-  reach all). ``expire_session``: the broker's ZooKeeper session expires now.
+  reach all). ``expire_session``: the broker's ZooKeeper session expires now. What crosses a
+  cut is lost, or with the scenario's ``cluster.late_delivery`` held and delivered after the
+  heal, as TCP retransmits it (``sim.network``, 5).
 * ``slow_network``: latency (and jitter) on every message of the simulation, not only the
   target's, for the duration.
 * ``clock_jump``: the wall clock (``time_ms``) of the whole simulation jumps; durations
@@ -143,6 +145,8 @@ class SimBackend:
         # long-poll would copy every append at the same virtual instant, and the windows in
         # which replicas differ (where replication bugs live) would never open.
         cluster.network.set_latency(*BASE_LATENCY_MS)
+        # A cut holds what crosses it, as TCP does, when the scenario asks (sim.network, 5).
+        cluster.network.late_delivery = self.scenario.cluster.late_delivery
         cluster.on_halt = self._halted
         await cluster.start()
         await cluster.wait_for(lambda: cluster.controller_id() > 0, what="a controller")

@@ -26,7 +26,19 @@ unique fake port) and the address maps to that node, so faults apply to nodes in
    the client sees UNAVAILABLE and the server's handler is cancelled. Cutting a link
    (``isolate``, ``partition``, ``one_way``) dooms every open stream crossing it, even if it is
    healed before the break is detected.
-5. **All randomness comes from the ``rng`` given**, drawn in event order on a deterministic loop,
+5. **Late delivery** (``late_delivery=True``, a scenario's ``cluster.late_delivery``): what
+   TCP does with a cut instead of a loss. A unary request or response sent across a cut link,
+   or reaching one, is held, not dropped; when the link heals it arrives at TCP's next
+   retransmission of it (Linux: 200 ms after the send, then each wait doubled, at most 120 s
+   apart; none after the 15th, 804.6 s after the send: ``tcp_retries2``), one hop of base
+   latency later, after anything held before it on the same link (what is sent after the
+   heal does not wait for it: unary calls are independent, 3). A request whose caller has
+   given up by then (its deadline, or cancelled) is not run: the caller's RST_STREAM came right
+   behind it. Held messages to or from a crashed node are dropped (its connections died with
+   it). The loss roll still loses messages, and streams are still doomed by a cut (4): their
+   peers' own timeouts end them on a real network too. Off (the default), a cut loses what
+   crosses it, and recorded histories are as they were before this mode existed.
+6. **All randomness comes from the ``rng`` given**, drawn in event order on a deterministic loop,
    so a seed replays the same deliveries, losses and delays. Node names are only compared,
    never iterated from a set.
 
@@ -65,6 +77,7 @@ from kafkasim.common.rpc import RpcError, RpcStatus, StreamHandler, UnaryHandler
 from kafkasim.common.security import ANONYMOUS, CALLER, Caller, PasswordVerifier
 from kafkasim.proto import MethodSpec, check_servable, method_spec
 from kafkasim.sim.streams import SimBidiStream, _End, _Open, _SimStream
+from kafkasim.sim.tcp_retransmission import next_retransmission_s
 
 if TYPE_CHECKING:
     from kafkasim.common.tls import TlsMaterial
@@ -81,6 +94,21 @@ class SimNetworkStats:
     sent: int = 0
     delivered: int = 0
     dropped: int = 0
+    held: int = 0  # times a message was held on a cut link (late delivery)
+    late: int = 0  # messages delivered after being held
+
+
+@dataclass(slots=True, eq=False)
+class _Held:
+    """A unary message under late delivery: sent at ``sent_at``; ``stale`` says whether its
+    caller gave up (a request), so that it is not run when it finally arrives."""
+
+    sent_at: float
+    src: str
+    dst: str
+    deliver: Callable[[], object]
+    stale: Callable[[], bool] | None = None
+    was_held: bool = False
 
 
 def _spec(method: str, *, streaming: bool) -> MethodSpec:
@@ -107,8 +135,14 @@ class SimNetwork:
         latency_ms: float = 0.5,
         jitter_ms: float = 0.1,
         break_detection_ms: float = 1_000.0,
+        late_delivery: bool = False,
     ) -> None:
         self.loop = loop
+        self.late_delivery = late_delivery
+        # Late delivery: messages held on cut links, in send order, and per directed link the
+        # latest arrival scheduled for one released (TCP keeps a connection's bytes in order).
+        self._held: list[_Held] = []
+        self._link_free_at: dict[tuple[str, str], float] = {}
         self._rng = rng
         self._latency_ms = 0.0
         self._jitter_ms = 0.0
@@ -143,6 +177,7 @@ class SimNetwork:
         self._isolated.discard(node)
         self._one_way = {pair for pair in self._one_way if node not in pair}
         self._sides = [side - {node} for side in self._sides if side - {node}]
+        self._release_held()
 
     def partition(self, groups: list[set[str]]) -> None:
         """Split brain: nodes in different groups cannot talk (replaces any earlier partition)."""
@@ -156,6 +191,7 @@ class SimNetwork:
             seen |= side
         self._sides = sides
         self._doom_cut_streams()
+        self._release_held()  # links the old partition cut and the new one does not
 
     def one_way(self, src: str, dst: str) -> None:
         """Drop everything ``src`` sends to ``dst``; ``dst`` to ``src`` still flows."""
@@ -167,6 +203,7 @@ class SimNetwork:
     def heal_one_way(self, src: str, dst: str) -> None:
         """Undo ``one_way(src, dst)`` alone (other cuts stay)."""
         self._one_way.discard((src, dst))
+        self._release_held()
 
     def slow_link(self, src: str, dst: str, base_ms: float, jitter_ms: float = 0.0) -> None:
         """Every message from ``src`` to ``dst`` takes ``base_ms`` plus a uniform draw in
@@ -185,6 +222,7 @@ class SimNetwork:
         self._isolated.clear()
         self._sides = []
         self._one_way.clear()
+        self._release_held()
 
     def set_loss(self, probability: float) -> None:
         """Each message is lost with this probability (0 to 1)."""
@@ -213,6 +251,10 @@ class SimNetwork:
         for transport in list(self._transports):
             if transport.node == node:
                 transport.crash()
+        if self._held:
+            gone = [m for m in self._held if node in (m.src, m.dst)]
+            self._held = [m for m in self._held if node not in (m.src, m.dst)]
+            self.stats.dropped += len(gone)
 
     # ------------------------------------------------------------ topology
 
@@ -257,9 +299,10 @@ class SimNetwork:
     def _delay_s(self) -> float:
         return self._jittered_s(self._latency_ms, self._jitter_ms)
 
-    def _departure_s(self, src: str, dst: str) -> float | None:
+    def _departure_s(self, src: str, dst: str, held: _Held | None = None) -> float | None:
         """Count a message sent now; None if it is dropped at once (cut link or loss roll),
-        else its delay: the latency with its jitter, plus a slowed link's extra delay.
+        or held (``held``, under late delivery, on a cut link), else its delay: the latency
+        with its jitter, plus a slowed link's extra delay.
 
         One call per message (the network's hot path): the rng is drawn in a fixed order,
         the loss roll (not for loopback), the jitter, then the slowed link's jitter (only
@@ -268,12 +311,16 @@ class SimNetwork:
         stats.sent += 1
         # Loopback (a node to itself) neither loses nor is cut. ``reachable`` is asked only
         # while some link is cut (without a cut it is True: a call less per message).
-        if src != dst and (
-            (self._loss > 0.0 and self._rng.random() < self._loss)
-            or ((self._isolated or self._one_way or self._sides) and not self.reachable(src, dst))
-        ):
-            stats.dropped += 1
-            return None
+        if src != dst:
+            if self._loss > 0.0 and self._rng.random() < self._loss:
+                stats.dropped += 1
+                return None
+            if (self._isolated or self._one_way or self._sides) and not self.reachable(src, dst):
+                if held is None:
+                    stats.dropped += 1
+                else:
+                    self._hold(held)
+                return None
         delay_s = self._jittered_s(self._latency_ms, self._jitter_ms)
         if self._slow_links:
             slow = self._slow_links.get((src, dst))
@@ -289,12 +336,63 @@ class SimNetwork:
         self.stats.delivered += 1
         return True
 
-    def send(self, src: str, dst: str, deliver: Callable[[], object]) -> None:
-        """One independent message from node ``src`` to node ``dst``: ``deliver`` on arrival."""
+    def send(
+        self,
+        src: str,
+        dst: str,
+        deliver: Callable[[], object],
+        stale: Callable[[], bool] | None = None,
+    ) -> None:
+        """One independent message from node ``src`` to node ``dst``: ``deliver`` on arrival.
+        ``stale`` (a request's): whether its caller gave up, asked if it was held."""
+        if self.late_delivery:
+            message = _Held(self.loop.time(), src, dst, deliver, stale)
+            delay_s = self._departure_s(src, dst, message)
+            if delay_s is not None:
+                self.loop.call_later(delay_s, self._arrive_or_hold, message)
+            return
         delay_s = self._departure_s(src, dst)
         if delay_s is None:
             return
         self.loop.call_later(delay_s, self._arrive, src, dst, deliver)
+
+    def _hold(self, message: _Held) -> None:
+        message.was_held = True
+        self._held.append(message)
+        self.stats.held += 1
+
+    def _arrive_or_hold(self, message: _Held) -> None:
+        src, dst = message.src, message.dst
+        if (self._isolated or self._one_way or self._sides) and not self.reachable(src, dst):
+            self._hold(message)  # cut while it travelled: TCP retransmits it
+            return
+        if message.was_held and message.stale is not None and message.stale():
+            self.stats.dropped += 1  # its caller's RST_STREAM came right behind it
+            return
+        self.stats.delivered += 1
+        if message.was_held:
+            self.stats.late += 1
+        message.deliver()
+
+    def _release_held(self) -> None:
+        """Schedule the held messages whose link is whole again (see the module doc, 5)."""
+        if not self._held:
+            return
+        now = self.loop.time()
+        still: list[_Held] = []
+        for message in self._held:
+            if not self.reachable(message.src, message.dst):
+                still.append(message)
+                continue
+            at = next_retransmission_s(message.sent_at, now)
+            if at is None:
+                self.stats.dropped += 1  # TCP gave the connection up
+                continue
+            link = (message.src, message.dst)
+            at = max(at, self._link_free_at.get(link, at))
+            self._link_free_at[link] = at
+            self.loop.call_at(at + self._latency_ms / 1000, self._arrive_or_hold, message)
+        self._held = still
 
     def _arrive(self, src: str, dst: str, deliver: Callable[[], object]) -> None:
         if self._arrives(src, dst):
@@ -520,7 +618,7 @@ class SimTransport:
         # No done-callback marks an error read: the awaiting task's wakeup reads it, even when
         # the task is cancelled after the answer came (one loop step less per call).
         self._calls[call] = None
-        network.send(self.node, call.dst, lambda: self._deliver(call))
+        network.send(self.node, call.dst, lambda: self._deliver(call), call.future.done)
         # The deadline resolves the call's own future (cheaper than asyncio.timeout's
         # cancellation); an answer that comes later finds it resolved and is dropped.
         timer = loop.call_at(call.deadline, call.expire, method, timeout_s)

@@ -207,6 +207,7 @@ BAD: list[tuple[str, str, str, str]] = [
     ('name = "base"', 'name = "a b"', "name", "not a name"),
     ("brokers = 3", 'brokers = "3"', "cluster.brokers", "expected an integer"),
     ("brokers = 3", "brokers = 0", "cluster.brokers", "out of range"),
+    ("brokers = 3", 'brokers = 3\nlate_delivery = "yes"', "cluster.late_delivery", "true or false"),
     ("partitions = 2", "partitions = 2\nsize = 3", "cluster.topics[0].size", "unknown key"),
     ("partitions = 2", "partitions = 0", "cluster.topics[0].partitions", "out of range"),
     ('name = "single"', 'name = "events"', "cluster.topics[1].name", "declared twice"),
@@ -501,6 +502,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
             brokers=brokers,
             topics=tuple(topics),
             unclean_leader_election=draw(st.booleans()),
+            late_delivery=draw(st.booleans()),
             broker_config=_subset(draw, _BROKER_CONFIGS),
         ),
         workload=WorkloadSpec(
@@ -521,6 +523,13 @@ def scenarios(draw: st.DrawFn) -> Scenario:
 def test_a_dumped_scenario_parses_back_equal(scenario: Scenario) -> None:
     check(scenario)
     assert parse(dump(scenario), source="dumped") == scenario
+
+
+def test_late_delivery_is_written_only_when_on_so_older_files_stay_as_they_were() -> None:
+    late = load(CATALOG["leader-isolation-late"])
+    assert late.cluster.late_delivery and "late_delivery = true" in dump(late)
+    assert not load(CATALOG["leader-isolation"]).cluster.late_delivery
+    assert "late_delivery" not in dump(load(CATALOG["leader-isolation"]))
 
 
 def test_dump_writes_config_keys_quoted_and_descriptions_as_text() -> None:
