@@ -147,10 +147,17 @@ class MetadataCache:
 
     def marker_leader(self, tp: TopicPartition) -> int | None:
         """Where a transaction marker for ``tp`` goes (``node.txn_markers.PartitionLeaders``):
-        its leader; -1 when the leader is not alive; None when the cluster has no ``tp``."""
+        its leader; -1 when the leader is not alive, or not known yet; None when the cluster
+        has no ``tp``.
+
+        Before the first UpdateMetadata (a restarted broker) the cache knows no partition at
+        all: that is not known yet, never gone. A coordinator that took over its transaction
+        log partitions then (a LeaderAndIsr that came first) dropped the markers of committed
+        transactions as if their partitions had been deleted, and the records stayed invisible
+        to read_committed consumers (catalog txn-leader-crash, random seed 8)."""
         state = self.partitions.get(tp)
         if state is None:
-            return None
+            return None if self.ready else -1
         return state.leader if state.leader in self.brokers else -1
 
     def topics(self) -> list[str]:

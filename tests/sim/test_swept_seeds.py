@@ -25,6 +25,18 @@ the old registration. Broker 1 restarted from its checkpointed HW, 0 (it crashed
 first checkpoint), after announcing 76: Kafka's restarted leader does the same. The checker
 once called that invariant 2; it now judges a leader's HW per registration of the leader
 (``ReplicaSample.broker_epoch``).
+
+txn-leader-crash, seed 8 (found while sweeping this session's late-delivery scenarios): the
+transaction coordinator of p1 and t1 (broker 2) crashes at 3.121 s, right after t1's commit of
+its transaction 19 was answered (PrepareCommit in the log, markers not yet written), and the
+leader of events-0 (broker 1, the controller) at 5.034 s. Broker 2 comes back, and at 11.257 s
+the new controller's failover makes it leader of its transaction log partitions with a
+LeaderAndIsr that arrived before its first UpdateMetadata: its metadata cache knew no
+partition yet, and the marker channel took shipped-0/1, events-0/1 and __consumer_offsets-45
+for deleted topics and dropped the COMMIT markers of two committed transactions. Their records
+stayed invisible to read_committed consumers, and t1, which read its input again, wrote them a
+second time. A partition the cache does not know yet is now one without a leader
+(``MetadataCache.marker_leader``): the markers wait for it.
 """
 
 from __future__ import annotations
@@ -103,6 +115,19 @@ def test_short_follower_slow_fetch_seed_50_a_leader_restarted_in_its_epoch_is_sa
     before = max(hw for epoch, hw in leader_1 if epoch == registrations[0])
     after = min(hw for epoch, hw in leader_1 if epoch == registrations[1])
     assert after < before, leader_1  # the restarted leader's checkpointed HW is lower
+    report = checker.check(history)
+    assert report.verdict_lines()[0].startswith("VERDICT: SAFE"), report.verdict_lines()
+    assert report.ok and report.lost == 0 and report.acknowledged > 0
+
+
+def test_txn_leader_crash_seed_8_a_coordinator_without_metadata_yet_keeps_its_markers(
+    tmp_path: Path,
+) -> None:
+    history = run_random("txn-leader-crash", 8, tmp_path)
+    assert [(f.action, f.start_ms) for f in history.faults[:2]] == [
+        ("crash", 3121),
+        ("crash", 5034),
+    ], history.faults
     report = checker.check(history)
     assert report.verdict_lines()[0].startswith("VERDICT: SAFE"), report.verdict_lines()
     assert report.ok and report.lost == 0 and report.acknowledged > 0
