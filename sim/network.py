@@ -1,7 +1,10 @@
 """SimNetwork: the Rpc port in memory, on the virtual-time loop, with seeded faults.
 
-(Transports, servers, unary calls here; stream pipes in ``sim.streams``: one network whose
-deliveries and faults are ordered by one loop and decided by one seeded RNG.)
+(Transports, servers, unary calls here; stream pipes in ``sim.streams``; TCP's retransmission
+timer in ``sim.tcp_retransmission``: one network whose deliveries and faults are ordered by one
+loop and decided by one seeded RNG. One module of ~680 lines: the fault state, each message's
+delivery and the unary call path share the per-message hot path and its draw order, which a
+split would spread over modules that must change together.)
 
 Theory of operation
 -------------------
