@@ -20,6 +20,7 @@ from kafkasim.node.config import BrokerConfig
 # Everything in the catalog whose faults are crashes, pauses, shutdowns or isolations.
 RUNNABLE = {
     "leader-isolation",
+    "leader-isolation-late",  # late delivery is the simulation's; containers' TCP does it
     "leader-crash",
     "follower-pause",
     "controller-crash",
