@@ -29,7 +29,7 @@ unique fake port) and the address maps to that node, so faults apply to nodes in
    the client sees UNAVAILABLE and the server's handler is cancelled. Cutting a link
    (``isolate``, ``partition``, ``one_way``) dooms every open stream crossing it, even if it is
    healed before the break is detected.
-5. **Late delivery** (``late_delivery=True``, a scenario's ``cluster.late_delivery``): what
+5. **Late delivery** (``late_delivery`` set, a scenario's ``cluster.late_delivery``): what
    TCP does with a cut instead of a loss. A unary request or response sent across a cut link,
    or reaching one, is held, not dropped; when the link heals it arrives at TCP's next
    retransmission of it (Linux: 200 ms after the send, then each wait doubled, at most 120 s
@@ -138,10 +138,11 @@ class SimNetwork:
         latency_ms: float = 0.5,
         jitter_ms: float = 0.1,
         break_detection_ms: float = 1_000.0,
-        late_delivery: bool = False,
     ) -> None:
         self.loop = loop
-        self.late_delivery = late_delivery
+        # Late delivery (the module doc, 5): off unless the run turns it on (a scenario's
+        # cluster.late_delivery, set by sim.backend).
+        self.late_delivery = False
         # Late delivery: messages held on cut links, in send order, and per directed link the
         # latest arrival scheduled for one released (TCP keeps a connection's bytes in order).
         self._held: list[_Held] = []
@@ -255,9 +256,9 @@ class SimNetwork:
             if transport.node == node:
                 transport.crash()
         if self._held:
-            gone = [m for m in self._held if node in (m.src, m.dst)]
-            self._held = [m for m in self._held if node not in (m.src, m.dst)]
-            self.stats.dropped += len(gone)
+            kept = [m for m in self._held if node not in (m.src, m.dst)]
+            self.stats.dropped += len(self._held) - len(kept)
+            self._held = kept
 
     # ------------------------------------------------------------ topology
 
