@@ -58,7 +58,13 @@ from kafkasim.faults.backend import Backend, BackendSpec, BrokerStartError, chec
 from kafkasim.faults.history import READ_COMMITTED, FaultEvent, History, ReplicaSample
 from kafkasim.faults.real_client import require
 from kafkasim.faults.resolve import DEFAULT_TXN_PARTITIONS, ClusterView, resolve, view_needs
-from kafkasim.faults.scenario import CLIENT_KAFKASIM, Fault, Scenario, TargetKind
+from kafkasim.faults.scenario import (
+    CLIENT_KAFKASIM,
+    Fault,
+    Scenario,
+    TargetKind,
+    session_timeout_s,
+)
 from kafkasim.faults.workload import Workload
 
 __all__ = ["APPLY", "RunError", "run"]
@@ -416,7 +422,7 @@ class _Run:
     async def _wait_serving(self, broker_id: int) -> None:
         clock = self.backend.clock
         started = clock.monotonic_ms()
-        limit_s = _session_timeout_s(self.scenario) + self.spec.serving_grace_s
+        limit_s = session_timeout_s(self.scenario) + self.spec.serving_grace_s
         while not await self.backend.serving_again(broker_id):
             waited_s = (clock.monotonic_ms() - started) / 1000
             if not self.backend.running(broker_id):
@@ -620,15 +626,6 @@ assert set(APPLY) == set(ACTIONS), "faults.runner: an action without a way to ap
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-ZK_SESSION_TIMEOUT_MS_DEFAULT: Final = 6000  # the brokers' default
-
-
-def _session_timeout_s(scenario: Scenario) -> float:
-    raw = scenario.cluster.broker_config.get(
-        "zookeeper.session.timeout.ms", ZK_SESSION_TIMEOUT_MS_DEFAULT
-    )
-    return int(raw) / 1000
 
 
 def _transactional(s: Scenario) -> str:

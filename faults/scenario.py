@@ -497,6 +497,18 @@ def _room_ms(scenario: Scenario, action: str) -> int:
     return 1  # starts before the end; a duration of at least 1 ms
 
 
+SESSION_TIMEOUT_MS_DEFAULT: Final = 6000  # the scenario clusters' brokers' default
+
+
+def session_timeout_s(scenario: Scenario) -> float:
+    """The brokers' ZooKeeper session timeout in ``scenario`` (its broker config or the
+    scenario clusters' default, which every backend gives its brokers)."""
+    raw = scenario.cluster.broker_config.get(
+        "zookeeper.session.timeout.ms", SESSION_TIMEOUT_MS_DEFAULT
+    )
+    return int(raw) / 1000
+
+
 def start_range_ms(scenario: Scenario, spec: RandomFaults, action: str) -> tuple[int, int]:
     """Where a random fault of ``action`` may start: within the window, leaving it room."""
     run_ms = ms_at_most(scenario.workload.duration_s)

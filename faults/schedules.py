@@ -11,7 +11,16 @@ Theory of operation
    only the last batch of one broker's logs, never of every broker at once (target ``all``: a
    power cut of every replica loses what was acknowledged but not yet fsynced, which Kafka
    does not promise to keep): a scenario drawing it draws fewer than RF of them
-   (``torn-write``: two), so some replica keeps every acknowledged batch.
+   (``torn-write``: two), so some replica keeps every acknowledged batch. A torn write is
+   also never drawn with another fault in flight: Kafka keeps a torn broker's acknowledged
+   records only once a controller has seen its ZooKeeper session expire and moved its
+   leadership. A controller that changes before that (its broker killed, torn or cut off)
+   takes over with no memory of the torn broker's old registration, sees it registered again
+   and keeps its shorter log as the leader's (torn-write random seed 28: a torn leader, then
+   the controller torn 1.6 s later, lost an acknowledged record, as Kafka would). So no other
+   fault starts from ``TORN_WRITE_APART_S`` before a torn write's ``settle`` (its start plus its
+   duration or the session timeout, whichever is longer, plus that margin), nor a torn write
+   within another fault's; a fault with no room left in the window is not drawn.
    Only the actions a scenario lists are drawn, and every action's draws are its own: adding
    an action changed no schedule of a scenario that does not list it.
 2. ``shrink`` is pure apart from calling the predicate: ddmin over the fault list, then halving
@@ -36,13 +45,15 @@ from kafkasim.faults.scenario import (
     Target,
     TargetKind,
     ms_at_most,
+    session_timeout_s,
     start_range_ms,
 )
 from kafkasim.faults.validation import check
 
-__all__ = ["DRIFT_RATES", "SLOW_WRITE_MS_MAX", "randomize", "shrink"]
+__all__ = ["DRIFT_RATES", "SLOW_WRITE_MS_MAX", "TORN_WRITE_APART_S", "randomize", "shrink"]
 
 DRIFT_RATES = (0.25, 0.5, 2.0, 4.0)  # a random clock_drift's rate: slow or fast, never exact
+TORN_WRITE_APART_S = 2.0  # a controller's reaction to an expired session, and then some
 SLOW_WRITE_MS_MAX = 15_000  # a random slow_disk's longest write
 # Actions a random schedule never aims at every broker at once (see the module doc, 1).
 _ONE_BROKER_AT_A_TIME = frozenset({"torn_write"})
@@ -62,7 +73,13 @@ def randomize(scenario: Scenario, rng: random.Random) -> Scenario:
             "no [seed_faults]: nothing says what to randomise", source=scenario.name
         )
     check(scenario)  # a window without room would otherwise fail deep in the draw
-    faults = [_random_fault(scenario, spec, rng) for _ in range(spec.count)]
+    faults: list[Fault] = []
+    for _ in range(spec.count):
+        fault: Fault | None = _random_fault(scenario, spec, rng)
+        if fault is not None and any("torn_write" in (fault.action, f.action) for f in faults):
+            fault = _apart_from_torn_writes(scenario, spec, fault, faults, rng)
+        if fault is not None:
+            faults.append(fault)
     faults.sort(key=lambda f: f.at_s)  # stable: equal times keep the order drawn
     return replace(scenario, faults=tuple(faults))
 
@@ -109,6 +126,60 @@ def _random_fault(scenario: Scenario, spec: RandomFaults, rng: random.Random) ->
     return Fault(
         at_s=at_ms / 1000, action=action.name, target=target, duration_s=duration_s, params=params
     )
+
+
+def _apart_from_torn_writes(
+    scenario: Scenario, spec: RandomFaults, fault: Fault, drawn: Sequence[Fault], rng: random.Random
+) -> Fault | None:
+    """``fault``, moved to a start (drawn with ``rng``) where neither it nor an earlier fault
+    is in flight while the other is a torn write (see the module doc, 1); None when the window
+    has no such start. A fault already apart is returned as it is, with no draw."""
+    session_s = session_timeout_s(scenario)
+
+    def settle_ms(f: Fault) -> int:
+        """From a fault's start until its broker is back and seen by a controller."""
+        return round((max(f.duration_s or 0.0, session_s) + TORN_WRITE_APART_S) * 1000)
+
+    lo, hi = start_range_ms(scenario, spec, fault.action)
+    blocked = [
+        (round(f.at_s * 1000) - settle_ms(fault), round(f.at_s * 1000) + settle_ms(f))
+        for f in drawn
+        if "torn_write" in (fault.action, f.action)
+    ]
+    at_ms = round(fault.at_s * 1000)
+    if not any(start < at_ms < end for start, end in blocked):
+        return fault
+    free = _free_segments(lo, hi, blocked)
+    room = sum(last - first + 1 for first, last in free)
+    if room == 0:
+        return None
+    index = rng.randrange(room)
+    for first, last in free:
+        if index <= last - first:
+            at_ms = first + index
+            break
+        index -= last - first + 1
+    run_ms = ms_at_most(scenario.workload.duration_s)
+    duration_s = fault.duration_s
+    if duration_s is not None:
+        duration_s = min(duration_s, (run_ms - at_ms) / 1000)
+    return replace(fault, at_s=at_ms / 1000, duration_s=duration_s)
+
+
+def _free_segments(lo: int, hi: int, blocked: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The whole numbers of ``[lo, hi]`` outside every open interval of ``blocked``, as
+    closed segments in order."""
+    free: list[tuple[int, int]] = []
+    at = lo
+    for start, end in sorted(blocked):
+        if start >= at:  # [at, start] is free (start itself is outside (start, end))
+            free.append((at, min(start, hi)))
+        at = max(at, end)
+        if at > hi:
+            break
+    if at <= hi:
+        free.append((at, hi))
+    return [(a, b) for a, b in free if a <= b]
 
 
 def _random_one_way(action: str, rng: random.Random) -> dict[str, Any]:

@@ -54,7 +54,7 @@ from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.backend import BackendSpec, BrokerStartError, broker_props
 from kafkasim.faults.final_logs import split_entries
 from kafkasim.faults.history import History, ReplicaSample
-from kafkasim.faults.scenario import Scenario
+from kafkasim.faults.scenario import Scenario, session_timeout_s
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
 from kafkasim.proto import kafkasim_pb2 as pb
 from kafkasim.sim.cluster import SimCluster, broker_address, broker_node
@@ -113,9 +113,7 @@ class SimBackend:
                 seed=self.seed,
                 broker_props=broker_props(self.scenario),
                 # The simulated ZooKeeper needs the session timeout the brokers ask for.
-                zk_session_timeout_ms=int(
-                    self.scenario.cluster.broker_config.get("zookeeper.session.timeout.ms", 6000)
-                ),
+                zk_session_timeout_ms=round(session_timeout_s(self.scenario) * 1000),
                 rules=self.rules,
             )
         return self._cluster
