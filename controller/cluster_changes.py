@@ -69,10 +69,19 @@ class ClusterChanges:
                 zk_data.ISR_CHANGE_NOTIFICATION, self._watches.isr_change
             )
         )
-        # Every live replica gets its partitions' state at the new epoch, after the elections
-        # this controller owes (one batch: a newer state of a partition replaces the older).
-        batch = RequestBatch()
+        # Every live broker first learns the live brokers and every partition's state as read
+        # (Kafka sends this UpdateMetadata before its state machines start): a broker that has
+        # just restarted must know the cluster before it acts on a LeaderAndIsr, or it would
+        # take the partitions it does not know yet for deleted ones.
         live = ctx.live_or_shutting_down_ids()
+        batch = RequestBatch()
+        known = [tp for tp in sorted(ctx.leadership) if not ctx.is_being_deleted(tp.topic)]
+        self._term.add_update_metadata(batch, sorted(live), known)
+        self._term.send(batch)
+        # Then every live replica gets its partitions' state at the new epoch, after the
+        # elections this controller owes (one batch: a newer state of a partition replaces the
+        # older).
+        batch = RequestBatch()
         for tp, state in sorted(ctx.leadership.items()):
             if not ctx.is_being_deleted(tp.topic):
                 self._term.add_leader_and_isr(batch, ctx.replicas(tp), tp, state)

@@ -494,14 +494,17 @@ def _check_samples(samples: Sequence[ReplicaSample], violation: Report) -> None:
         leader_registrations.setdefault(s.leader_epoch, []).append(s.broker_epoch)
 
     # A follower's HW against its leader's: brokers are rarely sampled at one instant, so each
-    # follower sample meets the leader's next sample of the same epoch (at the same time or
-    # later). The leader's HW only grows within an epoch, so a follower above that is above
-    # the leader's HW at its own sample time too.
+    # follower sample meets the leader's next sample of the same epoch. The leader's HW only
+    # grows within an epoch, so a follower above that is above the leader's HW at its own
+    # sample time too. "Next" is a later millisecond: the sampler asks one broker after the
+    # other, and within one millisecond the leader may have been asked first, before the HW
+    # the follower then reported (leader-crash seed 12 with hw_ignores_followers, where the
+    # leader's HW moves at its append: one hop from follower to HW within a millisecond).
     for s in samples:
         times = leader_times.get(s.leader_epoch)
         if s.is_leader or times is None or _not_fetched_yet(s):
             continue
-        index = bisect.bisect_left(times, s.time_ms)
+        index = bisect.bisect_right(times, s.time_ms)
         registrations = leader_registrations[s.leader_epoch]
         if index == len(times) or registrations[index] != registrations[0]:
             continue  # no later leader sample, or the leader restarted within the epoch

@@ -110,7 +110,11 @@ def test_an_injected_replication_bug_is_caught_by_a_sweep_and_shrinks(tmp_path: 
     next fetch, a window under a millisecond: which seeds hit it follows the order of
     same-instant events. Seeds 4, 17, 20, 29 and 39 of 1..40 hit it until the speed work on the
     simulation (issue 17: its loop step, waits and messages) moved that order; since then 17, 29 and
-    39 do, so the bound went from 10 seeds to 20."""
+    39 did, so the bound went from 10 seeds to 20. Since a new controller sends UpdateMetadata
+    before LeaderAndIsr (as Kafka's failover does), and the checker judges a follower's HW only
+    against a leader sample of a later millisecond, seed 20 is the first of 1..20 to hit it
+    (seed 12 was caught at first, wrongly: the leader had been sampled first within the
+    follower's millisecond)."""
     buggy = sim_backend(ReplicationRules(hw_ignores_followers=True))
     base = reading.load(reading.find("leader-crash"))
     failing = None

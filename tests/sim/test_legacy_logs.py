@@ -38,8 +38,11 @@ async def _serve_legacy_partition(
         shutil.copy(path, partition_dir / path.name)
     await cluster.start_broker(leader)
     await client.wait_for_leaders(TOPIC, 1)
+    # The metadata names the leader before its LeaderAndIsr has made the partition (a new
+    # controller sends UpdateMetadata first, as Kafka's does): wait for the partition itself.
+    partitions = cluster.brokers[leader].replica_manager.partitions
     await cluster.wait_for(
-        lambda: partition_on(cluster, leader, TP).log.high_watermark == len(written),
+        lambda: TP in partitions and partitions[TP].log.high_watermark == len(written),
         what="the legacy records below the high watermark",
     )
     return leader, written

@@ -18,9 +18,10 @@ from kafkasim.controller.controller import (
     NewPartitions,
     NewTopic,
 )
+from kafkasim.proto import METHOD_LEADER_AND_ISR, METHOD_UPDATE_METADATA
 from kafkasim.proto import kafkasim_pb2 as pb
 
-from .harness import Cluster, in_cluster
+from .harness import Cluster, address, in_cluster
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -147,6 +148,37 @@ def test_failover_increments_epoch_and_resends_state() -> None:
             metadata = transport.update_metadata(b)
             assert metadata and sorted(e.node_id for e in metadata[-1].live_brokers) == [2, 3]
         assert transport.leader_and_isr(1) == []  # the dead broker gets nothing
+
+    in_cluster(scenario)
+
+
+def test_failover_sends_update_metadata_before_leader_and_isr() -> None:
+    """A new controller first tells every live broker the live brokers and every partition's
+    state, then sends LeaderAndIsr (Kafka's ``onControllerFailover``): a broker restarted
+    just before must know the cluster before it acts on a LeaderAndIsr. Without this order a
+    restarted transaction coordinator took partitions it did not know yet for deleted ones
+    and dropped COMMIT markers (random seed 8 of txn-leader-crash)."""
+
+    async def scenario(cluster: Cluster) -> None:
+        await cluster.start(1, 2, 3)
+        await cluster.create_topic("t", {0: [1, 2, 3], 1: [2, 3, 1]})
+        cluster.kill(1)
+        await cluster.settle()
+        new = cluster.active()
+        transport = cluster.transport_of_active()
+        for b in (2, 3):
+            calls = [
+                c
+                for c in transport.calls
+                if c.target == address(b)
+                and c.method in (METHOD_UPDATE_METADATA, METHOD_LEADER_AND_ISR)
+                and c.request.controller_epoch == new.epoch
+            ]
+            assert calls and calls[0].method == METHOD_UPDATE_METADATA, [c.method for c in calls]
+            first = calls[0].request
+            assert {(s.topic, s.partition) for s in first.partition_states} == {("t", 0), ("t", 1)}
+            assert sorted(e.node_id for e in first.live_brokers) == [2, 3]
+            assert any(c.method == METHOD_LEADER_AND_ISR for c in calls[1:])
 
     in_cluster(scenario)
 
