@@ -43,6 +43,12 @@ the checker's other rules judge them as before):
    offset there, then C must have read every record of T on p. A consumer process is taken to
    read each partition forward without jumping ahead: the runtime names a new process (e.g.
    ``consumer-1#2``) when a consumer seeks forward or takes a partition over from another.
+   A process that resumed p from its group's committed offset (its own ``fetch_offsets`` of p;
+   the lowest, if it went back) is held instead to T's records on p from that offset on: a
+   consume-transform-produce loop commits each partition's position on its own, so a restarted
+   one may resume p past T while it reads T on another partition (txn-leader-crash seed 5:
+   ``t1#1`` resumed events-1 at 832, after p1:237's records there, and read its records on
+   events-0 from 829).
 4. offsets committed without their writes: a group offset was visible (a ``fetch_offsets`` op,
    or the final read-back) that exactly the offsets a transaction sent for that group and
    partition explain, and either every transaction that sent it aborted, or one evidently
@@ -415,6 +421,11 @@ class _Judge:
         return value in self._log_values[tp]
 
     def rule_3_partial(self) -> None:
+        resumed: dict[tuple[str, TopicPartition], int] = {}  # (C, p) -> lowest offset fetched
+        for op in self.index.fetched:
+            if op.offset is not None and op.offset >= 0:
+                key = (op.process, TopicPartition(op.topic, op.partition))
+                resumed[key] = min(op.offset, resumed.get(key, op.offset))
         for txn in self.index.txns.values():
             if not txn.evident:
                 continue
@@ -433,7 +444,14 @@ class _Judge:
                     if consumer.high is None or consumer.high <= last:
                         continue  # it did not read past the transaction
                     seen = self.seen.get((process, txn.name), set())
-                    if seen or (consumer.low is not None and consumer.low < first):
+                    start = resumed.get((process, tp))
+                    if start is not None:
+                        if start > last:
+                            continue  # it resumed p past the transaction
+                        from_start = [(o, v) for o, v in held if o is not None and o >= start]
+                        judged = held if start <= first else from_start
+                        self._judge_partial(txn, tp, judged, process, high=consumer.high, seen=seen)
+                    elif seen or (consumer.low is not None and consumer.low < first):
                         self._judge_partial(txn, tp, held, process, high=consumer.high, seen=seen)
 
     def _judge_partial(self, txn: Txn, tp: TopicPartition,

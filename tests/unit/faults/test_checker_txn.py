@@ -336,6 +336,31 @@ def test_a_transaction_visible_on_one_partition_only_is_partly_visible() -> None
     assert (partial.partition, partial.missing) == (1, ((0, "y"),))
 
 
+def test_a_consumer_resuming_a_partition_past_a_transaction_is_held_from_there_on() -> None:
+    """txn-leader-crash seed 5: a consume-transform-produce loop commits each partition's
+    position on its own, so its restart (``t1#1``) resumed events-1 past p1:237's records there
+    while it read p1:237's records on events-0. Where a process fetched its group's offset for
+    a partition, it owes T's records there from that offset on, not before."""
+
+    def resumed_at(offset: int) -> CheckReport:
+        run = Run()
+        run.send("tx-a:0", "x", 0, partition=0)
+        run.send("tx-a:0", "y", 1, partition=1)  # offset 0 of partition 1
+        run.end("tx-a:0", 10)
+        run.send("tx-b:0", "z", 11, partition=1)
+        run.end("tx-b:0", 15)
+        fetched = Op(OpType.OK, FETCH_OFFSETS, "consumer-1", 19, T, 1, "", offset=offset,
+                     group=GROUP)  # fmt: skip
+        run.h.ops.append(fetched)
+        run.read("x", 0, 20)
+        run.read("z", 2, 21, partition=1)
+        return check(run.history())
+
+    assert resumed_at(1).ok  # past y: it never owed y
+    [partial] = resumed_at(0).transactions.partial  # at y: it owed y and skipped it
+    assert (partial.partition, partial.missing) == (1, ((0, "y"),))
+
+
 def test_a_consumer_spanning_a_committed_transaction_without_seeing_it_is_caught() -> None:
     run = Run()
     run.send("tx-b:0", "before", 0)
