@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from kafkasim.common.frozen import fast_frozen_init
+
 __all__ = ["Headers", "RecordMetadata", "SendCallback"]
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class RecordMetadata:
     """Where an acknowledged record landed.

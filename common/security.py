@@ -21,9 +21,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from kafkasim.common.frozen import fast_frozen_init
+
 ANONYMOUS: Final = "User:ANONYMOUS"
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Caller:
     """``principal``: Kafka's ``Type:name``; ``host``: the client's IP address, bare (no "/");

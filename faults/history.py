@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from kafkasim.common.frozen import fast_frozen_init
 from kafkasim.proto import kafkasim_pb2 as pb
 
 READ_COMMITTED = "read_committed"
@@ -67,6 +68,7 @@ class OpType(enum.Enum):
     INFO = "info"
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Op:
     """One client event. ``process`` names the client (``producer-1``, ``consumer-2``);

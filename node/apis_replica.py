@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kafkasim.common.errors import KafkaError
+from kafkasim.common.frozen import fast_frozen_init
 from kafkasim.common.types import TopicPartition
 from kafkasim.node.produce_wire import ProduceRequestView
 from kafkasim.node.replica_types import (
@@ -215,6 +216,7 @@ _PARTITION_KEY = encode_unsigned_varint(FETCH_PARTITIONS_FIELD << 3 | 2)
 _RECORDS_KEY = encode_unsigned_varint(FETCH_RECORDS_FIELD << 3 | 2)
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class FetchedSize:
     """What the metrics count of one partition of a fetch answer, known before encoding."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kafkasim.common.errors import KafkaError
+from kafkasim.common.frozen import fast_frozen_init
 from kafkasim.common.types import TopicPartition
 from kafkasim.storage.file_records import Buffer
 from kafkasim.storage.producer_state import AppendOrigin
@@ -35,6 +36,7 @@ READ_COMMITTED = 1
 # -- Produce (Kafka's ReplicaManager.appendRecords) --------------------------------------------
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class PartitionRecords:
     """One partition's part of a produce: one or more RecordBatch v2, as the client sent them
@@ -44,6 +46,7 @@ class PartitionRecords:
     records: Buffer
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ProduceParams:
     """``acks``: 0, 1 or -1 (all); ``timeout_ms``: how long acks=all may wait for the ISR;
@@ -57,6 +60,7 @@ class ProduceParams:
     origin: AppendOrigin = AppendOrigin.CLIENT
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ProducePartitionResult:
     """Kafka's ``PartitionResponse``: the base offset given to the first batch, the log append
@@ -72,6 +76,7 @@ class ProducePartitionResult:
 # -- Fetch (Kafka's FetchParams and FetchPartitionData) ----------------------------------------
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class FetchPartitionParams:
     """One partition of a fetch: read from ``fetch_offset``; ``log_start_offset`` is the
@@ -84,6 +89,7 @@ class FetchPartitionParams:
     partition_max_bytes: int = 0
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class FetchParams:
     """Kafka's ``FetchParams``: a follower's (``replica_id`` ≥ 0) or a consumer's fetch,
@@ -114,6 +120,7 @@ class AbortedTransaction:
     first_offset: int
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class FetchPartitionData:
     """Kafka's ``FetchPartitionData``: whole batches from the fetch offset, never past the HW

@@ -72,6 +72,7 @@ from kafkasim.common.errors import (
     OutOfOrderSequenceNumberError,
     TransactionCoordinatorFencedError,
 )
+from kafkasim.common.frozen import fast_frozen_init
 from kafkasim.common.sentinels import INT16_MAX, INT32_MAX
 from kafkasim.storage.checkpoints import TMP_SUFFIX, atomic_write
 from kafkasim.storage.file_names import SNAPSHOT_SUFFIX
@@ -143,6 +144,7 @@ class TxnMetadata:
         return TxnMetadata(self.producer_id, self.first_offset, self.last_offset)
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class SavedProducerState:
     """What :meth:`ProducerStateManager.save_entries` copies for an append that may fail."""

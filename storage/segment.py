@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 from kafkasim.common.clock import Clock
 from kafkasim.common.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
+from kafkasim.common.frozen import fast_frozen_init
 from kafkasim.common.sentinels import INT32_MAX
 from kafkasim.storage import file_names
 from kafkasim.storage.config import LogConfig
@@ -62,6 +63,7 @@ class AppendedBatch(NamedTuple):
     size: int
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class FetchDataInfo:
     """The result of a read: where it started and the whole batches read; for a

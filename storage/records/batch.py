@@ -60,6 +60,7 @@ from itertools import repeat, starmap
 from typing import Final, NamedTuple
 
 from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.common.frozen import fast_frozen_init
 from kafkasim.common.sentinels import (
     INT16_MAX,
     INT16_MIN,
@@ -166,6 +167,7 @@ class Header:
     value: bytes | None
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Record:
     """One decoded record with its absolute offset.
