@@ -52,7 +52,7 @@ from kafkasim.common.errors import KafkasimError
 from kafkasim.common.rpc import ClientTransport
 from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.backend import BackendSpec, BrokerStartError, broker_props
-from kafkasim.faults.final_logs import split_entries
+from kafkasim.faults.final_logs import ChunkMemo, split_chunks
 from kafkasim.faults.history import History, ReplicaSample
 from kafkasim.faults.scenario import Scenario, session_timeout_s
 from kafkasim.node.rules import KAFKA_RULES, ReplicationRules
@@ -63,6 +63,7 @@ from kafkasim.sim.loop import run_simulation
 from kafkasim.sim.network import SimTransport
 from kafkasim.sim.zookeeper import SimZooKeeperClient
 from kafkasim.storage import disk_faults
+from kafkasim.storage.log_read import read_chunks
 
 __all__ = ["SIM", "SimBackend", "sim_backend"]
 
@@ -356,6 +357,7 @@ class SimBackend:
         """Every live replica's log as it is in memory (data records apart from transaction
         markers); the leaders' high watermarks."""
         topics = {t.name for t in self.scenario.cluster.topics}
+        memo: ChunkMemo = {}  # the replicas of a partition mostly hold the same bytes
         for broker_id in sorted(self.cluster.brokers):
             rm = self.cluster.brokers[broker_id].replica_manager
             for tp in sorted(rm.partitions):
@@ -364,11 +366,12 @@ class SimBackend:
                 partition = rm.partitions[tp]
                 entries: list[tuple[int, str]] = []
                 markers: list[tuple[int, str]] = []
-                split_entries(partition.log.batches(), entries, markers)
+                log = partition.log
+                chunks = read_chunks(log.read, log.log_start_offset, log.log_end_offset, 1 << 20)
+                split_chunks(chunks, entries, markers, memo)
                 history.final_logs[(tp.topic, tp.partition, broker_id)] = entries
                 if markers:
                     history.final_markers[(tp.topic, tp.partition, broker_id)] = markers
-                log = partition.log
                 if partition.is_leader:
                     history.final_hw[(tp.topic, tp.partition)] = log.high_watermark
         return []

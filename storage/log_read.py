@@ -24,7 +24,7 @@ from kafkasim.common.types import TopicPartition
 from kafkasim.storage.epoch_cache import LeaderEpochFileCache
 from kafkasim.storage.file_records import TimestampAndOffset
 from kafkasim.storage.records.batch import Record
-from kafkasim.storage.records.entry import LogEntryHeader, decode_entries
+from kafkasim.storage.records.entry import LogEntryHeader, decode_entries, iter_entries
 from kafkasim.storage.segment import FetchDataInfo, LogSegment
 from kafkasim.storage.segments import LogSegments
 
@@ -151,3 +151,19 @@ def read_entries(
         for header, records in decode_entries(data):
             position = header.next_offset
             yield header, records
+
+
+def read_chunks(
+    read: Callable[[int, int], FetchDataInfo], start: int, end: int, max_bytes: int
+) -> Iterator[bytes]:
+    """The reads :func:`read_entries` decodes, as read: each a run of whole entries, from
+    ``start`` to ``end`` through ``read(offset, max_bytes)``, ``max_bytes`` at a time (for a
+    reader that may skip decoding bytes it has decoded before)."""
+    position = start
+    while position < end:
+        data = read(position, max_bytes).records
+        if not data:
+            return
+        yield data
+        for _, header in iter_entries(data):
+            position = header.next_offset
