@@ -220,6 +220,12 @@ class FileRecords:
                 self._note_end(base_offset + delta, position + end)
         return data if end == available else data[:end]
 
+    def start_known(self, offset: int) -> int | None:
+        """Where the entry holding ``offset`` (or the next one) starts, if a read or search
+        ended right before it (the remembered end of the entry whose last offset is
+        ``offset - 1``: see the module doc); None when that end is not remembered."""
+        return self._ends.get(offset - 1)
+
     def _note_end(self, last_offset: int, position: int) -> None:
         """The entry ending at ``last_offset`` ends at ``position``: kept among the last
         ``_ENDS_KEPT`` such ends (the oldest goes)."""

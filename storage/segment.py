@@ -390,8 +390,15 @@ class LogSegment:
     ) -> tuple[LogOffsetPosition | None, ScannedBlock]:
         """:meth:`translate_offset`, and the bytes its scan read last (for a read right after:
         ``FileRecords.locate``)."""
-        mapping = self.offset_index.lookup(offset)
-        return self.log.locate(offset, max(mapping.position, start_position))
+        log = self.log
+        # A remembered end right before ``offset`` is where the scan would get to from the
+        # index's entry (at or before it: that entry's batch ends at or below ``offset``), and
+        # where ``locate`` would start it anyway: the index is not searched (a fetch where the
+        # last one stopped, the usual case, skips a binary search of the index).
+        start = log.start_known(offset)
+        if start is None:
+            start = self.offset_index.lookup(offset).position
+        return log.locate(offset, max(start, start_position))
 
     def read(
         self,

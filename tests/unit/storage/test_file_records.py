@@ -262,3 +262,30 @@ def test_a_segment_read_near_the_log_end_reads_the_file_once(
     assert len(reads) == 1  # the search's block; the batches are taken from it
     assert [r.value for _, rs in decode_entries(info.records) for r in rs] == [b"v3", b"v4"]
     log.close()
+
+
+def test_a_segment_skips_its_index_where_an_end_is_remembered_and_finds_the_same(
+    tmp_path: Path,
+) -> None:
+    """A segment looks an offset up in its index only when its file does not remember where
+    the entry before it ended: either way the batch found is the one the walk finds, from
+    any start (an entry's position)."""
+    log, _ = open_log(tmp_path, **{"index.interval.bytes": 200})
+    next_offset = 0
+    for i in range(80):
+        count = 1 + i % 3
+        log.append_as_leader(make_batch([b"v%d" % i] * count), leader_epoch=0)
+        next_offset += count
+    segment = log.segments.active
+    records = segment.log
+    assert segment.offset_index.entries > 5
+    for fetch_offset in range(0, next_offset, 5):  # readers remember where they stopped
+        log.read(fetch_offset, 700)
+    remembered = [o for o in range(next_offset + 1) if records.start_known(o) is not None]
+    assert 10 < len(remembered) < next_offset
+    positions = [position for position, _ in records.batch_headers(0)]
+    for target in range(next_offset + 1):
+        for start in (0, positions[7], positions[40]):
+            expected = _expected(records, target, start)
+            assert segment.translate_offset(target, start) == expected
+    log.close()
