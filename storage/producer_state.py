@@ -1,6 +1,6 @@
 """Producer state of one partition: Kafka's ProducerStateManager (idempotence, transactions).
 
-(One module, ~690 lines: idempotence and transactions check and update the same per-producer
+(One module, ~700 lines: idempotence and transactions check and update the same per-producer
 entries in one pass per batch, as Kafka's ProducerAppendInfo does; the entries and the
 snapshot codec are in :mod:`storage.producer_entry`.)
 
@@ -499,8 +499,12 @@ class ProducerStateManager:
 
     def first_unstable_offset(self) -> int | None:
         """The smallest first offset of an ongoing or unreplicated transaction, if any."""
-        firsts = [next(iter(m)) for m in (self._ongoing, self._unreplicated) if m]
-        return min(firsts) if firsts else None
+        ongoing, unreplicated = self._ongoing, self._unreplicated
+        if not unreplicated:  # no transaction, the usual case: no list built per read
+            return next(iter(ongoing), None)
+        if not ongoing:
+            return next(iter(unreplicated))
+        return min(next(iter(ongoing)), next(iter(unreplicated)))
 
     def first_undecided_offset(self) -> int | None:
         """The first offset of the earliest ongoing transaction (replication ignored)."""
@@ -511,6 +515,8 @@ class ProducerStateManager:
         self._remove_unreplicated_below(high_watermark)
 
     def _remove_unreplicated_below(self, offset: int) -> None:
+        if not self._unreplicated:  # nothing to drop (every HW move asks): no new dict
+            return
         self._unreplicated = {
             k: t
             for k, t in self._unreplicated.items()
