@@ -325,7 +325,10 @@ class SimNetwork:
                 else:
                     self._hold(held)
                 return None
-        delay_s = self._jittered_s(self._latency_ms, self._jitter_ms)
+        # _jittered_s(self._latency_ms, self._jitter_ms) inline: the same draw, the same sums
+        jitter_ms = self._jitter_ms
+        jitter = -jitter_ms + (jitter_ms - -jitter_ms) * self._rng.random() if jitter_ms else 0.0
+        delay_s = max(0.0, self._latency_ms + jitter) / 1000
         if self._slow_links:
             slow = self._slow_links.get((src, dst))
             if slow is not None:
