@@ -74,10 +74,7 @@ class ClusterChanges:
         # just restarted must know the cluster before it acts on a LeaderAndIsr, or it would
         # take the partitions it does not know yet for deleted ones.
         live = ctx.live_or_shutting_down_ids()
-        batch = RequestBatch()
-        known = [tp for tp in sorted(ctx.leadership) if not ctx.is_being_deleted(tp.topic)]
-        self._term.add_update_metadata(batch, sorted(live), known)
-        self._term.send(batch)
+        self._send_every_partition(sorted(live))
         # Then every live replica gets its partitions' state at the new epoch, after the
         # elections this controller owes (one batch: a newer state of a partition replaces the
         # older).
@@ -185,10 +182,7 @@ class ClusterChanges:
         batch = RequestBatch()
         batch.add_update_metadata(existing)
         self._term.send(batch)
-        batch = RequestBatch()
-        known = [tp for tp in sorted(ctx.leadership) if not ctx.is_being_deleted(tp.topic)]
-        self._term.add_update_metadata(batch, new, known)
-        self._term.send(batch)
+        self._send_every_partition(new)
         batch = RequestBatch()
         for b in new:
             for tp in ctx.partitions_on_broker(b):
@@ -198,6 +192,15 @@ class ClusterChanges:
         await self._partitions.trigger_online_partition_state_change(batch)
         self._term.send(batch)
         await self._deletion.resume(set(new))
+
+    def _send_every_partition(self, broker_ids: Sequence[int]) -> None:
+        """UpdateMetadata of every partition the controller knows (not being deleted), in a
+        batch of its own, to ``broker_ids``."""
+        ctx = self._ctx
+        batch = RequestBatch()
+        known = [tp for tp in sorted(ctx.leadership) if not ctx.is_being_deleted(tp.topic)]
+        self._term.add_update_metadata(batch, broker_ids, known)
+        self._term.send(batch)
 
     async def _on_broker_failure(self, dead: Sequence[int]) -> None:
         """Elect new leaders where the dead brokers led, then remove them from the ISRs of

@@ -75,9 +75,9 @@ def randomize(scenario: Scenario, rng: random.Random) -> Scenario:
     check(scenario)  # a window without room would otherwise fail deep in the draw
     faults: list[Fault] = []
     for _ in range(spec.count):
-        fault: Fault | None = _random_fault(scenario, spec, rng)
-        if fault is not None and any("torn_write" in (fault.action, f.action) for f in faults):
-            fault = _apart_from_torn_writes(scenario, spec, fault, faults, rng)
+        fault = _apart_from_torn_writes(
+            scenario, spec, _random_fault(scenario, spec, rng), faults, rng
+        )
         if fault is not None:
             faults.append(fault)
     faults.sort(key=lambda f: f.at_s)  # stable: equal times keep the order drawn
@@ -133,14 +133,14 @@ def _apart_from_torn_writes(
 ) -> Fault | None:
     """``fault``, moved to a start (drawn with ``rng``) where neither it nor an earlier fault
     is in flight while the other is a torn write (see the module doc, 1); None when the window
-    has no such start. A fault already apart is returned as it is, with no draw."""
+    has no such start. A fault already apart (any fault where no torn write is drawn) is
+    returned as it is, with no draw."""
     session_s = session_timeout_s(scenario)
 
     def settle_ms(f: Fault) -> int:
         """From a fault's start until its broker is back and seen by a controller."""
         return round((max(f.duration_s or 0.0, session_s) + TORN_WRITE_APART_S) * 1000)
 
-    lo, hi = start_range_ms(scenario, spec, fault.action)
     blocked = [
         (round(f.at_s * 1000) - settle_ms(fault), round(f.at_s * 1000) + settle_ms(f))
         for f in drawn
@@ -149,7 +149,7 @@ def _apart_from_torn_writes(
     at_ms = round(fault.at_s * 1000)
     if not any(start < at_ms < end for start, end in blocked):
         return fault
-    free = _free_segments(lo, hi, blocked)
+    free = _free_segments(*start_range_ms(scenario, spec, fault.action), blocked)
     room = sum(last - first + 1 for first, last in free)
     if room == 0:
         return None

@@ -448,9 +448,10 @@ class _Judge:
                     if start is not None:
                         if start > last:
                             continue  # it resumed p past the transaction
-                        from_start = [(o, v) for o, v in held if o is not None and o >= start]
-                        judged = held if start <= first else from_start
-                        self._judge_partial(txn, tp, judged, process, high=consumer.high, seen=seen)
+                        owed = held  # from its start on, when it resumed p inside the transaction
+                        if start > first:
+                            owed = [(o, v) for o, v in held if o is not None and o >= start]
+                        self._judge_partial(txn, tp, owed, process, high=consumer.high, seen=seen)
                     elif seen or (consumer.low is not None and consumer.low < first):
                         self._judge_partial(txn, tp, held, process, high=consumer.high, seen=seen)
 

@@ -143,14 +143,8 @@ def read_entries(
 ) -> Iterator[tuple[LogEntryHeader, list[Record]]]:
     """Every entry from ``start`` to ``end`` through ``read(offset, max_bytes)``, decoded
     whatever its format, ``max_bytes`` at a time (see :meth:`~storage.log.Log.batches`)."""
-    position = start
-    while position < end:
-        data = read(position, max_bytes).records
-        if not data:
-            return
-        for header, records in decode_entries(data):
-            position = header.next_offset
-            yield header, records
+    for data in read_chunks(read, start, end, max_bytes):
+        yield from decode_entries(data)
 
 
 def read_chunks(
