@@ -12,10 +12,15 @@
  * for its fields. A field read past the record's end is refused at once; the Python walk refuses
  * the same record later (positions only grow and a record must end exactly at its declared
  * end), so the answers agree. No copy: the area is read through the buffer protocol.
+ *
+ * plain_fields, the second function, serves the Spark source's reads (spark/arrow_decode.py):
+ * the fields of records without headers, for numpy to build Arrow columns from, with the same
+ * answers as that module's numpy walk (tests/unit/spark/test_arrow_decode.py compares them).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 /* A varint of at most max_bytes bytes (5 for an int32, 10 for an int64) at *pos, not running
  * past limit; its raw (still zig-zagged) value in *raw. 0 when it runs past limit, is longer
@@ -348,12 +353,169 @@ cwalk_walk_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyOb
     return PyLong_FromLongLong((long long)max_delta);
 }
 
+/* The fields of records without headers, for the Spark source's reads
+ * (spark/arrow_decode.py's _record_positions and _record_fields, which it replaces where it is
+ * built): for each payload j, counts[j] records filling data[begins[j], ends[j]) exactly, each
+ * with a length (not negative), an attributes byte, a timestamp delta (a varlong), an offset
+ * delta, a key and a value (a negative length is null) and a header count of 0. Their
+ * timestamp deltas, offset deltas, key starts, key lengths, value starts and value lengths go
+ * to out, six rows of n = sum(counts) int64 each. 1 when every record is so; 0 as soon as one
+ * is not (a record with headers, or any fault: the walks of the Python path decide then). */
+static int
+plain_fields(const uint8_t *data, Py_ssize_t size, const int64_t *begins, const int64_t *ends,
+             const int64_t *counts, Py_ssize_t spans, int64_t *out, Py_ssize_t n)
+{
+    Py_ssize_t j, k = 0;
+    uint64_t z;
+    for (j = 0; j < spans; j++) {
+        Py_ssize_t p, end;
+        int64_t i;
+        if (begins[j] < 0 || ends[j] > size || begins[j] > ends[j] || counts[j] < 0 ||
+            counts[j] > n - k) {
+            return 0;
+        }
+        p = (Py_ssize_t)begins[j];
+        end = (Py_ssize_t)ends[j];
+        for (i = 0; i < counts[j]; i++, k++) {
+            Py_ssize_t rec_end, key_end, headers_at;
+            int64_t length, key_len, value_len;
+            if (p >= end || !read_varint(data, &p, end, 5, &z)) {
+                return 0;
+            }
+            length = unzigzag(z);
+            if (length < 0 || length > end - p) {
+                return 0;
+            }
+            rec_end = p + (Py_ssize_t)length;
+            p += 1; /* attributes */
+            if (p > rec_end || !read_varint(data, &p, rec_end, 10, &z)) {
+                return 0;
+            }
+            out[k] = unzigzag(z);
+            if (!read_varint(data, &p, rec_end, 5, &z)) {
+                return 0;
+            }
+            out[n + k] = unzigzag(z);
+            if (!read_varint(data, &p, rec_end, 5, &z)) {
+                return 0;
+            }
+            key_len = unzigzag(z);
+            key_end = p + (Py_ssize_t)(key_len > 0 ? key_len : 0);
+            if (key_len > rec_end - p || key_end >= rec_end) {
+                return 0;
+            }
+            out[2 * n + k] = p;
+            out[3 * n + k] = key_len;
+            p = key_end;
+            if (!read_varint(data, &p, rec_end, 5, &z)) {
+                return 0;
+            }
+            value_len = unzigzag(z);
+            headers_at = p + (Py_ssize_t)(value_len > 0 ? value_len : 0);
+            if (value_len > rec_end - p || headers_at + 1 != rec_end || data[headers_at] != 0) {
+                return 0;
+            }
+            out[4 * n + k] = p;
+            out[5 * n + k] = value_len;
+            p = rec_end;
+        }
+        if (p != end) {
+            return 0;
+        }
+    }
+    return k == n;
+}
+
+/* A read-only buffer of int64 (a C-contiguous numpy array of them), its length in *count. */
+static int
+int64_buffer(PyObject *obj, const char *name, Py_buffer *view, Py_ssize_t *count)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        return -1;
+    }
+    if (view->itemsize != 8 || view->format == NULL ||
+        (strcmp(view->format, "q") != 0 && strcmp(view->format, "l") != 0 &&
+         strcmp(view->format, "<q") != 0 && strcmp(view->format, "<l") != 0 &&
+         strcmp(view->format, "=q") != 0 && strcmp(view->format, "=l") != 0)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a buffer of int64", name);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    *count = view->len / 8;
+    return 0;
+}
+
+static PyObject *
+cwalk_plain_fields(PyObject *self, PyObject *args)
+{
+    PyObject *data_obj, *begins_obj, *ends_obj, *counts_obj, *out_obj;
+    Py_buffer data, begins, ends, counts, out;
+    Py_ssize_t m, m_ends, m_counts, n;
+    int found = 0, held = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOO:plain_fields", &data_obj, &begins_obj, &ends_obj,
+                          &counts_obj, &out_obj)) {
+        return NULL;
+    }
+    if (PyUnicode_Check(data_obj)) {
+        PyErr_SetString(PyExc_TypeError, "data must be a bytes-like object, not 'str'");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_C_CONTIGUOUS) < 0) {
+        return NULL;
+    }
+    held = 1;
+    if (int64_buffer(begins_obj, "begins", &begins, &m) < 0) {
+        goto done;
+    }
+    held = 2;
+    if (int64_buffer(ends_obj, "ends", &ends, &m_ends) < 0) {
+        goto done;
+    }
+    held = 3;
+    if (int64_buffer(counts_obj, "counts", &counts, &m_counts) < 0) {
+        goto done;
+    }
+    held = 4;
+    if (int64_buffer(out_obj, "out", &out, &n) < 0) {
+        goto done;
+    }
+    held = 5;
+    if (out.readonly) {
+        PyErr_SetString(PyExc_TypeError, "out must be writable");
+        goto done;
+    }
+    if (m_ends != m || m_counts != m || n % 6 != 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "begins, ends and counts must be of one length, out of six rows");
+        goto done;
+    }
+    found = plain_fields((const uint8_t *)data.buf, data.len, (const int64_t *)begins.buf,
+                         (const int64_t *)ends.buf, (const int64_t *)counts.buf, m,
+                         (int64_t *)out.buf, n / 6);
+done:
+    if (held >= 5) PyBuffer_Release(&out);
+    if (held >= 4) PyBuffer_Release(&counts);
+    if (held >= 3) PyBuffer_Release(&ends);
+    if (held >= 2) PyBuffer_Release(&begins);
+    PyBuffer_Release(&data);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    return PyBool_FromLong(found);
+}
+
 static PyMethodDef cwalk_methods[] = {
     {"walk_records", (PyCFunction)(void (*)(void))cwalk_walk_records,
      METH_FASTCALL | METH_KEYWORDS,
      "walk_records(data, count, last_delta, dense, compacted, base_ts, low, high)\n--\n\n"
      "The largest timestamp delta of count records filling data, if every record passes the "
      "record-by-record walk's checks; None to let that walk judge."},
+    {"plain_fields", cwalk_plain_fields, METH_VARARGS,
+     "plain_fields(data, begins, ends, counts, out)\n--\n\n"
+     "The fields of the records without headers filling each payload [begins[j], ends[j]) "
+     "of data (counts[j] records each), written to out (six rows of int64); False as soon as "
+     "a record is not so."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -42,7 +42,6 @@ fallback); a build that does not load (another interpreter's) falls back the sam
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 from kafkasim.common.errors import (
@@ -64,6 +63,7 @@ from kafkasim.storage.records.batch import (
     set_max_timestamp,
 )
 from kafkasim.storage.records.columns import decode_headers
+from kafkasim.storage.records.compiled import compiled
 from kafkasim.storage.records.compression import CompressionType, decompress
 from kafkasim.storage.records.varint import raw_varint
 from kafkasim.storage.records.walk_vector import MIN_RECORDS, walk_records
@@ -76,19 +76,7 @@ Walk = Callable[..., int | None]
 compiled one also takes the checks by position (``COMPILED_WALK`` is called so on appends)."""
 
 
-def _compiled_walk() -> Walk | None:
-    """The compiled walk, unless it is not built, does not load here, or the environment asks
-    for pure Python (``KAFKASIM_PURE_PYTHON`` set to anything but ``0`` or empty)."""
-    if os.environ.get("KAFKASIM_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from kafkasim.storage.records._cwalk import walk_records as compiled  # noqa: PLC0415
-    except ImportError:
-        return None
-    return compiled
-
-
-COMPILED_WALK = _compiled_walk()
+COMPILED_WALK: Walk | None = compiled("walk_records")
 """The compiled record walk in use, or None (the numpy and Python walks then run)."""
 
 __all__ = [

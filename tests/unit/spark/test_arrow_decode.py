@@ -1,7 +1,11 @@
 """The read tasks' Arrow decoding (``spark.arrow_decode``): exactly the batch the consumer's
 column walk gives (``spark.cluster_io.decode_columns`` turned into Arrow), whatever the
 message format, compression, record sizes, range or isolation, the same errors for damaged
-batches, and the vectorised walk really taking plain v2 batches (no Spark needed)."""
+batches, and the vectorised walk really taking plain v2 batches (no Spark needed).
+
+Every test runs twice: with the records' fields found by the compiled walk
+(``_cwalk.plain_fields``; skipped where it is not built) and by numpy, and the two are
+compared directly on sound, damaged and random payloads."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import pytest
 from kafkasim.common.errors import CorruptRecordError, InvalidRecordError
 from kafkasim.common.types import TopicPartition
 from kafkasim.spark import arrow_decode
-from kafkasim.spark.arrow_decode import ArrowChunkDecoder, columns_batch
+from kafkasim.spark.arrow_decode import I64, ArrowChunkDecoder, columns_batch
 from kafkasim.spark.cluster_io import decode_columns
 from kafkasim.spark.rows import arrow_schema
 from kafkasim.storage.records.batch import (
@@ -29,6 +33,19 @@ from kafkasim.storage.records.entry import parse_entry_header
 from tests.unit.client.test_record_columns import T0, _recrc, mixed, transactions
 
 TP = TopicPartition("t", 3)
+COMPILED_FIELDS = arrow_decode._COMPILED_FIELDS
+
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def fields_walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test with each way of finding the records' fields."""
+    if request.param == "compiled":
+        if COMPILED_FIELDS is None:
+            pytest.skip("kafkasim.storage.records._cwalk is not built in this environment")
+        monkeypatch.setattr(arrow_decode, "_COMPILED_FIELDS", COMPILED_FIELDS)
+    else:
+        monkeypatch.setattr(arrow_decode, "_COMPILED_FIELDS", None)
+    return str(request.param)
 
 
 def varied() -> bytes:
@@ -316,3 +333,98 @@ def test_plain_batches_of_both_timestamp_types_decoded_together(position: int, u
     assert [t.timestamp() * 1000 for t in table.column("timestamp").to_pylist()] == [
         T0 + o if o < 3 else T0 + 99 for o in wanted
     ]
+
+
+def payloads(seed: int) -> list[tuple[bytes, I64, I64, I64]]:
+    """Record areas of one to three batches one after another (data, each's begin, end and
+    record count), some of them damaged: a byte changed, a record count off by one, the data
+    cut short or run on (the last area's end moved with it)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(40):
+        areas, counts = [], []
+        for _ in range(rng.randint(1, 3)):
+            n = rng.choice((1, 2, 70, 300))
+            records = [
+                (
+                    T0 + rng.choice((0, 1, -1, 70, 10**7, 10**9)) * i,
+                    None if rng.random() < 0.2 else rng.randbytes(rng.choice((0, 5, 200))),
+                    None if rng.random() < 0.1 else rng.randbytes(rng.choice((0, 100, 9000))),
+                    *(((("h", b"x"),),) if rng.random() < 0.002 else ()),
+                )
+                for i in range(n)
+            ]
+            areas.append(encode_batch(records)[RECORD_BATCH_OVERHEAD:])  # type: ignore[arg-type]
+            counts.append(n)
+        ends = np.cumsum([len(a) for a in areas], dtype=np.int64)
+        begins = ends - [len(a) for a in areas]
+        data = bytearray(b"".join(areas))
+        damage = rng.random()
+        if damage < 0.3:
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        elif damage < 0.4:
+            counts[rng.randrange(len(counts))] += rng.choice((-1, 1))
+        elif damage < 0.5:
+            data = data[: rng.randrange(int(begins[-1]) + 1, len(data))]
+        elif damage < 0.6:
+            data += rng.randbytes(rng.randint(1, 9))
+        ends[-1] = len(data)
+        out.append((bytes(data), begins, ends, np.array(counts, dtype=np.int64)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_compiled_fields_are_the_numpy_fields(seed: int, fields_walk: str) -> None:
+    """``_plain_fields`` gives the same answer either way (the same arrays, or None for both)
+    on sound and damaged record areas, and the compiled walk never reads out of the data."""
+    if fields_walk != "compiled":
+        pytest.skip("compares the compiled walk with numpy")
+    taken = 0
+    for data, begins, ends, counts in payloads(seed):
+        compiled = arrow_decode._plain_fields(np.frombuffer(data, np.uint8), begins, ends, counts)
+        arrow_decode._COMPILED_FIELDS = None
+        try:
+            padded = np.frombuffer(data + bytes(16), np.uint8)
+            numpy = arrow_decode._plain_fields(padded, begins, ends, counts)
+        finally:
+            arrow_decode._COMPILED_FIELDS = COMPILED_FIELDS
+        if numpy is None:
+            assert compiled is None
+        else:
+            assert compiled is not None
+            assert [c.tolist() for c in compiled] == [c.tolist() for c in numpy]
+            taken += 1
+    assert 10 < taken < 40  # both answers are compared, many times each
+
+
+def test_the_compiled_fields_read_the_fetched_bytes_in_place(fields_walk: str) -> None:
+    """With the compiled walk, the fetched bytes are not copied (no padding is needed)."""
+    data = fixed()
+    buf = arrow_decode._buffer(data)
+    assert np.shares_memory(buf, np.frombuffer(data, np.uint8)) == (fields_walk == "compiled")
+
+
+def test_the_compiled_fields_refuse_arguments_of_the_wrong_kind(fields_walk: str) -> None:
+    if fields_walk != "compiled":
+        pytest.skip("the compiled walk's own arguments")
+    assert COMPILED_FIELDS is not None
+    one = np.array([1], dtype=np.int64)
+    area = encode_batch([(T0, b"k", b"v")])[RECORD_BATCH_OVERHEAD:]
+    out = np.zeros((6, 1), dtype=np.int64)
+    size = np.array([len(area)], dtype=np.int64)
+    assert COMPILED_FIELDS(area, np.zeros(1, np.int64), size, one, out) is True
+    assert out[:, 0].tolist()[1:] == [0, 0 + 5, 1, 0 + 7, 1]  # offset delta, key, value
+    with pytest.raises(TypeError, match="begins must be a buffer of int64"):
+        COMPILED_FIELDS(area, np.zeros(1, np.int32), size, one, out)
+    with pytest.raises(TypeError, match="not 'str'"):
+        COMPILED_FIELDS("text", np.zeros(1, np.int64), size, one, out)
+    frozen = out.copy()
+    frozen.flags.writeable = False
+    with pytest.raises((TypeError, BufferError, ValueError)):
+        COMPILED_FIELDS(area, np.zeros(1, np.int64), size, one, frozen)
+    with pytest.raises(ValueError, match="one length"):
+        COMPILED_FIELDS(area, np.zeros(2, np.int64), size, one, out)
+    # Spans outside the data, or more records than ``out`` holds: refused, nothing read.
+    for begins, ends, counts in ((-1, 5, 1), (0, len(area) + 1, 1), (3, 2, 1), (0, 5, 2)):
+        spans = [np.array([v], dtype=np.int64) for v in (begins, ends, counts)]
+        assert COMPILED_FIELDS(area, *spans, out) is False

@@ -23,6 +23,7 @@ from kafkasim.common.errors import InvalidRecordError, InvalidTimestampError
 from kafkasim.common.sentinels import NO_TIMESTAMP
 from kafkasim.storage.records import validation
 from kafkasim.storage.records.batch import RECORDS_OFFSET, BatchHeader, RecordBatchBuilder
+from kafkasim.storage.records.compiled import compiled
 from kafkasim.storage.records.compression import CompressionType
 from kafkasim.storage.records.validation import validate_batch_records
 from kafkasim.storage.records.varint import encode_varint, encode_varlong
@@ -392,4 +393,5 @@ def test_a_build_that_does_not_load_falls_back(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.delenv("KAFKASIM_PURE_PYTHON", raising=False)
     monkeypatch.setattr("builtins.__import__", failing)
-    assert validation._compiled_walk() is None
+    assert compiled("walk_records") is None
+    assert compiled("plain_fields") is None
