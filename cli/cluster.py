@@ -36,10 +36,11 @@ from typing import Any
 from kafkasim.cli.console_bind import add_bind
 from kafkasim.cli.status import StatusFilter, describe_cluster
 from kafkasim.cluster import compose_secure
-from kafkasim.cluster.chaos import LOCAL, ZK_SESSION_TIMEOUT_MS_DEFAULT, LocalBackend
+from kafkasim.cluster.chaos import LOCAL, LocalBackend
 from kafkasim.cluster.local import BrokerProcess, LocalCluster, process_alive
 from kafkasim.cluster.state_file import BACKEND as COMPOSE_BACKEND  # not ours to manage
 from kafkasim.cluster.state_file import STATE_FILE
+from kafkasim.common.config import DEV_ZK_SESSION_TIMEOUT_MS
 from kafkasim.common.coordination import NoNodeError
 from kafkasim.controller import zk_data
 from kafkasim.controller.zk_kazoo import KazooCoordination
@@ -336,7 +337,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def _session_timeout_s(cluster: LocalCluster) -> float:
-    raw = cluster.broker_props.get("zookeeper.session.timeout.ms", ZK_SESSION_TIMEOUT_MS_DEFAULT)
+    raw = cluster.broker_props.get("zookeeper.session.timeout.ms", DEV_ZK_SESSION_TIMEOUT_MS)
     return int(str(raw)) / 1000
 
 

@@ -36,6 +36,7 @@ from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 from kafkasim import proto
 from kafkasim.cluster.local import LocalCluster
 from kafkasim.common.clock import Clock, SystemClock
+from kafkasim.common.config import DEV_ZK_SESSION_TIMEOUT_MS
 from kafkasim.common.coordination import NoNodeError
 from kafkasim.common.errors import KafkaError, KafkasimError
 from kafkasim.common.rpc import ClientTransport, RpcError
@@ -117,7 +118,6 @@ LOSE_UNFLUSHED_REASON: Final = (
 )
 
 _DESCRIBE_TIMEOUT_S: Final = 2.0
-ZK_SESSION_TIMEOUT_MS_DEFAULT: Final = 6000  # LocalCluster's default for the brokers
 
 
 class ChaosError(KafkasimError):
@@ -593,7 +593,7 @@ class LocalBackend:
         raise ChaosError(f"{RUNTIME} cannot fill broker {broker_id}'s disk: {_NO_TMPFS}")
 
     async def controller_id(self) -> int:
-        zk = KazooCoordination(self.cluster.zookeeper.connect_string, 6000)
+        zk = KazooCoordination(self.cluster.zookeeper.connect_string, DEV_ZK_SESSION_TIMEOUT_MS)
         await zk.start()
         try:
             data, _ = await zk.get(zk_data.CONTROLLER)

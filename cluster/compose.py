@@ -64,7 +64,7 @@ from typing import Final
 
 from kafkasim import proto
 from kafkasim.client.simple import MinimalClient
-from kafkasim.cluster.chaos import ZK_SESSION_TIMEOUT_MS_DEFAULT, ChaosError, process_backend
+from kafkasim.cluster.chaos import ChaosError, process_backend
 from kafkasim.cluster.container_net import (
     LINK_FAULTS,
     ContainerLinkFaults,
@@ -76,6 +76,7 @@ from kafkasim.cluster.container_net import (
 )
 from kafkasim.cluster.netns import NetnsError
 from kafkasim.common.clock import SystemClock
+from kafkasim.common.config import DEV_ZK_SESSION_TIMEOUT_MS
 from kafkasim.common.private_files import write_private
 from kafkasim.common.rpc import RpcError
 from kafkasim.common.rpc_grpc_client import GrpcTransport, client_transport
@@ -510,7 +511,7 @@ def render_override(
 def chaos_broker_props(scenario: Scenario) -> dict[str, object]:
     """The scenario's settings over the same defaults a local run's brokers get."""
     return {
-        "zookeeper.session.timeout.ms": ZK_SESSION_TIMEOUT_MS_DEFAULT,
+        "zookeeper.session.timeout.ms": DEV_ZK_SESSION_TIMEOUT_MS,
         **broker_props(scenario),
     }
 

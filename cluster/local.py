@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkasim.cluster.certs import broker_dns_names, broker_name, load_or_create_ca
+from kafkasim.common.config import DEV_ZK_SESSION_TIMEOUT_MS
 from kafkasim.common.errors import KafkasimError
 from kafkasim.common.private_files import write_private
 from kafkasim.common.zk_acl import OPEN_ACL_UNSAFE, jaas_client_text
@@ -388,7 +389,7 @@ class LocalCluster:
             "listeners": f"PLAINTEXT://{broker.address},KAFKA://{broker.kafka_address}",
             "log.dirs": str(broker.data_dir / "logs"),
             "zookeeper.connect": self.zookeeper.connect_string,
-            "zookeeper.session.timeout.ms": 6000,
+            "zookeeper.session.timeout.ms": DEV_ZK_SESSION_TIMEOUT_MS,
             # As Kafka's shipped server.properties for a development cluster: the offsets
             # and transaction state topics fit the cluster, and a new group does not wait 3 s
             # for more members.

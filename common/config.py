@@ -13,10 +13,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from kafkasim.common.errors import InvalidConfigError
 from kafkasim.common.sentinels import INT32_MAX, INT64_MAX
+
+DEV_ZK_SESSION_TIMEOUT_MS: Final = 6000
+"""``zookeeper.session.timeout.ms`` of the project's own clusters' brokers (local processes,
+docker-compose, the simulation, and so of every failure scenario) unless they set one: Kafka
+0.9's default, a third of today's 18 s, so that a crashed broker's session ends, and its
+partitions fail over, within seconds in demos and tests."""
 
 
 class ConfigType(Enum):

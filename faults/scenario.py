@@ -131,6 +131,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from kafkasim.common.config import DEV_ZK_SESSION_TIMEOUT_MS
 from kafkasim.common.errors import KafkasimError
 
 __all__ = [
@@ -497,14 +498,11 @@ def _room_ms(scenario: Scenario, action: str) -> int:
     return 1  # starts before the end; a duration of at least 1 ms
 
 
-SESSION_TIMEOUT_MS_DEFAULT: Final = 6000  # the scenario clusters' brokers' default
-
-
 def session_timeout_s(scenario: Scenario) -> float:
     """The brokers' ZooKeeper session timeout in ``scenario`` (its broker config or the
     scenario clusters' default, which every backend gives its brokers)."""
     raw = scenario.cluster.broker_config.get(
-        "zookeeper.session.timeout.ms", SESSION_TIMEOUT_MS_DEFAULT
+        "zookeeper.session.timeout.ms", DEV_ZK_SESSION_TIMEOUT_MS
     )
     return int(raw) / 1000
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkasim.client.simple import MinimalClient
+from kafkasim.common.config import DEV_ZK_SESSION_TIMEOUT_MS
 from kafkasim.common.coordination import Coordination
 from kafkasim.common.security import ANONYMOUS
 from kafkasim.node.broker import Broker, MarkerSenderFactory, controller_factory
@@ -52,7 +53,7 @@ class SimCluster:
         brokers: int = 3,
         seed: int = 0,
         broker_props: Mapping[str, object] | None = None,
-        zk_session_timeout_ms: int = 6000,
+        zk_session_timeout_ms: int = DEV_ZK_SESSION_TIMEOUT_MS,
         rules: ReplicationRules = KAFKA_RULES,
         marker_sender_factory: MarkerSenderFactory = rpc_marker_sender,
     ) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from kafkasim.cluster import chaos, compose
 from kafkasim.cluster.container_net import filtering_refusal
+from kafkasim.common.config import DEV_ZK_SESSION_TIMEOUT_MS
 from kafkasim.faults.actions import ACTIONS
 from kafkasim.faults.backend import UnsupportedFaultError, check_supported, unsupported_faults
 from kafkasim.faults.reading import catalog, find, load
@@ -138,7 +139,7 @@ def test_the_override_gives_every_broker_the_scenarios_settings_and_no_restart_p
     assert text.count('      KAFKASIM_CFG_UNCLEAN_LEADER_ELECTION_ENABLE: "false"\n') == 3
     assert text.count('      KAFKASIM_CFG_AUTO_CREATE_TOPICS_ENABLE: "false"\n') == 3
     default = compose.chaos_broker_props(load(find("leader-partition")))
-    assert default["zookeeper.session.timeout.ms"] == chaos.ZK_SESSION_TIMEOUT_MS_DEFAULT
+    assert default["zookeeper.session.timeout.ms"] == DEV_ZK_SESSION_TIMEOUT_MS
 
 
 def test_a_value_that_yaml_would_misread_stays_a_string() -> None:

@@ -58,15 +58,20 @@ def reopen(log: Log, clock: ManualClock, *, clean: bool, **kwargs: object) -> Lo
 
 
 def read_all(log: Log, start: int | None = None, max_offset: int | None = None) -> list[Record]:
-    """Every record from ``start`` (default: log start) to the end, via ``Log.read``."""
+    """Every record from ``start`` (default: log start) to the end, via ``Log.read``. Each
+    read goes on after the last batch read (its last offset delta's offset + 1, as a consumer
+    does): a batch may end past its last record (compaction leaves such batches, a coordinator
+    may append one), so the last record's offset + 1 would read the same batch forever."""
     out: list[Record] = []
     offset = log.log_start_offset if start is None else start
     while offset < (log.log_end_offset if max_offset is None else max_offset):
         info = log.read(offset, 64 * 1024, max_offset=max_offset)
         if not info.records:
             break
-        for position, _ in iter_batches(info.records, verify_crc=True):
+        after = offset + 1
+        for position, header in iter_batches(info.records, verify_crc=True):
             _, records = decode_batch(info.records, position)
             out.extend(r for r in records if r.offset >= offset)
-        offset = out[-1].offset + 1 if out else offset + 1
+            after = max(after, header.next_offset)
+        offset = after
     return out

@@ -10,6 +10,7 @@ path's own error, and nothing half-written.
 
 from __future__ import annotations
 
+import signal
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -137,6 +138,30 @@ def test_the_one_batch_path_leaves_what_the_general_path_leaves(
         fast.close()
         general.close()
         assert _files(fast.dir) == _files(general.dir)
+
+
+def test_reading_goes_on_after_a_batch_that_ends_past_its_last_record(tmp_path: Path) -> None:
+    """A coordinator's append is trusted: a batch of three records (offset deltas 0-2) whose
+    last offset delta is 9 is kept, and the log ends at 10, as after compaction. A reader
+    goes on from the batch's end (10), not from its last record (3), which reads the same
+    batch again: the comparison above drew this case once and ``read_all`` never returned.
+    Bounded by an alarm, so that the old loop fails here instead of hanging."""
+    log, _ = open_log(tmp_path)
+    sparse = with_header(make_batch([b"v0", b"v1", b"v2"]), last_offset_delta=9)
+    log.append_as_leader(sparse, leader_epoch=0, origin=AppendOrigin.COORDINATOR)
+    assert log.log_end_offset == 10
+
+    def stuck(*_: object) -> None:
+        raise AssertionError("read_all read the same batch again and again")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(10)
+    try:
+        assert [r.offset for r in read_all(log)] == [0, 1, 2]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    log.close()
 
 
 @needs_compiled_walk
