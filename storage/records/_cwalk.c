@@ -448,13 +448,15 @@ int64_buffer(PyObject *obj, const char *name, Py_buffer *view, Py_ssize_t *count
 static PyObject *
 cwalk_plain_fields(PyObject *self, PyObject *args)
 {
-    PyObject *data_obj, *begins_obj, *ends_obj, *counts_obj, *out_obj;
-    Py_buffer data, begins, ends, counts, out;
-    Py_ssize_t m, m_ends, m_counts, n;
-    int found = 0, held = 0;
+    /* begins, ends, counts, out: int64 buffers, held in views[0..held-1] */
+    static const char *const names[4] = {"begins", "ends", "counts", "out"};
+    PyObject *data_obj, *objs[4];
+    Py_buffer data, views[4];
+    Py_ssize_t lengths[4];
+    int found = 0, held;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOO:plain_fields", &data_obj, &begins_obj, &ends_obj,
-                          &counts_obj, &out_obj)) {
+    if (!PyArg_ParseTuple(args, "OOOOO:plain_fields", &data_obj, &objs[0], &objs[1], &objs[2],
+                          &objs[3])) {
         return NULL;
     }
     if (PyUnicode_Check(data_obj)) {
@@ -464,40 +466,27 @@ cwalk_plain_fields(PyObject *self, PyObject *args)
     if (PyObject_GetBuffer(data_obj, &data, PyBUF_C_CONTIGUOUS) < 0) {
         return NULL;
     }
-    held = 1;
-    if (int64_buffer(begins_obj, "begins", &begins, &m) < 0) {
-        goto done;
+    for (held = 0; held < 4; held++) {
+        if (int64_buffer(objs[held], names[held], &views[held], &lengths[held]) < 0) {
+            goto done;
+        }
     }
-    held = 2;
-    if (int64_buffer(ends_obj, "ends", &ends, &m_ends) < 0) {
-        goto done;
-    }
-    held = 3;
-    if (int64_buffer(counts_obj, "counts", &counts, &m_counts) < 0) {
-        goto done;
-    }
-    held = 4;
-    if (int64_buffer(out_obj, "out", &out, &n) < 0) {
-        goto done;
-    }
-    held = 5;
-    if (out.readonly) {
+    if (views[3].readonly) {
         PyErr_SetString(PyExc_TypeError, "out must be writable");
-        goto done;
     }
-    if (m_ends != m || m_counts != m || n % 6 != 0) {
+    else if (lengths[1] != lengths[0] || lengths[2] != lengths[0] || lengths[3] % 6 != 0) {
         PyErr_SetString(PyExc_ValueError,
                         "begins, ends and counts must be of one length, out of six rows");
-        goto done;
     }
-    found = plain_fields((const uint8_t *)data.buf, data.len, (const int64_t *)begins.buf,
-                         (const int64_t *)ends.buf, (const int64_t *)counts.buf, m,
-                         (int64_t *)out.buf, n / 6);
+    else {
+        found = plain_fields((const uint8_t *)data.buf, data.len, (const int64_t *)views[0].buf,
+                             (const int64_t *)views[1].buf, (const int64_t *)views[2].buf,
+                             lengths[0], (int64_t *)views[3].buf, lengths[3] / 6);
+    }
 done:
-    if (held >= 5) PyBuffer_Release(&out);
-    if (held >= 4) PyBuffer_Release(&counts);
-    if (held >= 3) PyBuffer_Release(&ends);
-    if (held >= 2) PyBuffer_Release(&begins);
+    while (held > 0) {
+        PyBuffer_Release(&views[--held]);
+    }
     PyBuffer_Release(&data);
     if (PyErr_Occurred()) {
         return NULL;
